@@ -1,0 +1,44 @@
+# Two commands do all set-up on a fresh machine with python3 (>= 3.11) and make:
+#   make demo   — the offline demo on the embedded default (SQLite + diskcache)
+#   make test   — lint, types and the full test suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.stm-installed
+SRC    := stm_memory integrations tests benchmarks
+
+.PHONY: install demo test lint typecheck pytest bench record-cassettes clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/stm-memory demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check $(SRC)
+	$(BIN)/ruff format --check $(SRC)
+
+typecheck: $(STAMP)
+	$(BIN)/mypy --strict stm_memory integrations
+
+pytest: $(STAMP)
+	$(BIN)/pytest
+
+test: lint typecheck pytest
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.run
+
+# Re-record provider cassettes against the real APIs (needs OPENAI_API_KEY / ANTHROPIC_API_KEY).
+record-cassettes: $(STAMP)
+	STM_RECORD_REAL=1 $(BIN)/pytest tests/integrations --record-mode=rewrite
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

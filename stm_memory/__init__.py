@@ -1,0 +1,46 @@
+"""stm-memory: LangChain-compatible short-term memory for chat agents.
+
+The public surface is re-exported here; everything else is private.
+"""
+
+from .config import Limits
+from .engine import DEFAULT_CATEGORY, ShortTermMemory
+from .errors import (
+    CacheError,
+    ConfigurationError,
+    DatabaseError,
+    StmError,
+    StorageError,
+    ValidationError,
+)
+from .turn import TOOL_NAME, TurnContext
+from .types import (
+    Category,
+    MemoryEntry,
+    Scope,
+    ServerSettings,
+    StoredMessage,
+    UserSettings,
+)
+
+__all__ = [
+    "DEFAULT_CATEGORY",
+    "TOOL_NAME",
+    "CacheError",
+    "Category",
+    "ConfigurationError",
+    "DatabaseError",
+    "Limits",
+    "MemoryEntry",
+    "Scope",
+    "ServerSettings",
+    "ShortTermMemory",
+    "StmError",
+    "StorageError",
+    "StoredMessage",
+    "TurnContext",
+    "UserSettings",
+    "ValidationError",
+]
+
+__version__ = "0.1.0"

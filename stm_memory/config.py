@@ -1,0 +1,110 @@
+"""Tunable constants, each overridable by environment variable and by constructor argument.
+
+Precedence: explicit constructor argument > environment variable > default.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from datetime import timedelta
+from typing import Any
+
+from .errors import ConfigurationError
+
+__all__ = ["ENV_VARS", "Limits"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    """The constants of SPEC §2. All durations are :class:`datetime.timedelta`."""
+
+    # An entry with a distilled summary is worth keeping for a day of silence.
+    summary_ttl: timedelta = timedelta(hours=24)
+    # Raw messages (and categories-only entries) go stale faster: half a day.
+    bare_ttl: timedelta = timedelta(hours=12)
+    # Hard cap on every stored value, in Unicode code points.
+    max_summary_length: int = 1500
+    # Raw dialogue turns kept per channel by passive capture.
+    messages_kept: int = 10
+    # Other-channel entries rendered into the prompt.
+    other_channels_shown: int = 3
+    # Entries updated this recently pull the memory block close to the end of the prompt.
+    freshness_window: timedelta = timedelta(minutes=60)
+    # Rows untouched this long are deleted by the janitor.
+    janitor_retention: timedelta = timedelta(days=90)
+    # Let start-up finish before the first sweep competes for the database.
+    janitor_first_run: timedelta = timedelta(seconds=60)
+    janitor_interval: timedelta = timedelta(hours=24)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, timedelta):
+                if value <= timedelta(0) and f.name != "janitor_first_run":
+                    raise ConfigurationError(f"{f.name} must be positive, got {value}")
+            elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigurationError(f"{f.name} must be a positive integer, got {value!r}")
+
+    def ttl_for(self, *, has_summary: bool) -> timedelta:
+        return self.summary_ttl if has_summary else self.bare_ttl
+
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, **overrides: Any
+    ) -> Limits:
+        """Defaults, then environment variables, then ``overrides`` (``None`` values ignored)."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(ENV_VARS[f.name])
+            if raw is None or raw == "":
+                continue
+            values[f.name] = _parse(f.name, raw, is_duration=f.name in _DURATION_UNITS)
+        base = cls(**values)
+        unknown = set(overrides) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ConfigurationError(f"unknown limit option(s): {', '.join(sorted(unknown))}")
+        given = {k: _coerce(k, v) for k, v in overrides.items() if v is not None}
+        return replace(base, **given) if given else base
+
+
+# Unit of the number given in each duration's environment variable.
+_DURATION_UNITS: dict[str, str] = {
+    "summary_ttl": "seconds",
+    "bare_ttl": "seconds",
+    "freshness_window": "seconds",
+    "janitor_retention": "days",
+    "janitor_first_run": "seconds",
+    "janitor_interval": "seconds",
+}
+
+ENV_VARS: dict[str, str] = {
+    "summary_ttl": "STM_SUMMARY_TTL_SECONDS",
+    "bare_ttl": "STM_TTL_SECONDS",
+    "max_summary_length": "STM_MAX_SUMMARY_LENGTH",
+    "messages_kept": "STM_MESSAGES_KEPT",
+    "other_channels_shown": "STM_OTHER_CHANNELS_SHOWN",
+    "freshness_window": "STM_FRESHNESS_WINDOW_SECONDS",
+    "janitor_retention": "STM_JANITOR_RETENTION_DAYS",
+    "janitor_first_run": "STM_JANITOR_FIRST_RUN_SECONDS",
+    "janitor_interval": "STM_JANITOR_INTERVAL_SECONDS",
+}
+
+
+def _parse(name: str, raw: str, *, is_duration: bool) -> int | timedelta:
+    try:
+        number = float(raw) if is_duration else int(raw)
+    except ValueError:
+        raise ConfigurationError(f"{ENV_VARS[name]}={raw!r} is not a number") from None
+    if is_duration:
+        return timedelta(**{_DURATION_UNITS[name]: number})
+    return int(number)
+
+
+def _coerce(name: str, value: Any) -> Any:
+    # Durations may be given as timedelta or as a number in the env var's unit.
+    if name in _DURATION_UNITS and isinstance(value, int | float) and not isinstance(value, bool):
+        return timedelta(**{_DURATION_UNITS[name]: value})
+    return value

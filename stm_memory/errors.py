@@ -1,0 +1,54 @@
+"""The exception tree of stm-memory.
+
+Developer-facing errors are exceptions; model-facing failures are *tool results*
+(``{"status": "tool_execution_failed", ...}``) and never exceptions, because a
+model cannot catch anything and an agent loop must never die of a bad tool call.
+
+::
+
+    StmError
+    ├── ConfigurationError      a setting, category list or constructor option is invalid
+    ├── ValidationError         an argument (id, scope, message list) is malformed
+    └── StorageError            a backend failed in a way the caller must see
+        ├── CacheError          the live cache cannot be opened or used
+        └── DatabaseError       the SQL store cannot be opened, migrated or queried
+
+Persistence failures *during a turn* are not raised: they are logged and queued in
+the outbox (see ``outbox.py``); ``StorageError`` surfaces at construction, in
+administrative calls (``configure_server`` …) and in ``flush()`` diagnostics.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CacheError",
+    "ConfigurationError",
+    "DatabaseError",
+    "StmError",
+    "StorageError",
+    "ValidationError",
+]
+
+
+class StmError(Exception):
+    """Root of every exception raised by stm-memory."""
+
+
+class ConfigurationError(StmError, ValueError):
+    """A setting, category list or constructor option is invalid."""
+
+
+class ValidationError(StmError, ValueError):
+    """An argument given by the developer is malformed (ids, scopes, messages)."""
+
+
+class StorageError(StmError):
+    """A storage backend failed in a way the caller has to know about."""
+
+
+class CacheError(StorageError):
+    """The live cache could not be opened or used."""
+
+
+class DatabaseError(StorageError):
+    """The SQL store could not be opened, migrated or queried."""
