@@ -1,0 +1,263 @@
+"""Live entries: reads with hydration, atomic mutations, and the per-owner key indexes.
+
+Indexes (``shortterm:index:{server|user}:{id}``) list the entry keys of a server or
+user, so other-channel memory is one cache read instead of a scan. An index that is
+missing is rebuilt from SQL (a bulk warm) before anything is added to it; otherwise
+the first write after a restart would create an index that hides older channels.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import replace
+from datetime import datetime
+
+from .cache.base import CacheValue, LiveCache, Write
+from .config import Limits
+from .errors import DatabaseError
+from .outbox import Outbox
+from .store.base import MemoryStore
+from .types import MemoryEntry, Scope, ScopeKind, index_key, parse_index_key, parse_key
+
+__all__ = ["LiveEntries"]
+
+log = logging.getLogger("stm_memory")
+
+Change = Callable[[MemoryEntry], MemoryEntry]
+
+
+def owner_index(entry_key: str) -> str:
+    kind, owner, _channel, _persona = parse_key(entry_key)
+    return index_key(kind, owner)
+
+
+class _NeedsLoad(Exception):
+    """Raised inside an atomic write to leave it and load missing keys first."""
+
+    def __init__(self, keys: list[str]) -> None:
+        self.keys = keys
+
+
+class LiveEntries:
+    def __init__(
+        self,
+        cache: LiveCache,
+        store: MemoryStore,
+        outbox: Outbox,
+        limits: Limits,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.cache = cache
+        self.store = store
+        self.outbox = outbox
+        self.limits = limits
+        self.clock = clock
+        self._inflight: dict[str, Future[MemoryEntry | None]] = {}
+        self._inflight_lock = threading.Lock()
+
+    # -- expiry ---------------------------------------------------------------------
+
+    def native_ttl(self, entry: MemoryEntry) -> float:
+        # A day of margin: the engine's clock decides what is live; the native TTL
+        # only reclaims space, and must never drop an entry the clock still shows.
+        ttl = self.limits.ttl_for(has_summary=entry.has_summary)
+        return ttl.total_seconds() + 86400.0
+
+    def is_live(self, entry: MemoryEntry, now: datetime) -> bool:
+        ttl = self.limits.ttl_for(has_summary=entry.has_summary)
+        return now - entry.last_updated < ttl
+
+    # -- reads ----------------------------------------------------------------------
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, MemoryEntry]:
+        """Entries by key (expired ones included), hydrating misses from SQL."""
+        raw = self.cache.get_many(keys)
+        out = {k: MemoryEntry.from_dict(v) for k, v in raw.items()}
+        missing = [k for k in keys if k not in raw]
+        if missing:
+            out.update(self.hydrate(missing))
+        return out
+
+    def hydrate(self, keys: Sequence[str]) -> dict[str, MemoryEntry]:
+        """Load keys from SQL into the cache. Concurrent misses of a key share one load."""
+        mine: list[str] = []
+        waits: dict[str, Future[MemoryEntry | None]] = {}
+        with self._inflight_lock:
+            for key in keys:
+                if key in self._inflight:
+                    waits[key] = self._inflight[key]
+                else:
+                    fut: Future[MemoryEntry | None] = Future()
+                    self._inflight[key] = fut
+                    mine.append(key)
+        out: dict[str, MemoryEntry] = {}
+        try:
+            loaded = self._load(mine) if mine else {}
+            out.update(loaded)
+        finally:
+            with self._inflight_lock:
+                for key in mine:
+                    fut = self._inflight.pop(key)
+                    fut.set_result(out.get(key))
+        for key, fut in waits.items():
+            entry = fut.result()
+            if entry is not None:
+                out[key] = entry
+        return out
+
+    def _load(self, keys: list[str]) -> dict[str, MemoryEntry]:
+        try:
+            rows = self.store.load_many(keys)
+        except DatabaseError as exc:
+            log.warning("stm-memory: hydration failed, continuing without: %s", exc)
+            return {}
+        rows = {k: e for k, e in rows.items() if not self._blocked(e)}
+        if not rows:
+            return {}
+        self.cache.add_many({k: Write(e.to_dict(), self.native_ttl(e)) for k, e in rows.items()})
+        # Re-read: a concurrent writer may have won, and its value is the live one.
+        return {k: MemoryEntry.from_dict(v) for k, v in self.cache.get_many(list(rows)).items()}
+
+    def _blocked(self, entry: MemoryEntry) -> bool:
+        # A deletion still queued in the outbox must win over the row it will delete.
+        if not self.outbox.has_pending():
+            return False
+        kind = self.outbox.blocking_delete(
+            row_key=entry.key,
+            channel_id=entry.channel_id,
+            user_id=entry.user_id if entry.kind == "user" else None,
+        )
+        return kind in ("delete_channel", "delete_user")
+
+    def warm(self, kind: ScopeKind, owner_id: str) -> int:
+        """Bulk-load an owner's rows into the cache (never overwriting a live key) and
+        build its index. Returns how many entries were added."""
+        try:
+            rows = self.store.load_server(owner_id) if kind == "server" else self.store.load_user(
+                owner_id
+            )
+        except DatabaseError as exc:
+            log.warning("stm-memory: warm of %s %s failed: %s", kind, owner_id, exc)
+            rows = []
+        rows = [e for e in rows if not self._blocked(e)]
+        added = self.cache.add_many({e.key: Write(e.to_dict(), self.native_ttl(e)) for e in rows})
+        members = {e.key: 1 for e in rows}
+
+        def merge(current: Mapping[str, CacheValue | None]) -> dict[str, Write]:
+            old = current[ikey] or {"members": {}}
+            return {ikey: Write({"members": {**members, **old["members"]}})}
+
+        ikey = index_key(kind, owner_id)
+        self.cache.atomic([ikey], merge)
+        return added
+
+    def index_members(self, kind: ScopeKind, owner_id: str) -> list[str]:
+        ikey = index_key(kind, owner_id)
+        value = self.cache.get(ikey)
+        if value is None:
+            self.warm(kind, owner_id)
+            value = self.cache.get(ikey) or {"members": {}}
+        return list(value["members"])
+
+    # -- writes ---------------------------------------------------------------------
+
+    def fresh_or_live(
+        self, raw: CacheValue | None, scope: Scope, key: str, now: datetime
+    ) -> MemoryEntry:
+        if raw is None:
+            return MemoryEntry.empty(scope, key, now)
+        entry = MemoryEntry.from_dict(raw)
+        if self.is_live(entry, now):
+            return entry.with_scope_names(scope)
+        # Expired content is gone; the turn counters are bookkeeping and carry on.
+        return replace(
+            MemoryEntry.empty(scope, key, now),
+            turns_since_refresh=entry.turns_since_refresh,
+            last_refreshed_turn=entry.last_refreshed_turn,
+        )
+
+    def mutate(
+        self, scope: Scope, keys: Sequence[str], change: Change
+    ) -> dict[str, MemoryEntry]:
+        """Apply ``change`` to the entries of ``keys`` atomically (one transaction).
+
+        A key missing from the cache is hydrated from SQL first, and a missing index
+        is warmed first, so a write never starts from a blank that hides stored data.
+        """
+        indexes = sorted({owner_index(k) for k in keys})
+        all_keys = [*keys, *indexes]
+        loaded = False
+        while True:
+            now = self.clock()
+
+            def fn(
+                current: Mapping[str, CacheValue | None],
+                now: datetime = now,
+                loaded: bool = loaded,
+            ) -> dict[str, Write]:
+                missing = [k for k in all_keys if current.get(k) is None]
+                if missing and not loaded:
+                    raise _NeedsLoad(missing)
+                writes: dict[str, Write] = {}
+                for key in keys:
+                    entry = change(self.fresh_or_live(current.get(key), scope, key, now))
+                    writes[key] = Write(entry.to_dict(), self.native_ttl(entry))
+                for ikey in indexes:
+                    members = dict((current.get(ikey) or {"members": {}})["members"])
+                    absent = [k for k in keys if owner_index(k) == ikey and k not in members]
+                    if absent or current.get(ikey) is None:
+                        members.update(dict.fromkeys(absent, 1))
+                        writes[ikey] = Write({"members": members})
+                return writes
+
+            try:
+                result = self.cache.atomic(all_keys, fn)
+            except _NeedsLoad as need:
+                self._load_missing(need.keys)
+                loaded = True
+                continue
+            return {k: MemoryEntry.from_dict(v) for k in keys if (v := result[k]) is not None}
+
+    def _load_missing(self, keys: list[str]) -> None:
+        entry_keys = [k for k in keys if not k.startswith("shortterm:index:")]
+        if entry_keys:
+            self.hydrate(entry_keys)
+        for ikey in keys:
+            if ikey.startswith("shortterm:index:"):
+                self.warm(*parse_index_key(ikey))
+
+    def evict(self, keys: Sequence[str]) -> int:
+        """Remove entries from the cache and from their indexes."""
+        if not keys:
+            return 0
+        removed = self.cache.delete_many(keys)
+        by_index: dict[str, set[str]] = {}
+        for key in keys:
+            by_index.setdefault(owner_index(key), set()).add(key)
+        for ikey, gone in by_index.items():
+
+            def drop(current: Mapping[str, CacheValue | None], ikey: str = ikey,
+                     gone: set[str] = gone) -> dict[str, Write]:
+                value = current[ikey]
+                if value is None:
+                    return {}
+                members = {k: 1 for k in value["members"] if k not in gone}
+                return {ikey: Write({"members": members})}
+
+            self.cache.atomic([ikey], drop)
+        return removed
+
+    def entry_keys(self, predicate: Callable[[ScopeKind, str, str], bool]) -> list[str]:
+        """Cache keys whose (kind, owner, channel) match — an administrative scan."""
+        out = []
+        for key in self.cache.iter_keys("shortterm:"):
+            if key.startswith("shortterm:index:"):
+                continue
+            kind, owner, channel, _ = parse_key(key)
+            if predicate(kind, owner, channel):
+                out.append(key)
+        return out
+

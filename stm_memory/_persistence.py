@@ -1,0 +1,154 @@
+"""Persist-or-queue: every SQL write goes through here, so failures land in the outbox."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from .errors import DatabaseError
+from .outbox import Outbox, OutboxItem, OutboxKind
+from .store.base import MemoryStore
+from .types import MemoryEntry
+
+__all__ = ["Persister"]
+
+log = logging.getLogger("stm_memory")
+
+
+def _row_match(entry: MemoryEntry) -> dict[str, str | None]:
+    # user_id is recorded only for user-scope rows: that is what clear_user deletes.
+    return {
+        "row_key": entry.key,
+        "channel_id": entry.channel_id,
+        "user_id": entry.user_id if entry.kind == "user" else None,
+    }
+
+
+class Persister:
+    """Runs store operations now, or queues them durably when the database fails.
+
+    Order matters (a queued delete must not be overtaken by a later write), so while
+    anything is queued new writes go behind it instead of straight to the database.
+    """
+
+    def __init__(self, store: MemoryStore, outbox: Outbox, clock: Callable[[], datetime]) -> None:
+        self.store = store
+        self.outbox = outbox
+        self._clock = clock
+        self._flush_lock = threading.Lock()
+        # Checked on the hot path instead of querying the outbox on every write.
+        self._dirty = outbox.has_pending()
+
+    # -- dispatch -------------------------------------------------------------------
+
+    def apply(self, kind: OutboxKind, payload: dict[str, Any], op_id: str | None) -> int:
+        store = self.store
+        if kind == "write_memory":
+            entries = [MemoryEntry.from_dict(e) for e in payload["entries"]]
+            store.write_memory(
+                entries,
+                reset_key=payload["reset_key"],
+                summary=payload["summary"],
+                categories=payload["categories"],
+                op_id=op_id,
+            )
+            return len(entries)
+        if kind == "ensure_rows":
+            entries = [MemoryEntry.from_dict(e) for e in payload["entries"]]
+            store.ensure_rows(entries, datetime.fromisoformat(payload["at"]))
+            return len(entries)
+        if kind == "increment_turns":
+            entry = MemoryEntry.from_dict(payload["entry"])
+            store.increment_turns(entry, datetime.fromisoformat(payload["at"]), op_id=op_id)
+            return 1
+        if kind == "delete_channel":
+            return store.delete_channel(payload["channel_id"], op_id=op_id)
+        if kind == "delete_user":
+            return store.delete_user(payload["user_id"], op_id=op_id)
+        if kind == "clear_summary":
+            at = datetime.fromisoformat(payload["at"])
+            return store.clear_summary(payload["keys"], at, op_id=op_id)
+        raise ValueError(f"unknown outbox operation {kind!r}")
+
+    # -- writes: try now, queue on failure -------------------------------------------
+
+    def write(self, kind: OutboxKind, payload: dict[str, Any], entries: list[MemoryEntry]) -> bool:
+        """Run a row write; on failure queue it, one outbox item per row, so a later
+        per-user or per-channel purge can drop exactly the rows it deletes."""
+        if self._dirty and not self.flush_all():
+            self._queue_rows(kind, payload, entries)
+            return False
+        try:
+            self.apply(kind, payload, None)
+            return True
+        except DatabaseError as exc:
+            log.warning("stm-memory: %s failed, queued in the outbox: %s", kind, exc)
+            self._queue_rows(kind, payload, entries)
+            return False
+
+    def _queue_rows(
+        self, kind: OutboxKind, payload: dict[str, Any], entries: list[MemoryEntry]
+    ) -> None:
+        at = self._clock()
+        for entry in entries:
+            if kind == "increment_turns":
+                row_payload = payload
+            else:
+                row_payload = payload | {"entries": [entry.to_dict()]}
+            self.outbox.enqueue(kind, row_payload, at=at, **_row_match(entry))
+        self._dirty = True
+
+    # -- deletes: queue first, so hydration sees them until they land ----------------
+
+    def begin_delete(
+        self, kind: OutboxKind, payload: dict[str, Any], **match: str | None
+    ) -> OutboxItem:
+        item = self.outbox.enqueue(kind, payload, at=self._clock(), **match)
+        self._dirty = True
+        return item
+
+    def finish_delete(self, item: OutboxItem) -> int | None:
+        """Apply a queued delete now if nothing is ahead of it; None when it stays queued."""
+        if not self.flush_all(until=item.id):
+            return None
+        try:
+            count = self.apply(item.kind, item.payload, item.op_id)
+        except DatabaseError as exc:
+            log.warning("stm-memory: %s queued for retry: %s", item.kind, exc)
+            self.outbox.mark_attempt(item.id)
+            return None
+        self.outbox.remove(item.id)
+        self._dirty = self.outbox.has_pending()
+        return count
+
+    # -- replay ---------------------------------------------------------------------
+
+    def flush(self, *, before: int | None = None) -> int:
+        """Replay queued operations in order (only those queued before item ``before``,
+        when given); returns how many landed."""
+        with self._flush_lock:
+            landed = 0
+            for item in self.outbox.pending():
+                if before is not None and item.id >= before:
+                    break
+                try:
+                    self.apply(item.kind, item.payload, item.op_id)
+                except DatabaseError as exc:
+                    log.info("stm-memory: outbox replay stopped, database still failing: %s", exc)
+                    self.outbox.mark_attempt(item.id)
+                    break
+                self.outbox.remove(item.id)
+                landed += 1
+            self._dirty = self.outbox.has_pending()
+            return landed
+
+    def flush_all(self, *, until: int | None = None) -> bool:
+        """Flush; True when nothing (before ``until``) is left waiting."""
+        if not self._dirty:
+            return True
+        self.flush(before=until)
+        pending = self.outbox.pending(limit=1)
+        return not pending or (until is not None and pending[0].id >= until)

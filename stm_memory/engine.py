@@ -1,0 +1,570 @@
+"""ShortTermMemory: the write path, capture, counters, hydration, deletion and janitor."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from ._live import LiveEntries
+from ._persistence import Persister
+from .arguments import UpdateArgs, parse_update_arguments
+from .cache.base import LiveCache
+from .cache.disk import DiskLiveCache
+from .cache.memory import InMemoryLiveCache
+from .capture import to_stored_messages
+from .config import Limits
+from .errors import ConfigurationError, StmError, ValidationError
+from .intent import IntentDetector, detect_long_term_intent
+from .outbox import Outbox
+from .store.base import MemoryStore
+from .store.sql import SqlStore, create_sql_engine
+from .text import unique_slugs
+from .turn import TurnContext, failure, success
+from .types import Category, MemoryEntry, Scope, ServerSettings, UserSettings
+
+if TYPE_CHECKING:
+    from langchain_core.tools import BaseTool
+
+    from .context import MemoryContext
+    from .janitor import Janitor
+
+__all__ = ["DEFAULT_CATEGORY", "ShortTermMemory"]
+
+log = logging.getLogger("stm_memory")
+
+Clock = Callable[[], datetime]
+DEFAULT_CATEGORY = Category(
+    "summary", "A compact summary of the recent conversation in this channel.", "summary"
+)
+MAX_CATEGORIES = 5
+
+
+def _system_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+def _state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(Path.home(), ".local", "state")
+    return Path(base) / "stm-memory"
+
+
+def _check_owner_id(name: str, value: Any) -> str:
+    # Reuse Scope's id rules so every id entering storage is held to one standard.
+    if name == "user_id":
+        Scope(channel_id="_", user_id=value)
+    else:
+        Scope(channel_id="_", user_id="_", server_id=value)
+    return str(value)
+
+
+class ShortTermMemory:
+    """Scoped short-term memory for chat agents. See SPEC §10 for the public surface."""
+
+    def __init__(
+        self,
+        *,
+        store: MemoryStore,
+        cache: LiveCache,
+        outbox: Outbox,
+        clock: Clock | None = None,
+        limits: Limits | None = None,
+        intent_detector: IntentDetector | None = None,
+        excluded_providers: Iterable[str] = ("novelai",),
+        settings_ttl: float = 5.0,
+    ) -> None:
+        self.store = store
+        self.cache = cache
+        self.outbox = outbox
+        self.limits = limits or Limits.from_env()
+        self._clock = clock or _system_clock
+        self.intent_detector: IntentDetector = intent_detector or detect_long_term_intent
+        self.excluded_providers = frozenset(p.lower() for p in excluded_providers)
+        self._settings_ttl = settings_ttl
+        self._memo: dict[tuple[str, str], tuple[float, Any]] = {}
+        self._memo_lock = threading.Lock()
+        self.store.setup()
+        self.live = LiveEntries(cache, store, outbox, self.limits, self.now)
+        self.persister = Persister(store, outbox, self.now)
+        self._janitor: Janitor | None = None
+        self._closed = False
+        if self.persister.flush_all():  # start-up replay of what an earlier run queued
+            log.debug("stm-memory: outbox empty at start-up")
+
+    # -- construction ------------------------------------------------------------------
+
+    @classmethod
+    def from_url(
+        cls,
+        database_url: str = "sqlite:///stm.db",
+        *,
+        cache_dir: str | os.PathLike[str] | None = None,
+        redis_url: str | None = None,
+        clock: Clock | None = None,
+        outbox_path: str | os.PathLike[str] | None = None,
+        intent_detector: IntentDetector | None = None,
+        excluded_providers: Iterable[str] = ("novelai",),
+        timeout: float = 5.0,
+        settings_ttl: float = 5.0,
+        **limits: Any,
+    ) -> ShortTermMemory:
+        """Build from URLs: SQLite/PostgreSQL rows, diskcache (default) or Redis live cache.
+
+        ``limits`` are the constants of SPEC §2 (``summary_ttl``, ``bare_ttl``,
+        ``max_summary_length``, …) and override their environment variables.
+        """
+        limit_values = Limits.from_env(**limits)
+        engine = create_sql_engine(database_url, timeout=timeout)
+        store = SqlStore(engine)
+        db_path = engine.url.database if engine.url.get_backend_name() == "sqlite" else None
+        in_memory_db = engine.url.get_backend_name() == "sqlite" and db_path in (
+            None, "", ":memory:",
+        )
+        cache: LiveCache
+        if redis_url is not None:
+            from .cache.redis import RedisLiveCache
+
+            cache = RedisLiveCache.from_url(redis_url)
+        elif cache_dir is not None:
+            cache = DiskLiveCache(cache_dir)
+        elif in_memory_db:
+            cache = InMemoryLiveCache()
+        elif db_path:
+            cache = DiskLiveCache(f"{db_path}.stm-cache")
+        else:
+            digest = hashlib.sha256(database_url.encode()).hexdigest()[:16]
+            cache = DiskLiveCache(_state_dir() / f"cache-{digest}")
+        if outbox_path is None:
+            if isinstance(cache, DiskLiveCache):
+                outbox_path = cache.directory / "outbox.sqlite3"
+            elif in_memory_db:
+                outbox_path = ":memory:"
+            else:
+                digest = hashlib.sha256(database_url.encode()).hexdigest()[:16]
+                outbox_path = _state_dir() / f"outbox-{digest}.sqlite3"
+        try:
+            return cls(
+                store=store,
+                cache=cache,
+                outbox=Outbox(os.fspath(outbox_path)),
+                clock=clock,
+                limits=limit_values,
+                intent_detector=intent_detector,
+                excluded_providers=excluded_providers,
+                settings_ttl=settings_ttl,
+            )
+        except BaseException:
+            cache.close()
+            store.close()
+            raise
+
+    def now(self) -> datetime:
+        value = self._clock()
+        if value.tzinfo is None:
+            raise ConfigurationError("clock= must return timezone-aware datetimes")
+        return value.astimezone(UTC)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.stop_janitor()
+        self.cache.close()
+        self.outbox.close()
+        self.store.close()
+
+    # -- settings (memoised briefly: begin_turn reads them every turn) -----------------
+
+    def _memoised(self, kind: str, ident: str, load: Callable[[], Any]) -> Any:
+        now = time.monotonic()
+        with self._memo_lock:
+            hit = self._memo.get((kind, ident))
+        if hit is not None and now - hit[0] < self._settings_ttl:
+            return hit[1]
+        value = load()
+        with self._memo_lock:
+            self._memo[(kind, ident)] = (now, value)
+        return value
+
+    def _forget(self, kind: str, ident: str) -> None:
+        with self._memo_lock:
+            self._memo.pop((kind, ident), None)
+
+    def server_settings(self, server_id: str) -> ServerSettings:
+        _check_owner_id("server_id", server_id)
+        return self._memoised(  # type: ignore[no-any-return]
+            "server", server_id,
+            lambda: self.store.get_server_settings(server_id) or ServerSettings(),
+        )
+
+    def configure_server(self, server_id: str, **settings: Any) -> ServerSettings:
+        """Change server settings (SPEC §2); unknown names or bad values raise
+        :class:`ConfigurationError` and nothing is written."""
+        _check_owner_id("server_id", server_id)
+        current = self.store.get_server_settings(server_id) or ServerSettings()
+        new = current.with_changes(**settings)
+        self.store.put_server_settings(server_id, new, self.now())
+        self._forget("server", server_id)
+        return new
+
+    def categories(self, server_id: str) -> list[Category]:
+        _check_owner_id("server_id", server_id)
+        cats = self._memoised("categories", server_id, lambda: self.store.get_categories(server_id))
+        return list(cats) or [DEFAULT_CATEGORY]
+
+    def set_categories(
+        self, server_id: str, categories: Sequence[Category | str]
+    ) -> list[Category]:
+        """Replace a server's categories (at most 5, non-empty labels). Slugs follow
+        SPEC §3. An empty list restores the default summary mode."""
+        _check_owner_id("server_id", server_id)
+        if isinstance(categories, str | bytes) or not isinstance(categories, Sequence):
+            raise ConfigurationError("categories must be a list of Category")
+        if len(categories) > MAX_CATEGORIES:
+            raise ConfigurationError(
+                f"at most {MAX_CATEGORIES} categories per server, got {len(categories)}"
+            )
+        cleaned: list[Category] = []
+        for i, cat in enumerate(categories):
+            if isinstance(cat, str):
+                cat = Category(cat)
+            if not isinstance(cat, Category):
+                raise ConfigurationError(f"category {i} must be a Category, got {cat!r}")
+            if not isinstance(cat.label, str) or not cat.label.strip():
+                raise ConfigurationError(f"category {i} needs a non-empty label")
+            if not isinstance(cat.description, str):
+                raise ConfigurationError(f"category {i} description must be a string")
+            if len(cat.label) > 200 or len(cat.description) > 1000:
+                raise ConfigurationError(
+                    f"category {i}: label ≤ 200 and description ≤ 1000 characters"
+                )
+            cleaned.append(Category(cat.label.strip(), cat.description.strip()))
+        slugs = unique_slugs([c.label for c in cleaned])
+        final = [Category(c.label, c.description, s) for c, s in zip(cleaned, slugs, strict=True)]
+        self.store.set_categories(server_id, final)
+        self._forget("categories", server_id)
+        return final or [DEFAULT_CATEGORY]
+
+    def user_settings(self, user_id: str) -> UserSettings:
+        _check_owner_id("user_id", user_id)
+        return self._memoised(  # type: ignore[no-any-return]
+            "user", user_id, lambda: self.store.get_user_settings(user_id) or UserSettings()
+        )
+
+    def configure_user(self, user_id: str, **settings: Any) -> UserSettings:
+        _check_owner_id("user_id", user_id)
+        current = self.store.get_user_settings(user_id) or UserSettings()
+        new = current.with_changes(**settings)
+        self.store.put_user_settings(user_id, new, self.now())
+        self._forget("user", user_id)
+        return new
+
+    # -- turns ---------------------------------------------------------------------------
+
+    def begin_turn(
+        self,
+        scope: Scope,
+        *,
+        provider: str | None = None,
+        user_message: str | None = None,
+        tools_available: bool = True,
+    ) -> TurnContext:
+        """Snapshot settings and categories for one responding turn."""
+        if not isinstance(scope, Scope):
+            raise ValidationError(f"scope must be a Scope, got {type(scope).__name__}")
+        if user_message is not None and not isinstance(user_message, str):
+            raise ValidationError("user_message must be a string or None")
+        settings = self.server_settings(scope.server_id) if scope.server_id else ServerSettings()
+        cats = tuple(self.categories(scope.server_id)) if scope.server_id else (DEFAULT_CATEGORY,)
+        intent = False
+        if user_message:
+            try:
+                intent = bool(self.intent_detector(user_message))
+            except Exception:  # a custom detector must not break the turn
+                log.exception("stm-memory: intent detector failed; assuming no intent")
+        return TurnContext(
+            scope=scope,
+            provider=provider,
+            user_message=user_message,
+            settings=settings,
+            categories=cats,
+            user_settings=self.user_settings(scope.user_id),
+            long_term_intent=intent,
+            provider_excluded=(provider or "").lower() in self.excluded_providers,
+            tools_available=tools_available,
+            started_at=self.now(),
+        )
+
+    def tool(self, turn: TurnContext) -> BaseTool | None:
+        """The LangChain tool bound to this turn, or None when a guard hides it."""
+        from .tool import build_tool
+
+        return build_tool(self, turn) if turn.tool_offered else None
+
+    def update(self, turn: TurnContext, args: object) -> dict[str, Any]:
+        """Run ``update_short_term_memory``: a result dict, never an exception."""
+        reason = turn.guard_reason()
+        if reason:
+            return failure(reason)
+        parsed = parse_update_arguments(
+            args,
+            summary_mode=turn.summary_mode,
+            categories=turn.categories,
+            limit=self.limits.max_summary_length,
+        )
+        if isinstance(parsed, str):
+            return failure(parsed)
+        if not turn.claim_update():
+            return failure(turn.guard_reason() or "Already updated this turn.")
+        try:
+            self._write(turn, parsed)
+        except StmError as exc:
+            turn.release_update()
+            log.error("stm-memory: update failed for %s: %s", turn.scope.live_key, exc)
+            return failure("Short-term memory could not be stored right now; continue.")
+        return success()
+
+    def _write(self, turn: TurnContext, args: UpdateArgs) -> None:
+        scope = turn.scope
+        live_key = scope.live_key
+        now = self.now()
+        order = [c.slug for c in turn.categories]
+
+        def change(entry: MemoryEntry) -> MemoryEntry:
+            if args.summary is not None:
+                entry = replace(entry, summary=args.summary)
+            if args.categories is not None:
+                new = args.categories
+                old = entry.categories
+                merged = {s: new.get(s) or old.get(s, "") for s in order}
+                merged = {s: v for s, v in merged.items() if v}
+                # Slugs whose category an admin removed keep their value (rendered
+                # with a humanised label) until the next write replaces them.
+                merged.update({s: v for s, v in old.items() if s not in merged})
+                entry = replace(entry, categories=merged)
+            entry = replace(entry, last_updated=now)
+            if entry.key == live_key:
+                entry = replace(
+                    entry,
+                    turns_since_refresh=0,
+                    last_refreshed_turn=entry.last_refreshed_turn + 1,
+                )
+            return entry
+
+        entries = list(self.live.mutate(scope, scope.keys, change).values())
+        payload = {
+            "entries": [e.to_dict() for e in entries],
+            "reset_key": live_key,
+            "summary": args.summary is not None,
+            "categories": args.categories is not None,
+        }
+        self.persister.write("write_memory", payload, entries)
+
+    def capture(self, scope: Scope, messages: Sequence[Any]) -> MemoryEntry | None:
+        """Store the last dialogue turns of the channel (SPEC §5); returns the live entry."""
+        if not isinstance(scope, Scope):
+            raise ValidationError(f"scope must be a Scope, got {type(scope).__name__}")
+        if self.user_settings(scope.user_id).full_privacy:
+            return None
+        now = self.now()
+        stored = to_stored_messages(messages, now=now, keep=self.limits.messages_kept)
+        if not stored:
+            return None
+
+        def change(entry: MemoryEntry) -> MemoryEntry:
+            return replace(entry, messages=stored, last_updated=now)
+
+        entries = self.live.mutate(scope, scope.keys, change)
+        rows = list(entries.values())
+        self.persister.write(
+            "ensure_rows", {"entries": [e.to_dict() for e in rows], "at": now.isoformat()}, rows
+        )
+        return entries.get(scope.live_key)
+
+    def end_turn(self, turn: TurnContext) -> None:
+        """Count the turn on the live scope, unless this turn refreshed the memory."""
+        with turn._lock:
+            if turn.ended:
+                return
+            turn.ended = True
+        if turn.updated or turn.user_settings.full_privacy:
+            return
+        scope = turn.scope
+        now = self.now()
+
+        def bump(entry: MemoryEntry) -> MemoryEntry:
+            return replace(entry, turns_since_refresh=entry.turns_since_refresh + 1)
+
+        entry = self.live.mutate(scope, [scope.live_key], bump)[scope.live_key]
+        payload = {"entry": entry.to_dict(), "at": now.isoformat()}
+        self.persister.write("increment_turns", payload, [entry])
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def get(self, scope: Scope) -> MemoryEntry | None:
+        """The live entry of the scope (hydrating on a miss), None if absent or expired."""
+        return self.get_key(scope.live_key)
+
+    def get_key(self, key: str) -> MemoryEntry | None:
+        entry = self.live.get_many([key]).get(key)
+        if entry is None or not self.live.is_live(entry, self.now()):
+            return None
+        return entry
+
+    def build_context(self, turn: TurnContext) -> MemoryContext:
+        """Memory content and nudge for this turn, with their injection depths."""
+        from .context import assemble_context
+
+        return assemble_context(self, turn)
+
+    # -- deletion ------------------------------------------------------------------------
+
+    def clear_channel(self, channel_id: str) -> int:
+        """Forget a channel everywhere (the "/refresh" command). Returns SQL rows deleted
+        now (0 when the delete is queued for an unreachable database)."""
+        Scope(channel_id=channel_id, user_id="_")
+        item = self.persister.begin_delete(
+            "delete_channel", {"channel_id": channel_id}, channel_id=channel_id
+        )
+        self.live.evict(self.live.entry_keys(lambda _k, _o, ch: ch == channel_id))
+        self.outbox.purge_channel(channel_id)
+        return self.persister.finish_delete(item) or 0
+
+    def clear_user(self, user_id: str) -> int:
+        """Forget every user-scope entry of a user, in every server and DM."""
+        _check_owner_id("user_id", user_id)
+        item = self.persister.begin_delete("delete_user", {"user_id": user_id}, user_id=user_id)
+        keys = self.live.entry_keys(lambda kind, owner, _ch: kind == "user" and owner == user_id)
+        self.live.evict(keys)
+        self.outbox.purge_user(user_id)
+        self._forget("user", user_id)
+        return self.persister.finish_delete(item) or 0
+
+    def clear_summary(self, scope: Scope) -> int:
+        """Drop the distilled memory (summary and categories) of a scope, keep the rest."""
+        keys = list(scope.keys)
+        now = self.now()
+        item = self.persister.begin_delete(
+            "clear_summary", {"keys": keys, "at": now.isoformat()}, row_key=scope.live_key
+        )
+
+        def clear(entry: MemoryEntry) -> MemoryEntry:
+            return replace(entry, summary=None, categories={}, last_updated=now)
+
+        present = self.cache.get_many(keys)
+        if present:
+            self.live.mutate(scope, list(present), clear)
+        self.outbox.purge_keys(keys)
+        return self.persister.finish_delete(item) or 0
+
+    # -- maintenance ---------------------------------------------------------------------
+
+    def flush(self) -> int:
+        """Replay queued writes now; returns how many landed."""
+        return self.persister.flush()
+
+    def run_janitor(self) -> int:
+        """Replay the outbox, delete rows idle past the retention, reclaim cache space.
+        Returns the number of rows deleted."""
+        self.persister.flush()
+        cutoff = self.now() - self.limits.janitor_retention
+        deleted = self.store.delete_older_than(cutoff)
+        self.cache.expire()
+        if deleted:
+            # Indexes may name deleted rows; drop them so the next read rebuilds them.
+            self.cache.delete_many(list(self.cache.iter_keys("shortterm:index:")))
+        log.info("stm-memory: janitor deleted %d rows idle since %s", deleted, cutoff)
+        return deleted
+
+    def start_janitor(self) -> Janitor:
+        """Run the janitor in a background thread (first run after
+        ``janitor_first_run``, then every ``janitor_interval``); ``stop()`` ends it."""
+        from .janitor import Janitor
+
+        if self._janitor is None or not self._janitor.is_alive():
+            self._janitor = Janitor(
+                self.run_janitor,
+                first_run=self.limits.janitor_first_run.total_seconds(),
+                interval=self.limits.janitor_interval.total_seconds(),
+            )
+            self._janitor.start()
+        return self._janitor
+
+    def stop_janitor(self) -> None:
+        if self._janitor is not None:
+            self._janitor.stop()
+            self._janitor = None
+
+    # -- async twins: the sync path is the one implementation -----------------------------
+
+    async def aupdate(self, turn: TurnContext, args: object) -> dict[str, Any]:
+        return await asyncio.to_thread(self.update, turn, args)
+
+    async def abegin_turn(
+        self, scope: Scope, *, provider: str | None = None, user_message: str | None = None,
+        tools_available: bool = True,
+    ) -> TurnContext:
+        return await asyncio.to_thread(
+            lambda: self.begin_turn(
+                scope, provider=provider, user_message=user_message,
+                tools_available=tools_available,
+            )
+        )
+
+    async def abuild_context(self, turn: TurnContext) -> MemoryContext:
+        return await asyncio.to_thread(self.build_context, turn)
+
+    async def aget(self, scope: Scope) -> MemoryEntry | None:
+        return await asyncio.to_thread(self.get, scope)
+
+    async def acapture(self, scope: Scope, messages: Sequence[Any]) -> MemoryEntry | None:
+        return await asyncio.to_thread(self.capture, scope, messages)
+
+    async def aend_turn(self, turn: TurnContext) -> None:
+        await asyncio.to_thread(self.end_turn, turn)
+
+    async def aclear_channel(self, channel_id: str) -> int:
+        return await asyncio.to_thread(self.clear_channel, channel_id)
+
+    async def aclear_user(self, user_id: str) -> int:
+        return await asyncio.to_thread(self.clear_user, user_id)
+
+    async def aclear_summary(self, scope: Scope) -> int:
+        return await asyncio.to_thread(self.clear_summary, scope)
+
+    async def aflush(self) -> int:
+        return await asyncio.to_thread(self.flush)
+
+    async def arun_janitor(self) -> int:
+        return await asyncio.to_thread(self.run_janitor)
+
+    def stats(self) -> Mapping[str, Any]:
+        """Counts for the CLI and dashboards."""
+        return {
+            "cache_entries": sum(
+                1 for k in self.cache.iter_keys("shortterm:") if not k.startswith(
+                    "shortterm:index:")
+            ),
+            "rows": self.store.count_rows(),
+            "queued_writes": len(self.outbox),
+        }

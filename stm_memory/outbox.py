@@ -1,0 +1,180 @@
+"""A durable local queue of SQL writes and deletes that could not land yet.
+
+It lives in its own SQLite file beside the live cache (stdlib ``sqlite3``), so it
+keeps working while the main database is down. Items are replayed in order; each
+carries an ``op_id`` that the store records in the same transaction as the write,
+so replay is exactly-once even when two processes flush together.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal, TypeAlias
+
+from .errors import StorageError
+
+__all__ = ["DELETE_KINDS", "Outbox", "OutboxItem", "OutboxKind"]
+
+OutboxKind: TypeAlias = Literal[
+    "write_memory", "ensure_rows", "increment_turns", "delete_channel", "delete_user",
+    "clear_summary",
+]
+DELETE_KINDS: frozenset[str] = frozenset({"delete_channel", "delete_user", "clear_summary"})
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS outbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    op_id TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL,
+    row_key TEXT,
+    channel_id TEXT,
+    user_id TEXT,
+    payload TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS ix_outbox_channel ON outbox(channel_id);
+CREATE INDEX IF NOT EXISTS ix_outbox_user ON outbox(user_id);
+CREATE INDEX IF NOT EXISTS ix_outbox_key ON outbox(row_key);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxItem:
+    id: int
+    op_id: str
+    kind: OutboxKind
+    row_key: str | None
+    channel_id: str | None
+    user_id: str | None
+    payload: dict[str, Any]
+    created_at: datetime
+    attempts: int
+
+
+class Outbox:
+    """FIFO of pending store operations in ``path`` (``":memory:"`` for tests)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._conn = sqlite3.connect(
+                self.path, timeout=30, isolation_level=None, check_same_thread=False
+            )
+            if self.path != ":memory:":
+                self._conn.execute("PRAGMA journal_mode=WAL")
+            # FULL: an outbox item exists because the database was down; losing it
+            # to a power cut would lose the user's memory.
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot open the outbox at {self.path}: {exc}") from exc
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def enqueue(
+        self,
+        kind: OutboxKind,
+        payload: dict[str, Any],
+        *,
+        at: datetime,
+        row_key: str | None = None,
+        channel_id: str | None = None,
+        user_id: str | None = None,
+    ) -> OutboxItem:
+        op_id = uuid.uuid4().hex
+        with self._tx() as conn:
+            cur = conn.execute(
+                "INSERT INTO outbox (op_id, kind, row_key, channel_id, user_id, payload,"
+                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (op_id, kind, row_key, channel_id, user_id, json.dumps(payload), at.isoformat()),
+            )
+            item_id = int(cur.lastrowid or 0)
+        return OutboxItem(item_id, op_id, kind, row_key, channel_id, user_id, payload, at, 0)
+
+    def pending(self, limit: int = 1000) -> list[OutboxItem]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id, op_id, kind, row_key, channel_id, user_id, payload, created_at,"
+                " attempts FROM outbox ORDER BY id LIMIT ?",
+                (limit,),
+            ).fetchall()
+        return [
+            OutboxItem(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]),
+                       datetime.fromisoformat(r[7]), r[8])
+            for r in rows
+        ]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT count(*) FROM outbox").fetchone()[0])
+
+    def has_pending(self) -> bool:
+        with self._lock:
+            return self._conn.execute("SELECT 1 FROM outbox LIMIT 1").fetchone() is not None
+
+    def remove(self, item_id: int) -> None:
+        with self._tx() as conn:
+            conn.execute("DELETE FROM outbox WHERE id = ?", (item_id,))
+
+    def mark_attempt(self, item_id: int) -> None:
+        with self._tx() as conn:
+            conn.execute("UPDATE outbox SET attempts = attempts + 1 WHERE id = ?", (item_id,))
+
+    def _purge(self, column: str, value: str, keep: frozenset[str] = DELETE_KINDS) -> int:
+        placeholders = ",".join("?" for _ in keep)
+        with self._tx() as conn:
+            cur = conn.execute(
+                f"DELETE FROM outbox WHERE {column} = ? AND kind NOT IN ({placeholders})",
+                (value, *sorted(keep)),
+            )
+            return int(cur.rowcount)
+
+    def purge_channel(self, channel_id: str) -> int:
+        """Drop queued writes of a channel, so a replay cannot resurrect deleted data."""
+        return self._purge("channel_id", channel_id)
+
+    def purge_user(self, user_id: str) -> int:
+        """Drop queued writes of a user's user-scope rows."""
+        return self._purge("user_id", user_id)
+
+    def purge_keys(self, keys: Sequence[str]) -> int:
+        return sum(self._purge("row_key", key) for key in keys)
+
+    def blocking_delete(
+        self, *, row_key: str, channel_id: str, user_id: str | None
+    ) -> OutboxKind | None:
+        """The kind of a queued delete that covers this row, if any (hydration checks
+        this so data whose deletion has not reached SQL yet is never loaded back)."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT kind FROM outbox WHERE (kind = 'delete_channel' AND channel_id = ?)"
+                " OR (kind = 'delete_user' AND user_id = ?)"
+                " OR (kind = 'clear_summary' AND row_key = ?) ORDER BY id DESC LIMIT 1",
+                (channel_id, user_id, row_key),
+            ).fetchone()
+        return None if row is None else row[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

@@ -1,0 +1,137 @@
+"""SQL tables and versioned, idempotent migrations.
+
+Why a small migration table instead of Alembic: this is an embedded library whose
+users never run a migration command; the schema must upgrade itself on first use,
+under the caller's engine, for SQLite and PostgreSQL alike (langgraph's checkpoint
+savers do the same). Each migration runs once, in order, inside one transaction
+that also records its version, so a crash mid-migration leaves the old version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+__all__ = [
+    "MIGRATIONS",
+    "applied_ops",
+    "categories",
+    "memories",
+    "metadata",
+    "migrate",
+    "schema_version",
+    "server_settings",
+    "user_settings",
+]
+
+metadata = sa.MetaData()
+
+UtcDateTime = sa.DateTime(timezone=True)
+
+memories = sa.Table(
+    "short_term_memories",
+    metadata,
+    # The cache key is the one unique key every upsert targets: it already encodes
+    # (scope kind, owner, channel, persona) and avoids NULL-in-unique-index pitfalls.
+    sa.Column("key", sa.String(2200), primary_key=True),
+    sa.Column("scope_kind", sa.String(8), nullable=False),
+    sa.Column("server_id", sa.String(512)),
+    sa.Column("user_id", sa.String(512)),
+    sa.Column("channel_id", sa.String(512), nullable=False),
+    sa.Column("persona_id", sa.String(512)),
+    sa.Column("parent_channel_id", sa.String(512)),
+    sa.Column("channel_name", sa.Text),
+    sa.Column("server_name", sa.Text),
+    sa.Column("summary", sa.Text),
+    sa.Column("categories", sa.JSON, nullable=False),
+    sa.Column("turns_since_refresh", sa.Integer, nullable=False),
+    sa.Column("last_refreshed_turn", sa.Integer, nullable=False),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+    sa.Column("updated_at", UtcDateTime, nullable=False),
+    sa.Index("ix_stm_updated_at", "updated_at"),
+    sa.Index("ix_stm_channel", "channel_id"),
+    sa.Index("ix_stm_user", "user_id", "scope_kind"),
+    sa.Index("ix_stm_server", "server_id", "scope_kind"),
+)
+
+categories = sa.Table(
+    "stm_categories",
+    metadata,
+    sa.Column("server_id", sa.String(512), primary_key=True),
+    sa.Column("position", sa.Integer, primary_key=True),
+    sa.Column("label", sa.Text, nullable=False),
+    sa.Column("description", sa.Text, nullable=False),
+    sa.Column("slug", sa.String(64), nullable=False),
+    sa.CheckConstraint("position >= 0 AND position <= 4", name="ck_stm_category_position"),
+)
+
+server_settings = sa.Table(
+    "stm_server_settings",
+    metadata,
+    sa.Column("server_id", sa.String(512), primary_key=True),
+    sa.Column("short_term_memory_enabled", sa.Boolean, nullable=False),
+    sa.Column("refresh_cadence", sa.Integer, nullable=False),
+    sa.Column("render_mode", sa.String(16), nullable=False),
+    sa.Column("crude_message_count", sa.Integer, nullable=False),
+    sa.Column("tool_description_override", sa.Text),
+    sa.Column("update_nudge_override", sa.Text),
+    sa.Column("nudge_injection_depth", sa.Integer, nullable=False),
+    sa.Column("content_injection_depth", sa.Integer, nullable=False),
+    sa.Column("private_channel_ids", sa.JSON, nullable=False),
+    sa.Column("stm_privacy_bypass", sa.Boolean, nullable=False),
+    sa.Column("updated_at", UtcDateTime, nullable=False),
+)
+
+user_settings = sa.Table(
+    "stm_user_settings",
+    metadata,
+    sa.Column("user_id", sa.String(512), primary_key=True),
+    sa.Column("cross_server_opt_in", sa.Boolean, nullable=False),
+    sa.Column("full_privacy", sa.Boolean, nullable=False),
+    sa.Column("updated_at", UtcDateTime, nullable=False),
+)
+
+# Ids of outbox operations already applied: replay is exactly-once because the
+# operation and its id commit in the same transaction.
+applied_ops = sa.Table(
+    "stm_applied_ops",
+    metadata,
+    sa.Column("op_id", sa.String(64), primary_key=True),
+    sa.Column("applied_at", UtcDateTime, nullable=False),
+)
+
+schema_version = sa.Table(
+    "stm_schema_version",
+    metadata,
+    sa.Column("version", sa.Integer, primary_key=True),
+    sa.Column("applied_at", UtcDateTime, nullable=False, server_default=sa.func.now()),
+)
+
+
+def _v1_initial(conn: Connection) -> None:
+    for table in (memories, categories, server_settings, user_settings, applied_ops):
+        table.create(conn, checkfirst=True)
+
+
+# Append new steps here; never edit a released one.
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1_initial,)
+
+
+def migrate(engine: sa.Engine) -> int:
+    """Bring the database to the newest version; returns that version. Idempotent."""
+    with engine.begin() as conn:
+        schema_version.create(conn, checkfirst=True)
+    for number, step in enumerate(MIGRATIONS, start=1):
+        with engine.begin() as conn:
+            if engine.dialect.name == "postgresql":
+                # Two processes starting together must not both run a step.
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(72100591)"))
+            done = conn.execute(
+                sa.select(schema_version.c.version).where(schema_version.c.version == number)
+            ).first()
+            if done is None:
+                step(conn)
+                conn.execute(sa.insert(schema_version).values(version=number))
+    return len(MIGRATIONS)

@@ -1,0 +1,370 @@
+"""SqlStore: SQLAlchemy Core on SQLite (embedded default) and PostgreSQL (psycopg 3)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+from sqlalchemy.pool import StaticPool
+
+from ..errors import DatabaseError
+from ..types import Category, MemoryEntry, ServerSettings, UserSettings
+from .base import MemoryStore
+from .schema import applied_ops, categories, memories, migrate, server_settings, user_settings
+
+__all__ = ["SqlStore", "create_sql_engine"]
+
+log = logging.getLogger("stm_memory.store")
+T = TypeVar("T")
+
+
+def _utc(value: datetime) -> datetime:
+    # SQLite hands back naive datetimes; everything we write is UTC.
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _naive_utc(value: datetime) -> datetime:
+    return _utc(value).replace(tzinfo=None)
+
+
+def create_sql_engine(url: str, *, timeout: float = 5.0, echo: bool = False) -> sa.Engine:
+    """An engine tuned per dialect. ``timeout`` bounds lock waits / connection attempts."""
+    try:
+        parsed = sa.make_url(url)
+    except sa.exc.ArgumentError as exc:
+        raise DatabaseError(f"invalid database URL {url!r}: {exc}") from exc
+    if parsed.get_backend_name() == "sqlite":
+        memory_db = parsed.database in (None, "", ":memory:")
+        engine = sa.create_engine(
+            parsed,
+            echo=echo,
+            # An in-memory database exists per connection: share one across threads.
+            poolclass=StaticPool if memory_db else None,
+            connect_args={"check_same_thread": False, "timeout": timeout},
+        )
+        _tune_sqlite(engine, timeout=timeout, wal=not memory_db)
+        return engine
+    if parsed.get_backend_name() == "postgresql":
+        if parsed.drivername == "postgresql":
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        return sa.create_engine(
+            parsed,
+            echo=echo,
+            pool_pre_ping=True,
+            connect_args={"connect_timeout": max(1, int(timeout))},
+        )
+    return sa.create_engine(parsed, echo=echo)
+
+
+def _tune_sqlite(engine: sa.Engine, *, timeout: float, wal: bool) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Let SQLAlchemy's "begin" event emit BEGIN itself (pysqlite's implicit
+        # transactions would start DEFERRED and fail upgrades with SQLITE_BUSY).
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        if wal:
+            # WAL lets readers run beside the writer; NORMAL is durable across
+            # process crashes and skips an fsync per commit.
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        # Reads run in autocommit (WAL readers need no lock). Writes take the write
+        # lock up front with IMMEDIATE, so two writers queue on the busy timeout
+        # instead of one failing at once when it upgrades a read lock.
+        if not conn.get_execution_options().get("stm_read"):
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+class SqlStore(MemoryStore):
+    """Rows of :mod:`stm_memory.store.schema` through SQLAlchemy Core."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+        self.dialect = engine.dialect.name
+        insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
+        if self.dialect not in ("postgresql", "sqlite"):
+            raise DatabaseError(f"unsupported database dialect {self.dialect!r}")
+        self._insert = insert
+        m = memories.c
+        ins = insert(memories)
+        ex = ins.excluded
+        names = {"parent_channel_id": ex.parent_channel_id, "updated_at": ex.updated_at}
+        # Statements built once; SQLAlchemy caches their compiled form, so the hot
+        # path pays only for parameter binding.
+        self._upserts: dict[tuple[bool, bool, bool], Any] = {}
+        for reset in (False, True):
+            for with_summary in (False, True):
+                for with_cats in (False, True):
+                    values: dict[str, Any] = dict(names)
+                    if with_summary:
+                        values["summary"] = ex.summary
+                    if with_cats:
+                        values["categories"] = ex.categories
+                    if reset:
+                        values["turns_since_refresh"] = 0
+                        values["last_refreshed_turn"] = m.last_refreshed_turn + 1
+                    self._upserts[(reset, with_summary, with_cats)] = ins.on_conflict_do_update(
+                        index_elements=[m.key], set_=values
+                    )
+        self._ensure = ins.on_conflict_do_nothing(index_elements=[m.key])
+        self._increment = ins.on_conflict_do_update(
+            index_elements=[m.key],
+            set_={"turns_since_refresh": m.turns_since_refresh + 1, "updated_at": ex.updated_at},
+        )
+        self._select = sa.select(memories)
+
+    # -- plumbing --------------------------------------------------------------------
+
+    def setup(self) -> None:
+        self._guard(lambda: migrate(self.engine))
+
+    def _guard(self, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except sa.exc.SQLAlchemyError as exc:
+            raise DatabaseError(f"{type(exc).__name__}: {exc}") from exc
+
+    @contextmanager
+    def _tx(self, op_id: str | None) -> Iterator[Connection | None]:
+        """A write transaction; yields None when ``op_id`` was applied before."""
+        try:
+            with self.engine.begin() as conn:
+                if op_id is not None:
+                    stmt = self._insert(applied_ops).values(
+                        op_id=op_id, applied_at=_naive_utc(datetime.now(UTC))
+                    )
+                    if conn.execute(stmt.on_conflict_do_nothing()).rowcount == 0:
+                        yield None
+                        return
+                yield conn
+        except sa.exc.SQLAlchemyError as exc:
+            raise DatabaseError(f"{type(exc).__name__}: {exc}") from exc
+
+    def _read(self, fn: Callable[[Connection], T]) -> T:
+        def run() -> T:
+            with self.engine.connect() as conn:
+                return fn(conn.execution_options(stm_read=True))
+
+        return self._guard(run)
+
+    @staticmethod
+    def _row_params(entry: MemoryEntry, at: datetime) -> dict[str, Any]:
+        stamp = _naive_utc(at)
+        return {
+            "key": entry.key,
+            "scope_kind": entry.kind,
+            "server_id": entry.server_id,
+            "user_id": entry.user_id,
+            "channel_id": entry.channel_id,
+            "persona_id": entry.persona_id,
+            "parent_channel_id": entry.parent_channel_id,
+            "channel_name": entry.channel_name,
+            "server_name": entry.server_name,
+            "summary": entry.summary,
+            "categories": dict(entry.categories),
+            "turns_since_refresh": entry.turns_since_refresh,
+            "last_refreshed_turn": entry.last_refreshed_turn,
+            "created_at": stamp,
+            "updated_at": stamp,
+        }
+
+    @staticmethod
+    def _entry(row: Mapping[str, Any]) -> MemoryEntry:
+        return MemoryEntry(
+            key=row["key"],
+            kind="server" if row["scope_kind"] == "server" else "user",
+            channel_id=row["channel_id"],
+            server_id=row["server_id"],
+            user_id=row["user_id"],
+            persona_id=row["persona_id"],
+            parent_channel_id=row["parent_channel_id"],
+            channel_name=row["channel_name"],
+            server_name=row["server_name"],
+            summary=row["summary"],
+            categories=dict(row["categories"] or {}),
+            turns_since_refresh=row["turns_since_refresh"],
+            last_refreshed_turn=row["last_refreshed_turn"],
+            last_updated=_utc(row["updated_at"]),
+        )
+
+    # -- memory rows -----------------------------------------------------------------
+
+    def write_memory(
+        self,
+        entries: Sequence[MemoryEntry],
+        *,
+        reset_key: str | None,
+        summary: bool,
+        categories: bool,
+        op_id: str | None = None,
+    ) -> bool:
+        with self._tx(op_id) as conn:
+            if conn is None:
+                return False
+            for entry in entries:
+                stmt = self._upserts[(entry.key == reset_key, summary, categories)]
+                conn.execute(stmt, self._row_params(entry, entry.last_updated))
+            return True
+
+    def ensure_rows(self, entries: Sequence[MemoryEntry], at: datetime) -> None:
+        with self._tx(None) as conn:
+            assert conn is not None
+            conn.execute(self._ensure, [self._row_params(e, at) for e in entries])
+
+    def increment_turns(
+        self, entry: MemoryEntry, at: datetime, *, op_id: str | None = None
+    ) -> bool:
+        with self._tx(op_id) as conn:
+            if conn is None:
+                return False
+            params = self._row_params(entry, at)
+            params["turns_since_refresh"] = 1
+            conn.execute(self._increment, params)
+            return True
+
+    def load_many(self, keys: Sequence[str]) -> dict[str, MemoryEntry]:
+        if not keys:
+            return {}
+        stmt = self._select.where(memories.c.key.in_(list(keys)))
+        rows = self._read(lambda c: c.execute(stmt).mappings().all())
+        return {row["key"]: self._entry(row) for row in rows}
+
+    def _load_where(self, *clauses: Any) -> list[MemoryEntry]:
+        stmt = self._select.where(*clauses).order_by(memories.c.updated_at.desc())
+        return [self._entry(r) for r in self._read(lambda c: c.execute(stmt).mappings().all())]
+
+    def load_server(self, server_id: str) -> list[MemoryEntry]:
+        m = memories.c
+        return self._load_where(m.server_id == server_id, m.scope_kind == "server")
+
+    def load_user(self, user_id: str) -> list[MemoryEntry]:
+        m = memories.c
+        return self._load_where(m.user_id == user_id, m.scope_kind == "user")
+
+    def list_rows(
+        self, *, server_id: str | None = None, user_id: str | None = None, limit: int = 1000
+    ) -> list[MemoryEntry]:
+        clauses = []
+        if server_id is not None:
+            clauses.append(memories.c.server_id == server_id)
+        if user_id is not None:
+            clauses.append(memories.c.user_id == user_id)
+        stmt = self._select.where(*clauses).order_by(memories.c.updated_at.desc()).limit(limit)
+        return [self._entry(r) for r in self._read(lambda c: c.execute(stmt).mappings().all())]
+
+    def _delete(self, where: Any, op_id: str | None) -> int:
+        with self._tx(op_id) as conn:
+            if conn is None:
+                return 0
+            return int(conn.execute(sa.delete(memories).where(where)).rowcount)
+
+    def delete_channel(self, channel_id: str, *, op_id: str | None = None) -> int:
+        return self._delete(memories.c.channel_id == channel_id, op_id)
+
+    def delete_user(self, user_id: str, *, op_id: str | None = None) -> int:
+        m = memories.c
+        return self._delete(sa.and_(m.user_id == user_id, m.scope_kind == "user"), op_id)
+
+    def clear_summary(
+        self, keys: Sequence[str], at: datetime, *, op_id: str | None = None
+    ) -> int:
+        with self._tx(op_id) as conn:
+            if conn is None:
+                return 0
+            stmt = (
+                sa.update(memories)
+                .where(memories.c.key.in_(list(keys)))
+                .values(summary=None, categories={}, updated_at=_naive_utc(at))
+            )
+            return int(conn.execute(stmt).rowcount)
+
+    def delete_older_than(self, cutoff: datetime) -> int:
+        with self._tx(None) as conn:
+            assert conn is not None
+            stamp = _naive_utc(cutoff)
+            deleted = conn.execute(sa.delete(memories).where(memories.c.updated_at < stamp))
+            conn.execute(sa.delete(applied_ops).where(applied_ops.c.applied_at < stamp))
+            return int(deleted.rowcount)
+
+    def count_rows(self) -> int:
+        stmt = sa.select(sa.func.count()).select_from(memories)
+        return int(self._read(lambda c: c.execute(stmt).scalar_one()))
+
+    # -- settings --------------------------------------------------------------------
+
+    def get_server_settings(self, server_id: str) -> ServerSettings | None:
+        stmt = sa.select(server_settings).where(server_settings.c.server_id == server_id)
+        row = self._read(lambda c: c.execute(stmt).mappings().first())
+        if row is None:
+            return None
+        data = {k: row[k] for k in ServerSettings.field_names()}
+        data["private_channel_ids"] = frozenset(data["private_channel_ids"] or ())
+        return ServerSettings(**data)
+
+    def put_server_settings(self, server_id: str, settings: ServerSettings, at: datetime) -> None:
+        values = settings.to_dict() | {"server_id": server_id, "updated_at": _naive_utc(at)}
+        stmt = self._insert(server_settings).values(**values)
+        update = {k: v for k, v in values.items() if k != "server_id"}
+        with self._tx(None) as conn:
+            assert conn is not None
+            conn.execute(stmt.on_conflict_do_update(index_elements=["server_id"], set_=update))
+
+    def get_categories(self, server_id: str) -> list[Category]:
+        c = categories.c
+        stmt = sa.select(categories).where(c.server_id == server_id).order_by(c.position)
+        rows = self._read(lambda conn: conn.execute(stmt).mappings().all())
+        return [Category(r["label"], r["description"], r["slug"]) for r in rows]
+
+    def set_categories(self, server_id: str, cats: Sequence[Category]) -> None:
+        with self._tx(None) as conn:
+            assert conn is not None
+            conn.execute(sa.delete(categories).where(categories.c.server_id == server_id))
+            if cats:
+                conn.execute(
+                    sa.insert(categories),
+                    [
+                        {
+                            "server_id": server_id,
+                            "position": i,
+                            "label": cat.label,
+                            "description": cat.description,
+                            "slug": cat.slug,
+                        }
+                        for i, cat in enumerate(cats)
+                    ],
+                )
+
+    def get_user_settings(self, user_id: str) -> UserSettings | None:
+        stmt = sa.select(user_settings).where(user_settings.c.user_id == user_id)
+        row = self._read(lambda c: c.execute(stmt).mappings().first())
+        if row is None:
+            return None
+        return UserSettings(
+            cross_server_opt_in=row["cross_server_opt_in"], full_privacy=row["full_privacy"]
+        )
+
+    def put_user_settings(self, user_id: str, settings: UserSettings, at: datetime) -> None:
+        values = {
+            "cross_server_opt_in": settings.cross_server_opt_in,
+            "full_privacy": settings.full_privacy,
+            "updated_at": _naive_utc(at),
+        }
+        stmt = self._insert(user_settings).values(user_id=user_id, **values)
+        with self._tx(None) as conn:
+            assert conn is not None
+            conn.execute(stmt.on_conflict_do_update(index_elements=["user_id"], set_=values))
+
+    def close(self) -> None:
+        self.engine.dispose()
