@@ -1,0 +1,102 @@
+"""The tool's JSON schema for one turn, exported for LangChain, OpenAI and Anthropic.
+
+Built from the turn's category snapshot, so the schema the model saw is the one its
+call is validated against (SPEC §3).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .text import sanitize_placeholders
+from .turn import TOOL_NAME, TurnContext
+
+__all__ = [
+    "anthropic_tool",
+    "openai_chat_tool",
+    "openai_responses_tool",
+    "tool_description",
+    "tool_parameters",
+]
+
+_SUMMARY_DESCRIPTION = (
+    "Update the working memory of this conversation channel: replace the recent dialogue "
+    "with a compact summary of what matters to continue it (who is involved, what happened, "
+    "decisions, open questions, tone). Call it silently, at most once per turn, when asked to "
+    "refresh memory; the user never sees it. This is short-term working memory for the "
+    "ongoing conversation, not for things a user explicitly asks you to remember permanently "
+    "(those belong in long-term memory). Keep it under {limit} characters."
+)
+_CATEGORY_DESCRIPTION = (
+    "Update the working memory of this conversation channel: fill in each category with a "
+    "compact note of what matters to continue the conversation; a category you have nothing "
+    "new for may repeat its previous value. Call it silently, at most once per turn, when "
+    "asked to refresh memory; the user never sees it. This is short-term working memory for "
+    "the ongoing conversation, not for things a user explicitly asks you to remember "
+    "permanently (those belong in long-term memory). Each value under {limit} characters."
+)
+
+
+def tool_description(turn: TurnContext, *, limit: int = 1500) -> str:
+    """The server's override in both modes, else the default for the mode."""
+    override = turn.settings.tool_description_override
+    if override and override.strip():
+        return sanitize_placeholders(override.strip())
+    template = _SUMMARY_DESCRIPTION if turn.summary_mode else _CATEGORY_DESCRIPTION
+    return template.format(limit=limit)
+
+
+def tool_parameters(turn: TurnContext, *, limit: int = 1500) -> dict[str, Any]:
+    """A JSON schema valid under OpenAI ``strict`` mode: every property required, no extras."""
+    properties: dict[str, Any] = {}
+    if turn.summary_mode:
+        properties["summary"] = {
+            "type": "string",
+            "description": f"Compact summary of the recent conversation (≤ {limit} characters).",
+        }
+    else:
+        for cat in turn.categories:
+            text = sanitize_placeholders(cat.description.strip()) or cat.label
+            properties[cat.slug] = {
+                "type": "string",
+                "description": f"{cat.label}: {text} (≤ {limit} characters)",
+            }
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+
+
+def openai_chat_tool(turn: TurnContext, *, limit: int = 1500) -> dict[str, Any]:
+    """Chat Completions ``tools=[...]`` entry."""
+    return {
+        "type": "function",
+        "function": {
+            "name": TOOL_NAME,
+            "description": tool_description(turn, limit=limit),
+            "parameters": tool_parameters(turn, limit=limit),
+            "strict": True,
+        },
+    }
+
+
+def openai_responses_tool(turn: TurnContext, *, limit: int = 1500) -> dict[str, Any]:
+    """Responses API function tool (flat shape)."""
+    return {
+        "type": "function",
+        "name": TOOL_NAME,
+        "description": tool_description(turn, limit=limit),
+        "parameters": tool_parameters(turn, limit=limit),
+        "strict": True,
+    }
+
+
+def anthropic_tool(turn: TurnContext, *, limit: int = 1500) -> dict[str, Any]:
+    """Messages API ``tools=[...]`` entry."""
+    return {
+        "name": TOOL_NAME,
+        "description": tool_description(turn, limit=limit),
+        "input_schema": tool_parameters(turn, limit=limit),
+    }
