@@ -12,8 +12,13 @@ from .types import Role, StoredMessage
 
 __all__ = ["message_text", "to_stored_messages"]
 
-_ROLE_ALIASES: dict[str, Role] = {"user": "user", "human": "user", "assistant": "assistant",
-                                  "ai": "assistant", "model": "assistant"}
+_ROLE_ALIASES: dict[str, Role] = {
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "ai": "assistant",
+    "model": "assistant",
+}
 
 
 def message_text(content: Any) -> str:
@@ -29,7 +34,9 @@ def message_text(content: Any) -> str:
             if isinstance(block, str):
                 parts.append(block)
             elif isinstance(block, Mapping) and block.get("type") in (
-                "text", "input_text", "output_text",
+                "text",
+                "input_text",
+                "output_text",
             ):
                 parts.append(str(block.get("text") or ""))
         return "\n".join(p for p in parts if p)

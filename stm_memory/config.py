@@ -51,9 +51,7 @@ class Limits:
         return self.summary_ttl if has_summary else self.bare_ttl
 
     @classmethod
-    def from_env(
-        cls, environ: Mapping[str, str] | None = None, **overrides: Any
-    ) -> Limits:
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Limits:
         """Defaults, then environment variables, then ``overrides`` (``None`` values ignored)."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}

@@ -127,7 +127,9 @@ class ShortTermMemory:
         store = SqlStore(engine)
         db_path = engine.url.database if engine.url.get_backend_name() == "sqlite" else None
         in_memory_db = engine.url.get_backend_name() == "sqlite" and db_path in (
-            None, "", ":memory:",
+            None,
+            "",
+            ":memory:",
         )
         cache: LiveCache
         if redis_url is not None:
@@ -213,7 +215,8 @@ class ShortTermMemory:
     def server_settings(self, server_id: str) -> ServerSettings:
         _check_owner_id("server_id", server_id)
         return self._memoised(  # type: ignore[no-any-return]
-            "server", server_id,
+            "server",
+            server_id,
             lambda: self.store.get_server_settings(server_id) or ServerSettings(),
         )
 
@@ -521,12 +524,18 @@ class ShortTermMemory:
         return await asyncio.to_thread(self.update, turn, args)
 
     async def abegin_turn(
-        self, scope: Scope, *, provider: str | None = None, user_message: str | None = None,
+        self,
+        scope: Scope,
+        *,
+        provider: str | None = None,
+        user_message: str | None = None,
         tools_available: bool = True,
     ) -> TurnContext:
         return await asyncio.to_thread(
             lambda: self.begin_turn(
-                scope, provider=provider, user_message=user_message,
+                scope,
+                provider=provider,
+                user_message=user_message,
                 tools_available=tools_available,
             )
         )
@@ -562,8 +571,9 @@ class ShortTermMemory:
         """Counts for the CLI and dashboards."""
         return {
             "cache_entries": sum(
-                1 for k in self.cache.iter_keys("shortterm:") if not k.startswith(
-                    "shortterm:index:")
+                1
+                for k in self.cache.iter_keys("shortterm:")
+                if not k.startswith("shortterm:index:")
             ),
             "rows": self.store.count_rows(),
             "queued_writes": len(self.outbox),

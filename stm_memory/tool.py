@@ -39,9 +39,7 @@ def _args_model(turn: TurnContext, limit: int) -> type[BaseModel]:
         schema["additionalProperties"] = False
 
     config = ConfigDict(extra="allow", json_schema_extra=finish)
-    model: type[BaseModel] = create_model(
-        "UpdateShortTermMemoryArgs", __config__=config, **fields
-    )
+    model: type[BaseModel] = create_model("UpdateShortTermMemoryArgs", __config__=config, **fields)
     return model
 
 

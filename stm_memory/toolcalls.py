@@ -39,14 +39,18 @@ class ToolCallCheck:
         return self.args is not None
 
 
-def check_tool_call(raw_arguments: str | Mapping[str, Any] | None, *,
-                    truncated: bool = False) -> ToolCallCheck:
+def check_tool_call(
+    raw_arguments: str | Mapping[str, Any] | None, *, truncated: bool = False
+) -> ToolCallCheck:
     """Parse a tool call's arguments (a JSON string, or an already-parsed object)."""
     if truncated:
-        return ToolCallCheck(None, failure(
-            "Your tool call was cut off by the output-token limit, so it was not executed. "
-            "Call the tool again with shorter arguments."
-        ))
+        return ToolCallCheck(
+            None,
+            failure(
+                "Your tool call was cut off by the output-token limit, so it was not executed. "
+                "Call the tool again with shorter arguments."
+            ),
+        )
     if raw_arguments is None or raw_arguments == "":
         parsed: Any = {}
     elif isinstance(raw_arguments, Mapping):
@@ -55,11 +59,14 @@ def check_tool_call(raw_arguments: str | Mapping[str, Any] | None, *,
         try:
             parsed = json.loads(raw_arguments)
         except (TypeError, ValueError) as exc:
-            return ToolCallCheck(None, failure(
-                f"The tool arguments were not valid JSON ({exc}); the call was not executed."
-            ))
+            return ToolCallCheck(
+                None,
+                failure(
+                    f"The tool arguments were not valid JSON ({exc}); the call was not executed."
+                ),
+            )
     if not isinstance(parsed, dict):
-        return ToolCallCheck(None, failure(
-            "The tool arguments must be a JSON object; the call was not executed."
-        ))
+        return ToolCallCheck(
+            None, failure("The tool arguments must be a JSON object; the call was not executed.")
+        )
     return ToolCallCheck(parsed, None)

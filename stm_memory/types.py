@@ -60,9 +60,7 @@ def _check_id(name: str, value: object, *, optional: bool = False) -> None:
         raise ValidationError(f"{name} is longer than 512 characters")
 
 
-def key_for(
-    kind: ScopeKind, owner_id: str, channel_id: str, persona_id: str | None = None
-) -> str:
+def key_for(kind: ScopeKind, owner_id: str, channel_id: str, persona_id: str | None = None) -> str:
     """``shortterm:{kind}:{owner}:{channel}[:{persona}]`` with every id escaped."""
     key = f"{KEY_PREFIX}:{kind}:{_escape(owner_id)}:{_escape(channel_id)}"
     return f"{key}:{_escape(persona_id)}" if persona_id is not None else key
@@ -324,9 +322,11 @@ class ServerSettings:
             {
                 "short_term_memory_enabled": _bool,
                 "refresh_cadence": _int_at_least(1),
-                "render_mode": lambda v: None
-                if v in ("crude_summary", "supersede")
-                else "must be 'crude_summary' or 'supersede'",
+                "render_mode": lambda v: (
+                    None
+                    if v in ("crude_summary", "supersede")
+                    else "must be 'crude_summary' or 'supersede'"
+                ),
                 "crude_message_count": _int_at_least(0),
                 "tool_description_override": _opt_text,
                 "update_nudge_override": _opt_text,

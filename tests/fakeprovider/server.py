@@ -1,0 +1,353 @@
+"""A scripted, provider-compatible HTTP server for recording SDK cassettes.
+
+Usage::
+
+    with FakeProviderServer() as srv:
+        srv.script.reply_tool_call("lookup", {"q": "x"}).reply_text("done")
+        client = openai.OpenAI(base_url=srv.openai_base_url, api_key="test", max_retries=0)
+        ...
+        assert srv.requests[0].body["messages"][0]["role"] == "user"
+
+It speaks OpenAI Chat Completions (``/v1/chat/completions``), OpenAI Responses
+(``/v1/responses``) and Anthropic Messages (``/v1/messages``), JSON and SSE.
+Ids, timestamps and headers are deterministic so recorded cassettes are stable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import email.utils
+import json
+import logging
+import socket
+import threading
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, NamedTuple, Self
+from urllib.parse import urlsplit
+
+from .script import ErrorReply, Reply, Script
+from .wire_anthropic import MessagesEndpoint, anthropic_error_body
+from .wire_common import Endpoint, IdGen, WireContext, WireError, WireResult, json_result
+from .wire_openai import ChatCompletionsEndpoint, ResponsesEndpoint, openai_error_body
+
+__all__ = ["DEFAULT_CREATED", "FakeProviderServer", "RecordedRequest"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CREATED = 1_700_000_000
+SERVER_VERSION = "FakeProvider/1.0"
+
+CHAT_COMPLETIONS_PATH = "/v1/chat/completions"
+RESPONSES_PATH = "/v1/responses"
+MESSAGES_PATH = "/v1/messages"
+
+
+class RecordedRequest(NamedTuple):
+    """One request the server received. Header names are lower-cased."""
+
+    path: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    """ThreadingHTTPServer that can drop its open keep-alive connections on stop."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], app: FakeProviderServer) -> None:
+        self.app = app
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        super().__init__(address, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._connections_lock:
+            self._connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._connections_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        with self._connections_lock:
+            connections = list(self._connections)
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _HTTPServer
+    protocol_version = "HTTP/1.1"
+
+    def version_string(self) -> str:
+        return SERVER_VERSION
+
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        return self.server.app.http_date
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # keep test output quiet
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks: list[bytes] = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    def _dispatch(self, method: str) -> None:
+        raw = self._read_body()
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        result = self.server.app.handle(method, self.path, headers, raw)
+        self.send_response(result.status)
+        self.send_header("Content-Type", result.content_type)
+        self.send_header("Content-Length", str(len(result.body)))
+        for name, value in result.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(result.body)
+        self.wfile.flush()
+
+
+class FakeProviderServer:
+    """Scripted OpenAI/Anthropic-compatible server on ``127.0.0.1`` in a background thread.
+
+    ``port=0`` picks a free ephemeral port; pass a fixed port if the recorded
+    cassette URIs must be identical across runs. ``created`` is the fixed
+    timestamp used for ``created``/``created_at`` and the HTTP ``Date`` header.
+    ``strict_anthropic_alternation=False`` merges consecutive same-role Anthropic
+    messages (as the live API does) instead of rejecting them with a 400.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        created: int = DEFAULT_CREATED,
+        strict_anthropic_alternation: bool = True,
+    ) -> None:
+        self.script = Script()
+        self.http_date = email.utils.formatdate(created, usegmt=True)
+        self._host = host
+        self._requested_port = port
+        self._ctx = WireContext(
+            ids=IdGen(), created=created, strict_anthropic_alternation=strict_anthropic_alternation
+        )
+        self._endpoints: dict[str, Endpoint] = {
+            CHAT_COMPLETIONS_PATH: ChatCompletionsEndpoint(self._ctx),
+            RESPONSES_PATH: ResponsesEndpoint(self._ctx),
+            MESSAGES_PATH: MessagesEndpoint(self._ctx),
+        }
+        self._requests: list[RecordedRequest] = []
+        self._requests_lock = threading.Lock()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> Self:
+        if self._httpd is not None:
+            raise RuntimeError("FakeProviderServer is already running")
+        httpd = _HTTPServer((self._host, self._requested_port), self)
+        thread = threading.Thread(
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="FakeProviderServer",
+            daemon=True,
+        )
+        thread.start()
+        self._httpd, self._thread = httpd, thread
+        return self
+
+    def stop(self) -> None:
+        httpd, thread = self._httpd, self._thread
+        if httpd is None:
+            return
+        httpd.shutdown()
+        httpd.close_connections()
+        httpd.server_close()
+        if thread is not None:
+            thread.join(timeout=5)
+        self._httpd = self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- addresses ------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("FakeProviderServer is not running")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT``: the Anthropic client's ``base_url``."""
+        return f"http://{self._host}:{self.port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        """``base_url + "/v1"``: the OpenAI client's ``base_url``."""
+        return self.base_url + "/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        return self.base_url
+
+    # -- inspection -----------------------------------------------------------------------
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Snapshot of every request received so far, oldest first."""
+        with self._requests_lock:
+            return list(self._requests)
+
+    def requests_to(self, path: str) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.path == path]
+
+    @property
+    def last_request(self) -> RecordedRequest:
+        with self._requests_lock:
+            if not self._requests:
+                raise LookupError("FakeProviderServer has received no request")
+            return self._requests[-1]
+
+    def reset(self) -> None:
+        """Forget the script, recorded requests, id counters and stored responses."""
+        self.script.clear()
+        with self._requests_lock:
+            self._requests.clear()
+        self._ctx.reset()
+
+    # -- request handling (runs on the server's worker threads) ---------------------------------
+
+    def handle(
+        self, method: str, raw_path: str, headers: dict[str, str], raw_body: bytes
+    ) -> WireResult:
+        """Produce the response for one request. Never raises."""
+        try:
+            return self._handle(method, raw_path, headers, raw_body)
+        except Exception:  # a bug here should surface in the test, not hang the client
+            logger.exception("FakeProviderServer failed on %s %s", method, raw_path)
+            message = "FakeProviderServer internal error:\n" + traceback.format_exc()
+            return json_result(
+                500, openai_error_body(message, status=500), {"x-should-retry": "false"}
+            )
+
+    def _handle(
+        self, method: str, raw_path: str, headers: dict[str, str], raw_body: bytes
+    ) -> WireResult:
+        path = urlsplit(raw_path).path
+        request_id = self._ctx.ids.next("req_")
+        body: dict[str, Any] = {}
+        parse_error: str | None = None
+        if raw_body:
+            try:
+                parsed = json.loads(raw_body)
+            except ValueError as exc:
+                parse_error = f"We could not parse the JSON body of your request. ({exc})"
+            else:
+                if isinstance(parsed, dict):
+                    body = parsed
+                else:
+                    parse_error = "The request body must be a JSON object."
+        with self._requests_lock:
+            self._requests.append(RecordedRequest(path, body, dict(headers)))
+            request_number = len(self._requests)
+
+        endpoint = self._endpoints.get(path)
+        if endpoint is None or method != "POST":
+            return self._unknown_route(method, path, headers, request_id)
+        if parse_error is not None:
+            return endpoint.render_error(WireError(parse_error), request_id)
+        try:
+            endpoint.validate(body)
+        except WireError as err:
+            return endpoint.render_error(err, request_id)
+
+        entry = self.script.pop()
+        if entry is None:
+            return self._server_error(
+                endpoint,
+                request_id,
+                f"FakeProviderServer script is empty: no scripted reply for {method} {path} "
+                f"(request #{request_number}). Enqueue one with srv.script.reply_text(...), "
+                "reply_tool_call(...) etc. before the client calls the model.",
+            )
+        if not isinstance(entry, (Reply, ErrorReply)):
+            try:
+                produced: object = entry(copy.deepcopy(body))
+            except Exception:
+                logger.exception("FakeProviderServer reply_with callable raised")
+                return self._server_error(
+                    endpoint,
+                    request_id,
+                    "FakeProviderServer reply_with callable raised:\n" + traceback.format_exc(),
+                )
+            if not isinstance(produced, (Reply, ErrorReply)):
+                return self._server_error(
+                    endpoint,
+                    request_id,
+                    f"FakeProviderServer reply_with callable returned {produced!r}; "
+                    "expected a Reply or ErrorReply.",
+                )
+            entry = produced
+        if isinstance(entry, ErrorReply):
+            return endpoint.render_error(entry, request_id)
+        return endpoint.render(entry, body, request_id)
+
+    @staticmethod
+    def _server_error(endpoint: Endpoint, request_id: str, message: str) -> WireResult:
+        result = endpoint.render_error(WireError(message, status=500), request_id)
+        result.headers["x-should-retry"] = "false"  # the SDKs would otherwise retry a 500
+        return result
+
+    @staticmethod
+    def _unknown_route(
+        method: str, path: str, headers: dict[str, str], request_id: str
+    ) -> WireResult:
+        known = f"{CHAT_COMPLETIONS_PATH}, {RESPONSES_PATH}, {MESSAGES_PATH}"
+        if path in (CHAT_COMPLETIONS_PATH, RESPONSES_PATH, MESSAGES_PATH):
+            status, message = 405, f"Method {method} not allowed for {path}; use POST."
+        else:
+            status, message = (
+                404,
+                f"Invalid URL ({method} {path}); FakeProviderServer serves POST {known}.",
+            )
+        if "anthropic-version" in headers:
+            body = anthropic_error_body(message, status=status, request_id=request_id)
+            return json_result(status, body, {"request-id": request_id})
+        return json_result(
+            status, openai_error_body(message, status=status), {"x-request-id": request_id}
+        )

@@ -1,0 +1,156 @@
+"""Pieces shared by the provider wire formats: results, errors, ids, chunking."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .script import ErrorReply, Reply
+
+__all__ = [
+    "Endpoint",
+    "IdGen",
+    "WireContext",
+    "WireError",
+    "WireResult",
+    "approx_tokens",
+    "chunk_json",
+    "chunk_text",
+    "dumps",
+    "json_result",
+    "sse_result",
+]
+
+
+def dumps(obj: Any) -> str:
+    """Compact, deterministic JSON (insertion-ordered keys, UTF-8 kept as is)."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass
+class WireResult:
+    """A complete HTTP response: status, extra headers and body bytes."""
+
+    status: int
+    content_type: str
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def json_result(status: int, obj: Any, headers: dict[str, str] | None = None) -> WireResult:
+    return WireResult(status, "application/json", dumps(obj).encode("utf-8"), dict(headers or {}))
+
+
+def sse_result(
+    events: Iterable[tuple[str | None, str]], headers: dict[str, str] | None = None
+) -> WireResult:
+    """Build a ``text/event-stream`` body from ``(event name or None, data)`` pairs."""
+    parts: list[str] = []
+    for event, data in events:
+        if event is not None:
+            parts.append(f"event: {event}\n")
+        parts.append(f"data: {data}\n\n")
+    return WireResult(
+        200, "text/event-stream; charset=utf-8", "".join(parts).encode("utf-8"), dict(headers or {})
+    )
+
+
+class WireError(Exception):
+    """A request the real provider would reject; rendered in its error shape."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int = 400,
+        param: str | None = None,
+        code: str | None = None,
+        error_type: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.param = param
+        self.code = code
+        self.error_type = error_type
+
+
+class IdGen:
+    """Thread-safe counters giving deterministic ids such as ``call_1``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counters: dict[tuple[str, int], int] = {}
+
+    def next(self, prefix: str, width: int = 0) -> str:
+        """Next id for ``prefix``; each (prefix, width) pair counts on its own."""
+        key = (prefix, width)
+        with self._lock:
+            n = self._counters.get(key, 0) + 1
+            self._counters[key] = n
+        return f"{prefix}{n:0{width}d}"
+
+    def reset(self) -> None:
+        with self._lock:
+            self._counters.clear()
+
+
+@dataclass
+class WireContext:
+    """Server-wide state the wire formats need (ids, clock, stored responses)."""
+
+    ids: IdGen
+    created: int
+    strict_anthropic_alternation: bool = True
+    # Responses API: response id -> full item list (history + input + output), so
+    # `previous_response_id` chains can be validated like the real service does.
+    stored_responses: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def reset(self) -> None:
+        self.ids.reset()
+        with self.lock:
+            self.stored_responses.clear()
+
+
+class Endpoint(Protocol):
+    """One provider endpoint: validates a request, renders replies and errors."""
+
+    def validate(self, body: dict[str, Any]) -> None:
+        """Raise :class:`WireError` when the real provider would reject ``body``."""
+
+    def render(self, reply: Reply, body: dict[str, Any], request_id: str) -> WireResult: ...
+
+    def render_error(self, error: ErrorReply | WireError, request_id: str) -> WireResult: ...
+
+
+_WORD_RE = re.compile(r"\s*\S+|\s+")
+
+
+def chunk_text(text: str) -> list[str]:
+    """Split text into word-sized deltas (leading whitespace stays with its word)."""
+    return _WORD_RE.findall(text) if text else []
+
+
+def chunk_json(text: str, size: int = 12) -> list[str]:
+    """Split serialized arguments into fixed-size deltas."""
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def approx_tokens(obj: Any) -> int:
+    """Deterministic token estimate: length of the compact JSON divided by four."""
+    text = obj if isinstance(obj, str) else json.dumps(obj, sort_keys=True, separators=(",", ":"))
+    return max(1, len(text) // 4)
+
+
+def reply_output_tokens(reply: Reply) -> int:
+    if reply.output_tokens is not None:
+        return reply.output_tokens
+    size = len(reply.text or "") + sum(
+        len(c.name) + len(c.arguments_json()) for c in reply.tool_calls
+    )
+    return max(1, size // 4)
