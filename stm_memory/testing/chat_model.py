@@ -1,0 +1,93 @@
+"""The offline model as a LangChain chat model (supports ``bind_tools`` and streaming)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import ConfigDict, Field, SkipValidation
+
+from ..capture import message_text
+from .offline import OfflineModel
+
+__all__ = ["OfflineChatModel"]
+
+_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+
+
+class OfflineChatModel(BaseChatModel):
+    """Deterministic chat model: scripted answers, memory updates when nudged.
+
+    ``prompts`` records every prompt it was given (for assertions), ``model`` is the
+    provider-neutral :class:`OfflineModel` doing the deciding.
+    """
+
+    # SkipValidation: the model is a plain object with a lock; nothing to validate.
+    model: SkipValidation[OfflineModel] = Field(default_factory=OfflineModel)
+    prompts: list[list[BaseMessage]] = Field(default_factory=list)
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    @property
+    def _llm_type(self) -> str:
+        return "stm-offline"
+
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any) -> Any:
+        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
+
+    def _reply(self, messages: list[BaseMessage], tools: Sequence[Any]) -> AIMessage:
+        self.prompts.append(list(messages))
+        dialogue = [(_ROLES.get(m.type, "user"), message_text(m.content)) for m in messages]
+        schemas = {t["function"]["name"]: t["function"].get("parameters", {}) for t in tools}
+        reply = self.model.respond(dialogue, tools=schemas)
+        n = self.model.calls
+        calls = [
+            {"name": name, "args": args, "id": f"call_{n}_{i}", "type": "tool_call"}
+            for i, (name, args) in enumerate(reply.tool_calls)
+        ]
+        return AIMessage(content=reply.text, tool_calls=calls, id=f"offline-{n}")
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        message = self._reply(messages, kwargs.get("tools", []))
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        message = self._reply(messages, kwargs.get("tools", []))
+        chunk = AIMessageChunk(
+            content=message.content,
+            id=message.id,
+            chunk_position="last",
+            tool_call_chunks=[
+                {
+                    "name": c["name"],
+                    "args": json.dumps(c["args"]),
+                    "id": c["id"],
+                    "index": i,
+                    "type": "tool_call_chunk",
+                }
+                for i, c in enumerate(message.tool_calls)
+            ],
+        )
+        if run_manager:
+            run_manager.on_llm_new_token(
+                str(message.content), chunk=ChatGenerationChunk(message=chunk)
+            )
+        yield ChatGenerationChunk(message=chunk)

@@ -1,0 +1,200 @@
+"""A deterministic offline chat model that answers from a script and calls
+``update_short_term_memory`` when the prompt nudges it to.
+
+One provider-neutral core (:class:`OfflineModel`) and thin shapes around it: a
+LangChain chat model, OpenAI Chat Completions / Anthropic Messages response bodies,
+and in-process SDK clients (no network) for testing the provider loops.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..capture import message_text
+from ..turn import TOOL_NAME
+
+__all__ = [
+    "OfflineModel",
+    "OfflineReply",
+    "anthropic_message_body",
+    "openai_chat_body",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class OfflineReply:
+    text: str
+    tool_calls: tuple[tuple[str, dict[str, Any]], ...] = ()
+
+
+def _first_sentence(text: str, limit: int = 90) -> str:
+    line = " ".join(text.split())
+    for stop in (". ", "? ", "! "):
+        if stop in line:
+            line = line.split(stop, 1)[0] + stop.strip()
+            break
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
+@dataclass
+class OfflineModel:
+    """Scripted answers; memory updates when nudged.
+
+    ``answers`` is a list consumed in order (then ``default_answer`` is used), or a
+    callable ``(user_text) -> answer``. The model calls the memory tool when the tool is
+    offered and the prompt names it (our nudge does), at most once per user turn,
+    answering in the same reply — exactly the "answer, then update" the nudge asks for.
+    """
+
+    answers: Sequence[str] | Callable[[str], str] = ()
+    default_answer: str = "Understood: {topic}"
+    summary_items: int = 6
+    calls: int = 0
+    tool_calls_made: int = 0
+    _cursor: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def _answer(self, user_text: str) -> str:
+        if callable(self.answers):
+            return self.answers(user_text)
+        with self._lock:
+            index = self._cursor
+            self._cursor += 1
+        if index < len(self.answers):
+            return self.answers[index]
+        return self.default_answer.format(topic=_first_sentence(user_text, 60))
+
+    def respond(
+        self,
+        dialogue: Sequence[tuple[str, str]],
+        *,
+        tools: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> OfflineReply:
+        """``dialogue`` is (role, text) pairs, roles ``system``/``user``/``assistant``/``tool``;
+        ``tools`` maps offered tool names to their JSON parameter schemas."""
+        self.calls += 1
+        tools = tools or {}
+        last_user = max((i for i, (r, _) in enumerate(dialogue) if r == "user"), default=-1)
+        user_text = dialogue[last_user][1] if last_user >= 0 else ""
+        after = dialogue[last_user + 1 :]
+        if any(role == "tool" for role, _ in after):
+            # A tool already ran this turn: wrap up without calling it again.
+            return OfflineReply(self._answer(user_text))
+        nudged = any(TOOL_NAME in text for role, text in dialogue if role in ("system", "user"))
+        answer = self._answer(user_text)
+        if TOOL_NAME in tools and nudged:
+            self.tool_calls_made += 1
+            args = self._memory_arguments(dialogue, tools[TOOL_NAME])
+            return OfflineReply(answer, ((TOOL_NAME, args),))
+        return OfflineReply(answer)
+
+    def _memory_arguments(
+        self, dialogue: Sequence[tuple[str, str]], schema: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        users = [t for r, t in dialogue if r == "user" and TOOL_NAME not in t]
+        points = [_first_sentence(t) for t in users[-self.summary_items :]]
+        summary = "Recent conversation: " + " | ".join(points) if points else "No dialogue yet."
+        properties = list((schema.get("properties") or {"summary": {}}).keys())
+        if properties == ["summary"]:
+            return {"summary": summary[:1400]}
+        return {name: f"{name.replace('_', ' ')}: {summary}"[:1400] for name in properties}
+
+
+# -- provider shapes ---------------------------------------------------------------------
+
+
+def _openai_dialogue(body: Mapping[str, Any]) -> list[tuple[str, str]]:
+    out = []
+    for m in body.get("messages", []):
+        role = m.get("role", "user")
+        role = "system" if role == "developer" else role
+        out.append((role, message_text(m.get("content"))))
+    return out
+
+
+def _openai_tools(body: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    tools: dict[str, Mapping[str, Any]] = {}
+    for t in body.get("tools", []) or []:
+        fn = t.get("function", t)
+        tools[fn["name"]] = fn.get("parameters") or {}
+    return tools
+
+
+def openai_chat_body(model: OfflineModel, request: Mapping[str, Any]) -> dict[str, Any]:
+    """A Chat Completions response body for a request body (deterministic ids)."""
+    reply = model.respond(_openai_dialogue(request), tools=_openai_tools(request))
+    n = model.calls
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": f"call_{n}_{i}",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)},
+            }
+            for i, (name, args) in enumerate(reply.tool_calls)
+        ]
+    prompt = sum(len(t) for _, t in _openai_dialogue(request)) // 4
+    completion = len(json.dumps(message)) // 4
+    return {
+        "id": f"chatcmpl-offline-{n}",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": str(request.get("model", "offline")),
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
+    }
+
+
+def _anthropic_dialogue(body: Mapping[str, Any]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    system = body.get("system")
+    if system:
+        out.append(("system", message_text(system)))
+    for m in body.get("messages", []):
+        content = m.get("content")
+        blocks = content if isinstance(content, list) else []
+        if any(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in blocks):
+            out.append(("tool", "tool result"))
+        out.append((m.get("role", "user"), message_text(content)))
+    return out
+
+
+def anthropic_message_body(model: OfflineModel, request: Mapping[str, Any]) -> dict[str, Any]:
+    """An Anthropic Messages response body for a request body (deterministic ids)."""
+    tools = {t["name"]: t.get("input_schema") or {} for t in request.get("tools", []) or []}
+    reply = model.respond(_anthropic_dialogue(request), tools=tools)
+    n = model.calls
+    content: list[dict[str, Any]] = []
+    if reply.text:
+        content.append({"type": "text", "text": reply.text})
+    for i, (name, args) in enumerate(reply.tool_calls):
+        content.append(
+            {"type": "tool_use", "id": f"toolu_{n:02d}_{i}", "name": name, "input": args}
+        )
+    prompt = sum(len(t) for _, t in _anthropic_dialogue(request)) // 4
+    return {
+        "id": f"msg_offline_{n}",
+        "type": "message",
+        "role": "assistant",
+        "model": str(request.get("model", "offline")),
+        "content": content,
+        "stop_reason": "tool_use" if reply.tool_calls else "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": prompt, "output_tokens": len(json.dumps(content)) // 4},
+    }
