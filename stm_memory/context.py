@@ -1,0 +1,242 @@
+"""Prompt assembly (SPEC §6): read the entries, choose what to show, render, place.
+
+:func:`assemble_context` is the only function here that does I/O (cache reads with
+hydration, settings look-ups); it gathers what the pure functions below need and
+never raises: any error is logged and yields an empty :class:`MemoryContext`, because
+a memory problem must never fail the user's turn.
+
+Which other channels are shown (:func:`select_other_entries`):
+
+- In a server: server-scope entries of the server's other channels, plus — when the
+  user opted in to cross-server memory — the user's user-scope entries from other
+  servers (never their DMs: a server channel is not the place for them).
+- In a DM: the user's user-scope entries of other channels, DMs only unless the user
+  opted in (then server channels too).
+- With a persona, only entries of the same persona (its lineage), wherever they come from.
+- Privacy: an entry whose channel, or whose thread's parent, is in its server's
+  ``private_channel_ids`` is dropped. The current server's ``stm_privacy_bypass``, or
+  the current channel (or its parent) being private itself, lifts that for entries of
+  the *current* server only: one server's settings never unlock another server's
+  private channels.
+- Expired entries and entries with nothing to show are skipped; the newest
+  ``limits.other_channels_shown`` remain, ordered by ``(last_updated desc, key)`` so
+  ties never depend on cache iteration order.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from .placement import MemoryContext, fresh_content_depth
+from .render import distilled_lines, nudge_text, other_channel_block, render_content
+from .types import Category, MemoryEntry, Scope, ServerSettings, parse_key
+
+if TYPE_CHECKING:
+    from .engine import ShortTermMemory
+    from .turn import TurnContext
+
+__all__ = [
+    "MemoryContext",
+    "assemble_context",
+    "build_memory_context",
+    "is_visible",
+    "select_other_entries",
+]
+
+log = logging.getLogger("stm_memory")
+
+
+def assemble_context(mem: ShortTermMemory, turn: TurnContext) -> MemoryContext:
+    """Memory content and nudge for ``turn``; an empty context on any error."""
+    try:
+        return _assemble(mem, turn)
+    except Exception:
+        scope = getattr(turn, "scope", None)
+        key = getattr(scope, "live_key", "<unknown scope>")
+        log.exception("stm-memory: assembling memory for %s failed; continuing without", key)
+        return MemoryContext()
+
+
+def _assemble(mem: ShortTermMemory, turn: TurnContext) -> MemoryContext:
+    scope = turn.scope
+    if not turn.settings.short_term_memory_enabled:
+        return MemoryContext()
+    now = mem.now()
+    # One cache round trip for the live entry and every candidate.
+    found = mem.live.get_many([scope.live_key, *_candidate_keys(mem, turn)])
+    live = found.pop(scope.live_key, None)
+    cross = turn.user_settings.cross_server_opt_in
+    # Filter before looking up other servers' settings: each may be a SQL read.
+    pool = [e for e in found.values() if _eligible(e, scope, cross) and mem.live.is_live(e, now)]
+    server_ids = sorted({e.server_id for e in pool if e.server_id is not None})
+    settings = {
+        sid: turn.settings if sid == scope.server_id else mem.server_settings(sid)
+        for sid in server_ids
+    }
+    labels: dict[str | None, Sequence[Category]] = {
+        sid: turn.categories if sid == scope.server_id else mem.categories(sid)
+        for sid in server_ids
+    }
+    return build_memory_context(
+        turn,
+        live=live,
+        # The counters outlive expiry (they are bookkeeping); the content does not.
+        shown_live=live if live is not None and mem.live.is_live(live, now) else None,
+        others=pool,
+        server_settings=settings,
+        categories=labels,
+        now=now,
+        is_live=lambda e: mem.live.is_live(e, now),
+        limit=mem.limits.other_channels_shown,
+        freshness_window=mem.limits.freshness_window,
+    )
+
+
+def _candidate_keys(mem: ShortTermMemory, turn: TurnContext) -> list[str]:
+    """Index members that could be shown, filtered on what the key alone tells."""
+    scope = turn.scope
+    keys: list[str] = []
+    if scope.server_id is not None:
+        keys += mem.live.index_members("server", scope.server_id)
+    if scope.server_id is None or turn.user_settings.cross_server_opt_in:
+        keys += mem.live.index_members("user", scope.user_id)
+    out = []
+    for key in sorted(set(keys)):
+        _kind, _owner, channel, persona = parse_key(key)
+        if channel == scope.channel_id:
+            continue
+        if scope.persona_id is not None and persona != scope.persona_id:
+            continue
+        out.append(key)
+    return out
+
+
+def build_memory_context(
+    turn: TurnContext,
+    *,
+    live: MemoryEntry | None,
+    shown_live: MemoryEntry | None,
+    others: Iterable[MemoryEntry],
+    server_settings: Mapping[str, ServerSettings],
+    categories: Mapping[str | None, Sequence[Category]],
+    now: datetime,
+    is_live: Callable[[MemoryEntry], bool],
+    limit: int,
+    freshness_window: timedelta,
+) -> MemoryContext:
+    """Pure: the context for ``turn`` given its live entry (``live``, expired or not,
+    for the counters; ``shown_live`` only when it is live) and candidate entries."""
+    settings = turn.settings
+    shown_times: list[datetime] = []
+    this_lines: list[str] = []
+    if shown_live is not None and turn.tools_available:
+        this_lines = distilled_lines(shown_live.summary, shown_live.categories, turn.categories)
+        if this_lines:
+            shown_times.append(shown_live.last_updated)
+    blocks: list[str] = []
+    for entry in select_other_entries(
+        others,
+        scope=turn.scope,
+        cross_server=turn.user_settings.cross_server_opt_in,
+        current_settings=settings,
+        server_settings=server_settings,
+        is_live=is_live,
+    ):
+        if len(blocks) >= limit:
+            break
+        block = other_channel_block(
+            entry,
+            categories=categories.get(entry.server_id, ()),
+            now=now,
+            current_server_id=turn.scope.server_id,
+            render_mode=settings.render_mode,
+            crude_count=settings.crude_message_count,
+        )
+        if block is not None:
+            blocks.append(block)
+            shown_times.append(entry.last_updated)
+    content = render_content(this_lines, blocks)
+    content_depth = settings.content_injection_depth
+    if content and any(now - t < freshness_window for t in shown_times):
+        content_depth = fresh_content_depth(content_depth)
+    nudge = None
+    if (
+        turn.tool_offered
+        and live is not None
+        and live.turns_since_refresh >= settings.refresh_cadence
+    ):
+        nudge = nudge_text(
+            categories=turn.categories,
+            summary_mode=turn.summary_mode,
+            override=settings.update_nudge_override,
+        )
+    return MemoryContext(
+        content=content,
+        nudge=nudge,
+        content_depth=content_depth,
+        nudge_depth=settings.nudge_injection_depth,
+    )
+
+
+def _eligible(entry: MemoryEntry, scope: Scope, cross_server: bool) -> bool:
+    if entry.channel_id == scope.channel_id:
+        return False
+    if scope.persona_id is not None and entry.persona_id != scope.persona_id:
+        return False
+    if entry.kind == "user" and entry.user_id != scope.user_id:
+        return False
+    if scope.server_id is not None:
+        if entry.kind == "server":
+            return entry.server_id == scope.server_id
+        return cross_server and entry.server_id not in (None, scope.server_id)
+    return entry.kind == "user" and (entry.server_id is None or cross_server)
+
+
+def is_visible(
+    entry: MemoryEntry,
+    *,
+    scope: Scope,
+    current_settings: ServerSettings,
+    entry_settings: ServerSettings | None,
+) -> bool:
+    """The privacy filter (see the module docstring)."""
+    if entry.server_id is None or entry_settings is None:
+        return True
+    private = entry_settings.private_channel_ids
+    if entry.channel_id not in private and entry.parent_channel_id not in private:
+        return True
+    if entry.server_id != scope.server_id:
+        return False
+    here = current_settings.private_channel_ids
+    in_private = scope.channel_id in here or scope.parent_channel_id in here
+    return current_settings.stm_privacy_bypass or in_private
+
+
+def select_other_entries(
+    entries: Iterable[MemoryEntry],
+    *,
+    scope: Scope,
+    cross_server: bool,
+    current_settings: ServerSettings,
+    server_settings: Mapping[str, ServerSettings],
+    is_live: Callable[[MemoryEntry], bool],
+) -> list[MemoryEntry]:
+    """Eligible, visible, live entries, newest first (ties broken by key)."""
+    kept = [
+        e
+        for e in entries
+        if _eligible(e, scope, cross_server)
+        and is_live(e)
+        and is_visible(
+            e,
+            scope=scope,
+            current_settings=current_settings,
+            entry_settings=server_settings.get(e.server_id) if e.server_id else None,
+        )
+    ]
+    kept.sort(key=lambda e: e.key)
+    kept.sort(key=lambda e: e.last_updated, reverse=True)
+    return kept

@@ -1,0 +1,410 @@
+"""Prompt assembly on a real engine (SQLite + diskcache, fake clock): golden content,
+other-channel selection and privacy, freshness, the nudge, and error containment."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stm_memory import Category, Scope, ShortTermMemory
+from stm_memory.placement import MemoryContext
+
+START = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+
+
+class Clock:
+    """A mutable clock: ``clock.advance(hours=2)``."""
+
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **kw: float) -> None:
+        self.now += timedelta(**kw)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def open_mem(path: Path, clock: Clock) -> ShortTermMemory:
+    return ShortTermMemory.from_url(
+        f"sqlite:///{path}/stm.db", cache_dir=path / "cache", clock=clock
+    )
+
+
+@pytest.fixture
+def mem(tmp_path: Path, clock: Clock) -> Iterator[ShortTermMemory]:
+    m = open_mem(tmp_path, clock)
+    yield m
+    m.close()
+
+
+def here(channel: str = "c1", **kw: Any) -> Scope:
+    base: dict[str, Any] = {"channel_id": channel, "user_id": "u1", "server_id": "g1"}
+    base.update(kw)
+    return Scope(**base)
+
+
+def remember(
+    mem: ShortTermMemory,
+    scope: Scope,
+    args: dict[str, str] | None = None,
+    messages: Sequence[dict[str, str]] = (),
+) -> None:
+    """One turn in ``scope``: capture the dialogue, optionally update the memory."""
+    turn = mem.begin_turn(scope, provider="openai")
+    if messages:
+        mem.capture(scope, list(messages))
+    if args is not None:
+        assert mem.update(turn, args) == {"status": "completed"}
+    mem.end_turn(turn)
+
+
+def context(mem: ShortTermMemory, scope: Scope, **kw: Any) -> MemoryContext:
+    return mem.build_context(mem.begin_turn(scope, provider="openai", **kw))
+
+
+CHAT = [
+    {"role": "user", "content": "Shall we plan the heist?", "name": "Ann"},
+    {"role": "assistant", "content": "Friday works."},
+    {"role": "user", "content": "Bring the map.", "name": "Ann"},
+]
+
+# -- same channel ----------------------------------------------------------------------
+
+
+def test_same_channel_summary(mem: ShortTermMemory, clock: Clock) -> None:
+    remember(mem, here(), {"summary": "Ann and the bot planned a heist."}, CHAT)
+    clock.advance(hours=2)
+    ctx = context(mem, here())
+    assert ctx == MemoryContext(
+        content="[Short-term memory]\nThis channel:\nAnn and the bot planned a heist.",
+        nudge=None,
+        content_depth=-1,
+        nudge_depth=2,
+    )
+    # Without tools there is no same-channel memory (and nothing else here).
+    assert context(mem, here(), tools_available=False).content is None
+
+
+def test_same_channel_categories_in_server_order_with_humanised_leftovers(
+    mem: ShortTermMemory, clock: Clock
+) -> None:
+    mem.set_categories("g1", [Category("Plot points", "What happened"), Category("Mood", "Tone")])
+    remember(mem, here(), {"mood": "Tense", "plot_points": "Heist on Friday"})
+    clock.advance(hours=2)
+    assert context(mem, here()).content == (
+        "[Short-term memory]\nThis channel:\nPlot points: Heist on Friday\nMood: Tense"
+    )
+    # An admin drops "Plot points" and adds "Setting": the stored value keeps showing,
+    # under a label made from its slug, after the current categories.
+    mem.set_categories("g1", [Category("Setting", "Where"), Category("Mood", "Tone")])
+    assert context(mem, here()).content == (
+        "[Short-term memory]\nThis channel:\nMood: Tense\nPlot points: Heist on Friday"
+    )
+
+
+def test_same_channel_never_shows_raw_messages(mem: ShortTermMemory) -> None:
+    remember(mem, here(), None, CHAT)
+    assert context(mem, here()).content is None
+
+
+def test_disabled_server_has_no_memory(mem: ShortTermMemory, clock: Clock) -> None:
+    remember(mem, here(), {"summary": "S"}, CHAT)
+    remember(mem, here("c2"), {"summary": "T"}, CHAT)
+    mem.configure_server("g1", short_term_memory_enabled=False)
+    assert context(mem, here()).is_empty
+
+
+# -- other channels ----------------------------------------------------------------------
+
+
+def test_crude_only_other_channel(mem: ShortTermMemory, clock: Clock) -> None:
+    mem.configure_server("g1", crude_message_count=2)
+    remember(mem, here("c2", channel_name="random"), None, CHAT)
+    clock.advance(hours=3)
+    assert context(mem, here()).content == (
+        "[Short-term memory]\n"
+        "Other channels:\n"
+        "- #random, 3 hours ago:\n"
+        '  Assistant: "Friday works."\n'
+        '  Ann: "Bring the map."'
+    )
+
+
+def test_crude_summary_versus_supersede(mem: ShortTermMemory, clock: Clock) -> None:
+    remember(mem, here("c2"), {"summary": "Heist planned for Friday."}, CHAT)
+    clock.advance(minutes=90)
+    assert context(mem, here()).content == (
+        "[Short-term memory]\n"
+        "Other channels:\n"
+        "- #c2, 1 hour ago:\n"
+        "  Heist planned for Friday.\n"
+        "  Recent messages:\n"
+        '  Ann: "Shall we plan the heist?"\n'
+        '  Assistant: "Friday works."\n'
+        '  Ann: "Bring the map."'
+    )
+    mem.configure_server("g1", render_mode="supersede")
+    assert context(mem, here()).content == (
+        "[Short-term memory]\nOther channels:\n- #c2, 1 hour ago:\n  Heist planned for Friday."
+    )
+
+
+def test_other_channel_categories_and_both_parts(mem: ShortTermMemory, clock: Clock) -> None:
+    mem.set_categories("g1", [Category("Plot"), Category("Mood")])
+    mem.configure_server("g1", render_mode="supersede")
+    remember(mem, here("c2", channel_name="heists"), {"plot": "Vault", "mood": "Calm"})
+    clock.advance(hours=5)
+    remember(mem, here(), {"mood": "Cheerful"})
+    clock.advance(hours=2)
+    assert context(mem, here()).content == (
+        "[Short-term memory]\n"
+        "This channel:\n"
+        "Mood: Cheerful\n"
+        "Other channels:\n"
+        "- #heists, 7 hours ago:\n"
+        "  Plot: Vault\n"
+        "  Mood: Calm"
+    )
+
+
+def test_newest_first_at_most_three_skipping_empty_and_expired(
+    mem: ShortTermMemory, clock: Clock
+) -> None:
+    mem.configure_server("g1", render_mode="supersede")
+    remember(mem, here("old"), None, CHAT)  # raw only: expires after 12 h
+    clock.advance(hours=13)
+    for name in ("c2", "c3", "c4", "c5"):
+        remember(mem, here(name), {"summary": f"About {name}."})
+        clock.advance(minutes=70)
+    remember(mem, here("empty"))  # counted a turn, nothing to show
+    assert context(mem, here()).content == (
+        "[Short-term memory]\n"
+        "Other channels:\n"
+        "- #c5, 1 hour ago:\n  About c5.\n"
+        "- #c4, 2 hours ago:\n  About c4.\n"
+        "- #c3, 3 hours ago:\n  About c3."
+    )
+
+
+def test_ties_are_broken_by_key(mem: ShortTermMemory, clock: Clock) -> None:
+    for name in ("c9", "c4", "c7", "c2"):
+        remember(mem, here(name), {"summary": name})
+    clock.advance(hours=20)
+    content = context(mem, here()).content or ""
+    assert [line for line in content.splitlines() if line.startswith("- ")] == [
+        "- #c2, 20 hours ago:",
+        "- #c4, 20 hours ago:",
+        "- #c7, 20 hours ago:",
+    ]
+
+
+def test_privacy_filter_on_a_thread_of_a_private_channel(
+    mem: ShortTermMemory, clock: Clock
+) -> None:
+    mem.configure_server("g1", private_channel_ids=["secret"], render_mode="supersede")
+    remember(mem, here("t1", parent_channel_id="secret"), {"summary": "Thread talk."})
+    remember(mem, here("pub"), {"summary": "Public talk."})
+    clock.advance(hours=2)
+    public = "- #pub, 2 hours ago:\n  Public talk."
+    thread = "- #t1, 2 hours ago:\n  Thread talk."
+    assert context(mem, here()).content == f"[Short-term memory]\nOther channels:\n{public}"
+    # In the private channel itself, or in another of its threads, it is shown.
+    for scope in (here("secret"), here("t2", parent_channel_id="secret")):
+        content = context(mem, scope).content
+        assert content == f"[Short-term memory]\nOther channels:\n{public}\n{thread}"
+    mem.configure_server("g1", stm_privacy_bypass=True)
+    assert context(mem, here()).content == (
+        f"[Short-term memory]\nOther channels:\n{public}\n{thread}"
+    )
+
+
+def test_cross_server_opt_in(mem: ShortTermMemory, clock: Clock) -> None:
+    mem.set_categories("g2", [Category("Topic")])
+    mem.configure_server("g2", private_channel_ids=["vault"], render_mode="supersede")
+    mem.configure_server("g1", render_mode="supersede", stm_privacy_bypass=True)
+    away = here("lounge", server_id="g2", server_name="Other Guild", channel_name="lounge")
+    remember(mem, away, {"topic": "Board games"})
+    remember(mem, here("vault", server_id="g2"), {"topic": "Private plans"})
+    remember(mem, Scope(channel_id="dm1", user_id="u1"), {"summary": "A DM chat."})
+    remember(mem, here("lounge2", server_id="g2", user_id="u2"), {"topic": "Someone else"})
+    clock.advance(minutes=5)
+    assert context(mem, here()).content is None
+    mem.configure_user("u1", cross_server_opt_in=True)
+    # Another server's entry, labels from that server; its private channel stays hidden
+    # (this server's bypass does not unlock it), DMs never show in a server, and other
+    # users' entries never show.
+    assert context(mem, here()).content == (
+        "[Short-term memory]\n"
+        "Other channels:\n"
+        "- #lounge in Other Guild, 5 minutes ago:\n"
+        "  Topic: Board games"
+    )
+
+
+def test_dm_shows_other_dms_and_servers_only_when_opted_in(
+    mem: ShortTermMemory, clock: Clock
+) -> None:
+    mem.configure_server("g1", private_channel_ids=["secret"])
+    remember(mem, Scope(channel_id="dm2", user_id="u1"), {"summary": "Earlier DM."})
+    remember(mem, here("c2"), {"summary": "Server talk."})
+    remember(mem, here("secret"), {"summary": "Secret talk."})
+    remember(mem, Scope(channel_id="dm3", user_id="u2"), {"summary": "Not u1's."})
+    clock.advance(hours=20)
+    dm = Scope(channel_id="dm1", user_id="u1")
+    assert context(mem, dm).content == (
+        "[Short-term memory]\nOther channels:\n- DM, 20 hours ago:\n  Earlier DM."
+    )
+    mem.configure_user("u1", cross_server_opt_in=True)
+    # Ties on time are broken by key: "shortterm:user:u1:c2" < "shortterm:user:u1:dm2".
+    # The private channel of g1 stays hidden: a DM has no bypass of its own.
+    assert context(mem, dm).content == (
+        "[Short-term memory]\n"
+        "Other channels:\n"
+        "- #c2 in server g1, 20 hours ago:\n  Server talk.\n"
+        "- DM, 20 hours ago:\n  Earlier DM."
+    )
+    clock.advance(hours=5)  # past the 24 h summary TTL: nothing left
+    assert context(mem, dm).content is None
+
+
+def test_persona_lineage(mem: ShortTermMemory, clock: Clock) -> None:
+    mem.configure_server("g1", render_mode="supersede")
+    remember(mem, here("c2", persona_id="p1"), {"summary": "Persona one."})
+    remember(mem, here("c3", persona_id="p2"), {"summary": "Persona two."})
+    remember(mem, here("c4"), {"summary": "No persona."})
+    clock.advance(hours=2)
+    assert context(mem, here(persona_id="p1")).content == (
+        "[Short-term memory]\nOther channels:\n- #c2, 2 hours ago:\n  Persona one."
+    )
+    # Without a persona there is no lineage to filter on.
+    assert (context(mem, here()).content or "").count("\n- #") == 3
+
+
+# -- freshness -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("configured", "fresh"), [(-1, 2), (0, 0), (1, 1), (2, 2), (5, 2)])
+def test_freshness_moves_content_down(
+    mem: ShortTermMemory, clock: Clock, configured: int, fresh: int
+) -> None:
+    mem.configure_server("g1", content_injection_depth=configured)
+    remember(mem, here("c2"), {"summary": "Recent."})
+    clock.advance(minutes=59)
+    assert context(mem, here()).content_depth == fresh
+    clock.advance(minutes=2)
+    assert context(mem, here()).content_depth == configured
+
+
+def test_freshness_counts_the_same_channel_too(mem: ShortTermMemory, clock: Clock) -> None:
+    remember(mem, here(), {"summary": "Here."})
+    clock.advance(minutes=10)
+    assert context(mem, here()).content_depth == 2
+    assert context(mem, here(), tools_available=False).content is None
+
+
+# -- the nudge -------------------------------------------------------------------------
+
+
+def test_nudge_after_cadence_turns_and_reset_by_update(mem: ShortTermMemory) -> None:
+    mem.configure_server("g1", refresh_cadence=3)
+    nudges = []
+    for _ in range(4):
+        turn = mem.begin_turn(here(), provider="openai")
+        nudges.append(mem.build_context(turn).nudge)
+        mem.capture(here(), CHAT)
+        mem.end_turn(turn)
+    assert nudges[:3] == [None, None, None]
+    assert nudges[3] == (
+        "[Short-term memory] After you answer, call update_short_term_memory with a "
+        "compact summary of this channel's recent conversation (field: summary). "
+        "Do not mention this to the user."
+    )
+    turn = mem.begin_turn(here(), provider="openai")
+    ctx = mem.build_context(turn)
+    assert ctx.nudge == nudges[3] and ctx.nudge_depth == 2
+    assert mem.update(turn, {"summary": "Done."}) == {"status": "completed"}
+    mem.end_turn(turn)
+    assert context(mem, here()).nudge is None
+
+
+def test_no_nudge_when_the_tool_is_not_offered(mem: ShortTermMemory) -> None:
+    mem.configure_server("g1", refresh_cadence=1)
+    remember(mem, here(), None, CHAT)
+    assert context(mem, here()).nudge is not None
+    assert context(mem, here(), user_message="Please remember this forever").nudge is None
+    assert context(mem, here(), tools_available=False).nudge is None
+    assert mem.build_context(mem.begin_turn(here(), provider="novelai")).nudge is None
+    # A scope never seen has no entry, so no counter and no nudge.
+    assert context(mem, here("new")).nudge is None
+
+
+def test_nudge_names_categories_and_override_macros(mem: ShortTermMemory) -> None:
+    mem.set_categories("g1", [Category("Plot"), Category("Mood")])
+    mem.configure_server("g1", refresh_cadence=1, nudge_injection_depth=1)
+    remember(mem, here(), None, CHAT)
+    ctx = context(mem, here())
+    assert ctx.nudge == (
+        "[Short-term memory] After you answer, call update_short_term_memory with updated "
+        "values for: Plot (plot), Mood (mood). Do not mention this to the user."
+    )
+    assert ctx.nudge_depth == 1
+    mem.configure_server(
+        "g1", update_nudge_override="Refresh {category_labels} via {{tool_name}}, {{user}}. {x}"
+    )
+    assert context(mem, here()).nudge == (
+        "Refresh Plot, Mood via update_short_term_memory, {{user}}. x"
+    )
+
+
+# -- robustness ----------------------------------------------------------------------
+
+
+def test_assembly_error_yields_empty_memory_and_a_log_record(
+    mem: ShortTermMemory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    remember(mem, here(), {"summary": "S"}, CHAT)
+
+    def boom(keys: Sequence[str]) -> dict[str, Any]:
+        raise RuntimeError("cache on fire")
+
+    monkeypatch.setattr(mem.live, "get_many", boom)
+    with caplog.at_level(logging.ERROR, logger="stm_memory"):
+        ctx = context(mem, here())
+    assert ctx.is_empty and ctx.content is None and ctx.nudge is None
+    (record,) = [r for r in caplog.records if r.name == "stm_memory"]
+    assert here().live_key in record.getMessage()
+    assert record.exc_info is not None and "cache on fire" in str(record.exc_info[1])
+
+
+def _scenario(path: Path) -> tuple[str | None, str | None]:
+    clock = Clock()
+    with open_mem(path, clock) as m:
+        m.set_categories("g1", [Category("Plot"), Category("Mood")])
+        m.configure_server("g1", refresh_cadence=1)
+        for i, name in enumerate(("c5", "c2", "c9", "c3")):
+            scope = here(name, channel_name=f"room-{i}")
+            remember(m, scope, {"plot": f"P{i}", "mood": "M"}, CHAT)
+        remember(m, here(), {"plot": "Here"}, CHAT)
+        remember(m, here(), None, CHAT)
+        clock.advance(hours=1, minutes=1)
+        ctx = context(m, here())
+        return ctx.content, ctx.nudge
+
+
+def test_identical_runs_render_identical_bytes(tmp_path: Path) -> None:
+    first = _scenario(tmp_path / "a")
+    second = _scenario(tmp_path / "b")
+    assert first == second
+    assert first[0] is not None and first[1] is not None
+    assert first[0].startswith("[Short-term memory]\nThis channel:\nPlot: Here\n")

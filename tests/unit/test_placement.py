@@ -1,0 +1,455 @@
+"""Placement of memory content and the nudge (stm_memory.placement): depths, tool pairs,
+provider shapes (OpenAI dicts, Anthropic dicts, LangChain messages)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+
+from stm_memory.errors import ValidationError
+from stm_memory.placement import (
+    MemoryContext,
+    fresh_content_depth,
+    insertion_index,
+    message_role,
+)
+
+C = "[Short-term memory]\nThis channel:\nS"
+N = "NUDGE"
+
+
+def ctx(content_depth: int | None = None, nudge_depth: int | None = None) -> MemoryContext:
+    return MemoryContext(
+        content=C if content_depth is not None else None,
+        nudge=N if nudge_depth is not None else None,
+        content_depth=content_depth if content_depth is not None else -1,
+        nudge_depth=nudge_depth if nudge_depth is not None else 2,
+    )
+
+
+# -- provider validity checks (what the real APIs reject) --------------------------------
+
+
+def assert_openai_valid(messages: list[dict[str, Any]]) -> None:
+    pending: list[str] = []
+    for m in messages:
+        if m["role"] == "tool":
+            assert m["tool_call_id"] in pending, f"orphan tool result {m}"
+            pending.remove(m["tool_call_id"])
+            continue
+        assert not pending, f"tool calls {pending} not answered before {m}"
+        if m["role"] == "assistant":
+            pending = [c["id"] for c in m.get("tool_calls") or []]
+    assert not pending
+
+
+def _blocks(m: dict[str, Any]) -> list[dict[str, Any]]:
+    c = m["content"]
+    return [{"type": "text", "text": c}] if isinstance(c, str) else c
+
+
+def assert_anthropic_valid(messages: list[dict[str, Any]]) -> None:
+    assert messages[0]["role"] == "user"
+    tool_ids: list[str] = []
+    for i, m in enumerate(messages):
+        assert m["role"] in ("user", "assistant")
+        if i:
+            assert m["role"] != messages[i - 1]["role"], "roles must alternate"
+        blocks = _blocks(m)
+        if m["role"] == "assistant":
+            tool_ids = [b["id"] for b in blocks if b["type"] == "tool_use"]
+            continue
+        kinds = [b["type"] for b in blocks]
+        results = [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
+        assert sorted(results) == sorted(tool_ids), "every tool_use answered right after"
+        # tool_result blocks first, any text after them
+        assert kinds == sorted(kinds, key=lambda k: k != "tool_result")
+        tool_ids = []
+
+
+def assert_langchain_valid(messages: list[BaseMessage]) -> None:
+    pending: list[str] = []
+    for m in messages:
+        if isinstance(m, ToolMessage):
+            assert m.tool_call_id in pending
+            pending.remove(m.tool_call_id)
+            continue
+        assert not pending
+        if isinstance(m, AIMessage):
+            pending = [str(c["id"]) for c in m.tool_calls]
+    assert not pending
+
+
+def sysmsg(text: str) -> dict[str, Any]:
+    return {"role": "system", "content": text}
+
+
+# -- depth rule, OpenAI dicts -----------------------------------------------------------
+
+OPENAI = [
+    sysmsg("base"),
+    {"role": "user", "content": "u1"},
+    {"role": "assistant", "content": "a1"},
+    {"role": "user", "content": "u2"},
+    {"role": "assistant", "content": "a2"},
+    {"role": "user", "content": "u3"},
+]
+
+
+def contents(messages: list[Any]) -> list[str]:
+    return [m["content"] if isinstance(m, dict) else m.content for m in messages]
+
+
+@pytest.mark.parametrize(
+    ("depth", "expected"),
+    [
+        (-1, ["base", C, "u1", "a1", "u2", "a2", "u3"]),
+        (0, ["base", "u1", "a1", "u2", "a2", "u3", C]),
+        (1, ["base", "u1", "a1", "u2", "a2", C, "u3"]),
+        (2, ["base", "u1", "a1", "u2", C, "a2", "u3"]),
+        (5, ["base", C, "u1", "a1", "u2", "a2", "u3"]),
+        (6, ["base", C, "u1", "a1", "u2", "a2", "u3"]),  # beyond the history: before the first
+        (50, ["base", C, "u1", "a1", "u2", "a2", "u3"]),
+    ],
+)
+def test_openai_content_depths(depth: int, expected: list[str]) -> None:
+    out = ctx(content_depth=depth).apply(OPENAI)
+    assert contents(out) == expected
+    injected = [m for m in out if m["content"] == C]
+    assert injected == [{"role": "system", "content": C}]
+
+
+@pytest.mark.parametrize(
+    ("depth", "expected"),
+    [
+        (0, ["base", "u1", "a1", "u2", "a2", "u3", N]),
+        (1, ["base", "u1", "a1", "u2", "a2", N, "u3"]),
+        (2, ["base", "u1", "a1", "u2", N, "a2", "u3"]),
+        (9, ["base", N, "u1", "a1", "u2", "a2", "u3"]),
+    ],
+)
+def test_openai_nudge_depths(depth: int, expected: list[str]) -> None:
+    assert contents(ctx(nudge_depth=depth).apply(OPENAI)) == expected
+
+
+def test_content_above_nudge_at_the_same_spot() -> None:
+    out = ctx(content_depth=2, nudge_depth=2).apply(OPENAI)
+    assert contents(out) == ["base", "u1", "a1", "u2", C, N, "a2", "u3"]
+    out = ctx(content_depth=-1, nudge_depth=9).apply(OPENAI)
+    assert contents(out) == ["base", C, N, "u1", "a1", "u2", "a2", "u3"]
+
+
+def test_top_goes_after_all_leading_system_and_developer_messages() -> None:
+    msgs = [
+        {"role": "developer", "content": "d"},
+        sysmsg("s"),
+        {"role": "user", "content": "u"},
+    ]
+    out = ctx(content_depth=-1).apply(msgs)
+    assert out[2] == {"role": "developer", "content": C}  # mirrors a developer-led list
+    assert contents(out) == ["d", "s", C, "u"]
+
+
+def test_non_leading_system_messages_are_not_dialogue() -> None:
+    msgs = [
+        sysmsg("s"),
+        {"role": "user", "content": "u1"},
+        sysmsg("mid"),
+        {"role": "user", "content": "u2"},
+    ]
+    assert contents(ctx(nudge_depth=2).apply(msgs)) == ["s", N, "u1", "mid", "u2"]
+
+
+def test_empty_history_and_empty_context() -> None:
+    assert ctx(content_depth=-1, nudge_depth=2).apply([]) == [
+        {"role": "system", "content": C},
+        {"role": "system", "content": N},
+    ]
+    original = list(OPENAI)
+    out = MemoryContext().apply(OPENAI)
+    assert out == original and out is not OPENAI
+    assert MemoryContext().is_empty and not ctx(content_depth=0).is_empty
+
+
+def test_apply_never_mutates_its_input() -> None:
+    msgs = copy.deepcopy(ANTHROPIC_TOOLS)
+    before = copy.deepcopy(msgs)
+    for depth in (-1, 0, 1, 2, 3, 9):
+        ctx(content_depth=depth, nudge_depth=depth).apply(msgs, provider="anthropic")
+        ctx(content_depth=depth, nudge_depth=depth).apply_anthropic(
+            msgs, [{"type": "text", "text": "s"}]
+        )
+    assert msgs == before
+
+
+def test_apply_rejects_non_lists() -> None:
+    with pytest.raises(ValidationError):
+        ctx(content_depth=0).apply("hello")
+    with pytest.raises(ValidationError):
+        ctx(content_depth=0).apply({"role": "user", "content": "x"})  # type: ignore[arg-type]
+
+
+# -- tool pairs, OpenAI ------------------------------------------------------------------
+
+
+def call(i: str) -> dict[str, Any]:
+    return {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+
+
+OPENAI_TOOLS = [
+    sysmsg("base"),
+    {"role": "user", "content": "u1"},
+    {"role": "assistant", "content": None, "tool_calls": [call("c1"), call("c2")]},
+    {"role": "tool", "tool_call_id": "c1", "content": "r1"},
+    {"role": "tool", "tool_call_id": "c2", "content": "r2"},
+    {"role": "assistant", "content": "a2"},
+]
+
+
+@pytest.mark.parametrize(
+    ("depth", "index"),
+    [(-1, 1), (0, 6), (1, 5), (2, 2), (3, 2), (4, 2), (5, 1), (9, 1)],
+)
+def test_openai_never_splits_tool_calls_from_results(depth: int, index: int) -> None:
+    assert insertion_index(OPENAI_TOOLS, depth) == index
+    out = ctx(content_depth=depth, nudge_depth=depth).apply(OPENAI_TOOLS)
+    assert_openai_valid(out)
+    assert out.index({"role": "system", "content": C}) == index
+    assert out.index({"role": "system", "content": N}) == index + 1
+
+
+def test_openai_responses_items_keep_reasoning_with_its_call() -> None:
+    items = [
+        {"role": "user", "content": "u"},
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        {"type": "function_call", "call_id": "k1", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "k1", "output": "ok"},
+    ]
+    assert [message_role(m) for m in items] == ["user", "reasoning", "assistant", "tool"]
+    out = ctx(nudge_depth=1).apply(items, provider="openai")
+    assert out[1] == {"role": "system", "content": N}
+    assert out[2:] == items[1:]
+
+
+# -- Anthropic dicts -------------------------------------------------------------------------
+
+ANTHROPIC = [
+    {"role": "user", "content": "u1"},
+    {"role": "assistant", "content": "a1"},
+    {"role": "user", "content": "u2"},
+]
+
+
+def text(t: str) -> dict[str, str]:
+    return {"type": "text", "text": t}
+
+
+@pytest.mark.parametrize(
+    ("depth", "expected"),
+    [
+        (-1, [[text(C), text("u1")], "a1", "u2"]),
+        (0, ["u1", "a1", [text("u2"), text(C)]]),
+        (1, ["u1", "a1", [text(C), text("u2")]]),
+        (2, [[text("u1"), text(C)], "a1", "u2"]),
+        (3, [[text(C), text("u1")], "a1", "u2"]),
+        (8, [[text(C), text("u1")], "a1", "u2"]),
+    ],
+)
+def test_anthropic_merges_into_user_turns(depth: int, expected: list[Any]) -> None:
+    out = ctx(content_depth=depth).apply(ANTHROPIC, provider="anthropic")
+    assert [m["content"] for m in out] == expected
+    assert_anthropic_valid(out)
+
+
+def test_anthropic_content_and_nudge_in_one_turn_keep_order() -> None:
+    out = ctx(content_depth=1, nudge_depth=1).apply(ANTHROPIC, provider="anthropic")
+    assert out[2]["content"] == [text(C), text(N), text("u2")]
+    out = ctx(content_depth=1, nudge_depth=0).apply(ANTHROPIC, provider="anthropic")
+    assert out[2]["content"] == [text(C), text("u2"), text(N)]
+
+
+def test_anthropic_new_user_turn_between_assistants_or_at_the_end() -> None:
+    msgs = [{"role": "user", "content": "u1"}, {"role": "assistant", "content": "a1"}]
+    out = ctx(nudge_depth=0).apply(msgs, provider="anthropic")
+    assert out[-1] == {"role": "user", "content": [text(N)]}
+    assert_anthropic_valid(out)
+
+
+ANTHROPIC_TOOLS: list[dict[str, Any]] = [
+    {"role": "user", "content": [text("u1")]},
+    {
+        "role": "assistant",
+        "content": [
+            text("let me look"),
+            {"type": "tool_use", "id": "t1", "name": "f", "input": {}},
+        ],
+    },
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "r1"}]},
+    {"role": "assistant", "content": [{"type": "tool_use", "id": "t2", "name": "f", "input": {}}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "r2"}]},
+]
+
+
+@pytest.mark.parametrize("depth", [-1, 0, 1, 2, 3, 4, 5, 9])
+def test_anthropic_tool_pairs_stay_valid(depth: int) -> None:
+    out = ctx(content_depth=depth, nudge_depth=depth).apply(ANTHROPIC_TOOLS, provider="anthropic")
+    assert_anthropic_valid(out)
+    assert len(out) == len(ANTHROPIC_TOOLS)  # merged, never a new turn here
+    flat = [b.get("text") for m in out for b in m["content"]]
+    assert flat.index(C) + 1 == flat.index(N)
+
+
+def test_anthropic_before_a_tool_result_moves_before_the_tool_use() -> None:
+    out = ctx(nudge_depth=1).apply(ANTHROPIC_TOOLS, provider="anthropic")
+    # Before the last tool_result = before the assistant's tool_use: appended to the
+    # previous user turn, after its tool_result block (the API accepts text there).
+    assert out[2]["content"] == [ANTHROPIC_TOOLS[2]["content"][0], text(N)]
+    out = ctx(nudge_depth=0).apply(ANTHROPIC_TOOLS, provider="anthropic")
+    assert out[4]["content"] == [ANTHROPIC_TOOLS[4]["content"][0], text(N)]
+
+
+def test_anthropic_shape_is_detected_without_a_hint() -> None:
+    out = ctx(nudge_depth=0).apply(ANTHROPIC_TOOLS)
+    assert out[4]["content"][-1] == text(N)
+    assert_anthropic_valid(out)
+
+
+@pytest.mark.parametrize(
+    ("system", "expected"),
+    [
+        (None, C),
+        ("", C),
+        ("You are Ada.", f"You are Ada.\n\n{C}"),
+        (
+            [{"type": "text", "text": "base", "cache_control": {"type": "ephemeral"}}],
+            [{"type": "text", "text": "base", "cache_control": {"type": "ephemeral"}}, text(C)],
+        ),
+    ],
+)
+def test_apply_anthropic_puts_top_content_in_system(system: Any, expected: Any) -> None:
+    new_system, out = ctx(content_depth=-1, nudge_depth=1).apply_anthropic(ANTHROPIC, system)
+    assert new_system == expected
+    assert [m["content"] for m in out] == ["u1", "a1", [text(N), text("u2")]]
+
+
+def test_apply_anthropic_keeps_deep_content_in_messages() -> None:
+    system, out = ctx(content_depth=2).apply_anthropic(ANTHROPIC, "sys")
+    assert system == "sys"
+    assert out[0]["content"] == [text("u1"), text(C)]
+
+
+# -- LangChain messages ------------------------------------------------------------------------
+
+LC = [
+    SystemMessage("base"),
+    HumanMessage("u1"),
+    AIMessage("a1"),
+    HumanMessage("u2"),
+]
+
+
+@pytest.mark.parametrize(
+    ("depth", "expected"),
+    [
+        (-1, ["base", C, "u1", "a1", "u2"]),
+        (0, ["base", "u1", "a1", "u2", C]),
+        (1, ["base", "u1", "a1", C, "u2"]),
+        (2, ["base", "u1", C, "a1", "u2"]),
+        (4, ["base", C, "u1", "a1", "u2"]),
+    ],
+)
+def test_langchain_depths(depth: int, expected: list[str]) -> None:
+    out = ctx(content_depth=depth).apply(LC)
+    assert contents(out) == expected
+    assert all(isinstance(m, BaseMessage) for m in out)
+    assert isinstance(out[expected.index(C)], SystemMessage)
+
+
+LC_TOOLS = [
+    SystemMessage("base"),
+    HumanMessage("u1"),
+    AIMessage(
+        "",
+        tool_calls=[{"name": "f", "args": {}, "id": "c1"}, {"name": "f", "args": {}, "id": "c2"}],
+    ),
+    ToolMessage("r1", tool_call_id="c1"),
+    ToolMessage("r2", tool_call_id="c2"),
+    AIMessage("a2"),
+]
+
+
+@pytest.mark.parametrize(("depth", "index"), [(0, 6), (1, 5), (2, 2), (3, 2), (4, 2), (5, 1)])
+def test_langchain_never_splits_tool_calls_from_results(depth: int, index: int) -> None:
+    out = ctx(nudge_depth=depth).apply(LC_TOOLS)
+    assert_langchain_valid(out)
+    assert out[index].content == N and isinstance(out[index], SystemMessage)
+
+
+def test_langchain_for_anthropic_uses_user_turns_below_the_top() -> None:
+    out = ctx(content_depth=-1, nudge_depth=1).apply(LC, provider="anthropic")
+    assert [type(m).__name__ for m in out] == [
+        "SystemMessage",
+        "SystemMessage",
+        "HumanMessage",
+        "AIMessage",
+        "HumanMessage",
+    ]
+    assert out[1].content == C  # consecutive leading system messages are accepted
+    assert out[4].content == f"{N}\n\nu2"
+    assert LC[3].content == "u2"  # the caller's message is untouched
+
+
+def test_langchain_for_anthropic_after_tool_results_adds_a_human_turn() -> None:
+    msgs = LC_TOOLS[:5]
+    out = ctx(nudge_depth=0).apply(msgs, provider="anthropic")
+    assert isinstance(out[-1], HumanMessage) and out[-1].content == N
+    assert_langchain_valid(out)
+    out = ctx(nudge_depth=1).apply(msgs, provider="anthropic")
+    # before the tool-call message: merged into the preceding human turn
+    assert out[1].content == f"u1\n\n{N}" and len(out) == len(msgs)
+
+
+def test_langchain_block_content_gets_text_blocks() -> None:
+    msgs = [HumanMessage([{"type": "text", "text": "u1"}])]
+    out = ctx(nudge_depth=1).apply(msgs, provider="anthropic")
+    assert out[0].content == [text(N), {"type": "text", "text": "u1"}]
+
+
+def test_fresh_content_depth() -> None:
+    assert [fresh_content_depth(d) for d in (-1, 0, 1, 2, 3, 10)] == [2, 0, 1, 2, 2, 2]
+
+
+# -- token accounting of placed requests (stm_memory.tokens) --------------------------------
+
+
+def test_count_tokens_accepts_every_request_shape() -> None:
+    from stm_memory.tokens import count_tokens
+
+    responses_items = [{"type": "function_call_output", "call_id": "k1", "output": "ok"}]
+    for messages in (OPENAI_TOOLS, ANTHROPIC_TOOLS, LC_TOOLS, responses_items):
+        assert count_tokens(messages) > 0
+        placed = ctx(content_depth=-1, nudge_depth=1).apply(messages)
+        assert count_tokens(placed) > count_tokens(messages)
+    assert count_tokens([]) == 0
+    assert count_tokens(ANTHROPIC, system="You are Ada.") > count_tokens(ANTHROPIC)
+    # Approximate and deterministic: ~4 characters a token plus 3 per message.
+    assert count_tokens([{"role": "user", "content": "x" * 40}]) == count_tokens(
+        [HumanMessage("x" * 40)]
+    )
+
+
+def test_count_tokens_with_a_real_tokenizer_callable() -> None:
+    from stm_memory.tokens import PER_MESSAGE_TOKENS, count_tokens, message_text
+
+    words = [{"role": "user", "content": "one two three"}, AIMessage("four")]
+    assert message_text(words[0]) == "user\none two three"
+    assert count_tokens(words, counter=lambda s: len(s.split())) == 4 + 2 + 2 * PER_MESSAGE_TOKENS
