@@ -326,7 +326,7 @@ class ShortTermMemory:
 
     def update(self, turn: TurnContext, args: object) -> dict[str, Any]:
         """Run ``update_short_term_memory``: a result dict, never an exception."""
-        reason = turn.guard_reason()
+        reason = self._execution_guard(turn)
         if reason:
             return failure(reason)
         parsed = parse_update_arguments(
@@ -346,6 +346,25 @@ class ShortTermMemory:
             log.error("stm-memory: update failed for %s: %s", turn.scope.live_key, exc)
             return failure("Short-term memory could not be stored right now; continue.")
         return success()
+
+    def _execution_guard(self, turn: TurnContext) -> str | None:
+        """The turn's guards, with the privacy-relevant settings re-read now."""
+        scope = turn.scope
+        try:
+            enabled = (
+                self.server_settings(scope.server_id).short_term_memory_enabled
+                if scope.server_id
+                else True
+            )
+            full_privacy = self.user_settings(scope.user_id).full_privacy
+        except StmError as exc:  # settings unreadable: fall back to the snapshot
+            log.warning("stm-memory: settings re-check failed, using the snapshot: %s", exc)
+            return turn.guard_reason()
+        # Either the snapshot or the current settings can block: the stricter wins.
+        return turn.guard_reason(
+            enabled=enabled and turn.settings.short_term_memory_enabled,
+            full_privacy=full_privacy or turn.user_settings.full_privacy,
+        )
 
     def _write(self, turn: TurnContext, args: UpdateArgs) -> None:
         scope = turn.scope

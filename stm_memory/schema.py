@@ -56,10 +56,11 @@ def tool_parameters(turn: TurnContext, *, limit: int = 1500) -> dict[str, Any]:
         }
     else:
         for cat in turn.categories:
-            text = sanitize_placeholders(cat.description.strip()) or cat.label
+            label = sanitize_placeholders(cat.label)
+            text = sanitize_placeholders(cat.description.strip()) or label
             properties[cat.slug] = {
                 "type": "string",
-                "description": f"{cat.label}: {text} (≤ {limit} characters)",
+                "description": f"{label}: {text} (≤ {limit} characters)",
             }
     return {
         "type": "object",

@@ -58,7 +58,7 @@ def check_tool_call(
     else:
         try:
             parsed = json.loads(raw_arguments)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:
             return ToolCallCheck(
                 None,
                 failure(

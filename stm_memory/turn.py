@@ -52,11 +52,22 @@ class TurnContext:
         cats = self.categories
         return not cats or (len(cats) == 1 and cats[0].label.strip().lower() == "summary")
 
-    def guard_reason(self) -> str | None:
-        """Why the tool may not run now, in the SPEC's order; None when it may."""
+    def guard_reason(
+        self, *, enabled: bool | None = None, full_privacy: bool | None = None
+    ) -> str | None:
+        """Why the tool may not run now, in the SPEC's order; None when it may.
+
+        ``enabled`` / ``full_privacy`` override the snapshot with current settings: at
+        execution the engine re-reads them, so a server switched off or a user who
+        chose full privacy after the turn began is honoured at once.
+        """
+        if enabled is None:
+            enabled = self.settings.short_term_memory_enabled
+        if full_privacy is None:
+            full_privacy = self.user_settings.full_privacy
         if not self.tools_available:
             return "Tools are not available to this model in this turn."
-        if not self.settings.short_term_memory_enabled:
+        if not enabled:
             return "Short-term memory is disabled for this server; do not call this tool."
         if self.long_term_intent:
             return (
@@ -70,7 +81,7 @@ class TurnContext:
             )
         if self.provider_excluded:
             return f"update_short_term_memory is not available for provider {self.provider!r}."
-        if self.user_settings.full_privacy:
+        if full_privacy:
             return "The user has enabled full privacy; short-term memory is not kept for them."
         return None
 
