@@ -1,0 +1,213 @@
+"""Chat Completions: ``client.chat.completions.create`` with the memory tool beside yours.
+
+Request: ``system`` as a leading system message, memory content and nudge placed into a
+copy of the dialogue as system messages (``MemoryContext.apply``), then the memory tool
+(strict function schema) and the caller's tools. Reply: the assistant message (with its
+``tool_calls``) joins the transcript; tool results go back as ``role: "tool"`` messages.
+A reply cut at the output limit (``finish_reason == "length"``) marks its tool calls
+truncated, so none of them runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import openai
+
+from stm_memory.loop import ModelReply, Op, ProviderAdapter, ToolCall, Usage
+from stm_memory.schema import openai_chat_tool
+from stm_memory.toolcalls import is_truncated
+
+from ._base import AdapterBase, AsyncLoop, BaseLoop, ClientT, OnText, SyncLoop
+
+if TYPE_CHECKING:
+    from stm_memory.placement import MemoryContext
+    from stm_memory.turn import TurnContext
+
+__all__ = ["AsyncOpenAIChatLoop", "ChatCompletionsAdapter", "OpenAIChatLoop"]
+
+
+def _usage(usage: Any) -> Usage:
+    if usage is None:
+        return Usage()
+    return Usage(usage.prompt_tokens or 0, usage.completion_tokens or 0)
+
+
+def _function_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def _tool_call(raw: Mapping[str, Any], truncated: bool) -> ToolCall:
+    if raw.get("type") == "custom":  # a caller's custom (free-text) tool
+        custom = raw.get("custom") or {}
+        args = {"input": custom.get("input", "")}
+        return ToolCall(str(raw.get("id")), str(custom.get("name", "")), args, truncated)
+    function = raw.get("function") or {}
+    return ToolCall(
+        str(raw.get("id")), str(function.get("name", "")), function.get("arguments"), truncated
+    )
+
+
+def chat_reply(
+    content: str | None,
+    refusal: str | None,
+    tool_calls: Sequence[Mapping[str, Any]],
+    finish_reason: str | None,
+    usage: Usage,
+) -> ModelReply:
+    """The parsed reply; the same for a whole completion and an accumulated stream."""
+    truncated = is_truncated(finish_reason=finish_reason)
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if refusal:
+        message["refusal"] = refusal
+    if tool_calls:
+        message["tool_calls"] = [dict(call) for call in tool_calls]
+    return ModelReply(
+        text=content or "",
+        tool_calls=tuple(_tool_call(call, truncated) for call in tool_calls),
+        transcript=(message,),
+        usage=usage,
+    )
+
+
+def parse_completion(completion: Any) -> ModelReply:
+    """A ``ChatCompletion`` → :class:`ModelReply` (first choice)."""
+    if not completion.choices:
+        return ModelReply("", (), (), _usage(completion.usage))
+    choice = completion.choices[0]
+    message = choice.message
+    calls: list[dict[str, Any]] = []
+    for call in message.tool_calls or ():
+        if call.type == "function":
+            calls.append(_function_call(call.id, call.function.name, call.function.arguments))
+        else:
+            calls.append(call.model_dump(mode="json", exclude_none=True))
+    return chat_reply(
+        message.content, message.refusal, calls, choice.finish_reason, _usage(completion.usage)
+    )
+
+
+class _ChatStream:
+    """Accumulates ``ChatCompletionChunk`` deltas into what :func:`chat_reply` needs."""
+
+    def __init__(self) -> None:
+        self.content: list[str] = []
+        self.refusal: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish_reason: str | None = None
+        self.usage = Usage()
+
+    def feed(self, chunk: Any) -> str:
+        """Take one chunk; returns its visible text delta."""
+        if getattr(chunk, "usage", None) is not None:
+            self.usage = _usage(chunk.usage)
+        text = ""
+        for choice in chunk.choices:
+            if choice.index != 0:
+                continue
+            delta = choice.delta
+            if delta.content:
+                self.content.append(delta.content)
+                text += delta.content
+            if delta.refusal:
+                self.refusal.append(delta.refusal)
+            for part in delta.tool_calls or ():
+                slot = self.calls.setdefault(part.index, _function_call("", "", ""))
+                if part.id:
+                    slot["id"] = part.id
+                if part.function is not None:
+                    slot["function"]["name"] += part.function.name or ""
+                    slot["function"]["arguments"] += part.function.arguments or ""
+            if choice.finish_reason:
+                self.finish_reason = choice.finish_reason
+        return text
+
+    def reply(self) -> ModelReply:
+        content = "".join(self.content) if self.content else None
+        refusal = "".join(self.refusal) if self.refusal else None
+        calls = [self.calls[i] for i in sorted(self.calls)]
+        return chat_reply(content, refusal, calls, self.finish_reason, self.usage)
+
+
+class ChatCompletionsAdapter(AdapterBase):
+    """:class:`~stm_memory.loop.ProviderAdapter` for Chat Completions."""
+
+    def build_request(
+        self,
+        transcript: Sequence[Any],
+        context: MemoryContext,
+        system: str | None,
+        tools: Sequence[Any],
+        turn: TurnContext,
+    ) -> dict[str, Any]:
+        messages: list[Any] = [{"role": "system", "content": system}] if system else []
+        messages.extend(transcript)
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": context.apply(messages, provider=self.provider),
+        }
+        if tools:
+            request["tools"] = list(tools)
+        if self.on_text is not None:
+            request["stream"] = True
+            request["stream_options"] = {"include_usage": True}
+        return self.finish_request(request)
+
+    def call_op(self, request: dict[str, Any]) -> Op:
+        if request.get("stream"):
+            return Op(lambda: self._stream(request), lambda: self._astream(request), "chat.stream")
+        return Op(
+            lambda: parse_completion(self.create(**request)),
+            lambda: self._acreate(request),
+            "chat.create",
+        )
+
+    async def _acreate(self, request: dict[str, Any]) -> ModelReply:
+        return parse_completion(await self.create(**request))
+
+    def _stream(self, request: dict[str, Any]) -> ModelReply:
+        acc = _ChatStream()
+        with self.create(**request) as stream:
+            for chunk in stream:
+                self.emit(acc.feed(chunk))
+        return acc.reply()
+
+    async def _astream(self, request: dict[str, Any]) -> ModelReply:
+        acc = _ChatStream()
+        async with await self.create(**request) as stream:
+            async for chunk in stream:
+                await self.aemit(acc.feed(chunk))
+        return acc.reply()
+
+    def tool_results(self, results: Sequence[tuple[ToolCall, str]]) -> list[Any]:
+        return [
+            {"role": "tool", "tool_call_id": call.id, "content": content}
+            for call, content in results
+        ]
+
+    def memory_tool(self, turn: TurnContext) -> Any:
+        return openai_chat_tool(turn, limit=self.limit)
+
+
+class _ChatLoop(BaseLoop[ClientT]):
+    RESERVED = frozenset({"model", "messages", "tools", "stream"})
+
+    def _adapter(self, on_text: OnText | None) -> ProviderAdapter:
+        create = self.client.chat.completions.create
+        return ChatCompletionsAdapter(create, **self._adapter_args(on_text))
+
+
+class OpenAIChatLoop(SyncLoop[openai.OpenAI], _ChatLoop[openai.OpenAI]):
+    """Chat Completions tool loop with short-term memory (blocking ``openai.OpenAI``).
+
+    ``loop.run_turn(scope, messages, system=None, tools=(), tool_handlers=None,
+    on_text=None) -> TurnResult``.
+    """
+
+
+class AsyncOpenAIChatLoop(AsyncLoop[openai.AsyncOpenAI], _ChatLoop[openai.AsyncOpenAI]):
+    """Chat Completions tool loop with short-term memory (``openai.AsyncOpenAI``).
+
+    ``await loop.run_turn(...)``; tool handlers and ``on_text`` may be async.
+    """

@@ -1,0 +1,220 @@
+"""Responses API: ``client.responses.create`` with the memory tool beside yours.
+
+Stateless by design: every step sends the whole transcript as ``input`` (no
+``previous_response_id``), so memory injections never pile up in stored responses.
+Request: ``system`` as ``instructions``, memory content and nudge placed into a copy of
+the input items as system messages (:func:`place_memory`: ``MemoryContext.apply`` with
+an assistant message and the call items after it kept together, so a reply's parallel
+calls are never split). Reply: the output items join the transcript as input items;
+tool results go back as ``function_call_output`` items. A response cut at the output
+limit (``status == "incomplete"``, ``incomplete_details.reason == "max_output_tokens"``)
+marks its calls truncated, so none of them runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import openai
+
+from stm_memory.loop import ModelReply, Op, ProviderAdapter, ToolCall, Usage
+from stm_memory.schema import openai_responses_tool
+from stm_memory.toolcalls import is_truncated
+
+from ._base import AdapterBase, AsyncLoop, BaseLoop, ClientT, OnText, SyncLoop
+
+if TYPE_CHECKING:
+    from stm_memory.placement import MemoryContext
+    from stm_memory.turn import TurnContext
+
+__all__ = ["AsyncOpenAIResponsesLoop", "OpenAIResponsesLoop", "ResponsesAdapter", "place_memory"]
+
+_TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+
+
+def _is_call(item: Any) -> bool:
+    # function_call, custom_tool_call and the built-in *_call items: no role, a call type.
+    return (
+        isinstance(item, Mapping)
+        and "role" not in item
+        and str(item.get("type", "")).endswith("_call")
+    )
+
+
+def place_memory(context: MemoryContext, items: Sequence[Any]) -> list[Any]:
+    """``context.apply`` for Responses input items, treating an assistant message and the
+    call items right after it as one unit, as Chat Completions has one assistant message
+    with several ``tool_calls``: parallel calls of one response are never split and no
+    injection lands between a reply's text and its calls."""
+    view: list[Any] = []
+    units: dict[int, list[Any]] = {}
+    i = 0
+    while i < len(items):
+        j = i + 1 if isinstance(items[i], Mapping) and items[i].get("role") == "assistant" else i
+        while j < len(items) and _is_call(items[j]):
+            j += 1
+        if j - i < 2:  # a lone item: nothing to keep together
+            view.append(items[i])
+            i += 1
+            continue
+        stand_in = dict(items[j - 1])  # a call item, so placement sees a tool call
+        units[id(stand_in)] = list(items[i:j])
+        view.append(stand_in)
+        i = j
+    placed = context.apply(view, provider="openai")
+    return [part for item in placed for part in units.get(id(item), [item])]
+
+
+def _usage(usage: Any) -> Usage:
+    if usage is None:
+        return Usage()
+    return Usage(usage.input_tokens or 0, usage.output_tokens or 0)
+
+
+class ResponsesAdapter(AdapterBase):
+    """:class:`~stm_memory.loop.ProviderAdapter` for the Responses API."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Call ids of custom (free-text) tool calls: their results are
+        # custom_tool_call_output items, not function_call_output.
+        self._custom_calls: set[str] = set()
+
+    def build_request(
+        self,
+        transcript: Sequence[Any],
+        context: MemoryContext,
+        system: str | None,
+        tools: Sequence[Any],
+        turn: TurnContext,
+    ) -> dict[str, Any]:
+        request: dict[str, Any] = {"model": self.model}
+        if system:
+            request["instructions"] = system
+        request["input"] = place_memory(context, transcript)
+        if tools:
+            request["tools"] = list(tools)
+        if self.on_text is not None:
+            request["stream"] = True
+        return self.finish_request(request)
+
+    def parse(self, response: Any) -> ModelReply:
+        """A ``Response`` → :class:`ModelReply`."""
+        if response.status == "failed":
+            error = response.error
+            detail = f"{error.code}: {error.message}" if error is not None else "no details"
+            raise openai.OpenAIError(f"The response failed ({detail}).")
+        details = response.incomplete_details
+        truncated = response.status == "incomplete" and is_truncated(
+            incomplete_reason=details.reason if details is not None else None
+        )
+        calls: list[ToolCall] = []
+        for item in response.output:
+            if item.type == "function_call":
+                calls.append(ToolCall(item.call_id, item.name, item.arguments, truncated))
+            elif item.type == "custom_tool_call":
+                self._custom_calls.add(item.call_id)
+                calls.append(ToolCall(item.call_id, item.name, {"input": item.input}, truncated))
+        return ModelReply(
+            text=response.output_text,
+            tool_calls=tuple(calls),
+            # Output items are valid input items; exclude_unset keeps what the API sent.
+            transcript=tuple(
+                item.model_dump(mode="json", exclude_unset=True) for item in response.output
+            ),
+            usage=_usage(response.usage),
+        )
+
+    def call_op(self, request: dict[str, Any]) -> Op:
+        if request.get("stream"):
+            return Op(
+                lambda: self._stream(request), lambda: self._astream(request), "responses.stream"
+            )
+        return Op(
+            lambda: self.parse(self.create(**request)),
+            lambda: self._acreate(request),
+            "responses.create",
+        )
+
+    async def _acreate(self, request: dict[str, Any]) -> ModelReply:
+        return self.parse(await self.create(**request))
+
+    @staticmethod
+    def _final(event: Any, final: Any) -> Any:
+        if event.type == "error":
+            raise openai.OpenAIError(f"The response stream failed: {event.message}")
+        return event.response if event.type in _TERMINAL_EVENTS else final
+
+    def _finish(self, final: Any) -> ModelReply:
+        if final is None:
+            raise openai.OpenAIError("The response stream ended without a final response.")
+        return self.parse(final)
+
+    def _stream(self, request: dict[str, Any]) -> ModelReply:
+        final = None
+        with self.create(**request) as stream:
+            for event in stream:
+                if event.type == "response.output_text.delta":
+                    self.emit(event.delta)
+                final = self._final(event, final)
+        return self._finish(final)
+
+    async def _astream(self, request: dict[str, Any]) -> ModelReply:
+        final = None
+        async with await self.create(**request) as stream:
+            async for event in stream:
+                if event.type == "response.output_text.delta":
+                    await self.aemit(event.delta)
+                final = self._final(event, final)
+        return self._finish(final)
+
+    def tool_results(self, results: Sequence[tuple[ToolCall, str]]) -> list[Any]:
+        return [
+            {
+                "type": (
+                    "custom_tool_call_output"
+                    if call.id in self._custom_calls
+                    else "function_call_output"
+                ),
+                "call_id": call.id,
+                "output": content,
+            }
+            for call, content in results
+        ]
+
+    def memory_tool(self, turn: TurnContext) -> Any:
+        return openai_responses_tool(turn, limit=self.limit)
+
+
+class _ResponsesLoop(BaseLoop[ClientT]):
+    RESERVED = frozenset(
+        {
+            "model",
+            "input",
+            "instructions",
+            "tools",
+            "stream",
+            "previous_response_id",
+            "conversation",
+        }
+    )
+
+    def _adapter(self, on_text: OnText | None) -> ProviderAdapter:
+        create = self.client.responses.create
+        return ResponsesAdapter(create, **self._adapter_args(on_text))
+
+
+class OpenAIResponsesLoop(SyncLoop[openai.OpenAI], _ResponsesLoop[openai.OpenAI]):
+    """Responses API tool loop with short-term memory (blocking ``openai.OpenAI``).
+
+    ``loop.run_turn(scope, input_items, system=None, tools=(), tool_handlers=None,
+    on_text=None) -> TurnResult``; ``system`` becomes ``instructions``.
+    """
+
+
+class AsyncOpenAIResponsesLoop(AsyncLoop[openai.AsyncOpenAI], _ResponsesLoop[openai.AsyncOpenAI]):
+    """Responses API tool loop with short-term memory (``openai.AsyncOpenAI``).
+
+    ``await loop.run_turn(...)``; tool handlers and ``on_text`` may be async.
+    """

@@ -1,0 +1,204 @@
+"""Shared cassette set-up for the provider integration tests (see ``cassettes/README.md``).
+
+Where the model's answers come from depends on pytest-recording's ``--record-mode``:
+
+- replay (default ``none``): the checked-in cassettes answer; no server runs and nothing
+  leaves the machine, and a request with no recorded match fails the test. Tests
+  therefore assert on what the loop sent and kept (``TurnResult.requests`` /
+  ``.messages``), never on a server's records.
+- recording (``once``, ``rewrite``, …): a local
+  :class:`~tests.fakeprovider.FakeProviderServer` answers from each test's script.
+- real (recording with ``STM_RECORD_REAL=1`` and the provider's API key, i.e.
+  ``make record-cassettes``): the provider's API answers. Tests marked
+  ``@pytest.mark.scripted("openai")`` depend on scripted replies and are skipped before
+  any fixture runs, so ``--record-mode=rewrite`` never deletes their cassettes.
+
+Request bodies are deterministic (frozen clock, fixed model name, counter ids from the
+fake server), so cassettes match on method + path + body; host and port are ignored
+(the fake server's port is ephemeral) and local URIs are recorded with one fixed
+host. Authentication and machine-specific request headers are dropped and responses
+keep only the headers the SDKs read.
+
+Provider folders may extend ``vcr_config`` (request it as an argument and add to it).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import openai
+import pytest
+
+from stm_memory import ShortTermMemory
+from stm_memory.testing import FrozenClock
+from tests.fakeprovider import FakeProviderServer, Script
+
+#: The environment variable that names each provider's API key.
+API_KEY_VARS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+#: Where replaying clients point: nothing listens there, and vcr answers first.
+REPLAY_BASE_URL = "http://127.0.0.1:9"
+#: Recorded URIs of the fake server use this host, whatever port it had.
+RECORDED_FAKE_HOST = "127.0.0.1:8999"
+
+FILTERED_REQUEST_HEADERS = [
+    # credentials
+    "authorization",
+    "x-api-key",
+    "api-key",
+    "openai-organization",
+    "openai-project",
+    "cookie",
+    "set-cookie",
+    # machine- and run-specific
+    "host",
+    "user-agent",
+]
+FILTERED_REQUEST_HEADER_PREFIXES = ("x-stainless-",)
+#: Everything else a real response carries (organisation and project ids, cookies,
+#: rate limits, edge ids, processing times) is account- or run-specific.
+KEPT_RESPONSE_HEADERS = frozenset(
+    {
+        "content-type",
+        "request-id",
+        "x-request-id",
+        "retry-after",
+        "retry-after-ms",
+        "x-should-retry",
+    }
+)
+
+
+def _scrub_request(request: Any) -> Any:
+    for name in list(request.headers):
+        if name.lower().startswith(FILTERED_REQUEST_HEADER_PREFIXES):
+            del request.headers[name]
+    parts = urlsplit(request.uri)
+    if parts.hostname == "127.0.0.1":
+        request.uri = urlunsplit(parts._replace(netloc=RECORDED_FAKE_HOST))
+    return request
+
+
+def _scrub_response(response: dict[str, Any]) -> dict[str, Any]:
+    headers = response.get("headers") or {}
+    response["headers"] = {k: v for k, v in headers.items() if k.lower() in KEPT_RESPONSE_HEADERS}
+    return response
+
+
+@pytest.fixture
+def vcr_config() -> dict[str, Any]:
+    return {
+        "filter_headers": list(FILTERED_REQUEST_HEADERS),
+        "before_record_request": _scrub_request,
+        "before_record_response": _scrub_response,
+        "match_on": ["method", "path", "body"],
+        "decode_compressed_response": True,
+    }
+
+
+# -- where answers come from -------------------------------------------------------------
+
+
+def record_mode(config: pytest.Config) -> str:
+    return str(config.getoption("--record-mode") or "none")
+
+
+def uses_real_api(config: pytest.Config, provider: str) -> bool:
+    """Recording against the provider's real API (``make record-cassettes``)?"""
+    return (
+        record_mode(config) != "none"
+        and os.environ.get("STM_RECORD_REAL") == "1"
+        and bool(os.environ.get(API_KEY_VARS[provider]))
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "scripted(provider): asserts on scripted model replies; skipped when recording "
+        "against that provider's real API",
+    )
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # A hook, not a fixture: it must run before pytest-recording's autouse ``vcr``
+    # fixture, which in rewrite mode deletes the cassette as it starts.
+    marker = item.get_closest_marker("scripted")
+    if marker is not None and uses_real_api(item.config, marker.args[0]):
+        pytest.skip(f"scripted model replies; the real {marker.args[0]} API answers for itself")
+
+
+@dataclass
+class ModelSource:
+    """Where this test's model answers come from (see the module docstring)."""
+
+    mode: str  # "replay" | "fake" | "real"
+    server: FakeProviderServer | None = None
+    script: Script = field(default_factory=Script)
+
+    def reset(self) -> None:
+        """Start the fake server's id counters afresh (a second identical run)."""
+        if self.server is not None:
+            self.server.reset()
+
+    def openai_options(self) -> dict[str, Any]:
+        if self.mode == "real":
+            return {"max_retries": 0}  # api.openai.com with OPENAI_API_KEY
+        base_url = self.server.openai_base_url if self.server else f"{REPLAY_BASE_URL}/v1"
+        # max_retries=0: error tests need the 429 to surface, not a retry.
+        return {"base_url": base_url, "api_key": "test", "max_retries": 0}
+
+
+@pytest.fixture
+def openai_source(request: pytest.FixtureRequest) -> Iterator[ModelSource]:
+    if record_mode(request.config) == "none":
+        yield ModelSource("replay")
+    elif uses_real_api(request.config, "openai"):
+        yield ModelSource("real")
+    else:
+        with FakeProviderServer() as server:
+            yield ModelSource("fake", server, server.script)
+
+
+@pytest.fixture
+def openai_script(openai_source: ModelSource) -> Script:
+    """The fake model's replies (ignored on replay, where the cassette answers)."""
+    return openai_source.script
+
+
+@pytest.fixture
+def openai_client(openai_source: ModelSource) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(**openai_source.openai_options()) as client:
+        yield client
+
+
+@pytest.fixture
+async def async_openai_client(openai_source: ModelSource) -> AsyncIterator[openai.AsyncOpenAI]:
+    async with openai.AsyncOpenAI(**openai_source.openai_options()) as client:
+        yield client
+
+
+# -- memory ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def open_memory(tmp_path: Path, stm_clock: FrozenClock) -> Iterator[Callable[[], ShortTermMemory]]:
+    """Opens a ShortTermMemory on this test's SQLite file and cache directory with the
+    frozen clock; calling it again reopens the same files (a restart). All are closed
+    after the test."""
+    opened: list[ShortTermMemory] = []
+
+    def open_() -> ShortTermMemory:
+        memory = ShortTermMemory.from_url(
+            f"sqlite:///{tmp_path}/stm.db", cache_dir=tmp_path / "cache", clock=stm_clock
+        )
+        opened.append(memory)
+        return memory
+
+    yield open_
+    for memory in reversed(opened):
+        memory.close()
