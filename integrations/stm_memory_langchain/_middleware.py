@@ -1,0 +1,492 @@
+"""``ShortTermMemoryMiddleware``: short-term memory for ``langchain.agents.create_agent``.
+
+One agent run (``invoke``/``stream`` and their async twins) is one memory turn:
+
+- ``before_agent`` resolves the run's scope, begins the turn (the user message for the
+  long-term-intent guard is the last ``HumanMessage``) and remembers where this turn's
+  messages start, both in private graph state;
+- ``wrap_model_call`` injects the memory content and the nudge into the request
+  (``MemoryContext.apply``; the nudge is dropped once this turn's update succeeded)
+  and swaps the registered placeholder ``update_short_term_memory`` for the tool with
+  this turn's schema, or removes it while a guard hides it;
+- ``wrap_tool_call`` runs ``update_short_term_memory`` calls through the turn's tool
+  (one successful update per turn, enforced by the engine) and always answers with a
+  JSON ``ToolMessage``: nothing about memory can crash the run;
+- ``before_model`` ends the run when the model's last message answered the user *and*
+  called only the memory tool (SPEC §8: the memory call was the epilogue);
+- ``after_agent`` captures the recent dialogue and ends the turn.
+
+Per-run state. The :class:`~stm_memory.TurnContext` (a live object with a lock) cannot
+be checkpointed, so it lives in this middleware in a dict keyed by a random run id;
+only that id (and the id of the turn's first message) go into graph state, as private
+attributes that never appear in the agent's input or output. Concurrent runs, threads
+sharing one agent, ``InMemorySaver`` threads over many invocations and streaming all
+key their own entry. When the model or a caller's tool raises, the turn is
+ended (counted) before the error propagates, and the next run on that thread drops
+the entry the crashed run left behind. A run resumed in a new process (after an
+interrupt) rebuilds its turn lazily.
+
+Sync and async hooks share one body: each hook is a generator of
+:class:`stm_memory.loop.Op` run by ``drive`` (blocking) or ``adrive`` (awaiting).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Annotated, Any, NotRequired
+
+from stm_memory import TOOL_NAME, ShortTermMemory, ValidationError
+from stm_memory.loop import Op, adrive, drive
+from stm_memory.placement import MemoryContext
+from stm_memory.tool import build_tool
+from stm_memory.toolcalls import check_tool_call
+from stm_memory.turn import failure
+
+from ._dialogue import (
+    ai_messages,
+    cut_short,
+    dialogue_for_capture,
+    last_human_index,
+    memory_updated,
+    names_memory_tool,
+    needs_previous,
+    provider_of,
+    remembered_after_answering,
+    start_index,
+    text_of,
+    tool_name,
+)
+from ._scope import ScopeSource, resolve_scope
+
+try:
+    from langchain.agents.middleware import (
+        AgentMiddleware,
+        AgentState,
+        ModelRequest,
+        ModelResponse,
+        hook_config,
+    )
+    from langchain.agents.middleware.types import ExtendedModelResponse, PrivateStateAttr
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langchain_core.tools import BaseTool, StructuredTool
+    from langgraph.config import get_config
+    from langgraph.errors import GraphBubbleUp
+    from pydantic import BaseModel, ConfigDict
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
+    raise ImportError(
+        "ShortTermMemoryMiddleware needs LangChain 1.x and LangGraph: "
+        'pip install "stm-memory[langchain]"'
+    ) from exc
+
+if TYPE_CHECKING:
+    from langgraph.prebuilt.tool_node import ToolCallRequest
+    from langgraph.runtime import Runtime
+    from langgraph.types import Command
+
+    from stm_memory import Scope, TurnContext
+
+__all__ = ["ShortTermMemoryMiddleware", "ShortTermMemoryState"]
+
+log = logging.getLogger("stm_memory.langchain")
+
+STATE_TURN_ID = "stm_turn_id"
+STATE_TURN_START = "stm_turn_start"
+# Runs whose after_agent never came (crashes, abandoned interrupts) are dropped
+# oldest-first beyond this many; a dropped run that resumes rebuilds its turn.
+MAX_OPEN_RUNS = 10_000
+
+ModelResult = ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]
+
+
+class ShortTermMemoryState(AgentState[Any]):
+    """Agent state plus the middleware's private per-run keys (never in input/output)."""
+
+    stm_turn_id: NotRequired[Annotated[str | None, PrivateStateAttr]]
+    stm_turn_start: NotRequired[Annotated[str | None, PrivateStateAttr]]
+
+
+@dataclass(eq=False)
+class _Run:
+    """What one agent run knows about its memory turn (``turn`` None: memory off)."""
+
+    scope: Scope | None
+    turn: TurnContext | None
+    context: MemoryContext | None = None
+    tool: BaseTool | None = None
+    truncated: set[str] = field(default_factory=set)
+
+
+class _AnyArguments(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+def _unbound(**_: Any) -> str:
+    # Never reached inside an agent (wrap_tool_call swaps in the turn's tool); called
+    # directly, the placeholder explains itself instead of raising.
+    return _content(failure("update_short_term_memory is not bound to a turn here."))
+
+
+def _placeholder_tool() -> BaseTool:
+    return StructuredTool.from_function(
+        func=_unbound,
+        name=TOOL_NAME,
+        description="Short-term memory (replaced per turn by ShortTermMemoryMiddleware).",
+        args_schema=_AnyArguments,
+    )
+
+
+def _content(result: Mapping[str, Any]) -> str:
+    return json.dumps(result, ensure_ascii=False, sort_keys=True)
+
+
+def _tool_message(call: Mapping[str, Any], result: Mapping[str, Any]) -> ToolMessage:
+    return ToolMessage(content=_content(result), tool_call_id=call.get("id") or "", name=TOOL_NAME)
+
+
+def _current_config() -> Mapping[str, Any]:
+    try:
+        return get_config()
+    except RuntimeError:  # outside a runnable context
+        return {}
+
+
+def _op(fn: Callable[..., Any], afn: Callable[..., Awaitable[Any]], *args: Any, **kw: Any) -> Op:
+    return Op(lambda: fn(*args, **kw), lambda: afn(*args, **kw), getattr(fn, "__name__", ""))
+
+
+def _call(handler: Callable[[Any], Any], request: Any) -> Op:
+    # The same handler is sync under invoke and returns an awaitable under ainvoke.
+    return Op(lambda: handler(request), lambda: handler(request), "handler")
+
+
+def _attempt(op: Op, what: str) -> Generator[Op, Any, Any]:
+    """Run ``op``; on failure log and return None: memory never fails the user's turn."""
+    try:
+        return (yield op)
+    except Exception:
+        log.exception("stm-memory: %s failed; the run continues without it", what)
+        return None
+
+
+class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any]):
+    """Short-term memory for ``create_agent`` (see the module docstring).
+
+    Args:
+        memory: the :class:`~stm_memory.ShortTermMemory` to read and write.
+        scope: a fixed :class:`~stm_memory.Scope`, or a callable ``(runtime, config)``
+            returning one (``None``: no memory for that run). By default the scope is
+            read from the runtime context, then ``config["configurable"]``
+            (``channel_id``, else ``thread_id``; ``user_id``; ``server_id``;
+            ``persona_id``).
+        provider: the provider name for the engine's provider exclusion (``novelai``
+            …) and for placement; by default placement uses the chat model's
+            LangSmith provider (``anthropic`` gets user-turn injections) and no
+            provider is excluded.
+        strict: when no scope can be formed (no user id, no channel/thread id), raise
+            :class:`~stm_memory.ValidationError` instead of logging a warning and
+            running that invocation without memory (the default).
+        end_after_epilogue: end the run once the model answered and called only the
+            memory tool in the same message (SPEC §8), instead of calling the model
+            again. The last message of such a run is the memory ``ToolMessage``.
+    """
+
+    state_schema = ShortTermMemoryState
+
+    def __init__(
+        self,
+        memory: ShortTermMemory,
+        *,
+        scope: ScopeSource = None,
+        provider: str | None = None,
+        strict: bool = False,
+        end_after_epilogue: bool = True,
+    ) -> None:
+        if not isinstance(memory, ShortTermMemory):
+            raise ValidationError(f"memory must be a ShortTermMemory, got {type(memory).__name__}")
+        self.memory = memory
+        self.scope = scope
+        self.provider = provider
+        self.strict = strict
+        self.end_after_epilogue = end_after_epilogue
+        self.tools = [_placeholder_tool()]
+        self._runs: OrderedDict[str, _Run] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # -- hooks: thin sync/async shells ---------------------------------------------------
+
+    def before_agent(
+        self, state: ShortTermMemoryState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        return drive(self._begin(state, runtime))
+
+    async def abefore_agent(
+        self, state: ShortTermMemoryState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        return await adrive(self._begin(state, runtime))
+
+    @hook_config(can_jump_to=["end"])
+    def before_model(
+        self, state: ShortTermMemoryState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        return self._epilogue_jump(state)
+
+    @hook_config(can_jump_to=["end"])
+    async def abefore_model(
+        self, state: ShortTermMemoryState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        return self._epilogue_jump(state)
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelResult:
+        return drive(self._model_call(request, handler))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResult:
+        return await adrive(self._model_call(request, handler))
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        return drive(self._tool_call(request, handler))
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        return await adrive(self._tool_call(request, handler))
+
+    def after_agent(
+        self, state: ShortTermMemoryState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        return drive(self._finish(state, runtime))
+
+    async def aafter_agent(
+        self, state: ShortTermMemoryState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        return await adrive(self._finish(state, runtime))
+
+    # -- the bodies, written once ---------------------------------------------------------
+
+    def _begin(self, state: Mapping[str, Any], runtime: Any) -> Generator[Op, Any, dict[str, Any]]:
+        # An id left in the checkpoint is a run that never reached after_agent: it
+        # crashed (its turn was ended in _guarded) or it is still running concurrently
+        # on this thread (it rebuilds its entry if it needs it again).
+        self._pop(state.get(STATE_TURN_ID))
+        messages: Sequence[Any] = state.get("messages") or []
+        start = last_human_index(messages)
+        run_id = uuid.uuid4().hex
+        yield from self._open(run_id, messages, start, runtime, _current_config())
+        start_id = getattr(messages[start], "id", None) if start is not None else None
+        return {STATE_TURN_ID: run_id, STATE_TURN_START: start_id}
+
+    def _epilogue_jump(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
+        if not self.end_after_epilogue or not state.get(STATE_TURN_ID):
+            return None
+        messages: Sequence[Any] = state.get("messages") or []
+        start = start_index(messages, state.get(STATE_TURN_START))
+        return {"jump_to": "end"} if remembered_after_answering(messages, start) else None
+
+    def _model_call(
+        self, request: ModelRequest[Any], handler: Callable[[Any], Any]
+    ) -> Generator[Op, Any, ModelResult]:
+        run = yield from self._run_for(request.state, request.runtime, _current_config())
+        turn = run.turn
+        messages = request.messages
+        if turn is not None:
+            if run.context is None:
+                m = self.memory
+                built = yield from _attempt(
+                    _op(m.build_context, m.abuild_context, turn), "assembling memory"
+                )
+                run.context = built if isinstance(built, MemoryContext) else MemoryContext()
+            messages = self._inject(run.context, turn, request)
+        tools, choice = self._offer(run, request)
+        changed = request.override(messages=messages, tools=tools, tool_choice=choice)
+        response = yield from self._guarded(run, _call(handler, changed))
+        for message in ai_messages(response):
+            if cut_short(message):
+                run.truncated.update(
+                    c["id"] for c in message.tool_calls if c["name"] == TOOL_NAME and c["id"]
+                )
+        return response  # type: ignore[no-any-return]
+
+    def _tool_call(
+        self, request: ToolCallRequest, handler: Callable[[Any], Any]
+    ) -> Generator[Op, Any, ToolMessage | Command[Any]]:
+        call = request.tool_call
+        if call.get("name") != TOOL_NAME:
+            run = self._peek(request.state)
+            return (yield from self._guarded(run, _call(handler, request)))  # type: ignore[no-any-return]
+        try:
+            config = getattr(request.runtime, "config", None) or _current_config()
+            run = yield from self._run_for(request.state, request.runtime, config)
+            if run.turn is None:
+                return _tool_message(
+                    call, failure("Short-term memory is not available in this conversation.")
+                )
+            if call.get("id") in run.truncated:
+                refused = check_tool_call(None, truncated=True).result
+                return _tool_message(call, refused or failure("The call was cut off."))
+            # The engine re-checks every guard at execution, so a hidden tool the model
+            # calls anyway gets the guard's failure, not a write.
+            tool = run.tool or build_tool(self.memory, run.turn)
+            return (yield _call(handler, request.override(tool=tool)))  # type: ignore[no-any-return]
+        except GraphBubbleUp:  # interrupts and parent commands are control flow
+            raise
+        except Exception as exc:
+            log.exception("stm-memory: update_short_term_memory failed")
+            return _tool_message(call, failure(f"Internal error: {type(exc).__name__}: {exc}"))
+
+    def _finish(
+        self, state: Mapping[str, Any], runtime: Any
+    ) -> Generator[Op, Any, dict[str, Any] | None]:
+        if not state.get(STATE_TURN_ID):
+            return None
+        run = yield from self._run_for(state, runtime, _current_config())
+        self._pop(state.get(STATE_TURN_ID))
+        if run.turn is not None and run.scope is not None:
+            m, scope = self.memory, run.scope
+            messages: Sequence[Any] = state.get("messages") or []
+            start = start_index(messages, state.get(STATE_TURN_START))
+            previous: Any = None
+            if needs_previous(messages, start):
+                previous = yield from _attempt(_op(m.get, m.aget, scope), "reading memory")
+            dialogue = dialogue_for_capture(messages, start, previous.messages if previous else ())
+            yield from _attempt(_op(m.capture, m.acapture, scope, dialogue), "capturing dialogue")
+            yield from _attempt(_op(m.end_turn, m.aend_turn, run.turn), "ending the turn")
+        return {STATE_TURN_ID: None, STATE_TURN_START: None}
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _guarded(self, run: _Run | None, op: Op) -> Generator[Op, Any, Any]:
+        """Run the model or a caller's tool; if it raises, the run is about to crash
+        before after_agent, so count the turn now (as the provider loops do), then
+        re-raise. Ending is idempotent: should an outer retry middleware recover, the
+        turn goes on and after_agent still captures the dialogue."""
+        try:
+            return (yield op)
+        except GraphBubbleUp:
+            raise
+        except Exception:
+            if run is not None and run.turn is not None:
+                m = self.memory
+                yield from _attempt(_op(m.end_turn, m.aend_turn, run.turn), "ending the turn")
+            raise
+
+    def _open(
+        self,
+        run_id: str,
+        messages: Sequence[Any],
+        start: int | None,
+        runtime: Any,
+        config: Mapping[str, Any],
+    ) -> Generator[Op, Any, _Run]:
+        try:
+            scope = resolve_scope(self.scope, runtime, config)
+        except ValidationError as exc:
+            if self.strict:
+                raise
+            log.warning("stm-memory: short-term memory is off for this run: %s", exc)
+            scope = None
+        turn: TurnContext | None = None
+        if scope is not None:
+            m = self.memory
+            user_message = text_of(messages[start]) if start is not None else None
+            turn = yield from _attempt(
+                _op(
+                    m.begin_turn,
+                    m.abegin_turn,
+                    scope,
+                    provider=self.provider,
+                    user_message=user_message or None,
+                ),
+                "beginning the turn",
+            )
+            if turn is not None and start is not None and memory_updated(messages, start):
+                # Resumed elsewhere after this turn's update: keep it to one update.
+                turn.claim_update()
+        return self._store(run_id, _Run(scope=scope, turn=turn))
+
+    def _run_for(
+        self, state: Any, runtime: Any, config: Mapping[str, Any]
+    ) -> Generator[Op, Any, _Run]:
+        """This run's entry; rebuilt from graph state if this process does not have it."""
+        values: Mapping[str, Any] = state if isinstance(state, Mapping) else {}
+        run_id = values.get(STATE_TURN_ID)
+        if isinstance(run_id, str) and run_id:
+            with self._lock:
+                run = self._runs.get(run_id)
+            if run is not None:
+                return run
+        else:
+            run_id = uuid.uuid4().hex
+            log.warning("stm-memory: no turn id in the agent state; was before_agent skipped?")
+        messages: Sequence[Any] = values.get("messages") or []
+        start = start_index(messages, values.get(STATE_TURN_START)) if messages else None
+        return (yield from self._open(run_id, messages, start, runtime, config))
+
+    def _store(self, run_id: str, run: _Run) -> _Run:
+        with self._lock:
+            existing = self._runs.get(run_id)
+            if existing is not None:  # a parallel tool call rebuilt it first
+                return existing
+            self._runs[run_id] = run
+            while len(self._runs) > MAX_OPEN_RUNS:
+                dropped, _ = self._runs.popitem(last=False)
+                log.warning("stm-memory: dropping unfinished run %s (too many open runs)", dropped)
+            return run
+
+    def _peek(self, state: Any) -> _Run | None:
+        run_id = state.get(STATE_TURN_ID) if isinstance(state, Mapping) else None
+        with self._lock:
+            return self._runs.get(run_id) if isinstance(run_id, str) else None
+
+    def _pop(self, run_id: Any) -> _Run | None:
+        if not isinstance(run_id, str):
+            return None
+        with self._lock:
+            return self._runs.pop(run_id, None)
+
+    def _inject(
+        self, context: MemoryContext, turn: TurnContext, request: ModelRequest[Any]
+    ) -> list[Any]:
+        if not turn.tool_offered:  # updated this turn (or a guard): the nudge is done
+            context = replace(context, nudge=None)
+        if context.is_empty:
+            return request.messages
+        try:
+            provider = self.provider or provider_of(request.model)
+            return context.apply(request.messages, provider=provider)
+        except Exception:
+            log.exception("stm-memory: placing memory in the request failed; sending without")
+            return request.messages
+
+    def _offer(self, run: _Run, request: ModelRequest[Any]) -> tuple[list[Any], Any]:
+        offered = run.turn is not None and run.turn.tool_offered
+        if offered and run.tool is None and run.turn is not None:
+            run.tool = self.memory.tool(run.turn)
+        tools: list[Any] = []
+        for tool in request.tools:
+            if tool_name(tool) != TOOL_NAME:
+                tools.append(tool)
+            elif offered and run.tool is not None:
+                tools.append(run.tool)
+        choice = request.tool_choice
+        if not offered and names_memory_tool(choice):
+            choice = None
+        return tools, choice
