@@ -104,6 +104,18 @@ class DemoTurn:
     memory: str
 
 
+def _answer(user_text: str) -> str:
+    """A co-writer's reply, as wordy as a real model's (what makes raw history grow)."""
+    topic = " ".join(user_text.split()[:12])
+    return (
+        f"Good point — {topic}... I have added that to my picture of the story. It fits "
+        "what the group has set up so far, and it gives us a clear hook for the next scene. "
+        "Two things to keep an eye on: whether the pacing still works once this lands, and "
+        "whether each character's motivation stays believable. Want me to sketch the next "
+        "beat, or should we keep brainstorming first?"
+    )
+
+
 def _client(provider: str, offline: OfflineModel) -> tuple[Any, str]:
     if provider == "offline":
         from .testing.clients import offline_openai_client
@@ -142,8 +154,9 @@ def run_conversation(
     mem = ShortTermMemory.from_url(
         f"sqlite:///{workdir / 'stm.db'}", cache_dir=workdir / "cache", clock=clock
     )
-    mem.configure_server(SERVER, refresh_cadence=4, render_mode="crude_summary")
-    offline = OfflineModel()
+    # supersede: once a channel has a summary, other channels see only the summary.
+    mem.configure_server(SERVER, refresh_cadence=4, render_mode="supersede")
+    offline = OfflineModel(answers=_answer)
     client, default_model = _client(provider, offline)
     loop = _loop(provider, client, mem, model or default_model)
     history: dict[str, list[dict[str, Any]]] = {c: [] for c in CHANNELS}
@@ -214,19 +227,18 @@ def run_demo(
         workdir = Path(tmp)
         rows, mem, clock = run_conversation(workdir, turns=turns, provider=provider, model=model)
         table = Table(title=f"stm-memory demo — {turns} turns, 3 channels, provider: {provider}")
-        for column in ("#", "channel", "user says", "full", "with memory", "tool", "memory"):
-            table.add_column(column, overflow="fold")
+        for column in ("#", "channel", "user says", "full history", "stm-memory", "refresh"):
+            table.add_column(column, justify="right" if column in ("#",) else "left")
         for r in rows:
+            said = r.text if len(r.text) <= 34 else r.text[:33] + "…"
             table.add_row(
-                str(r.number),
-                r.channel,
-                r.text[:48] + ("…" if len(r.text) > 48 else ""),
-                str(r.tokens_full),
-                str(r.tokens_memory),
-                "✔" if r.tool_called else "",
-                (r.memory[:60] + "…") if len(r.memory) > 60 else r.memory,
+                str(r.number), r.channel, said, str(r.tokens_full), str(r.tokens_memory),
+                "✔ memory updated" if r.tool_called else "",
             )
         console.print(table)
+        latest = {r.channel: r.memory for r in rows if r.memory}
+        for channel, text in latest.items():
+            console.print(Panel(text, title=f"#{channel}: memory written by the model"))
         full = sum(r.tokens_full for r in rows)
         ours = sum(r.tokens_memory for r in rows)
         calls = sum(r.tool_called for r in rows)
@@ -247,11 +259,18 @@ def run_demo(
         if plot:
             _plot(rows, plot)
             console.print(f"plot written to {plot}")
-        saved = 100.0 * (1 - ours / full) if full else 0.0
+        last_full, last_ours = rows[-1].tokens_full, rows[-1].tokens_memory
+        change = (
+            f"{100.0 * (1 - ours / full):.0f}% fewer"
+            if ours <= full
+            else f"{100.0 * (ours / full - 1):.0f}% more — short chats cost a little extra"
+        )
         console.print(
             Panel(
                 f"Across {turns} turns the prompts carried {ours:,} tokens with stm-memory "
-                f"versus {full:,} with the full history ({saved:.0f}% fewer), and the model "
+                f"versus {full:,} with the full history ({change}); the last turn sent "
+                f"{last_ours:,} instead of {last_full:,}, and the gap grows with every turn "
+                "because the raw history grows while the summary stays bounded. The model "
                 f"refreshed the memory {calls} times itself, inside its normal tool loop — "
                 "zero extra LLM calls. Each channel keeps only its last few raw messages in "
                 "the prompt; everything older lives in a compact summary the model wrote, "

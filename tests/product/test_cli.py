@@ -1,0 +1,128 @@
+"""The stm-memory command line against a real embedded store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from stm_memory import Scope, ShortTermMemory
+from stm_memory.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return {
+        "STM_DATABASE_URL": f"sqlite:///{tmp_path / 'stm.db'}",
+        "STM_CACHE_DIR": str(tmp_path / "cache"),
+    }
+
+
+@pytest.fixture
+def seeded(env: dict[str, str], tmp_path: Path) -> Scope:
+    scope = Scope(channel_id="c1", user_id="u1", server_id="g1")
+    with ShortTermMemory.from_url(env["STM_DATABASE_URL"], cache_dir=tmp_path / "cache") as mem:
+        mem.capture(scope, [{"role": "user", "content": "hi", "name": "Ann"}])
+        turn = mem.begin_turn(scope)
+        assert mem.update(turn, {"summary": "Ann greeted the bot."}) == {"status": "completed"}
+    return scope
+
+
+def test_show_json_reads_the_live_entry(env: dict[str, str], seeded: Scope) -> None:
+    result = runner.invoke(app, ["show", "c1", "--user", "u1", "--server", "g1", "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    [entry] = json.loads(result.output)
+    assert entry["summary"] == "Ann greeted the bot."
+    assert entry["key"] == seeded.live_key
+
+
+def test_show_unknown_scope_exits_non_zero(env: dict[str, str]) -> None:
+    result = runner.invoke(app, ["show", "nope", "--user", "u1"], env=env)
+    assert result.exit_code == 1
+    assert "no live memory" in result.output
+
+
+def test_list_and_stats(env: dict[str, str], seeded: Scope) -> None:
+    listed = runner.invoke(app, ["list", "--server", "g1", "--json"], env=env)
+    assert listed.exit_code == 0, listed.output
+    # Both rows of the scope live in server g1: the shared server row and the user's row.
+    assert {row["key"] for row in json.loads(listed.output)} == set(seeded.keys)
+    stats = runner.invoke(app, ["stats", "--json"], env=env)
+    data = json.loads(stats.output)
+    assert data["rows"] == 2 and data["queued_writes"] == 0
+    assert data["cache_entries"] == 2
+    assert sum(data["expiry"].values()) == 2
+
+
+def test_clear_commands(env: dict[str, str], seeded: Scope) -> None:
+    cleared = runner.invoke(app, ["clear-summary", "c1", "-u", "u1", "-s", "g1"], env=env)
+    assert cleared.exit_code == 0, cleared.output
+    shown = runner.invoke(app, ["show", "c1", "-u", "u1", "-s", "g1", "--json"], env=env)
+    assert json.loads(shown.output)[0]["summary"] is None
+    forgot = runner.invoke(app, ["forget-user", "u1"], env=env)
+    assert forgot.exit_code == 0 and "1 row(s) deleted" in forgot.output
+    gone = runner.invoke(app, ["clear-channel", "c1"], env=env)
+    assert gone.exit_code == 0 and "1 row(s) deleted" in gone.output
+    stats = runner.invoke(app, ["stats", "--json"], env=env)
+    assert json.loads(stats.output)["rows"] == 0
+
+
+def test_categories_and_settings_round_trip(env: dict[str, str]) -> None:
+    out = runner.invoke(
+        app, ["categories", "set", "g1", "Plot: what happened", "Mood: tone"], env=env
+    )
+    assert out.exit_code == 0, out.output
+    got = runner.invoke(app, ["categories", "get", "g1", "--json"], env=env)
+    assert [c["slug"] for c in json.loads(got.output)] == ["plot", "mood"]
+    out = runner.invoke(
+        app,
+        [
+            "settings",
+            "set",
+            "g1",
+            "refresh_cadence=3",
+            "render_mode=supersede",
+            "private_channel_ids=a,b",
+        ],
+        env=env,
+    )
+    assert out.exit_code == 0, out.output
+    got = json.loads(runner.invoke(app, ["settings", "get", "g1", "--json"], env=env).output)
+    assert got["refresh_cadence"] == 3 and got["render_mode"] == "supersede"
+    assert got["private_channel_ids"] == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["settings", "set", "g1", "render_mode=bogus"], "render_mode"),
+        (["settings", "set", "g1", "nope=1"], "unknown server setting"),
+        (["settings", "set", "g1", "refresh_cadence"], "NAME=VALUE"),
+        (["categories", "set", "g1", "a", "b", "c", "d", "e", "f"], "at most 5"),
+        (["list"], "--server or --user"),
+    ],
+)
+def test_bad_input_is_a_clear_error(env: dict[str, str], args: list[str], message: str) -> None:
+    result = runner.invoke(app, args, env=env)
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def test_unreachable_database_exits_3(tmp_path: Path) -> None:
+    env = {
+        "STM_DATABASE_URL": "postgresql+psycopg://nobody@127.0.0.1:1/x",
+        "STM_CACHE_DIR": str(tmp_path / "c"),
+    }
+    result = runner.invoke(app, ["stats"], env=env)
+    assert result.exit_code == 3
+    assert "cannot open the store" in result.output
+
+
+def test_janitor_runs(env: dict[str, str], seeded: Scope) -> None:
+    result = runner.invoke(app, ["janitor"], env=env)
+    assert result.exit_code == 0, result.output
+    assert "0 idle row(s) deleted" in result.output
