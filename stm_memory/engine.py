@@ -134,8 +134,11 @@ class ShortTermMemory:
         cache: LiveCache
         if redis_url is not None:
             from .cache.redis import RedisLiveCache
+            from .cache.resilient import ResilientCache
 
-            cache = RedisLiveCache.from_url(redis_url)
+            redis_cache = RedisLiveCache.from_url(redis_url, ping=False)
+            # Turns must survive a Redis outage: SQL stays the source of truth.
+            cache = ResilientCache(redis_cache, probe=lambda: redis_cache.get("shortterm:probe"))
         elif cache_dir is not None:
             cache = DiskLiveCache(cache_dir)
         elif in_memory_db:

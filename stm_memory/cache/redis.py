@@ -123,11 +123,14 @@ class RedisLiveCache(LiveCache):
         self._where = _describe(client)
 
     @classmethod
-    def from_url(cls, url: str, *, prefix: str = "", **kwargs: Any) -> RedisLiveCache:
+    def from_url(
+        cls, url: str, *, prefix: str = "", ping: bool = True, **kwargs: Any
+    ) -> RedisLiveCache:
         """Sync and asyncio clients for ``url`` (``redis://``, ``rediss://``, ``unix://``).
 
         ``kwargs`` go to both clients; query-string options in the URL win over them.
-        Socket timeouts default to :data:`DEFAULT_SOCKET_TIMEOUT` seconds.
+        Socket timeouts default to :data:`DEFAULT_SOCKET_TIMEOUT` seconds. ``ping=False``
+        skips the connection check (the engine's resilient wrapper probes on its own).
         """
         options: dict[str, Any] = {
             "socket_timeout": DEFAULT_SOCKET_TIMEOUT,
@@ -140,6 +143,8 @@ class RedisLiveCache(LiveCache):
         except ValueError as exc:
             raise ConfigurationError(f"invalid Redis URL: {exc}") from exc
         cache = cls(client, async_client=async_client, prefix=prefix)
+        if not ping:
+            return cache
         try:
             # Connect now, like the disk backend opens its file: an unreachable server
             # fails at construction rather than in the middle of a turn.
