@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..capture import message_text
+from ..render import CONTENT_HEADER
 from ..turn import TOOL_NAME
 
 __all__ = [
@@ -38,6 +39,12 @@ def _first_sentence(text: str, limit: int = 90) -> str:
             line = line.split(stop, 1)[0] + stop.strip()
             break
     return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
+def _own_text(text: str) -> str:
+    paragraphs = [p for p in text.split("\n\n") if p.strip()]
+    kept = [p for p in paragraphs if TOOL_NAME not in p and not p.startswith(CONTENT_HEADER)]
+    return "\n\n".join(kept).strip()
 
 
 @dataclass
@@ -95,7 +102,9 @@ class OfflineModel:
     def _memory_arguments(
         self, dialogue: Sequence[tuple[str, str]], schema: Mapping[str, Any]
     ) -> dict[str, Any]:
-        users = [t for r, t in dialogue if r == "user" and TOOL_NAME not in t]
+        # Memory blocks and nudges may be merged into user turns (Anthropic placement):
+        # keep the user's own paragraphs, drop the injected ones.
+        users = [own for r, t in dialogue if r == "user" and (own := _own_text(t))]
         points = [_first_sentence(t) for t in users[-self.summary_items :]]
         summary = "Recent conversation: " + " | ".join(points) if points else "No dialogue yet."
         properties = list((schema.get("properties") or {"summary": {}}).keys())
