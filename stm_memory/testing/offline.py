@@ -180,7 +180,9 @@ def _anthropic_dialogue(body: Mapping[str, Any]) -> list[tuple[str, str]]:
         blocks = content if isinstance(content, list) else []
         if any(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in blocks):
             out.append(("tool", "tool result"))
-        out.append((m.get("role", "user"), message_text(content)))
+        # One paragraph per text block, so injected memory blocks stay separable.
+        text = "\n\n".join(message_text([b]) for b in blocks) if blocks else message_text(content)
+        out.append((m.get("role", "user"), text))
     return out
 
 
