@@ -7,7 +7,12 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .offline import OfflineModel, anthropic_message_body, openai_chat_body
+from .offline import (
+    OfflineModel,
+    anthropic_message_body,
+    openai_chat_body,
+    openai_responses_body,
+)
 
 __all__ = ["offline_anthropic_client", "offline_openai_client"]
 
@@ -52,12 +57,16 @@ def _transport(
 
 
 def offline_openai_client(model: OfflineModel | None = None, *, is_async: bool = False) -> Any:
-    """An ``openai.OpenAI`` (or ``AsyncOpenAI``) served by ``model`` in-process."""
+    """An ``openai.OpenAI`` (or ``AsyncOpenAI``) served by ``model`` in-process: Chat
+    Completions and Responses."""
     import openai
 
     model = model or OfflineModel()
     httpx = _httpx()
-    routes = {"/chat/completions": lambda body: openai_chat_body(model, body)}
+    routes = {
+        "/chat/completions": lambda body: openai_chat_body(model, body),
+        "/responses": lambda body: openai_responses_body(model, body),
+    }
     transport = _transport(routes, is_async=is_async)
     if is_async:
         return openai.AsyncOpenAI(

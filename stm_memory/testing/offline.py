@@ -23,6 +23,7 @@ __all__ = [
     "OfflineReply",
     "anthropic_message_body",
     "openai_chat_body",
+    "openai_responses_body",
 ]
 
 
@@ -208,4 +209,80 @@ def anthropic_message_body(model: OfflineModel, request: Mapping[str, Any]) -> d
         "stop_reason": "tool_use" if reply.tool_calls else "end_turn",
         "stop_sequence": None,
         "usage": {"input_tokens": prompt, "output_tokens": len(json.dumps(content)) // 4},
+    }
+
+
+def _responses_dialogue(body: Mapping[str, Any]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    if body.get("instructions"):
+        out.append(("system", str(body["instructions"])))
+    items = body.get("input") or []
+    if isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    for item in items:
+        kind = item.get("type", "message")
+        if kind == "function_call_output":
+            out.append(("tool", str(item.get("output", ""))))
+        elif kind == "message" or "role" in item:
+            role = item.get("role", "user")
+            out.append(
+                ("system" if role == "developer" else role, message_text(item.get("content")))
+            )
+    return out
+
+
+def openai_responses_body(model: OfflineModel, request: Mapping[str, Any]) -> dict[str, Any]:
+    """A Responses API response body for a request body (deterministic ids)."""
+    tools = {
+        t["name"]: t.get("parameters") or {}
+        for t in request.get("tools", []) or []
+        if t.get("type") == "function"
+    }
+    dialogue = _responses_dialogue(request)
+    reply = model.respond(dialogue, tools=tools)
+    n = model.calls
+    output: list[dict[str, Any]] = []
+    if reply.text:
+        output.append(
+            {
+                "id": f"msg_offline_{n}",
+                "type": "message",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
+            }
+        )
+    for i, (name, args) in enumerate(reply.tool_calls):
+        output.append(
+            {
+                "id": f"fc_offline_{n}_{i}",
+                "type": "function_call",
+                "status": "completed",
+                "call_id": f"call_{n}_{i}",
+                "name": name,
+                "arguments": json.dumps(args, ensure_ascii=False),
+            }
+        )
+    prompt = sum(len(t) for _, t in dialogue) // 4
+    completion = len(json.dumps(output)) // 4
+    return {
+        "id": f"resp_offline_{n}",
+        "object": "response",
+        "created_at": 1_700_000_000,
+        "status": "completed",
+        "error": None,
+        "incomplete_details": None,
+        "instructions": request.get("instructions"),
+        "model": str(request.get("model", "offline")),
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": request.get("tool_choice", "auto"),
+        "tools": request.get("tools", []),
+        "usage": {
+            "input_tokens": prompt,
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "output_tokens": completion,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": prompt + completion,
+        },
     }
