@@ -387,7 +387,7 @@ class ShortTermMemory:
                 # with a humanised label) until the next write replaces them.
                 merged.update({s: v for s, v in old.items() if s not in merged})
                 entry = replace(entry, categories=merged)
-            entry = replace(entry, last_updated=now)
+            entry = replace(entry, last_updated=now, refreshed_at=now)
             if entry.key == live_key:
                 entry = replace(
                     entry,
@@ -417,7 +417,14 @@ class ShortTermMemory:
             return None
 
         def change(entry: MemoryEntry) -> MemoryEntry:
-            return replace(entry, messages=stored, last_updated=now)
+            # Turns seen before keep their first timestamp: callers pass the whole
+            # window every turn, and "recent since the last refresh" depends on it.
+            seen = {(m.role, m.content, m.name): m.timestamp for m in entry.messages}
+            messages = tuple(
+                replace(m, timestamp=seen.get((m.role, m.content, m.name), m.timestamp))
+                for m in stored
+            )
+            return replace(entry, messages=messages, last_updated=now)
 
         entries = self.live.mutate(scope, scope.keys, change)
         rows = list(entries.values())

@@ -24,9 +24,10 @@ Layout of the memory content (SPEC §6)::
 turns of the current channel are already in the live dialogue. Each other channel
 gets a header naming where and how long ago, then its distilled lines (indented two
 spaces), else its last raw turns as ``Speaker: "content"``. In ``crude_summary`` mode
-an entry with distilled content also lists its raw turns under "Recent messages:";
-``supersede`` omits them. Either part is left out when it is empty; with both empty
-there is no content at all.
+an entry with distilled content also lists, under "Recent messages:", the raw turns
+captured since that memory was written (the ones it does not cover yet; at most
+``crude_message_count``); ``supersede`` omits them. Either part is left out when it
+is empty; with both empty there is no content at all.
 """
 
 from __future__ import annotations
@@ -63,13 +64,11 @@ INDENT = "  "
 #: channel, so each quoted turn is cut to this many code points.
 CRUDE_MESSAGE_LIMIT = 500
 
-_WHITESPACE = re.compile(r"\s+")
-
-
 def _one_line(text: str) -> str:
     # Names and quoted turns are shown on one line so they cannot fake a header or
     # break the indentation that tells the model which channel a line belongs to.
-    return _WHITESPACE.sub(" ", text).strip()
+    # (str.split() splits on exactly the Unicode whitespace that \s matches, faster.)
+    return " ".join(text.split())
 
 
 def relative_time(then: datetime, now: datetime) -> str:
@@ -165,12 +164,17 @@ def other_channel_block(
 ) -> str | None:
     """One other channel's block, or None when the entry has nothing to show."""
     distilled = distilled_lines(entry.summary, entry.categories, categories)
-    crude = crude_lines(entry.messages, crude_count)
     body: list[str] = list(distilled)
     if not distilled:
-        body = crude
-    elif crude and render_mode == "crude_summary":
-        body = [*distilled, RECENT_MESSAGES, *crude]
+        body = crude_lines(entry.messages, crude_count)
+    elif render_mode == "crude_summary":
+        # Only the turns the distilled memory does not cover yet: repeating what the
+        # summary already says would spend tokens on nothing new.
+        since = entry.refreshed_at
+        recent = [m for m in entry.messages if since is None or m.timestamp > since]
+        crude = crude_lines(recent, crude_count)
+        if crude:
+            body = [*distilled, RECENT_MESSAGES, *crude]
     if not body:
         return None
     header = f"- {where(entry, current_server_id=current_server_id)}, "

@@ -19,21 +19,20 @@ __all__ = [
     "tool_parameters",
 ]
 
+# Sent with every request that offers the tool, so every word is paid for each turn.
 _SUMMARY_DESCRIPTION = (
-    "Update the working memory of this conversation channel: replace the recent dialogue "
-    "with a compact summary of what matters to continue it (who is involved, what happened, "
-    "decisions, open questions, tone). Call it silently, at most once per turn, when asked to "
-    "refresh memory; the user never sees it. This is short-term working memory for the "
-    "ongoing conversation, not for things a user explicitly asks you to remember permanently "
-    "(those belong in long-term memory). Keep it under {limit} characters."
+    "Replace this channel's recent dialogue with a compact summary (under {limit} "
+    "characters) of what matters to continue it: people, events, decisions, open threads, "
+    "tone. This is working memory for the ongoing conversation, not for things a user "
+    "explicitly asks you to remember permanently (those belong in long-term memory). Call "
+    "it silently, at most once per turn."
 )
 _CATEGORY_DESCRIPTION = (
-    "Update the working memory of this conversation channel: fill in each category with a "
-    "compact note of what matters to continue the conversation; a category you have nothing "
-    "new for may repeat its previous value. Call it silently, at most once per turn, when "
-    "asked to refresh memory; the user never sees it. This is short-term working memory for "
-    "the ongoing conversation, not for things a user explicitly asks you to remember "
-    "permanently (those belong in long-term memory). Each value under {limit} characters."
+    "Replace this channel's recent dialogue with a compact note per category (each under "
+    "{limit} characters) of what matters to continue it. This is working memory for the "
+    "ongoing conversation, not for things a user explicitly asks you to remember "
+    "permanently (those belong in long-term memory). Call it silently, at most once per "
+    "turn."
 )
 
 
@@ -52,7 +51,7 @@ def tool_parameters(turn: TurnContext, *, limit: int = 1500) -> dict[str, Any]:
     if turn.summary_mode:
         properties["summary"] = {
             "type": "string",
-            "description": f"Compact summary of the recent conversation (≤ {limit} characters).",
+            "description": f"Compact summary, at most {limit} characters.",
         }
     else:
         for cat in turn.categories:
@@ -60,7 +59,7 @@ def tool_parameters(turn: TurnContext, *, limit: int = 1500) -> dict[str, Any]:
             text = sanitize_placeholders(cat.description.strip()) or label
             properties[cat.slug] = {
                 "type": "string",
-                "description": f"{label}: {text} (≤ {limit} characters)",
+                "description": f"{label}: {text} (at most {limit} characters)",
             }
     return {
         "type": "object",

@@ -185,6 +185,9 @@ class MemoryEntry:
     turns_since_refresh: int = 0
     last_refreshed_turn: int = 0
     last_updated: datetime = field(default_factory=lambda: datetime.fromtimestamp(0, UTC))
+    # When the model last wrote distilled memory here: raw turns captured after it are
+    # the "recent" ones that the summary does not cover yet.
+    refreshed_at: datetime | None = None
 
     @classmethod
     def empty(cls, scope: Scope, key: str, now: datetime) -> MemoryEntry:
@@ -239,6 +242,7 @@ class MemoryEntry:
             "turns_since_refresh": self.turns_since_refresh,
             "last_refreshed_turn": self.last_refreshed_turn,
             "last_updated": self.last_updated.isoformat(),
+            "refreshed_at": self.refreshed_at.isoformat() if self.refreshed_at else None,
         }
 
     @classmethod
@@ -259,6 +263,9 @@ class MemoryEntry:
             turns_since_refresh=int(data.get("turns_since_refresh") or 0),
             last_refreshed_turn=int(data.get("last_refreshed_turn") or 0),
             last_updated=datetime.fromisoformat(data["last_updated"]),
+            refreshed_at=(
+                datetime.fromisoformat(data["refreshed_at"]) if data.get("refreshed_at") else None
+            ),
         )
 
 

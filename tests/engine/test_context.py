@@ -143,18 +143,30 @@ def test_crude_only_other_channel(mem: ShortTermMemory, clock: Clock) -> None:
 
 def test_crude_summary_versus_supersede(mem: ShortTermMemory, clock: Clock) -> None:
     remember(mem, here("c2"), {"summary": "Heist planned for Friday."}, CHAT)
-    clock.advance(minutes=90)
+    clock.advance(minutes=30)
+    # Turns after the summary was written are the "recent" ones it does not cover yet.
+    later = [*CHAT, {"role": "user", "content": "Who drives?", "name": "Bo"}]
+    remember(mem, here("c2"), None, later)
+    clock.advance(minutes=60)
     assert context(mem, here()).content == (
         "[Short-term memory]\n"
         "Other channels:\n"
         "- #c2, 1 hour ago:\n"
         "  Heist planned for Friday.\n"
         "  Recent messages:\n"
-        '  Ann: "Shall we plan the heist?"\n'
-        '  Assistant: "Friday works."\n'
-        '  Ann: "Bring the map."'
+        '  Bo: "Who drives?"'
     )
     mem.configure_server("g1", render_mode="supersede")
+    assert context(mem, here()).content == (
+        "[Short-term memory]\nOther channels:\n- #c2, 1 hour ago:\n  Heist planned for Friday."
+    )
+
+
+def test_crude_summary_shows_nothing_recent_right_after_a_refresh(
+    mem: ShortTermMemory, clock: Clock
+) -> None:
+    remember(mem, here("c2"), {"summary": "Heist planned for Friday."}, CHAT)
+    clock.advance(minutes=90)
     assert context(mem, here()).content == (
         "[Short-term memory]\nOther channels:\n- #c2, 1 hour ago:\n  Heist planned for Friday."
     )

@@ -24,6 +24,7 @@ import redis.asyncio
 from stm_memory import CacheError, ConfigurationError, Scope, ShortTermMemory
 from stm_memory.cache.base import AtomicFn, CacheValue, Write
 from stm_memory.cache.redis import RedisLiveCache
+from stm_memory.cache.resilient import ResilientCache
 
 REDIS_URL = os.environ.get("STM_TEST_REDIS_URL", "redis://127.0.0.1:6379/14")
 DEAD_URL = "redis://127.0.0.1:1/0"  # port 1: nothing listens, the connect is refused
@@ -398,7 +399,8 @@ def _remember(stm: ShortTermMemory, text: str) -> None:
 
 def test_engine_update_get_and_restart(db_url: str, raw: redis.Redis) -> None:
     with ShortTermMemory.from_url(db_url, redis_url=REDIS_URL) as stm:
-        assert isinstance(stm.cache, RedisLiveCache)
+        assert isinstance(stm.cache, ResilientCache)
+        assert isinstance(stm.cache.primary, RedisLiveCache)
         _remember(stm, "We planned the trip to Lyon.")
         entry = stm.get(SCOPE)
         assert entry is not None and entry.summary == "We planned the trip to Lyon."

@@ -119,7 +119,8 @@ def test_category_mode_parameters() -> None:
 
 
 def test_limit_is_stated() -> None:
-    assert "≤ 42" in tool_parameters(SUMMARY_TURN, limit=42)["properties"]["summary"]["description"]
+    prop = tool_parameters(SUMMARY_TURN, limit=42)["properties"]["summary"]
+    assert "at most 42 characters" in prop["description"]
     assert "42" in tool_description(SUMMARY_TURN, limit=42)
 
 
