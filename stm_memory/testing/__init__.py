@@ -1,6 +1,99 @@
-"""Testing kit for users of stm-memory: a frozen clock, fixtures (pytest plugin) and
-assertion helpers."""
+"""Testing kit for users of stm-memory.
+
+- :class:`FrozenClock`: a frozen, advanceable clock for ``ShortTermMemory(clock=...)``.
+- Assertion helpers with clear failure messages: :func:`assert_memory_contains`,
+  :func:`assert_tool_offered`, :func:`assert_tool_not_offered`,
+  :func:`assert_request_carries_memory`, :func:`assert_request_lacks_memory` (and
+  :func:`injected_memory`, :func:`offered_tools` to look for yourself).
+- The deterministic offline model (answers from a script, calls
+  ``update_short_term_memory`` when the nudge asks): :class:`OfflineModel`, as a
+  LangChain chat model (:class:`OfflineChatModel`), as OpenAI / Anthropic response
+  bodies (:func:`openai_chat_body`, :func:`anthropic_message_body`) and as real SDK
+  clients answered in-process (:func:`offline_openai_client`,
+  :func:`offline_anthropic_client`; they need the ``openai`` / ``anthropic`` extra).
+- The pytest plugin (:mod:`stm_memory.testing.plugin`, loaded through the ``pytest11``
+  entry point): the fixtures ``stm_clock``, ``stm_memory``, ``stm_memory_factory``,
+  ``stm_scope`` and ``stm_assert``.
+
+Everything but :class:`FrozenClock` is imported on first use, so importing this package
+needs no optional extra.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from .clock import FrozenClock
 
-__all__ = ["FrozenClock"]
+if TYPE_CHECKING:
+    from .assertions import (
+        MemoryPart,
+        StmAssertions,
+        assert_memory_contains,
+        assert_request_carries_memory,
+        assert_request_lacks_memory,
+        assert_tool_not_offered,
+        assert_tool_offered,
+        injected_memory,
+        offered_tools,
+    )
+    from .chat_model import OfflineChatModel
+    from .clients import offline_anthropic_client, offline_openai_client
+    from .offline import OfflineModel, OfflineReply, anthropic_message_body, openai_chat_body
+    from .plugin import MemoryFactory
+
+__all__ = [
+    "FrozenClock",
+    "MemoryFactory",
+    "MemoryPart",
+    "OfflineChatModel",
+    "OfflineModel",
+    "OfflineReply",
+    "StmAssertions",
+    "anthropic_message_body",
+    "assert_memory_contains",
+    "assert_request_carries_memory",
+    "assert_request_lacks_memory",
+    "assert_tool_not_offered",
+    "assert_tool_offered",
+    "injected_memory",
+    "offered_tools",
+    "offline_anthropic_client",
+    "offline_openai_client",
+    "openai_chat_body",
+]
+
+# name → submodule that defines it (imported on first access).
+_LAZY = {
+    "MemoryPart": "assertions",
+    "StmAssertions": "assertions",
+    "assert_memory_contains": "assertions",
+    "assert_request_carries_memory": "assertions",
+    "assert_request_lacks_memory": "assertions",
+    "assert_tool_not_offered": "assertions",
+    "assert_tool_offered": "assertions",
+    "injected_memory": "assertions",
+    "offered_tools": "assertions",
+    "OfflineChatModel": "chat_model",
+    "offline_anthropic_client": "clients",
+    "offline_openai_client": "clients",
+    "OfflineModel": "offline",
+    "OfflineReply": "offline",
+    "anthropic_message_body": "offline",
+    "openai_chat_body": "offline",
+    "MemoryFactory": "plugin",  # the type of the stm_memory_factory fixture
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later look-ups skip this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

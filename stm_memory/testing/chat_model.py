@@ -31,6 +31,8 @@ class OfflineChatModel(BaseChatModel):
     # SkipValidation: the model is a plain object with a lock; nothing to validate.
     model: SkipValidation[OfflineModel] = Field(default_factory=OfflineModel)
     prompts: list[list[BaseMessage]] = Field(default_factory=list)
+    # Names of the tools bound for each call, in call order (for assertions).
+    tools_seen: list[list[str]] = Field(default_factory=list)
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -43,6 +45,7 @@ class OfflineChatModel(BaseChatModel):
 
     def _reply(self, messages: list[BaseMessage], tools: Sequence[Any]) -> AIMessage:
         self.prompts.append(list(messages))
+        self.tools_seen.append([t["function"]["name"] for t in tools])
         dialogue = [(_ROLES.get(m.type, "user"), message_text(m.content)) for m in messages]
         schemas = {t["function"]["name"]: t["function"].get("parameters", {}) for t in tools}
         reply = self.model.respond(dialogue, tools=schemas)

@@ -87,7 +87,7 @@ class OfflineModel:
         self.calls += 1
         tools = tools or {}
         last_user = max((i for i, (r, _) in enumerate(dialogue) if r == "user"), default=-1)
-        user_text = dialogue[last_user][1] if last_user >= 0 else ""
+        user_text = _own_text(dialogue[last_user][1]) if last_user >= 0 else ""
         after = dialogue[last_user + 1 :]
         if any(role == "tool" for role, _ in after):
             # A tool already ran this turn: wrap up without calling it again.
@@ -183,7 +183,8 @@ def _anthropic_dialogue(body: Mapping[str, Any]) -> list[tuple[str, str]]:
             out.append(("tool", "tool result"))
         # One paragraph per text block, so injected memory blocks stay separable.
         text = "\n\n".join(message_text([b]) for b in blocks) if blocks else message_text(content)
-        out.append((m.get("role", "user"), text))
+        if text or not blocks:
+            out.append((m.get("role", "user"), text))
     return out
 
 
