@@ -114,35 +114,44 @@ class LiveEntries:
         except DatabaseError as exc:
             log.warning("stm-memory: hydration failed, continuing without: %s", exc)
             return {}
-        rows = {k: e for k, e in rows.items() if not self._blocked(e)}
+        shown = {k: self._unless_deleted(e) for k, e in rows.items()}
+        rows = {k: e for k, e in shown.items() if e is not None}
         if not rows:
             return {}
         self.cache.add_many({k: Write(e.to_dict(), self.native_ttl(e)) for k, e in rows.items()})
         # Re-read: a concurrent writer may have won, and its value is the live one.
         return {k: MemoryEntry.from_dict(v) for k, v in self.cache.get_many(list(rows)).items()}
 
-    def _blocked(self, entry: MemoryEntry) -> bool:
-        # A deletion still queued in the outbox must win over the row it will delete.
+    def _unless_deleted(self, entry: MemoryEntry) -> MemoryEntry | None:
+        """The row as hydration may show it: a deletion still queued in the outbox
+        wins over the row it will delete (None), and a queued summary clear over the
+        summary and categories it will null."""
         if not self.outbox.has_pending():
-            return False
+            return entry
         kind = self.outbox.blocking_delete(
             row_key=entry.key,
             channel_id=entry.channel_id,
             user_id=entry.user_id if entry.kind == "user" else None,
         )
-        return kind in ("delete_channel", "delete_user")
+        if kind in ("delete_channel", "delete_user"):
+            return None
+        if kind == "clear_summary":
+            return replace(entry, summary=None, categories={})
+        return entry
 
     def warm(self, kind: ScopeKind, owner_id: str) -> int:
         """Bulk-load an owner's rows into the cache (never overwriting a live key) and
         build its index. Returns how many entries were added."""
         try:
-            rows = self.store.load_server(owner_id) if kind == "server" else self.store.load_user(
-                owner_id
+            rows = (
+                self.store.load_server(owner_id)
+                if kind == "server"
+                else self.store.load_user(owner_id)
             )
         except DatabaseError as exc:
             log.warning("stm-memory: warm of %s %s failed: %s", kind, owner_id, exc)
             rows = []
-        rows = [e for e in rows if not self._blocked(e)]
+        rows = [e for e in map(self._unless_deleted, rows) if e is not None]
         added = self.cache.add_many({e.key: Write(e.to_dict(), self.native_ttl(e)) for e in rows})
         members = {e.key: 1 for e in rows}
 
@@ -179,9 +188,7 @@ class LiveEntries:
             last_refreshed_turn=entry.last_refreshed_turn,
         )
 
-    def mutate(
-        self, scope: Scope, keys: Sequence[str], change: Change
-    ) -> dict[str, MemoryEntry]:
+    def mutate(self, scope: Scope, keys: Sequence[str], change: Change) -> dict[str, MemoryEntry]:
         """Apply ``change`` to the entries of ``keys`` atomically (one transaction).
 
         A key missing from the cache is hydrated from SQL first, and a missing index
@@ -239,8 +246,9 @@ class LiveEntries:
             by_index.setdefault(owner_index(key), set()).add(key)
         for ikey, gone in by_index.items():
 
-            def drop(current: Mapping[str, CacheValue | None], ikey: str = ikey,
-                     gone: set[str] = gone) -> dict[str, Write]:
+            def drop(
+                current: Mapping[str, CacheValue | None], ikey: str = ikey, gone: set[str] = gone
+            ) -> dict[str, Write]:
                 value = current[ikey]
                 if value is None:
                     return {}
@@ -260,4 +268,3 @@ class LiveEntries:
             if predicate(kind, owner, channel):
                 out.append(key)
         return out
-

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from .errors import DatabaseError
+from .errors import DatabaseError, RejectedWriteError
 from .outbox import Outbox, OutboxItem, OutboxKind
 from .store.base import MemoryStore
 from .types import MemoryEntry
@@ -84,6 +84,10 @@ class Persister:
         try:
             self.apply(kind, payload, None)
             return True
+        except RejectedWriteError as exc:
+            # Queueing it would only block the queue: the data itself is refused.
+            log.error("stm-memory: %s refused by the database, not retried: %s", kind, exc)
+            return False
         except DatabaseError as exc:
             log.warning("stm-memory: %s failed, queued in the outbox: %s", kind, exc)
             self._queue_rows(kind, payload, entries)
@@ -116,6 +120,11 @@ class Persister:
             return None
         try:
             count = self.apply(item.kind, item.payload, item.op_id)
+        except RejectedWriteError as exc:
+            log.error("stm-memory: %s refused by the database, dropped: %s", item.kind, exc)
+            self.outbox.remove(item.id)
+            self._dirty = self.outbox.has_pending()
+            return None
         except DatabaseError as exc:
             log.warning("stm-memory: %s queued for retry: %s", item.kind, exc)
             self.outbox.mark_attempt(item.id)
@@ -136,6 +145,18 @@ class Persister:
                     break
                 try:
                     self.apply(item.kind, item.payload, item.op_id)
+                except RejectedWriteError as exc:
+                    # Skipped, not retried: it would hold back everything behind it.
+                    log.error(
+                        "stm-memory: outbox item %d (%s of %s) refused by the database,"
+                        " dropped: %s",
+                        item.id,
+                        item.kind,
+                        item.row_key or item.channel_id or item.user_id,
+                        exc,
+                    )
+                    self.outbox.remove(item.id)
+                    continue
                 except DatabaseError as exc:
                     log.info("stm-memory: outbox replay stopped, database still failing: %s", exc)
                     self.outbox.mark_attempt(item.id)

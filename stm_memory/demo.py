@@ -75,7 +75,7 @@ _USERS = (("ann", "Ann"), ("ben", "Ben"))
 
 def script(turns: int) -> list[tuple[str, str, str, str]]:
     """(channel, user_id, user_name, text) for each turn: blocks of five per channel."""
-    out = []
+    out: list[tuple[str, str, str, str]] = []
     cursor = dict.fromkeys(CHANNELS, 0)
     block = 0
     while len(out) < turns:
@@ -232,7 +232,11 @@ def run_demo(
         for r in rows:
             said = r.text if len(r.text) <= 34 else r.text[:33] + "…"
             table.add_row(
-                str(r.number), r.channel, said, str(r.tokens_full), str(r.tokens_memory),
+                str(r.number),
+                r.channel,
+                said,
+                str(r.tokens_full),
+                str(r.tokens_memory),
                 "✔ memory updated" if r.tool_called else "",
             )
         console.print(table)

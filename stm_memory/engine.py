@@ -60,6 +60,8 @@ def _state_dir() -> Path:
 
 def _check_owner_id(name: str, value: Any) -> str:
     # Reuse Scope's id rules so every id entering storage is held to one standard.
+    if value is None:
+        raise ValidationError(f"{name} must be a non-empty string, got None")
     if name == "user_id":
         Scope(channel_id="_", user_id=value)
     else:
@@ -124,7 +126,7 @@ class ShortTermMemory:
         """
         limit_values = Limits.from_env(**limits)
         engine = create_sql_engine(database_url, timeout=timeout)
-        store = SqlStore(engine)
+        store = SqlStore(engine, clock=clock)
         db_path = engine.url.database if engine.url.get_backend_name() == "sqlite" else None
         in_memory_db = engine.url.get_backend_name() == "sqlite" and db_path in (
             None,
@@ -149,8 +151,10 @@ class ShortTermMemory:
             digest = hashlib.sha256(database_url.encode()).hexdigest()[:16]
             cache = DiskLiveCache(_state_dir() / f"cache-{digest}")
         if outbox_path is None:
-            if isinstance(cache, DiskLiveCache):
-                outbox_path = cache.directory / "outbox.sqlite3"
+            # Not inside the cache directory: people wipe caches, and the outbox holds
+            # queued deletes whose loss would let deleted data come back.
+            if db_path and not in_memory_db:
+                outbox_path = f"{db_path}.stm-outbox.sqlite3"
             elif in_memory_db:
                 outbox_path = ":memory:"
             else:

@@ -12,6 +12,7 @@ model cannot catch anything and an agent loop must never die of a bad tool call.
     └── StorageError            a backend failed in a way the caller must see
         ├── CacheError          the live cache cannot be opened or used
         └── DatabaseError       the SQL store cannot be opened, migrated or queried
+            └── RejectedWriteError  the database refuses this data (never retried)
 
 Persistence failures *during a turn* are not raised: they are logged and queued in
 the outbox (see ``outbox.py``); ``StorageError`` surfaces at construction, in
@@ -24,6 +25,7 @@ __all__ = [
     "CacheError",
     "ConfigurationError",
     "DatabaseError",
+    "RejectedWriteError",
     "StmError",
     "StorageError",
     "ValidationError",
@@ -52,3 +54,12 @@ class CacheError(StorageError):
 
 class DatabaseError(StorageError):
     """The SQL store could not be opened, migrated or queried."""
+
+
+class RejectedWriteError(DatabaseError):
+    """The database refused this particular data (a constraint or data error).
+
+    Unlike an outage, retrying the same operation can never succeed, so the outbox
+    must not keep it: one rejected item at the head of the queue would otherwise
+    hold back every later write of every user.
+    """

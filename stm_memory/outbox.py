@@ -24,7 +24,11 @@ from .errors import StorageError
 __all__ = ["DELETE_KINDS", "Outbox", "OutboxItem", "OutboxKind"]
 
 OutboxKind: TypeAlias = Literal[
-    "write_memory", "ensure_rows", "increment_turns", "delete_channel", "delete_user",
+    "write_memory",
+    "ensure_rows",
+    "increment_turns",
+    "delete_channel",
+    "delete_user",
     "clear_summary",
 ]
 DELETE_KINDS: frozenset[str] = frozenset({"delete_channel", "delete_user", "clear_summary"})
@@ -58,6 +62,20 @@ class OutboxItem:
     payload: dict[str, Any]
     created_at: datetime
     attempts: int
+
+
+def _redacted(payload: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` with no distilled content left in its entries."""
+
+    def strip(entry: dict[str, Any]) -> dict[str, Any]:
+        return entry | {"summary": None, "categories": {}}
+
+    out = dict(payload)
+    if "entries" in out:
+        out["entries"] = [strip(e) for e in out["entries"]]
+    if "entry" in out:
+        out["entry"] = strip(out["entry"])
+    return out
 
 
 class Outbox:
@@ -120,8 +138,17 @@ class Outbox:
                 (limit,),
             ).fetchall()
         return [
-            OutboxItem(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]),
-                       datetime.fromisoformat(r[7]), r[8])
+            OutboxItem(
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                r[5],
+                json.loads(r[6]),
+                datetime.fromisoformat(r[7]),
+                r[8],
+            )
             for r in rows
         ]
 
@@ -159,7 +186,26 @@ class Outbox:
         return self._purge("user_id", user_id)
 
     def purge_keys(self, keys: Sequence[str]) -> int:
-        return sum(self._purge("row_key", key) for key in keys)
+        """Strip the summary and categories from queued writes of these rows (a summary
+        clear). The items themselves stay: they also carry counter increments and
+        resets, which must still land, and the clear queued after them replays last,
+        so nothing they hold can outlive it. Returns how many items were redacted."""
+        if not keys:
+            return 0
+        placeholders = ",".join("?" for _ in keys)
+        kinds = ",".join("?" for _ in DELETE_KINDS)
+        with self._tx() as conn:
+            rows = conn.execute(
+                f"SELECT id, payload FROM outbox WHERE row_key IN ({placeholders})"
+                f" AND kind NOT IN ({kinds})",
+                (*keys, *sorted(DELETE_KINDS)),
+            ).fetchall()
+            for item_id, raw in rows:
+                payload = _redacted(json.loads(raw))
+                conn.execute(
+                    "UPDATE outbox SET payload = ? WHERE id = ?", (json.dumps(payload), item_id)
+                )
+        return len(rows)
 
     def blocking_delete(
         self, *, row_key: str, channel_id: str, user_id: str | None
@@ -170,8 +216,13 @@ class Outbox:
             row = self._conn.execute(
                 "SELECT kind FROM outbox WHERE (kind = 'delete_channel' AND channel_id = ?)"
                 " OR (kind = 'delete_user' AND user_id = ?)"
-                " OR (kind = 'clear_summary' AND row_key = ?) ORDER BY id DESC LIMIT 1",
-                (channel_id, user_id, row_key),
+                # One clear_summary item covers every key of its scope (the payload's
+                # "keys"), not only the row_key it was filed under.
+                " OR (kind = 'clear_summary' AND (row_key = ? OR EXISTS ("
+                "SELECT 1 FROM json_each(outbox.payload, '$.keys') WHERE value = ?)))"
+                # A pending row delete outranks a pending summary clear of the row.
+                " ORDER BY kind = 'clear_summary', id DESC LIMIT 1",
+                (channel_id, user_id, row_key, row_key),
             ).fetchone()
         return None if row is None else row[0]
 

@@ -64,6 +64,7 @@ INDENT = "  "
 #: channel, so each quoted turn is cut to this many code points.
 CRUDE_MESSAGE_LIMIT = 500
 
+
 def _one_line(text: str) -> str:
     # Names and quoted turns are shown on one line so they cannot fake a header or
     # break the indentation that tells the model which channel a line belongs to.

@@ -72,7 +72,13 @@ class InMemoryLiveCache(LiveCache):
     def iter_keys(self, prefix: str = "") -> Iterator[str]:
         now = time.monotonic()
         with self._lock:
-            keys = [k for k in self._data if k.startswith(prefix) and self._live(k, now)]
+            # A snapshot: _live() deletes expired keys, which must not happen while
+            # iterating the dict itself.
+            keys = [
+                k
+                for k in list(self._data)
+                if k.startswith(prefix) and self._live(k, now) is not None
+            ]
         yield from keys
 
     def expire(self) -> int:

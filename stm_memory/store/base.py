@@ -38,17 +38,21 @@ class MemoryStore(ABC):
     ) -> bool:
         """Upsert rows in one transaction: the summary and/or categories of each entry;
         the row ``reset_key`` also gets ``turns_since_refresh = 0`` and
-        ``last_refreshed_turn + 1``. Returns False when ``op_id`` was applied already."""
+        ``last_refreshed_turn + 1`` (a new one: 0 and 1). Counters in SQL only ever
+        change by such deltas, so writes landing in any order count exactly (the
+        entries' own counters are not stored). Returns False when ``op_id`` was
+        applied already."""
 
     @abstractmethod
     def ensure_rows(self, entries: Sequence[MemoryEntry], at: datetime) -> None:
-        """Insert rows that do not exist yet; leave existing rows untouched."""
+        """Insert rows that do not exist yet (counters 0); leave existing rows untouched."""
 
     @abstractmethod
     def increment_turns(
         self, entry: MemoryEntry, at: datetime, *, op_id: str | None = None
     ) -> bool:
-        """Insert-or-add-one on ``turns_since_refresh`` of the entry's row."""
+        """Insert-or-add-one on ``turns_since_refresh`` of the entry's row (a new row
+        starts at 1, with ``last_refreshed_turn`` 0)."""
 
     @abstractmethod
     def load_many(self, keys: Sequence[str]) -> dict[str, MemoryEntry]:
@@ -71,9 +75,7 @@ class MemoryStore(ABC):
         """Delete every user-scope row of a user."""
 
     @abstractmethod
-    def clear_summary(
-        self, keys: Sequence[str], at: datetime, *, op_id: str | None = None
-    ) -> int:
+    def clear_summary(self, keys: Sequence[str], at: datetime, *, op_id: str | None = None) -> int:
         """Null the summary and empty the categories of the rows."""
 
     @abstractmethod

@@ -18,6 +18,7 @@ __all__ = [
     "MIGRATIONS",
     "applied_ops",
     "categories",
+    "current_version",
     "memories",
     "metadata",
     "migrate",
@@ -119,15 +120,36 @@ def _v1_initial(conn: Connection) -> None:
 MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1_initial,)
 
 
+_ADVISORY_LOCK = 72100591
+
+
+def _lock(conn: Connection) -> None:
+    if conn.dialect.name == "postgresql":
+        # Two processes starting together must not both run a step (or both create
+        # the version table). SQLite writers are serialised by BEGIN IMMEDIATE.
+        conn.execute(sa.text(f"SELECT pg_advisory_xact_lock({_ADVISORY_LOCK})"))
+
+
+def current_version(engine: sa.Engine) -> int:
+    """The newest applied migration (0 for an empty database), read without a write
+    lock, so start-up works while another connection holds the database's write lock."""
+    with engine.connect() as conn:
+        conn = conn.execution_options(stm_read=True)
+        if not sa.inspect(conn).has_table(schema_version.name):
+            return 0
+        return int(conn.execute(sa.select(sa.func.max(schema_version.c.version))).scalar() or 0)
+
+
 def migrate(engine: sa.Engine) -> int:
     """Bring the database to the newest version; returns that version. Idempotent."""
+    if current_version(engine) >= len(MIGRATIONS):
+        return len(MIGRATIONS)
     with engine.begin() as conn:
+        _lock(conn)
         schema_version.create(conn, checkfirst=True)
     for number, step in enumerate(MIGRATIONS, start=1):
         with engine.begin() as conn:
-            if engine.dialect.name == "postgresql":
-                # Two processes starting together must not both run a step.
-                conn.execute(sa.text("SELECT pg_advisory_xact_lock(72100591)"))
+            _lock(conn)
             done = conn.execute(
                 sa.select(schema_version.c.version).where(schema_version.c.version == number)
             ).first()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -14,8 +16,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.pool import StaticPool
 
-from ..errors import DatabaseError
-from ..types import Category, MemoryEntry, ServerSettings, UserSettings
+from ..errors import DatabaseError, RejectedWriteError
+from ..types import Category, MemoryEntry, ScopeKind, ServerSettings, UserSettings, key_for
 from .base import MemoryStore
 from .schema import applied_ops, categories, memories, migrate, server_settings, user_settings
 
@@ -23,6 +25,27 @@ __all__ = ["SqlStore", "create_sql_engine"]
 
 log = logging.getLogger("stm_memory.store")
 T = TypeVar("T")
+
+
+# Keys longer than this (in UTF-8 bytes) are stored as a digest. Ids may be 512
+# characters and ":" escapes to three, so a key can reach ~4,600 characters / ~6 KB:
+# past the key column (2,200) and PostgreSQL's b-tree entry limit (2,704 bytes).
+_MAX_KEY_BYTES = 1024
+_DIGEST_PREFIX = "sha256:"
+
+
+def _db_key(key: str) -> str:
+    raw = key.encode("utf-8")
+    if len(raw) <= _MAX_KEY_BYTES:
+        return key
+    return _DIGEST_PREFIX + hashlib.sha256(raw).hexdigest()
+
+
+def _database_error(exc: sa.exc.SQLAlchemyError) -> DatabaseError:
+    message = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, sa.exc.IntegrityError | sa.exc.DataError):
+        return RejectedWriteError(message)
+    return DatabaseError(message)
 
 
 def _utc(value: datetime) -> datetime:
@@ -90,17 +113,37 @@ def _tune_sqlite(engine: sa.Engine, *, timeout: float, wal: bool) -> None:
 class SqlStore(MemoryStore):
     """Rows of :mod:`stm_memory.store.schema` through SQLAlchemy Core."""
 
-    def __init__(self, engine: sa.Engine) -> None:
+    def __init__(self, engine: sa.Engine, *, clock: Callable[[], datetime] | None = None) -> None:
         self.engine = engine
+        # The engine's injectable clock: applied-op stamps are pruned by the janitor
+        # against that same clock.
+        self._clock = clock or (lambda: datetime.now(UTC))
         self.dialect = engine.dialect.name
         insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
         if self.dialect not in ("postgresql", "sqlite"):
             raise DatabaseError(f"unsupported database dialect {self.dialect!r}")
         self._insert = insert
+        # PostgreSQL gets aware datetimes: a naive one would be read in the *session*
+        # time zone by ``timestamptz`` and shift every stamp on a non-UTC server.
+        # SQLite stores text without an offset, so it gets naive UTC.
+        self._stamp = _utc if self.dialect == "postgresql" else _naive_utc
+        # An in-memory SQLite database is one DBAPI connection shared by every thread
+        # (StaticPool); two transactions on it at once fail ("cannot start a
+        # transaction within a transaction"), so access to it is serialised.
+        self._serial: AbstractContextManager[Any] = (
+            threading.RLock() if isinstance(engine.pool, StaticPool) else nullcontext()
+        )
         m = memories.c
         ins = insert(memories)
         ex = ins.excluded
-        names = {"parent_channel_id": ex.parent_channel_id, "updated_at": ex.updated_at}
+        # A write from a scope that lacks the parent or display names (an entry that
+        # expired and was rebuilt from a bare scope) must not erase the stored ones:
+        # privacy rules need the parent after a restart.
+        names: dict[str, Any] = {
+            col: sa.func.coalesce(ex[col], m[col])
+            for col in ("parent_channel_id", "channel_name", "server_name")
+        }
+        names["updated_at"] = ex.updated_at
         # Statements built once; SQLAlchemy caches their compiled form, so the hot
         # path pays only for parameter binding.
         self._upserts: dict[tuple[bool, bool, bool], Any] = {}
@@ -128,42 +171,51 @@ class SqlStore(MemoryStore):
     # -- plumbing --------------------------------------------------------------------
 
     def setup(self) -> None:
-        self._guard(lambda: migrate(self.engine))
+        with self._serial:
+            self._guard(lambda: migrate(self.engine))
 
     def _guard(self, fn: Callable[[], T]) -> T:
         try:
             return fn()
         except sa.exc.SQLAlchemyError as exc:
-            raise DatabaseError(f"{type(exc).__name__}: {exc}") from exc
+            raise _database_error(exc) from exc
 
     @contextmanager
     def _tx(self, op_id: str | None) -> Iterator[Connection | None]:
         """A write transaction; yields None when ``op_id`` was applied before."""
         try:
-            with self.engine.begin() as conn:
+            with self._serial, self.engine.begin() as conn:
+                # Without this, SQLAlchemy 2.1 reports rowcount -1 for psycopg INSERTs,
+                # and the applied-op check below would never see a duplicate.
+                conn.execution_options(preserve_rowcount=True)
                 if op_id is not None:
                     stmt = self._insert(applied_ops).values(
-                        op_id=op_id, applied_at=_naive_utc(datetime.now(UTC))
+                        op_id=op_id, applied_at=self._stamp(self._clock())
                     )
                     if conn.execute(stmt.on_conflict_do_nothing()).rowcount == 0:
                         yield None
                         return
                 yield conn
         except sa.exc.SQLAlchemyError as exc:
-            raise DatabaseError(f"{type(exc).__name__}: {exc}") from exc
+            raise _database_error(exc) from exc
 
     def _read(self, fn: Callable[[Connection], T]) -> T:
         def run() -> T:
-            with self.engine.connect() as conn:
+            with self._serial, self.engine.connect() as conn:
                 return fn(conn.execution_options(stm_read=True))
 
         return self._guard(run)
 
-    @staticmethod
-    def _row_params(entry: MemoryEntry, at: datetime) -> dict[str, Any]:
-        stamp = _naive_utc(at)
+    def _row_params(
+        self, entry: MemoryEntry, at: datetime, *, turns: int = 0, refreshes: int = 0
+    ) -> dict[str, Any]:
+        """Insert values. The counters of a new row are this operation's own delta
+        (``turns``, ``refreshes``), never the cache's totals: SQL counts by adding,
+        and a total inserted by one writer while another writer's delta is still in
+        flight would count that delta twice."""
+        stamp = self._stamp(at)
         return {
-            "key": entry.key,
+            "key": _db_key(entry.key),
             "scope_kind": entry.kind,
             "server_id": entry.server_id,
             "user_id": entry.user_id,
@@ -174,17 +226,22 @@ class SqlStore(MemoryStore):
             "server_name": entry.server_name,
             "summary": entry.summary,
             "categories": dict(entry.categories),
-            "turns_since_refresh": entry.turns_since_refresh,
-            "last_refreshed_turn": entry.last_refreshed_turn,
+            "turns_since_refresh": turns,
+            "last_refreshed_turn": refreshes,
             "created_at": stamp,
             "updated_at": stamp,
         }
 
     @staticmethod
-    def _entry(row: Mapping[str, Any]) -> MemoryEntry:
+    def _entry(row: Mapping[Any, Any]) -> MemoryEntry:
+        kind: ScopeKind = "server" if row["scope_kind"] == "server" else "user"
+        key = row["key"]
+        if key.startswith(_DIGEST_PREFIX):  # rebuilt from the ids the row holds
+            owner = row["server_id"] if kind == "server" else row["user_id"]
+            key = key_for(kind, owner, row["channel_id"], row["persona_id"])
         return MemoryEntry(
-            key=row["key"],
-            kind="server" if row["scope_kind"] == "server" else "user",
+            key=key,
+            kind=kind,
             channel_id=row["channel_id"],
             server_id=row["server_id"],
             user_id=row["user_id"],
@@ -214,8 +271,9 @@ class SqlStore(MemoryStore):
             if conn is None:
                 return False
             for entry in entries:
-                stmt = self._upserts[(entry.key == reset_key, summary, categories)]
-                conn.execute(stmt, self._row_params(entry, entry.last_updated))
+                reset = entry.key == reset_key
+                params = self._row_params(entry, entry.last_updated, refreshes=int(reset))
+                conn.execute(self._upserts[(reset, summary, categories)], params)
             return True
 
     def ensure_rows(self, entries: Sequence[MemoryEntry], at: datetime) -> None:
@@ -229,17 +287,16 @@ class SqlStore(MemoryStore):
         with self._tx(op_id) as conn:
             if conn is None:
                 return False
-            params = self._row_params(entry, at)
-            params["turns_since_refresh"] = 1
-            conn.execute(self._increment, params)
+            conn.execute(self._increment, self._row_params(entry, at, turns=1))
             return True
 
     def load_many(self, keys: Sequence[str]) -> dict[str, MemoryEntry]:
         if not keys:
             return {}
-        stmt = self._select.where(memories.c.key.in_(list(keys)))
+        stmt = self._select.where(memories.c.key.in_([_db_key(k) for k in keys]))
         rows = self._read(lambda c: c.execute(stmt).mappings().all())
-        return {row["key"]: self._entry(row) for row in rows}
+        entries = (self._entry(row) for row in rows)
+        return {e.key: e for e in entries}
 
     def _load_where(self, *clauses: Any) -> list[MemoryEntry]:
         stmt = self._select.where(*clauses).order_by(memories.c.updated_at.desc())
@@ -277,23 +334,21 @@ class SqlStore(MemoryStore):
         m = memories.c
         return self._delete(sa.and_(m.user_id == user_id, m.scope_kind == "user"), op_id)
 
-    def clear_summary(
-        self, keys: Sequence[str], at: datetime, *, op_id: str | None = None
-    ) -> int:
+    def clear_summary(self, keys: Sequence[str], at: datetime, *, op_id: str | None = None) -> int:
         with self._tx(op_id) as conn:
             if conn is None:
                 return 0
             stmt = (
                 sa.update(memories)
-                .where(memories.c.key.in_(list(keys)))
-                .values(summary=None, categories={}, updated_at=_naive_utc(at))
+                .where(memories.c.key.in_([_db_key(k) for k in keys]))
+                .values(summary=None, categories={}, updated_at=self._stamp(at))
             )
             return int(conn.execute(stmt).rowcount)
 
     def delete_older_than(self, cutoff: datetime) -> int:
         with self._tx(None) as conn:
             assert conn is not None
-            stamp = _naive_utc(cutoff)
+            stamp = self._stamp(cutoff)
             deleted = conn.execute(sa.delete(memories).where(memories.c.updated_at < stamp))
             conn.execute(sa.delete(applied_ops).where(applied_ops.c.applied_at < stamp))
             return int(deleted.rowcount)
@@ -314,7 +369,7 @@ class SqlStore(MemoryStore):
         return ServerSettings(**data)
 
     def put_server_settings(self, server_id: str, settings: ServerSettings, at: datetime) -> None:
-        values = settings.to_dict() | {"server_id": server_id, "updated_at": _naive_utc(at)}
+        values = settings.to_dict() | {"server_id": server_id, "updated_at": self._stamp(at)}
         stmt = self._insert(server_settings).values(**values)
         update = {k: v for k, v in values.items() if k != "server_id"}
         with self._tx(None) as conn:
@@ -359,7 +414,7 @@ class SqlStore(MemoryStore):
         values = {
             "cross_server_opt_in": settings.cross_server_opt_in,
             "full_privacy": settings.full_privacy,
-            "updated_at": _naive_utc(at),
+            "updated_at": self._stamp(at),
         }
         stmt = self._insert(user_settings).values(user_id=user_id, **values)
         with self._tx(None) as conn:

@@ -14,7 +14,6 @@ import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import BaseModel
 
 from stm_memory import TOOL_NAME, Category, Scope, ShortTermMemory, TurnContext
 from stm_memory.schema import anthropic_tool, openai_chat_tool, openai_responses_tool

@@ -1,0 +1,121 @@
+"""The janitor (SPEC §7): deletes rows idle past the retention, directly or on a schedule."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from helpers.clock import FakeClock
+from helpers.factory import MemFactory
+from helpers.memory import DM, SERVER, refresh, row, turn
+from helpers.waiting import wait_until
+
+from stm_memory import Scope, ShortTermMemory
+
+RECENT = Scope(channel_id="recent", user_id="u2", server_id="g1")
+
+
+@pytest.fixture(params=["disk", "memory"])
+def memory(request: pytest.FixtureRequest, make_mem: MemFactory) -> ShortTermMemory:
+    return make_mem(cache=request.param)
+
+
+def test_rows_idle_for_90_days_are_deleted(memory: ShortTermMemory, fake_clock: FakeClock) -> None:
+    refresh(memory, SERVER, "ancient")
+    refresh(memory, DM, "ancient dm")
+    fake_clock.advance(days=60)
+    refresh(memory, RECENT, "recent")
+    fake_clock.advance(days=30, seconds=1)  # SERVER and DM: idle for over 90 days
+    assert memory.run_janitor() == 3
+    assert row(memory, SERVER.server_key) is None
+    assert row(memory, SERVER.user_key) is None
+    assert row(memory, DM.user_key) is None
+    assert row(memory, RECENT.server_key) is not None
+    assert memory.store.count_rows() == 2
+    assert memory.get(SERVER) is None
+    # A later turn in a swept channel starts from a new row.
+    turn(memory, SERVER)
+    fresh = row(memory, SERVER.server_key)
+    assert fresh is not None and (fresh.summary, fresh.turns_since_refresh) == (None, 1)
+
+
+def test_rows_younger_than_the_retention_stay(
+    memory: ShortTermMemory, fake_clock: FakeClock
+) -> None:
+    refresh(memory, SERVER, "young")
+    fake_clock.advance(days=90)  # exactly 90 days is not older than 90 days
+    assert memory.run_janitor() == 0
+    assert memory.store.count_rows() == 2
+
+
+def test_activity_renews_a_row(memory: ShortTermMemory, fake_clock: FakeClock) -> None:
+    refresh(memory, SERVER, "kept")
+    fake_clock.advance(days=80)
+    turn(memory, SERVER)  # counting a turn touches the live row
+    fake_clock.advance(days=20)
+    assert memory.run_janitor() == 1  # only the untouched user row
+    assert row(memory, SERVER.server_key) is not None
+
+
+def test_retention_is_configurable(make_mem: MemFactory, fake_clock: FakeClock) -> None:
+    memory = make_mem(janitor_retention=timedelta(days=7))
+    refresh(memory, DM, "a week")
+    fake_clock.advance(days=6, hours=23)
+    assert memory.run_janitor() == 0
+    fake_clock.advance(hours=2)
+    assert memory.run_janitor() == 1
+
+
+def test_async_janitor(memory: ShortTermMemory, fake_clock: FakeClock) -> None:
+    import asyncio
+
+    refresh(memory, DM, "old")
+    fake_clock.advance(days=91)
+    assert asyncio.run(memory.arun_janitor()) == 1
+
+
+def test_background_janitor_runs_on_schedule_and_stops(
+    make_mem: MemFactory, fake_clock: FakeClock
+) -> None:
+    memory = make_mem(janitor_first_run=0.05, janitor_interval=0.05)
+    refresh(memory, DM, "old")
+    fake_clock.advance(days=91)
+    janitor = memory.start_janitor()
+    assert memory.start_janitor() is janitor  # already running: the same thread
+    assert wait_until(lambda: janitor.runs >= 2, timeout=5)
+    assert memory.store.count_rows() == 0
+    memory.stop_janitor()
+    assert not janitor.is_alive()
+    runs = janitor.runs
+    refresh(memory, SERVER, "new rows")
+    fake_clock.advance(days=91)
+    assert not wait_until(lambda: janitor.runs > runs, timeout=0.3)
+    assert memory.store.count_rows() == 2
+
+
+def test_closing_the_memory_stops_the_janitor(make_mem: MemFactory) -> None:
+    memory = make_mem(janitor_first_run=3600, janitor_interval=3600)
+    janitor = memory.start_janitor()
+    assert janitor.is_alive()
+    memory.close()
+    assert not janitor.is_alive()
+    assert janitor.runs == 0
+
+
+def test_a_failing_sweep_does_not_kill_the_schedule(
+    make_mem: MemFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory = make_mem(janitor_first_run=0.01, janitor_interval=0.02)
+    calls: list[int] = []
+
+    def flaky(cutoff: object) -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("database hiccup")
+        return 0
+
+    monkeypatch.setattr(memory.store, "delete_older_than", flaky)
+    janitor = memory.start_janitor()
+    assert wait_until(lambda: len(calls) >= 3, timeout=5)
+    memory.stop_janitor()
+    assert janitor.last_deleted == 0
