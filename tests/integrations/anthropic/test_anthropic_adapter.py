@@ -14,17 +14,17 @@ from typing import Any
 
 import anthropic
 import pytest
+
 import stm_memory_anthropic
+from stm_memory import TOOL_NAME, Scope, ShortTermMemory, ValidationError
+from stm_memory.loop import ToolCall
+from stm_memory.placement import MemoryContext
 from stm_memory_anthropic import (
     AnthropicLoop,
     AnthropicMessagesAdapter,
     AsyncAnthropicLoop,
     parse_message,
 )
-
-from stm_memory import TOOL_NAME, Scope, ShortTermMemory, ValidationError
-from stm_memory.loop import ToolCall
-from stm_memory.placement import MemoryContext
 
 MODEL = "claude-haiku-4-5"
 SCOPE = Scope(channel_id="c1", user_id="u1", server_id="g1")

@@ -14,11 +14,11 @@ from typing import Any
 
 import anthropic
 import pytest
-from stm_memory_anthropic import AnthropicLoop, AsyncAnthropicLoop, TurnResult
 
 from stm_memory import TOOL_NAME, MemoryEntry, Scope, ShortTermMemory
 from stm_memory.render import CONTENT_HEADER
 from stm_memory.testing import FrozenClock
+from stm_memory_anthropic import AnthropicLoop, AsyncAnthropicLoop, TurnResult
 from tests.fakeprovider import Script
 
 pytestmark = pytest.mark.vcr

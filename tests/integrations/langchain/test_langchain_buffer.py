@@ -14,9 +14,9 @@ from langchain_core.language_models.fake import FakeListLLM
 from langchain_core.messages import AIMessage
 from langchain_core.prompts import PromptTemplate
 from pydantic import Field
-from stm_memory_langchain import ShortTermMemoryBuffer
 
 from stm_memory import Scope, ShortTermMemory, ValidationError
+from stm_memory_langchain import ShortTermMemoryBuffer
 
 SCOPE = Scope(channel_id="c1", user_id="u1", server_id="g1", user_name="Ann")
 OTHER = Scope(channel_id="c2", user_id="u1", server_id="g1", channel_name="planning")

@@ -28,9 +28,9 @@ from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
-from stm_memory_langchain import ShortTermMemoryMiddleware
 
 from stm_memory import Category, Scope, ShortTermMemory, ValidationError
+from stm_memory_langchain import ShortTermMemoryMiddleware
 
 TOOL = "update_short_term_memory"
 SCOPE = Scope(channel_id="c1", user_id="u1", server_id="g1")

@@ -10,10 +10,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-import stm_memory_langchain
-from stm_memory_langchain import resolve_scope
 
+import stm_memory_langchain
 from stm_memory import Scope, ValidationError
+from stm_memory_langchain import resolve_scope
 
 
 @dataclass

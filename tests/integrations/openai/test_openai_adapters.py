@@ -12,9 +12,13 @@ from typing import Any
 
 import openai
 import pytest
-import stm_memory_openai
 from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
+
+import stm_memory_openai
+from stm_memory import Scope, ShortTermMemory
+from stm_memory.placement import MemoryContext
+from stm_memory.turn import TurnContext
 from stm_memory_openai import (
     AsyncOpenAIChatLoop,
     AsyncOpenAIResponsesLoop,
@@ -23,10 +27,6 @@ from stm_memory_openai import (
 )
 from stm_memory_openai._chat import ChatCompletionsAdapter, parse_completion
 from stm_memory_openai._responses import ResponsesAdapter, place_memory
-
-from stm_memory import Scope, ShortTermMemory
-from stm_memory.placement import MemoryContext
-from stm_memory.turn import TurnContext
 
 OFFLINE = {"api_key": "test", "base_url": "http://127.0.0.1:9/v1", "max_retries": 0}
 CONTEXT = MemoryContext(content="[memory]", nudge="[nudge]", content_depth=-1, nudge_depth=2)

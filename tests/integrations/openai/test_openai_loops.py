@@ -16,17 +16,17 @@ from typing import Any
 
 import openai
 import pytest
+
+from stm_memory import TOOL_NAME, Scope, ShortTermMemory
+from stm_memory.loop import TurnResult
+from stm_memory.render import CONTENT_HEADER
+from stm_memory.testing import FrozenClock
 from stm_memory_openai import (
     AsyncOpenAIChatLoop,
     AsyncOpenAIResponsesLoop,
     OpenAIChatLoop,
     OpenAIResponsesLoop,
 )
-
-from stm_memory import TOOL_NAME, Scope, ShortTermMemory
-from stm_memory.loop import TurnResult
-from stm_memory.render import CONTENT_HEADER
-from stm_memory.testing import FrozenClock
 from tests.fakeprovider import Reply, Script, ToolCall
 
 pytestmark = pytest.mark.vcr
