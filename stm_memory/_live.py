@@ -119,8 +119,28 @@ class LiveEntries:
         if not rows:
             return {}
         self.cache.add_many({k: Write(e.to_dict(), self.native_ttl(e)) for k, e in rows.items()})
+        self._index(list(rows))
         # Re-read: a concurrent writer may have won, and its value is the live one.
         return {k: MemoryEntry.from_dict(v) for k, v in self.cache.get_many(list(rows)).items()}
+
+    def _index(self, keys: Sequence[str]) -> None:
+        """Add hydrated keys to their owners' *existing* indexes (a missing index is
+        built whole by :meth:`warm` when first needed). Keeps the invariant the write
+        hot path relies on: a cached entry is listed in its index."""
+        by_index: dict[str, list[str]] = {}
+        for key in keys:
+            by_index.setdefault(owner_index(key), []).append(key)
+        for ikey, new in by_index.items():
+
+            def add(
+                current: Mapping[str, CacheValue | None], ikey: str = ikey, new: list[str] = new
+            ) -> dict[str, Write]:
+                value = current[ikey]
+                if value is None or all(k in value["members"] for k in new):
+                    return {}
+                return {ikey: Write({"members": {**value["members"], **dict.fromkeys(new, 1)}})}
+
+            self.cache.atomic([ikey], add)
 
     def _unless_deleted(self, entry: MemoryEntry) -> MemoryEntry | None:
         """The row as hydration may show it: a deletion still queued in the outbox
@@ -191,26 +211,36 @@ class LiveEntries:
     def mutate(self, scope: Scope, keys: Sequence[str], change: Change) -> dict[str, MemoryEntry]:
         """Apply ``change`` to the entries of ``keys`` atomically (one transaction).
 
-        A key missing from the cache is hydrated from SQL first, and a missing index
-        is warmed first, so a write never starts from a blank that hides stored data.
+        Hot path: every entry is cached, so only the entry keys are read and written
+        (a cached entry is always listed in its owner's index: see :meth:`_index`).
+        A missing entry is hydrated from SQL and a missing index warmed first, then the
+        write runs again with the index keys, so a write never starts from a blank that
+        hides stored data and a new entry always joins its index.
         """
-        indexes = sorted({owner_index(k) for k in keys})
-        all_keys = [*keys, *indexes]
+        indexes: list[str] = []
         loaded = False
+        # The entries fn computed on its last (winning) run: returned as they are, so
+        # nothing is decoded again from what was just written.
+        computed: dict[str, MemoryEntry] = {}
         while True:
             now = self.clock()
+            all_keys = [*keys, *indexes]
 
             def fn(
                 current: Mapping[str, CacheValue | None],
                 now: datetime = now,
                 loaded: bool = loaded,
+                indexes: list[str] = indexes,
             ) -> dict[str, Write]:
-                missing = [k for k in all_keys if current.get(k) is None]
-                if missing and not loaded:
-                    raise _NeedsLoad(missing)
+                if not loaded:
+                    missing = [k for k in keys if current.get(k) is None]
+                    if missing:
+                        raise _NeedsLoad(missing)
                 writes: dict[str, Write] = {}
+                computed.clear()
                 for key in keys:
                     entry = change(self.fresh_or_live(current.get(key), scope, key, now))
+                    computed[key] = entry
                     writes[key] = Write(entry.to_dict(), self.native_ttl(entry))
                 for ikey in indexes:
                     members = dict((current.get(ikey) or {"members": {}})["members"])
@@ -221,12 +251,13 @@ class LiveEntries:
                 return writes
 
             try:
-                result = self.cache.atomic(all_keys, fn)
+                self.cache.atomic(all_keys, fn)
             except _NeedsLoad as need:
-                self._load_missing(need.keys)
+                indexes = sorted({owner_index(k) for k in keys})
+                self._load_missing([*need.keys, *indexes])
                 loaded = True
                 continue
-            return {k: MemoryEntry.from_dict(v) for k in keys if (v := result[k]) is not None}
+            return dict(computed)
 
     def _load_missing(self, keys: list[str]) -> None:
         entry_keys = [k for k in keys if not k.startswith("shortterm:index:")]

@@ -15,6 +15,8 @@ from .types import MemoryEntry
 
 __all__ = ["Persister"]
 
+_ROW_KINDS = frozenset({"write_memory", "ensure_rows", "increment_turns"})
+
 log = logging.getLogger("stm_memory")
 
 
@@ -45,25 +47,11 @@ class Persister:
     # -- dispatch -------------------------------------------------------------------
 
     def apply(self, kind: OutboxKind, payload: dict[str, Any], op_id: str | None) -> int:
+        """Run a queued operation (its JSON payload) against the store."""
+        if kind in _ROW_KINDS:
+            entries = [MemoryEntry.from_dict(e) for e in payload["entries"]]
+            return self._run_rows(kind, entries, payload, op_id)
         store = self.store
-        if kind == "write_memory":
-            entries = [MemoryEntry.from_dict(e) for e in payload["entries"]]
-            store.write_memory(
-                entries,
-                reset_key=payload["reset_key"],
-                summary=payload["summary"],
-                categories=payload["categories"],
-                op_id=op_id,
-            )
-            return len(entries)
-        if kind == "ensure_rows":
-            entries = [MemoryEntry.from_dict(e) for e in payload["entries"]]
-            store.ensure_rows(entries, datetime.fromisoformat(payload["at"]))
-            return len(entries)
-        if kind == "increment_turns":
-            entry = MemoryEntry.from_dict(payload["entry"])
-            store.increment_turns(entry, datetime.fromisoformat(payload["at"]), op_id=op_id)
-            return 1
         if kind == "delete_channel":
             return store.delete_channel(payload["channel_id"], op_id=op_id)
         if kind == "delete_user":
@@ -73,16 +61,44 @@ class Persister:
             return store.clear_summary(payload["keys"], at, op_id=op_id)
         raise ValueError(f"unknown outbox operation {kind!r}")
 
+    def _run_rows(
+        self,
+        kind: OutboxKind,
+        entries: list[MemoryEntry],
+        options: dict[str, Any],
+        op_id: str | None,
+    ) -> int:
+        store = self.store
+        if kind == "write_memory":
+            store.write_memory(
+                entries,
+                reset_key=options["reset_key"],
+                summary=options["summary"],
+                categories=options["categories"],
+                op_id=op_id,
+            )
+        elif kind == "ensure_rows":
+            store.ensure_rows(entries, datetime.fromisoformat(options["at"]))
+        elif kind == "increment_turns":
+            at = datetime.fromisoformat(options["at"])
+            for entry in entries:
+                store.increment_turns(entry, at, op_id=op_id)
+        else:
+            raise ValueError(f"not a row operation: {kind!r}")
+        return len(entries)
+
     # -- writes: try now, queue on failure -------------------------------------------
 
-    def write(self, kind: OutboxKind, payload: dict[str, Any], entries: list[MemoryEntry]) -> bool:
-        """Run a row write; on failure queue it, one outbox item per row, so a later
-        per-user or per-channel purge can drop exactly the rows it deletes."""
+    def write(self, kind: OutboxKind, entries: list[MemoryEntry], options: dict[str, Any]) -> bool:
+        """Run a row write (``options``: the operation's JSON-able arguments); on failure
+        queue it, one outbox item per row, so a later per-user or per-channel purge can
+        drop exactly the rows it deletes. The hot path passes entries straight through;
+        only a queued item is serialised."""
         if self._dirty and not self.flush_all():
-            self._queue_rows(kind, payload, entries)
+            self._queue_rows(kind, entries, options)
             return False
         try:
-            self.apply(kind, payload, None)
+            self._run_rows(kind, entries, options, None)
             return True
         except RejectedWriteError as exc:
             # Queueing it would only block the queue: the data itself is refused.
@@ -90,19 +106,16 @@ class Persister:
             return False
         except DatabaseError as exc:
             log.warning("stm-memory: %s failed, queued in the outbox: %s", kind, exc)
-            self._queue_rows(kind, payload, entries)
+            self._queue_rows(kind, entries, options)
             return False
 
     def _queue_rows(
-        self, kind: OutboxKind, payload: dict[str, Any], entries: list[MemoryEntry]
+        self, kind: OutboxKind, entries: list[MemoryEntry], options: dict[str, Any]
     ) -> None:
         at = self._clock()
         for entry in entries:
-            if kind == "increment_turns":
-                row_payload = payload
-            else:
-                row_payload = payload | {"entries": [entry.to_dict()]}
-            self.outbox.enqueue(kind, row_payload, at=at, **_row_match(entry))
+            payload = {**options, "entries": [entry.to_dict()]}
+            self.outbox.enqueue(kind, payload, at=at, **_row_match(entry))
         self._dirty = True
 
     # -- deletes: queue first, so hydration sees them until they land ----------------

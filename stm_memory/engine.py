@@ -126,7 +126,7 @@ class ShortTermMemory:
         """
         limit_values = Limits.from_env(**limits)
         engine = create_sql_engine(database_url, timeout=timeout)
-        store = SqlStore(engine, clock=clock)
+        store = SqlStore(engine, clock=clock, timeout=timeout)
         db_path = engine.url.database if engine.url.get_backend_name() == "sqlite" else None
         in_memory_db = engine.url.get_backend_name() == "sqlite" and db_path in (
             None,
@@ -210,6 +210,8 @@ class ShortTermMemory:
             hit = self._memo.get((kind, ident))
         if hit is not None and now - hit[0] < self._settings_ttl:
             return hit[1]
+        # Ids are checked on a miss only: a memo hit proves the id was valid.
+        _check_owner_id("user_id" if kind == "user" else "server_id", ident)
         value = load()
         with self._memo_lock:
             self._memo[(kind, ident)] = (now, value)
@@ -220,7 +222,6 @@ class ShortTermMemory:
             self._memo.pop((kind, ident), None)
 
     def server_settings(self, server_id: str) -> ServerSettings:
-        _check_owner_id("server_id", server_id)
         return self._memoised(  # type: ignore[no-any-return]
             "server",
             server_id,
@@ -238,7 +239,6 @@ class ShortTermMemory:
         return new
 
     def categories(self, server_id: str) -> list[Category]:
-        _check_owner_id("server_id", server_id)
         cats = self._memoised("categories", server_id, lambda: self.store.get_categories(server_id))
         return list(cats) or [DEFAULT_CATEGORY]
 
@@ -276,7 +276,6 @@ class ShortTermMemory:
         return final or [DEFAULT_CATEGORY]
 
     def user_settings(self, user_id: str) -> UserSettings:
-        _check_owner_id("user_id", user_id)
         return self._memoised(  # type: ignore[no-any-return]
             "user", user_id, lambda: self.store.get_user_settings(user_id) or UserSettings()
         )
@@ -380,8 +379,9 @@ class ShortTermMemory:
         order = [c.slug for c in turn.categories]
 
         def change(entry: MemoryEntry) -> MemoryEntry:
+            fields: dict[str, Any] = {"last_updated": now, "refreshed_at": now}
             if args.summary is not None:
-                entry = replace(entry, summary=args.summary)
+                fields["summary"] = args.summary
             if args.categories is not None:
                 new = args.categories
                 old = entry.categories
@@ -390,24 +390,19 @@ class ShortTermMemory:
                 # Slugs whose category an admin removed keep their value (rendered
                 # with a humanised label) until the next write replaces them.
                 merged.update({s: v for s, v in old.items() if s not in merged})
-                entry = replace(entry, categories=merged)
-            entry = replace(entry, last_updated=now, refreshed_at=now)
+                fields["categories"] = merged
             if entry.key == live_key:
-                entry = replace(
-                    entry,
-                    turns_since_refresh=0,
-                    last_refreshed_turn=entry.last_refreshed_turn + 1,
-                )
-            return entry
+                fields["turns_since_refresh"] = 0
+                fields["last_refreshed_turn"] = entry.last_refreshed_turn + 1
+            return replace(entry, **fields)
 
         entries = list(self.live.mutate(scope, scope.keys, change).values())
-        payload = {
-            "entries": [e.to_dict() for e in entries],
+        options = {
             "reset_key": live_key,
             "summary": args.summary is not None,
             "categories": args.categories is not None,
         }
-        self.persister.write("write_memory", payload, entries)
+        self.persister.write("write_memory", entries, options)
 
     def capture(self, scope: Scope, messages: Sequence[Any]) -> MemoryEntry | None:
         """Store the last dialogue turns of the channel (SPEC §5); returns the live entry."""
@@ -431,10 +426,7 @@ class ShortTermMemory:
             return replace(entry, messages=messages, last_updated=now)
 
         entries = self.live.mutate(scope, scope.keys, change)
-        rows = list(entries.values())
-        self.persister.write(
-            "ensure_rows", {"entries": [e.to_dict() for e in rows], "at": now.isoformat()}, rows
-        )
+        self.persister.write("ensure_rows", list(entries.values()), {"at": now.isoformat()})
         return entries.get(scope.live_key)
 
     def end_turn(self, turn: TurnContext) -> None:
@@ -452,8 +444,7 @@ class ShortTermMemory:
             return replace(entry, turns_since_refresh=entry.turns_since_refresh + 1)
 
         entry = self.live.mutate(scope, [scope.live_key], bump)[scope.live_key]
-        payload = {"entry": entry.to_dict(), "at": now.isoformat()}
-        self.persister.write("increment_turns", payload, [entry])
+        self.persister.write("increment_turns", [entry], {"at": now.isoformat()})
 
     # -- reads ---------------------------------------------------------------------------
 

@@ -73,8 +73,6 @@ def _redacted(payload: dict[str, Any]) -> dict[str, Any]:
     out = dict(payload)
     if "entries" in out:
         out["entries"] = [strip(e) for e in out["entries"]]
-    if "entry" in out:
-        out["entry"] = strip(out["entry"])
     return out
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, overload
 
 from .errors import ConfigurationError, ValidationError
 
@@ -165,6 +165,59 @@ class StoredMessage:
         )
 
 
+class Messages(Sequence[StoredMessage]):
+    """An immutable sequence of captured turns that decodes its cached form lazily.
+
+    Why: every write (update, end_turn) reads an entry and writes it back, but only
+    capture and rendering look at its raw turns. Keeping the cached dicts undecoded
+    until someone reads them, and passing them back untouched, takes the turns out of
+    the write hot path. Reads behave like a tuple (indexing, slicing, ``==``).
+    """
+
+    __slots__ = ("_decoded", "_raw")
+
+    def __init__(self, raw: Sequence[Mapping[str, Any]]) -> None:
+        self._raw = raw
+        self._decoded: tuple[StoredMessage, ...] | None = None
+
+    def _items(self) -> tuple[StoredMessage, ...]:
+        if self._decoded is None:
+            self._decoded = tuple(StoredMessage.from_dict(m) for m in self._raw)
+        return self._decoded
+
+    def raw(self) -> list[dict[str, Any]]:
+        # Shared, not copied: cached values are never mutated in place.
+        if self._decoded is None:
+            return [m if isinstance(m, dict) else dict(m) for m in self._raw]
+        return [m.to_dict() for m in self._decoded]
+
+    @overload
+    def __getitem__(self, index: int) -> StoredMessage: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[StoredMessage, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> StoredMessage | tuple[StoredMessage, ...]:
+        return self._items()[index]
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def __iter__(self) -> Iterator[StoredMessage]:
+        return iter(self._items())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return self._items() == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._items())
+
+    def __repr__(self) -> str:
+        return repr(self._items())
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MemoryEntry:
     """The live memory of one key (SPEC §2). Replace it with :func:`dataclasses.replace`."""
@@ -178,7 +231,8 @@ class MemoryEntry:
     parent_channel_id: str | None = None
     channel_name: str | None = None
     server_name: str | None = None
-    messages: tuple[StoredMessage, ...] = ()
+    # A tuple, or a lazily decoded Messages (entries read from the cache).
+    messages: Sequence[StoredMessage] = ()
     summary: str | None = None
     # slug → value, in the server's category order (dicts keep insertion order).
     categories: Mapping[str, str] = field(default_factory=dict)
@@ -218,6 +272,12 @@ class MemoryEntry:
 
     def with_scope_names(self, scope: Scope) -> MemoryEntry:
         """Refresh display names and the parent channel from the current scope."""
+        if (
+            (scope.parent_channel_id is None or scope.parent_channel_id == self.parent_channel_id)
+            and (scope.channel_name is None or scope.channel_name == self.channel_name)
+            and (scope.server_name is None or scope.server_name == self.server_name)
+        ):
+            return self  # nothing new: skip the copy on the write hot path
         return replace(
             self,
             parent_channel_id=scope.parent_channel_id or self.parent_channel_id,
@@ -236,7 +296,11 @@ class MemoryEntry:
             "parent_channel_id": self.parent_channel_id,
             "channel_name": self.channel_name,
             "server_name": self.server_name,
-            "messages": [m.to_dict() for m in self.messages],
+            "messages": (
+                self.messages.raw()
+                if isinstance(self.messages, Messages)
+                else [m.to_dict() for m in self.messages]
+            ),
             "summary": self.summary,
             "categories": dict(self.categories),
             "turns_since_refresh": self.turns_since_refresh,
@@ -257,7 +321,7 @@ class MemoryEntry:
             parent_channel_id=data.get("parent_channel_id"),
             channel_name=data.get("channel_name"),
             server_name=data.get("server_name"),
-            messages=tuple(StoredMessage.from_dict(m) for m in data.get("messages") or ()),
+            messages=Messages(data.get("messages") or ()),
             summary=data.get("summary"),
             categories=dict(data.get("categories") or {}),
             turns_since_refresh=int(data.get("turns_since_refresh") or 0),

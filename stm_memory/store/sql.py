@@ -18,6 +18,7 @@ from sqlalchemy.pool import StaticPool
 
 from ..errors import DatabaseError, RejectedWriteError
 from ..types import Category, MemoryEntry, ScopeKind, ServerSettings, UserSettings, key_for
+from ._sqlite_raw import CompiledSql, RawSqlite
 from .base import MemoryStore
 from .schema import applied_ops, categories, memories, migrate, server_settings, user_settings
 
@@ -113,7 +114,13 @@ def _tune_sqlite(engine: sa.Engine, *, timeout: float, wal: bool) -> None:
 class SqlStore(MemoryStore):
     """Rows of :mod:`stm_memory.store.schema` through SQLAlchemy Core."""
 
-    def __init__(self, engine: sa.Engine, *, clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(
+        self,
+        engine: sa.Engine,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        timeout: float = 5.0,
+    ) -> None:
         self.engine = engine
         # The engine's injectable clock: applied-op stamps are pruned by the janitor
         # against that same clock.
@@ -167,6 +174,14 @@ class SqlStore(MemoryStore):
             set_={"turns_since_refresh": m.turns_since_refresh + 1, "updated_at": ex.updated_at},
         )
         self._select = sa.select(memories)
+        self._claim = self._insert(applied_ops).on_conflict_do_nothing()
+        # File-backed SQLite: row writes skip SQLAlchemy's per-call machinery (see
+        # _sqlite_raw). An in-memory database lives in the pool's one connection.
+        self._raw: RawSqlite | None = None
+        database = engine.url.database
+        if self.dialect == "sqlite" and database not in (None, "", ":memory:"):
+            self._raw = RawSqlite(database, timeout=timeout)
+        self._compiled: dict[int, CompiledSql] = {}
 
     # -- plumbing --------------------------------------------------------------------
 
@@ -258,6 +273,35 @@ class SqlStore(MemoryStore):
 
     # -- memory rows -----------------------------------------------------------------
 
+    def _sql(self, stmt: Any) -> CompiledSql:
+        compiled = self._compiled.get(id(stmt))
+        if compiled is None:
+            compiled = self._compiled[id(stmt)] = CompiledSql.of(stmt)
+        return compiled
+
+    def _write_rows(self, steps: Sequence[tuple[Any, dict[str, Any]]], op_id: str | None) -> bool:
+        """Run row statements in one transaction; False when ``op_id`` was applied before."""
+        if self._raw is None:
+            with self._tx(op_id) as conn:
+                if conn is None:
+                    return False
+                for stmt, params in steps:
+                    conn.execute(stmt, params)
+                return True
+        with self._raw.transaction() as raw:
+            if op_id is not None:
+                claim = self._sql(self._claim)
+                stamp = self._stamp(self._clock())
+                cursor = raw.execute(
+                    claim.text, claim.params({"op_id": op_id, "applied_at": stamp})
+                )
+                if cursor.rowcount == 0:
+                    return False
+            for stmt, params in steps:
+                compiled = self._sql(stmt)
+                raw.execute(compiled.text, compiled.params(params))
+            return True
+
     def write_memory(
         self,
         entries: Sequence[MemoryEntry],
@@ -267,28 +311,20 @@ class SqlStore(MemoryStore):
         categories: bool,
         op_id: str | None = None,
     ) -> bool:
-        with self._tx(op_id) as conn:
-            if conn is None:
-                return False
-            for entry in entries:
-                reset = entry.key == reset_key
-                params = self._row_params(entry, entry.last_updated, refreshes=int(reset))
-                conn.execute(self._upserts[(reset, summary, categories)], params)
-            return True
+        steps = []
+        for entry in entries:
+            reset = entry.key == reset_key
+            params = self._row_params(entry, entry.last_updated, refreshes=int(reset))
+            steps.append((self._upserts[(reset, summary, categories)], params))
+        return self._write_rows(steps, op_id)
 
     def ensure_rows(self, entries: Sequence[MemoryEntry], at: datetime) -> None:
-        with self._tx(None) as conn:
-            assert conn is not None
-            conn.execute(self._ensure, [self._row_params(e, at) for e in entries])
+        self._write_rows([(self._ensure, self._row_params(e, at)) for e in entries], None)
 
     def increment_turns(
         self, entry: MemoryEntry, at: datetime, *, op_id: str | None = None
     ) -> bool:
-        with self._tx(op_id) as conn:
-            if conn is None:
-                return False
-            conn.execute(self._increment, self._row_params(entry, at, turns=1))
-            return True
+        return self._write_rows([(self._increment, self._row_params(entry, at, turns=1))], op_id)
 
     def load_many(self, keys: Sequence[str]) -> dict[str, MemoryEntry]:
         if not keys:
@@ -422,4 +458,6 @@ class SqlStore(MemoryStore):
             conn.execute(stmt.on_conflict_do_update(index_elements=["user_id"], set_=values))
 
     def close(self) -> None:
+        if self._raw is not None:
+            self._raw.close()
         self.engine.dispose()

@@ -1,7 +1,7 @@
-"""RedisLiveCache against a real Redis (db 14, flushed before and after each test).
+"""RedisLiveCache against a real Redis, on a database of its own per test session.
 
 Skipped when Redis is unreachable, unless ``STM_REQUIRE_SERVICES=1`` (then it fails).
-``STM_TEST_REDIS_URL`` overrides the server; the database it names is flushed.
+``STM_TEST_REDIS_URL`` overrides the server.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -26,29 +25,18 @@ from stm_memory.cache.base import AtomicFn, CacheValue, Write
 from stm_memory.cache.redis import RedisLiveCache
 from stm_memory.cache.resilient import ResilientCache
 
-REDIS_URL = os.environ.get("STM_TEST_REDIS_URL", "redis://127.0.0.1:6379/14")
+# Set for each test to the isolated database of the shared ``redis_url`` fixture (which
+# skips, or fails under STM_REQUIRE_SERVICES=1, when Redis is unreachable): a fixed
+# database would be flushed under parallel test sessions.
+REDIS_URL = ""
 DEAD_URL = "redis://127.0.0.1:1/0"  # port 1: nothing listens, the connect is refused
 
 pytestmark = pytest.mark.redis
 
 
-def _reachable() -> str | None:
-    try:
-        with redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1) as probe:
-            probe.ping()
-    except redis.RedisError as exc:
-        return f"Redis not reachable at {REDIS_URL}: {exc}"
-    return None
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _require_redis() -> None:
-    reason = _reachable()
-    if reason is None:
-        return
-    if os.environ.get("STM_REQUIRE_SERVICES") == "1":
-        pytest.fail(f"{reason} (STM_REQUIRE_SERVICES=1)")
-    pytest.skip(reason)
+@pytest.fixture(autouse=True)
+def _isolated_db(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "REDIS_URL", redis_url)
 
 
 @pytest.fixture
