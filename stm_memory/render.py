@@ -43,6 +43,7 @@ from .types import Category, MemoryEntry, RenderMode, StoredMessage
 __all__ = [
     "CONTENT_HEADER",
     "CRUDE_MESSAGE_LIMIT",
+    "RECENT_MESSAGE_LIMIT",
     "category_lines",
     "crude_lines",
     "distilled_lines",
@@ -61,8 +62,12 @@ RECENT_MESSAGES = "Recent messages:"
 INDENT = "  "
 
 #: Raw turns are unedited user text; one pasted log must not crowd out every other
-#: channel, so each quoted turn is cut to this many code points.
-CRUDE_MESSAGE_LIMIT = 500
+#: channel, and a briefing needs the gist, not the whole turn: each quoted turn is cut
+#: to this many code points.
+CRUDE_MESSAGE_LIMIT = 240
+#: Under distilled memory the recent turns only add what is new since it was written:
+#: a shorter preview each.
+RECENT_MESSAGE_LIMIT = 140
 
 
 def _one_line(text: str) -> str:
@@ -127,15 +132,17 @@ def _speaker(message: StoredMessage) -> str:
     return "Assistant" if message.role == "assistant" else "User"
 
 
-def crude_lines(messages: Sequence[StoredMessage], count: int) -> list[str]:
-    """The last ``count`` raw turns as ``Speaker: "content"``."""
+def crude_lines(
+    messages: Sequence[StoredMessage], count: int, *, limit: int = CRUDE_MESSAGE_LIMIT
+) -> list[str]:
+    """The last ``count`` raw turns as ``Speaker: "content"``, each cut to ``limit``."""
     if count <= 0:
         return []
     lines = []
     for message in messages[-count:]:
         text = _one_line(message.content)
-        if len(text) > CRUDE_MESSAGE_LIMIT:
-            text = truncate_code_points(text, CRUDE_MESSAGE_LIMIT - 1).rstrip() + "…"
+        if len(text) > limit:
+            text = truncate_code_points(text, limit - 1).rstrip() + "…"
         if text:
             lines.append(f'{_speaker(message)}: "{text}"')
     return lines
@@ -173,7 +180,7 @@ def other_channel_block(
         # summary already says would spend tokens on nothing new.
         since = entry.refreshed_at
         recent = [m for m in entry.messages if since is None or m.timestamp > since]
-        crude = crude_lines(recent, crude_count)
+        crude = crude_lines(recent, crude_count, limit=RECENT_MESSAGE_LIMIT)
         if crude:
             body = [*distilled, RECENT_MESSAGES, *crude]
     if not body:

@@ -21,18 +21,16 @@ __all__ = [
 
 # Sent with every request that offers the tool, so every word is paid for each turn.
 _SUMMARY_DESCRIPTION = (
-    "Replace this channel's recent dialogue with a compact summary (under {limit} "
-    "characters) of what matters to continue it: people, events, decisions, open threads, "
-    "tone. This is working memory for the ongoing conversation, not for things a user "
-    "explicitly asks you to remember permanently (those belong in long-term memory). Call "
-    "it silently, at most once per turn."
+    "Replace this channel's recent dialogue with a compact summary (under {limit} chars) "
+    "of what matters to continue it. Working memory for the ongoing conversation, not for "
+    "things a user explicitly asks you to remember permanently (long-term memory). Call "
+    "silently, at most once per turn."
 )
 _CATEGORY_DESCRIPTION = (
     "Replace this channel's recent dialogue with a compact note per category (each under "
-    "{limit} characters) of what matters to continue it. This is working memory for the "
-    "ongoing conversation, not for things a user explicitly asks you to remember "
-    "permanently (those belong in long-term memory). Call it silently, at most once per "
-    "turn."
+    "{limit} chars) of what matters to continue it. Working memory for the ongoing "
+    "conversation, not for things a user explicitly asks you to remember permanently "
+    "(long-term memory). Call silently, at most once per turn."
 )
 
 
@@ -45,13 +43,13 @@ def tool_description(turn: TurnContext, *, limit: int = 1500) -> str:
     return template.format(limit=limit)
 
 
-def tool_parameters(turn: TurnContext, *, limit: int = 1500) -> dict[str, Any]:
+def tool_parameters(turn: TurnContext) -> dict[str, Any]:
     """A JSON schema valid under OpenAI ``strict`` mode: every property required, no extras."""
     properties: dict[str, Any] = {}
     if turn.summary_mode:
         properties["summary"] = {
             "type": "string",
-            "description": f"Compact summary, at most {limit} characters.",
+            "description": "Compact summary of the recent dialogue.",
         }
     else:
         for cat in turn.categories:
@@ -59,7 +57,7 @@ def tool_parameters(turn: TurnContext, *, limit: int = 1500) -> dict[str, Any]:
             text = sanitize_placeholders(cat.description.strip()) or label
             properties[cat.slug] = {
                 "type": "string",
-                "description": f"{label}: {text} (at most {limit} characters)",
+                "description": f"{label}: {text}",
             }
     return {
         "type": "object",
@@ -76,7 +74,7 @@ def openai_chat_tool(turn: TurnContext, *, limit: int = 1500) -> dict[str, Any]:
         "function": {
             "name": TOOL_NAME,
             "description": tool_description(turn, limit=limit),
-            "parameters": tool_parameters(turn, limit=limit),
+            "parameters": tool_parameters(turn),
             "strict": True,
         },
     }
@@ -88,7 +86,7 @@ def openai_responses_tool(turn: TurnContext, *, limit: int = 1500) -> dict[str, 
         "type": "function",
         "name": TOOL_NAME,
         "description": tool_description(turn, limit=limit),
-        "parameters": tool_parameters(turn, limit=limit),
+        "parameters": tool_parameters(turn),
         "strict": True,
     }
 
@@ -98,5 +96,5 @@ def anthropic_tool(turn: TurnContext, *, limit: int = 1500) -> dict[str, Any]:
     return {
         "name": TOOL_NAME,
         "description": tool_description(turn, limit=limit),
-        "input_schema": tool_parameters(turn, limit=limit),
+        "input_schema": tool_parameters(turn),
     }

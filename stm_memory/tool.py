@@ -94,7 +94,7 @@ class ShortTermMemoryTool(BaseTool):
 
 def build_tool(memory: ShortTermMemory, turn: TurnContext) -> ShortTermMemoryTool:
     limit = memory.limits.max_summary_length
-    schema = {"title": TOOL_NAME, **tool_parameters(turn, limit=limit)}
+    schema = {"title": TOOL_NAME, **tool_parameters(turn)}
     return ShortTermMemoryTool(
         description=tool_description(turn, limit=limit),
         args_schema=schema,

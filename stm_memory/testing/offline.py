@@ -33,7 +33,7 @@ class OfflineReply:
     tool_calls: tuple[tuple[str, dict[str, Any]], ...] = ()
 
 
-def _first_sentence(text: str, limit: int = 90) -> str:
+def _first_sentence(text: str, limit: int = 80) -> str:
     line = " ".join(text.split())
     for stop in (". ", "? ", "! "):
         if stop in line:
@@ -60,7 +60,7 @@ class OfflineModel:
 
     answers: Sequence[str] | Callable[[str], str] = ()
     default_answer: str = "Understood: {topic}"
-    summary_items: int = 6
+    summary_items: int = 5
     calls: int = 0
     tool_calls_made: int = 0
     _cursor: int = 0

@@ -439,7 +439,7 @@ def test_snapshot_from_category_to_summary_mode(mem: ShortTermMemory) -> None:
 
 def test_default_description_summary_mode(mem: ShortTermMemory) -> None:
     text = offered(mem, begin(mem)).description
-    assert "working memory" in text
+    assert "working memory" in text.lower()
     assert "long-term memory" in text
     assert "explicitly" in text and "remember" in text
 
@@ -447,7 +447,7 @@ def test_default_description_summary_mode(mem: ShortTermMemory) -> None:
 def test_default_description_category_mode(mem: ShortTermMemory) -> None:
     mem.set_categories("g1", PLOT_MOOD)
     text = offered(mem, begin(mem)).description
-    assert "working memory" in text
+    assert "working memory" in text.lower()
     assert "long-term memory" in text
     assert "explicitly" in text and "remember" in text
 
