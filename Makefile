@@ -32,7 +32,13 @@ pytest: $(STAMP)
 
 test: lint typecheck pytest
 
-bench: $(STAMP)
+BENCH_STAMP := $(VENV)/.stm-bench-installed
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[dev,bench]"
+	@touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks.run
 
 # Re-record provider cassettes against the real APIs (needs OPENAI_API_KEY / ANTHROPIC_API_KEY).
