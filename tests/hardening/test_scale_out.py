@@ -1,0 +1,175 @@
+"""Scale-out (issue 8): hosts sharing PostgreSQL + Redis, and processes sharing one
+diskcache directory, see each other's writes and deletions at once and lose nothing.
+
+Host A is the test process; host B (and C) are child processes (``_host.py``), so the
+engines really are separate interpreters with their own pools and memos.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from helpers.memory import dialogue, refresh, row, turn
+
+from stm_memory import Scope
+from stm_memory.cache.redis import RedisLiveCache
+from stm_memory.cache.resilient import ResilientCache
+
+from ._support import COMPLETED, assert_cache_matches_sql, cache_entry_keys, scope_dict
+from .conftest import Deployment, HostFactory, OpenMem
+
+S1 = Scope(channel_id="c1", user_id="u1", server_id="g1")
+S2 = Scope(channel_id="c2", user_id="u1", server_id="g1")
+OTHER_USER = Scope(channel_id="c1", user_id="u2", server_id="g1")
+DM = Scope(channel_id="dm", user_id="u1")
+
+
+def test_redis_url_selects_a_resilient_redis_cache(
+    open_mem: OpenMem, postgres_url: str, redis_url: str
+) -> None:
+    mem = open_mem(postgres_url, redis_url=redis_url)
+    assert isinstance(mem.cache, ResilientCache)
+    assert isinstance(mem.cache.primary, RedisLiveCache)
+    refresh(mem, S1, "stored in redis")
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        stored = set(client.keys("shortterm:*"))
+    finally:
+        client.close()
+    assert set(S1.keys) <= stored
+    assert not mem.cache.degraded
+
+
+def test_two_processes_see_each_others_writes_and_deletions_at_once(
+    deployment: Deployment, hosts: HostFactory, tmp_path: Path
+) -> None:
+    """Two hosts on PostgreSQL + Redis, or two workers of one host on one SQLite file
+    and one cache directory (sharing its outbox, the default layout)."""
+    a = deployment.open()
+    b_settings = dict(deployment.settings)
+    if deployment.name == "postgres+redis":  # every host keeps its own outbox
+        b_settings["outbox_path"] = tmp_path / "b.sqlite3"
+    b = hosts(**b_settings)
+
+    refresh(a, S1, "written by A")
+    seen = b.get(S1.server_key)
+    assert seen is not None and seen.summary == "written by A"
+
+    assert b.turn(S1) is None  # B counts a turn: A sees the counter at once
+    live = a.get(S1)
+    assert live is not None and (live.turns_since_refresh, live.last_refreshed_turn) == (1, 1)
+
+    assert b.turn(S1, {"summary": "written by B"}) == COMPLETED
+    live = a.get(S1)
+    assert live is not None
+    assert (live.summary, live.turns_since_refresh, live.last_refreshed_turn) == (
+        "written by B",
+        0,
+        2,
+    )
+    a.capture(S1, dialogue(2))
+    seen = b.get(S1.server_key)
+    assert seen is not None and [m.content for m in seen.messages] == ["message 1", "message 2"]
+
+    # Deletions: a channel cleared on B is gone for A, in the cache and in SQL.
+    refresh(a, S2, "second channel")
+    refresh(a, OTHER_USER, "another user")
+    assert b.call("clear_channel", channel_id="c2") == 2
+    assert a.get(S2) is None and a.get_key(S2.user_key) is None
+    assert row(a, S2.server_key) is None and row(a, S2.user_key) is None
+    assert not {k for k in cache_entry_keys(a) if ":c2" in k}
+
+    # A user cleared on A is gone for B; the channel's server memory stays.
+    refresh(a, DM, "direct message")
+    assert a.clear_user("u1") == 2  # c1 and the DM
+    assert b.get(S1.user_key) is None and b.get(DM.user_key) is None
+    server_side = b.get(S1.server_key)
+    assert server_side is not None and server_side.summary == "another user"
+    assert b.get(OTHER_USER.user_key) is not None
+    assert_cache_matches_sql(a)
+    assert b.call("outbox") == 0 and len(a.outbox) == 0
+
+
+def _plan(*items: tuple[Scope, str]) -> list[dict[str, Any]]:
+    return [{"scope": scope_dict(scope), "mode": mode} for scope, mode in items]
+
+
+@pytest.mark.parametrize("shared", ["disk", "redis"])
+def test_concurrent_processes_lose_no_turn_and_no_refresh(
+    open_mem: OpenMem,
+    hosts: HostFactory,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    shared: str,
+) -> None:
+    """Two child processes and the test process work at the same moment on one store.
+    Each process has a scope of its own (turns, refreshes and captures mixed); all share a
+    scope that only counts and one that only refreshes, so every total is exact."""
+    counting = Scope(channel_id="counting", user_id="u0", server_id="g1")
+    refreshing = Scope(channel_id="refreshing", user_id="u0", server_id="g1")
+    own = [Scope(channel_id=f"own{i}", user_id=f"u{i}", server_id="g1") for i in range(3)]
+    if shared == "disk":
+        # Several workers on one host: one SQLite file, one cache directory and the
+        # default outbox (beside the database file), all shared.
+        config: dict[str, Any] = {
+            "database_url": f"sqlite:///{tmp_path / 'stm.db'}",
+            "cache_dir": tmp_path / "cache",
+            "outbox_path": None,
+            "timeout": 30,
+        }
+    else:
+        config = {
+            "database_url": request.getfixturevalue("postgres_url"),
+            "redis_url": request.getfixturevalue("redis_url"),
+        }
+    a = open_mem(**{k: v for k, v in config.items() if k != "timeout"}, timeout=30)
+    # Rows exist before the race (a first refresh racing another one is
+    # test_write_ordering.py's subject).
+    a.capture(counting, dialogue(1))
+    a.capture(refreshing, dialogue(1))
+    rounds = 12
+    gate = tmp_path / "go"
+    children = [
+        hosts(**config, **({} if shared == "disk" else {"outbox_path": tmp_path / f"o{i}"}))
+        for i in (1, 2)
+    ]
+    for i, child in enumerate(children, start=1):
+        child.send(
+            "workload",
+            plan=_plan((own[i], "mixed"), (counting, "count"), (refreshing, "refresh")),
+            rounds=rounds,
+            gate=str(gate),
+        )
+    gate.touch()
+    for i in range(rounds):
+        ctx = a.begin_turn(own[0])
+        if i % 3 == 2:
+            assert a.update(ctx, {"summary": f"A round {i}"}) == COMPLETED
+        a.capture(own[0], dialogue(1, start=i))
+        a.end_turn(ctx)
+        turn(a, counting)
+        assert turn(a, refreshing, {"summary": f"A refresh {i}"}) == COMPLETED
+    results = [child.receive() for child in children]
+
+    total_counted = rounds + sum(r["counted"][counting.live_key] for r in results)
+    total_refreshed = rounds + sum(r["refreshed"][refreshing.live_key] for r in results)
+    assert total_counted == total_refreshed == 3 * rounds
+    live = a.get(counting)
+    assert live is not None and live.turns_since_refresh == 3 * rounds
+    live = a.get(refreshing)
+    assert live is not None
+    assert (live.turns_since_refresh, live.last_refreshed_turn) == (0, 3 * rounds)
+    stored = row(a, refreshing.live_key)
+    assert stored is not None and stored.last_refreshed_turn == 3 * rounds
+    for scope in own:  # one writer each: 4 refreshes, the last one in the last round
+        live = a.get(scope)
+        assert live is not None
+        assert (live.turns_since_refresh, live.last_refreshed_turn) == (0, 4)
+        assert live.summary is not None and live.summary.endswith("round 11")
+    # The refreshing scope's summary is left out: which concurrent refresh ends up in
+    # SQL is the subject of test_write_ordering.py.
+    assert_cache_matches_sql(a, [k for s in (*own, counting) for k in s.keys])
+    assert len(a.outbox) == 0
