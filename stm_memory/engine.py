@@ -23,14 +23,21 @@ from .cache.disk import DiskLiveCache
 from .cache.memory import InMemoryLiveCache
 from .capture import to_stored_messages
 from .config import Limits
-from .errors import ConfigurationError, StmError, ValidationError
+from .errors import ConfigurationError, StmError, StorageError, ValidationError
 from .intent import IntentDetector, detect_long_term_intent
 from .outbox import Outbox
 from .store.base import MemoryStore
 from .store.sql import SqlStore, create_sql_engine
 from .text import unique_slugs
 from .turn import TurnContext, failure, success
-from .types import Category, MemoryEntry, Scope, ServerSettings, UserSettings
+from .types import (
+    Category,
+    MemoryEntry,
+    Scope,
+    ServerSettings,
+    UserSettings,
+    storable_text_problem,
+)
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
@@ -204,7 +211,15 @@ class ShortTermMemory:
 
     # -- settings (memoised briefly: begin_turn reads them every turn) -----------------
 
-    def _memoised(self, kind: str, ident: str, load: Callable[[], Any]) -> Any:
+    def _memoised(self, kind: str, ident: str, load: Callable[[], Any], *, unavailable: Any) -> Any:
+        """Settings from a short in-process memo (``settings_ttl`` seconds).
+
+        When the database cannot be read, a turn must go on (SPEC §4): the last value
+        loaded is used, and with none, ``unavailable`` — chosen by each caller to fail
+        closed (e.g. full privacy: nothing stored, no tool) — without memoising it.
+        """
+        if type(ident) is not str:  # unhashable or wrong type: a clear error first
+            _check_owner_id("user_id" if kind == "user" else "server_id", ident)
         now = time.monotonic()
         with self._memo_lock:
             hit = self._memo.get((kind, ident))
@@ -212,7 +227,11 @@ class ShortTermMemory:
             return hit[1]
         # Ids are checked on a miss only: a memo hit proves the id was valid.
         _check_owner_id("user_id" if kind == "user" else "server_id", ident)
-        value = load()
+        try:
+            value = load()
+        except StorageError as exc:
+            log.warning("stm-memory: %s settings of %r unreadable (%s)", kind, ident, exc)
+            return hit[1] if hit is not None else unavailable
         with self._memo_lock:
             self._memo[(kind, ident)] = (now, value)
         return value
@@ -226,6 +245,8 @@ class ShortTermMemory:
             "server",
             server_id,
             lambda: self.store.get_server_settings(server_id) or ServerSettings(),
+            # Unknown settings: memory off for this turn rather than guessing.
+            unavailable=ServerSettings(short_term_memory_enabled=False),
         )
 
     def configure_server(self, server_id: str, **settings: Any) -> ServerSettings:
@@ -239,7 +260,9 @@ class ShortTermMemory:
         return new
 
     def categories(self, server_id: str) -> list[Category]:
-        cats = self._memoised("categories", server_id, lambda: self.store.get_categories(server_id))
+        cats = self._memoised(
+            "categories", server_id, lambda: self.store.get_categories(server_id), unavailable=[]
+        )
         return list(cats) or [DEFAULT_CATEGORY]
 
     def set_categories(
@@ -264,6 +287,10 @@ class ShortTermMemory:
                 raise ConfigurationError(f"category {i} needs a non-empty label")
             if not isinstance(cat.description, str):
                 raise ConfigurationError(f"category {i} description must be a string")
+            for part in (cat.label, cat.description):
+                problem = storable_text_problem(part)
+                if problem:
+                    raise ConfigurationError(f"category {i}: text {problem}")
             if len(cat.label) > 200 or len(cat.description) > 1000:
                 raise ConfigurationError(
                     f"category {i}: label ≤ 200 and description ≤ 1000 characters"
@@ -277,7 +304,11 @@ class ShortTermMemory:
 
     def user_settings(self, user_id: str) -> UserSettings:
         return self._memoised(  # type: ignore[no-any-return]
-            "user", user_id, lambda: self.store.get_user_settings(user_id) or UserSettings()
+            "user",
+            user_id,
+            lambda: self.store.get_user_settings(user_id) or UserSettings(),
+            # Unknown privacy choice: treat as full privacy (store nothing) until known.
+            unavailable=UserSettings(full_privacy=True),
         )
 
     def configure_user(self, user_id: str, **settings: Any) -> UserSettings:
@@ -484,7 +515,6 @@ class ShortTermMemory:
         keys = self.live.entry_keys(lambda kind, owner, _ch: kind == "user" and owner == user_id)
         self.live.evict(keys)
         self.outbox.purge_user(user_id)
-        self._forget("user", user_id)
         return self.persister.finish_delete(item) or 0
 
     def clear_summary(self, scope: Scope) -> int:

@@ -81,9 +81,9 @@ class Outbox:
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(
                 self.path, timeout=30, isolation_level=None, check_same_thread=False
             )
@@ -93,7 +93,7 @@ class Outbox:
             # to a power cut would lose the user's memory.
             self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.executescript(_SCHEMA)
-        except sqlite3.Error as exc:
+        except (OSError, sqlite3.Error) as exc:
             raise StorageError(f"cannot open the outbox at {self.path}: {exc}") from exc
         self._lock = threading.Lock()
 

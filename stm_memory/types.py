@@ -23,6 +23,7 @@ __all__ = [
     "key_for",
     "parse_index_key",
     "parse_key",
+    "storable_text_problem",
 ]
 
 ScopeKind: TypeAlias = Literal["server", "user"]
@@ -56,6 +57,30 @@ def _check_id(name: str, value: object, *, optional: bool = False) -> None:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise ValidationError(f"{name} is not valid Unicode (lone surrogate)") from None
+    if len(value) > 512:
+        raise ValidationError(f"{name} is longer than 512 characters")
+
+
+def storable_text_problem(value: str) -> str | None:
+    """Why ``value`` cannot be stored everywhere (PostgreSQL rejects NUL; UTF-8 rejects
+    lone surrogates), or None."""
+    if "\x00" in value:
+        return "must not contain NUL characters"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid Unicode (lone surrogate)"
+    return None
+
+
+def _check_name(name: str, value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise ValidationError(f"{name} must be a string or None, got {type(value).__name__}")
+    problem = storable_text_problem(value)
+    if problem:
+        raise ValidationError(f"{name} {problem}")
     if len(value) > 512:
         raise ValidationError(f"{name} is longer than 512 characters")
 
@@ -108,6 +133,9 @@ class Scope:
         _check_id("server_id", self.server_id, optional=True)
         _check_id("persona_id", self.persona_id, optional=True)
         _check_id("parent_channel_id", self.parent_channel_id, optional=True)
+        _check_name("channel_name", self.channel_name)
+        _check_name("server_name", self.server_name)
+        _check_name("user_name", self.user_name)
 
     @property
     def is_dm(self) -> bool:
@@ -363,7 +391,11 @@ def _int_at_least(lo: int) -> Any:
 
 
 def _opt_text(v: object) -> str | None:
-    return None if v is None or isinstance(v, str) else "must be a string or None"
+    if v is None:
+        return None
+    if not isinstance(v, str):
+        return "must be a string or None"
+    return storable_text_problem(v)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,8 @@ from ..errors import CacheError
 from .base import AtomicFn, CacheValue, LiveCache, Write
 
 __all__ = ["DiskLiveCache"]
+
+log = logging.getLogger("stm_memory")
 
 
 class DiskLiveCache(LiveCache):
@@ -47,25 +51,42 @@ class DiskLiveCache(LiveCache):
             raise CacheError(f"cannot open the diskcache directory {path}: {exc}") from exc
         self.directory = path
 
+    def _read(self, key: str) -> CacheValue | None:
+        try:
+            value: CacheValue | None = self._cache.get(key)
+        except sqlite3.Error as exc:
+            raise CacheError(f"live cache read failed in {self.directory}: {exc}") from exc
+        except Exception as exc:  # an unreadable (corrupt) value
+            # A cache is disposable: drop the value and let the caller reload it from
+            # SQL, instead of failing every turn that touches this key.
+            log.warning("stm-memory: dropping unreadable cache value %r: %s", key, exc)
+            with suppress(Exception):
+                self._cache.delete(key)
+            return None
+        return value
+
     def get_many(self, keys: Sequence[str]) -> dict[str, CacheValue]:
         out: dict[str, CacheValue] = {}
         for key in keys:
-            value = self._cache.get(key)
+            value = self._read(key)
             if value is not None:
                 out[key] = value
         return out
 
     def atomic(self, keys: Sequence[str], fn: AtomicFn) -> dict[str, CacheValue | None]:
         cache = self._cache
-        with cache.transact(retry=True):
-            current: dict[str, CacheValue | None] = {k: cache.get(k) for k in keys}
-            writes = fn(current)
-            for key, write in writes.items():
-                if write.value is None:
-                    cache.delete(key)
-                else:
-                    cache.set(key, write.value, expire=write.ttl)
-                current[key] = write.value
+        try:
+            with cache.transact(retry=True):
+                current: dict[str, CacheValue | None] = {k: self._read(k) for k in keys}
+                writes = fn(current)
+                for key, write in writes.items():
+                    if write.value is None:
+                        cache.delete(key)
+                    else:
+                        cache.set(key, write.value, expire=write.ttl)
+                    current[key] = write.value
+        except sqlite3.Error as exc:
+            raise CacheError(f"live cache write failed in {self.directory}: {exc}") from exc
         return current
 
     def add_many(self, items: Mapping[str, Write]) -> int:

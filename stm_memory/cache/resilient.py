@@ -40,6 +40,7 @@ class ResilientCache(LiveCache):
         self.retry_after = retry_after
         self._down_since: float | None = None
         self._dirty: set[str] = set()
+        self._deleted_while_down = False
         self._lock = threading.Lock()
         if probe is not None:
             try:
@@ -64,13 +65,23 @@ class ResilientCache(LiveCache):
             )
 
     def _heal(self) -> None:
+        """Drop from the primary whatever changed while it was away; raises CacheError
+        (and keeps every record) if it is still unreachable."""
         with self._lock:
-            dirty, self._dirty = sorted(self._dirty), set()
+            dirty = sorted(self._dirty)
+            wipe = self._deleted_while_down
+        if wipe:
+            # A channel/user deletion ran against the local cache only; the primary may
+            # hold copies of any matching entry. SQL is the source of truth, so start
+            # the primary cold rather than let deleted memory come back.
+            dirty = sorted(set(dirty) | set(self.primary.iter_keys("shortterm:")))
         if dirty:
             self.primary.delete_many(dirty)
-        self.fallback = InMemoryLiveCache()
         with self._lock:
+            self._dirty.clear()
+            self._deleted_while_down = False
             self._down_since = None
+        self.fallback = InMemoryLiveCache()
         log.warning("stm-memory: live cache is back; %d stale key(s) dropped", len(dirty))
 
     def _call(
@@ -108,7 +119,13 @@ class ResilientCache(LiveCache):
         return self._call("delete", lambda c: c.delete_many(keys), writes=keys)
 
     def iter_keys(self, prefix: str = "") -> Iterator[str]:
-        return self._call("scan", lambda c: iter(list(c.iter_keys(prefix))))
+        keys = self._call("scan", lambda c: list(c.iter_keys(prefix)))
+        if self.degraded:
+            # A scan of the local cache misses the primary's keys, and scans serve
+            # deletions (clear_channel, clear_user): start the primary cold on return.
+            with self._lock:
+                self._deleted_while_down = True
+        return iter(keys)
 
     def expire(self) -> int:
         return self._call("expire", lambda c: c.expire())

@@ -93,12 +93,6 @@ def test_a_corrupt_cache_database_fails_at_construction(
     assert live is not None and live.summary == "x" * 1000
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: DiskLiveCache does not translate diskcache/sqlite3/pickle errors; a "
-    "corrupt cached value makes get() and update() raise a raw UnpicklingError "
-    "(update must return a result) instead of a CacheError or a re-hydration from SQL",
-)
 def test_a_corrupt_cached_value_is_not_a_raw_exception(open_mem: OpenMem, tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'stm.db'}"
     first = open_mem(db, cache_dir=tmp_path / "cache")
@@ -119,11 +113,6 @@ def test_a_corrupt_cached_value_is_not_a_raw_exception(open_mem: OpenMem, tmp_pa
     assert stored is not None and stored.summary in ("v1", "v2")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Outbox.__init__ creates the parent directory outside its try block; an "
-    "outbox path under a regular file raises a raw FileExistsError, not StorageError",
-)
 def test_an_unusable_outbox_path_is_a_storage_error(tmp_path: Path) -> None:
     with pytest.raises(StorageError, match="outbox"):
         ShortTermMemory.from_url(

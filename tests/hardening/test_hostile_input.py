@@ -211,10 +211,6 @@ def test_bad_text_from_the_model_is_stored_safely(deployment: Deployment, bad: s
         assert result["status"] == FAILED
 
 
-def _bug_on(request: pytest.FixtureRequest, reason: str) -> None:
-    request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
-
-
 ADMIN_TEXT: dict[str, Callable[[ShortTermMemory, str], Any]] = {
     "category label": lambda m, t: m.set_categories("g1", [Category(f"Plot {t}")]),
     "category description": lambda m, t: m.set_categories("g1", [Category("Plot", t)]),
@@ -241,23 +237,8 @@ def refused_or_stored(mem: ShortTermMemory, where: str, text: str) -> None:
 
 
 @pytest.mark.parametrize("bad", list(BAD_TEXT))
-def test_bad_text_in_administration_is_refused_or_stored(
-    deployment: Deployment, request: pytest.FixtureRequest, bad: str
-) -> None:
+def test_bad_text_in_administration_is_refused_or_stored(deployment: Deployment, bad: str) -> None:
     """Labels, descriptions and override texts (each of ``ADMIN_TEXT``)."""
-    if bad != "NUL":
-        _bug_on(
-            request,
-            "BUG: set_categories/configure_server do not validate text; a lone surrogate "
-            "reaches the driver and raises a raw UnicodeEncodeError (want ConfigurationError)",
-        )
-    elif deployment.name == "postgres+redis":
-        _bug_on(
-            request,
-            "BUG: a NUL in a label/description/override passes validation and PostgreSQL "
-            "refuses it: RejectedWriteError (a DatabaseError), not ConfigurationError "
-            "(SQLite stores it)",
-        )
     mem = deployment.open()
     for where in ADMIN_TEXT:
         refused_or_stored(mem, where, BAD_TEXT[bad])
@@ -279,23 +260,9 @@ def named_scope_round_trip(mem: ShortTermMemory, **names: str) -> None:
 
 @pytest.mark.parametrize("bad", list(BAD_TEXT))
 def test_bad_text_in_persisted_display_names_is_refused_or_stored(
-    deployment: Deployment, request: pytest.FixtureRequest, bad: str
+    deployment: Deployment, bad: str
 ) -> None:
     """``channel_name`` and ``server_name`` (both are SQL columns)."""
-    if bad != "NUL":
-        _bug_on(
-            request,
-            "BUG: Scope does not validate display names; a lone surrogate in channel_name/"
-            "server_name makes update() raise a raw UnicodeEncodeError from the SQL driver "
-            "(and the Redis JSON encoder), breaking 'update never raises'",
-        )
-    elif deployment.name == "postgres+redis":
-        _bug_on(
-            request,
-            "BUG: Scope does not validate display names; PostgreSQL refuses a NUL in "
-            "channel_name/server_name, the write is dropped as 'refused' and the tool "
-            "still says completed: the memory never reaches SQL",
-        )
     mem = deployment.open()
     named_scope_round_trip(mem, channel_name=BAD_TEXT[bad])
     named_scope_round_trip(mem, server_name=BAD_TEXT[bad])

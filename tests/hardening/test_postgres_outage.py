@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from helpers.memory import dialogue, refresh, row, turn
 from sqlalchemy import event
 
-from stm_memory import DatabaseError, Scope, ShortTermMemory
+from stm_memory import Scope, ShortTermMemory
 
 from ._support import COMPLETED, assert_cache_matches_sql, store_writes_fail, with_query
 from .conftest import OpenMem, Proxied
@@ -84,13 +84,6 @@ def test_postgres_behind_a_closed_port(
     after_recovery(mem)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=DatabaseError,
-    reason="BUG: begin_turn/capture read server and user settings from SQL once the "
-    "settings memo (settings_ttl, 5 s) is stale and raise DatabaseError while PostgreSQL "
-    "is down, failing the turn instead of using the last known settings",
-)
 def test_a_turn_that_starts_after_the_settings_memo_expired(
     open_mem: OpenMem, pg_proxy: Proxied, redis_url: str
 ) -> None:
@@ -107,13 +100,6 @@ def test_a_turn_that_starts_after_the_settings_memo_expired(
     assert mem.flush() > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=DatabaseError,
-    reason="BUG: clear_user forgets the user's memoised settings; while PostgreSQL is down "
-    "that user's next begin_turn re-reads them and raises DatabaseError (same for a user "
-    "or server first seen during the outage)",
-)
 def test_a_users_next_turn_after_clear_user_during_the_outage(
     open_mem: OpenMem, pg_proxy: Proxied, redis_url: str
 ) -> None:

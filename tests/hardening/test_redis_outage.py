@@ -142,12 +142,6 @@ def test_a_copy_another_host_wrote_before_the_outage_does_not_shadow_sql(
     assert_cache_matches_sql(direct)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: ResilientCache._heal empties _dirty before primary.delete_many; a retry "
-    "while Redis is still down loses the stale-key list (and resets the local cache), so "
-    "after the real return the pre-outage Redis copy shadows the newer SQL row",
-)
 def test_stale_copies_are_dropped_even_after_a_failed_retry(
     through_proxy: ShortTermMemory, direct: ShortTermMemory, redis_proxy: Proxied
 ) -> None:
@@ -162,12 +156,6 @@ def test_stale_copies_are_dropped_even_after_a_failed_retry(
         assert entry is not None and entry.summary == "host A, during the outage", key
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: clear_user/clear_channel during a Redis outage scan only ResilientCache's "
-    "local fallback (iter_keys), so copies already in Redis are never evicted and deleted "
-    "memory comes back from Redis when it returns",
-)
 def test_a_deletion_during_the_outage_is_not_undone_when_redis_returns(
     through_proxy: ShortTermMemory, direct: ShortTermMemory, redis_proxy: Proxied
 ) -> None:
