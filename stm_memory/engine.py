@@ -545,11 +545,13 @@ class ShortTermMemory:
         Returns the number of rows deleted."""
         self.persister.flush()
         cutoff = self.now() - self.limits.janitor_retention
+        # Evict first: a cached entry outliving its row would carry its counters into
+        # a row SQL re-creates from zero. (Evicting a row that turns out to be kept is
+        # harmless: it hydrates again.)
+        stale = self.store.keys_older_than(cutoff)
         deleted = self.store.delete_older_than(cutoff)
+        self.live.evict(stale)
         self.cache.expire()
-        if deleted:
-            # Indexes may name deleted rows; drop them so the next read rebuilds them.
-            self.cache.delete_many(list(self.cache.iter_keys("shortterm:index:")))
         log.info("stm-memory: janitor deleted %d rows idle since %s", deleted, cutoff)
         return deleted
 

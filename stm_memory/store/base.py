@@ -79,6 +79,10 @@ class MemoryStore(ABC):
         """Null the summary and empty the categories of the rows."""
 
     @abstractmethod
+    def keys_older_than(self, cutoff: datetime) -> list[str]:
+        """Janitor: keys of the rows whose ``updated_at`` is before ``cutoff``."""
+
+    @abstractmethod
     def delete_older_than(self, cutoff: datetime) -> int:
         """Janitor: delete rows whose ``updated_at`` is before ``cutoff``."""
 

@@ -381,6 +381,10 @@ class SqlStore(MemoryStore):
             )
             return int(conn.execute(stmt).rowcount)
 
+    def keys_older_than(self, cutoff: datetime) -> list[str]:
+        entries = self._load_where(memories.c.updated_at < self._stamp(cutoff))
+        return [e.key for e in entries]
+
     def delete_older_than(self, cutoff: datetime) -> int:
         with self._tx(None) as conn:
             assert conn is not None

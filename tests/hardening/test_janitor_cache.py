@@ -4,7 +4,6 @@ re-created row (and the deleted summary stays on disk until the native TTL)."""
 
 from __future__ import annotations
 
-import pytest
 from helpers.clock import FakeClock
 from helpers.factory import MemFactory
 from helpers.memory import refresh, row, turn
@@ -30,13 +29,6 @@ def test_the_janitor_deletes_only_idle_rows(make_mem: MemFactory, fake_clock: Fa
     assert kept is not None and kept.summary == "active"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: run_janitor deletes rows but not their cache entries (it drops only the "
-    "indexes); with janitor_retention shorter than the native TTL (summary TTL + 1 day) "
-    "the next end_turn continues the deleted entry's counters in the cache while SQL "
-    "re-creates the row from 1: cache and SQL disagree",
-)
 def test_a_scope_swept_by_the_janitor_starts_afresh(
     make_mem: MemFactory, fake_clock: FakeClock
 ) -> None:
