@@ -114,6 +114,16 @@ class LiveEntries:
         except DatabaseError as exc:
             log.warning("stm-memory: hydration failed, continuing without: %s", exc)
             return {}
+        if self.outbox.has_pending():
+            # Writes still queued are newer than their rows: show what SQL will hold.
+            for key in keys:
+                snapshot = self.outbox.latest_snapshot(key)
+                if snapshot is None:
+                    continue
+                queued = MemoryEntry.from_dict(snapshot)
+                stored = rows.get(key)
+                if stored is None or queued.last_updated >= stored.last_updated:
+                    rows[key] = queued
         shown = {k: self._unless_deleted(e) for k, e in rows.items()}
         rows = {k: e for k, e in shown.items() if e is not None}
         if not rows:

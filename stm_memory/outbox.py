@@ -205,6 +205,20 @@ class Outbox:
                 )
         return len(rows)
 
+    def latest_snapshot(self, row_key: str) -> dict[str, Any] | None:
+        """The newest queued entry snapshot of a row (row writes carry the whole
+        entry), so hydration can show what SQL will hold once the queue lands."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT payload FROM outbox WHERE row_key = ? AND kind IN"
+                " ('write_memory', 'ensure_rows', 'increment_turns') ORDER BY id DESC LIMIT 1",
+                (row_key,),
+            ).fetchone()
+        if row is None:
+            return None
+        entries = json.loads(row[0]).get("entries") or []
+        return dict(entries[0]) if entries else None
+
     def blocking_delete(
         self, *, row_key: str, channel_id: str, user_id: str | None
     ) -> OutboxKind | None:

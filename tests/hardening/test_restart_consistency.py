@@ -76,12 +76,6 @@ def test_a_summary_kept_alive_by_capture_survives_a_restart(
     assert summary_seen(restarted(make_mem, 1)) == "still relevant"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: hydration ignores queued writes (only queued deletes are checked): a "
-    "restart with an empty cache while writes wait in the outbox caches the older row, "
-    "and after flush() lands the writes the cache keeps that stale copy",
-)
 def test_a_restart_while_writes_are_queued_does_not_cache_the_older_row(
     make_mem: MemFactory,
 ) -> None:
