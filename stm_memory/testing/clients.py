@@ -56,30 +56,33 @@ def _transport(
     return httpx.MockTransport(handle)
 
 
+def _build(
+    sync_cls: Any,
+    async_cls: Any,
+    base_url: str,
+    routes: Mapping[str, Callable[[Mapping[str, Any]], dict[str, Any]]],
+    *,
+    is_async: bool,
+) -> Any:
+    httpx = _httpx()
+    transport = _transport(routes, is_async=is_async)
+    http_client = (httpx.AsyncClient if is_async else httpx.Client)(transport=transport)
+    client_cls = async_cls if is_async else sync_cls
+    return client_cls(api_key="offline", base_url=base_url, max_retries=0, http_client=http_client)
+
+
 def offline_openai_client(model: OfflineModel | None = None, *, is_async: bool = False) -> Any:
     """An ``openai.OpenAI`` (or ``AsyncOpenAI``) served by ``model`` in-process: Chat
     Completions and Responses."""
     import openai
 
     model = model or OfflineModel()
-    httpx = _httpx()
     routes = {
         "/chat/completions": lambda body: openai_chat_body(model, body),
         "/responses": lambda body: openai_responses_body(model, body),
     }
-    transport = _transport(routes, is_async=is_async)
-    if is_async:
-        return openai.AsyncOpenAI(
-            api_key="offline",
-            base_url="http://offline.invalid/v1",
-            max_retries=0,
-            http_client=httpx.AsyncClient(transport=transport),
-        )
-    return openai.OpenAI(
-        api_key="offline",
-        base_url="http://offline.invalid/v1",
-        max_retries=0,
-        http_client=httpx.Client(transport=transport),
+    return _build(
+        openai.OpenAI, openai.AsyncOpenAI, "http://offline.invalid/v1", routes, is_async=is_async
     )
 
 
@@ -88,19 +91,11 @@ def offline_anthropic_client(model: OfflineModel | None = None, *, is_async: boo
     import anthropic
 
     model = model or OfflineModel()
-    httpx = _httpx()
     routes = {"/v1/messages": lambda body: anthropic_message_body(model, body)}
-    transport = _transport(routes, is_async=is_async)
-    if is_async:
-        return anthropic.AsyncAnthropic(
-            api_key="offline",
-            base_url="http://offline.invalid",
-            max_retries=0,
-            http_client=httpx.AsyncClient(transport=transport),
-        )
-    return anthropic.Anthropic(
-        api_key="offline",
-        base_url="http://offline.invalid",
-        max_retries=0,
-        http_client=httpx.Client(transport=transport),
+    return _build(
+        anthropic.Anthropic,
+        anthropic.AsyncAnthropic,
+        "http://offline.invalid",
+        routes,
+        is_async=is_async,
     )
