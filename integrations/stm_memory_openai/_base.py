@@ -8,6 +8,7 @@ The turn itself (begin → assemble → model ↔ tools → capture → end) liv
 from __future__ import annotations
 
 import inspect
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -91,7 +92,7 @@ class AdapterBase:
                 await result
 
 
-class BaseLoop(Generic[ClientT]):
+class BaseLoop(ABC, Generic[ClientT]):
     """``(client, memory, *, model, max_steps=8, **request_options)``.
 
     ``request_options`` go into every request (``temperature``, ``max_tokens``,
@@ -128,8 +129,9 @@ class BaseLoop(Generic[ClientT]):
         self.max_steps = max_steps
         self.request_options = dict(request_options)
 
+    @abstractmethod
     def _adapter(self, on_text: OnText | None) -> ProviderAdapter:
-        raise NotImplementedError
+        """The API-specific adapter (Chat Completions or Responses) for one turn."""
 
     def _adapter_args(self, on_text: OnText | None) -> dict[str, Any]:
         return {
