@@ -4,7 +4,7 @@ The public surface is re-exported here; everything else is private.
 """
 
 from .config import Limits
-from .engine import DEFAULT_CATEGORY, ShortTermMemory
+from .engine import ShortTermMemory
 from .errors import (
     CacheError,
     ConfigurationError,
@@ -14,6 +14,7 @@ from .errors import (
     StorageError,
     ValidationError,
 )
+from .settings import DEFAULT_CATEGORY
 from .turn import TOOL_NAME, TurnContext
 from .types import (
     Category,

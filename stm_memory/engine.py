@@ -6,8 +6,6 @@ import asyncio
 import hashlib
 import logging
 import os
-import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -23,12 +21,12 @@ from .cache.disk import DiskLiveCache
 from .cache.memory import InMemoryLiveCache
 from .capture import to_stored_messages
 from .config import Limits
-from .errors import ConfigurationError, StmError, StorageError, ValidationError
+from .errors import ConfigurationError, StmError, ValidationError
 from .intent import IntentDetector, detect_long_term_intent
 from .outbox import Outbox
+from .settings import DEFAULT_CATEGORY, SettingsBook, check_owner_id
 from .store.base import MemoryStore
 from .store.sql import SqlStore, create_sql_engine
-from .text import unique_slugs
 from .turn import TurnContext, failure, success
 from .types import (
     Category,
@@ -36,7 +34,6 @@ from .types import (
     Scope,
     ServerSettings,
     UserSettings,
-    storable_text_problem,
 )
 
 if TYPE_CHECKING:
@@ -45,15 +42,11 @@ if TYPE_CHECKING:
     from .context import MemoryContext
     from .janitor import Janitor
 
-__all__ = ["DEFAULT_CATEGORY", "ShortTermMemory"]
+__all__ = ["ShortTermMemory"]
 
 log = logging.getLogger("stm_memory")
 
 Clock = Callable[[], datetime]
-DEFAULT_CATEGORY = Category(
-    "summary", "A compact summary of the recent conversation in this channel.", "summary"
-)
-MAX_CATEGORIES = 5
 
 
 def _system_clock() -> datetime:
@@ -63,17 +56,6 @@ def _system_clock() -> datetime:
 def _state_dir() -> Path:
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(Path.home(), ".local", "state")
     return Path(base) / "stm-memory"
-
-
-def _check_owner_id(name: str, value: Any) -> str:
-    # Reuse Scope's id rules so every id entering storage is held to one standard.
-    if value is None:
-        raise ValidationError(f"{name} must be a non-empty string, got None")
-    if name == "user_id":
-        Scope(channel_id="_", user_id=value)
-    else:
-        Scope(channel_id="_", user_id="_", server_id=value)
-    return str(value)
 
 
 class ShortTermMemory:
@@ -98,10 +80,8 @@ class ShortTermMemory:
         self._clock = clock or _system_clock
         self.intent_detector: IntentDetector = intent_detector or detect_long_term_intent
         self.excluded_providers = frozenset(p.lower() for p in excluded_providers)
-        self._settings_ttl = settings_ttl
-        self._memo: dict[tuple[str, str], tuple[float, Any]] = {}
-        self._memo_lock = threading.Lock()
         self.store.setup()
+        self.settings = SettingsBook(store, self.now, ttl=settings_ttl)
         self.live = LiveEntries(cache, store, outbox, self.limits, self.now)
         self.persister = Persister(store, outbox, self.now)
         self._janitor: Janitor | None = None
@@ -209,115 +189,34 @@ class ShortTermMemory:
         self.outbox.close()
         self.store.close()
 
-    # -- settings (memoised briefly: begin_turn reads them every turn) -----------------
-
-    def _memoised(self, kind: str, ident: str, load: Callable[[], Any], *, unavailable: Any) -> Any:
-        """Settings from a short in-process memo (``settings_ttl`` seconds).
-
-        When the database cannot be read, a turn must go on (SPEC §4): the last value
-        loaded is used, and with none, ``unavailable`` — chosen by each caller to fail
-        closed (e.g. full privacy: nothing stored, no tool) — without memoising it.
-        """
-        if type(ident) is not str:  # unhashable or wrong type: a clear error first
-            _check_owner_id("user_id" if kind == "user" else "server_id", ident)
-        now = time.monotonic()
-        with self._memo_lock:
-            hit = self._memo.get((kind, ident))
-        if hit is not None and now - hit[0] < self._settings_ttl:
-            return hit[1]
-        # Ids are checked on a miss only: a memo hit proves the id was valid.
-        _check_owner_id("user_id" if kind == "user" else "server_id", ident)
-        try:
-            value = load()
-        except StorageError as exc:
-            log.warning("stm-memory: %s settings of %r unreadable (%s)", kind, ident, exc)
-            return hit[1] if hit is not None else unavailable
-        with self._memo_lock:
-            self._memo[(kind, ident)] = (now, value)
-        return value
-
-    def _forget(self, kind: str, ident: str) -> None:
-        with self._memo_lock:
-            self._memo.pop((kind, ident), None)
+    # -- settings (see settings.py) ------------------------------------------------------
 
     def server_settings(self, server_id: str) -> ServerSettings:
-        return self._memoised(  # type: ignore[no-any-return]
-            "server",
-            server_id,
-            lambda: self.store.get_server_settings(server_id) or ServerSettings(),
-            # Unknown settings: memory off for this turn rather than guessing.
-            unavailable=ServerSettings(short_term_memory_enabled=False),
-        )
+        """The server's settings (defaults for a server never configured)."""
+        return self.settings.server_settings(server_id)
 
     def configure_server(self, server_id: str, **settings: Any) -> ServerSettings:
         """Change server settings (SPEC §2); unknown names or bad values raise
         :class:`ConfigurationError` and nothing is written."""
-        _check_owner_id("server_id", server_id)
-        current = self.store.get_server_settings(server_id) or ServerSettings()
-        new = current.with_changes(**settings)
-        self.store.put_server_settings(server_id, new, self.now())
-        self._forget("server", server_id)
-        return new
+        return self.settings.configure_server(server_id, **settings)
 
     def categories(self, server_id: str) -> list[Category]:
-        cats = self._memoised(
-            "categories", server_id, lambda: self.store.get_categories(server_id), unavailable=[]
-        )
-        return list(cats) or [DEFAULT_CATEGORY]
+        """The server's categories, or the single default ``summary`` category."""
+        return self.settings.categories(server_id)
 
     def set_categories(
         self, server_id: str, categories: Sequence[Category | str]
     ) -> list[Category]:
         """Replace a server's categories (at most 5, non-empty labels). Slugs follow
         SPEC §3. An empty list restores the default summary mode."""
-        _check_owner_id("server_id", server_id)
-        if isinstance(categories, str | bytes) or not isinstance(categories, Sequence):
-            raise ConfigurationError("categories must be a list of Category")
-        if len(categories) > MAX_CATEGORIES:
-            raise ConfigurationError(
-                f"at most {MAX_CATEGORIES} categories per server, got {len(categories)}"
-            )
-        cleaned: list[Category] = []
-        for i, cat in enumerate(categories):
-            if isinstance(cat, str):
-                cat = Category(cat)
-            if not isinstance(cat, Category):
-                raise ConfigurationError(f"category {i} must be a Category, got {cat!r}")
-            if not isinstance(cat.label, str) or not cat.label.strip():
-                raise ConfigurationError(f"category {i} needs a non-empty label")
-            if not isinstance(cat.description, str):
-                raise ConfigurationError(f"category {i} description must be a string")
-            for part in (cat.label, cat.description):
-                problem = storable_text_problem(part)
-                if problem:
-                    raise ConfigurationError(f"category {i}: text {problem}")
-            if len(cat.label) > 200 or len(cat.description) > 1000:
-                raise ConfigurationError(
-                    f"category {i}: label ≤ 200 and description ≤ 1000 characters"
-                )
-            cleaned.append(Category(cat.label.strip(), cat.description.strip()))
-        slugs = unique_slugs([c.label for c in cleaned])
-        final = [Category(c.label, c.description, s) for c, s in zip(cleaned, slugs, strict=True)]
-        self.store.set_categories(server_id, final)
-        self._forget("categories", server_id)
-        return final or [DEFAULT_CATEGORY]
+        return self.settings.set_categories(server_id, categories)
 
     def user_settings(self, user_id: str) -> UserSettings:
-        return self._memoised(  # type: ignore[no-any-return]
-            "user",
-            user_id,
-            lambda: self.store.get_user_settings(user_id) or UserSettings(),
-            # Unknown privacy choice: treat as full privacy (store nothing) until known.
-            unavailable=UserSettings(full_privacy=True),
-        )
+        return self.settings.user_settings(user_id)
 
     def configure_user(self, user_id: str, **settings: Any) -> UserSettings:
-        _check_owner_id("user_id", user_id)
-        current = self.store.get_user_settings(user_id) or UserSettings()
-        new = current.with_changes(**settings)
-        self.store.put_user_settings(user_id, new, self.now())
-        self._forget("user", user_id)
-        return new
+        """Change a user's privacy settings (``cross_server_opt_in``, ``full_privacy``)."""
+        return self.settings.configure_user(user_id, **settings)
 
     # -- turns ---------------------------------------------------------------------------
 
@@ -510,7 +409,7 @@ class ShortTermMemory:
 
     def clear_user(self, user_id: str) -> int:
         """Forget every user-scope entry of a user, in every server and DM."""
-        _check_owner_id("user_id", user_id)
+        check_owner_id("user_id", user_id)
         item = self.persister.begin_delete("delete_user", {"user_id": user_id}, user_id=user_id)
         keys = self.live.entry_keys(lambda kind, owner, _ch: kind == "user" and owner == user_id)
         self.live.evict(keys)
