@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import replace
 from datetime import datetime
@@ -124,50 +124,60 @@ class LiveEntries:
                 stored = rows.get(key)
                 if stored is None or queued.last_updated >= stored.last_updated:
                     rows[key] = queued
-        shown = {k: self._unless_deleted(e) for k, e in rows.items()}
-        rows = {k: e for k, e in shown.items() if e is not None}
+        rows = {e.key: e for e in self._shown(rows.values())}
         if not rows:
             return {}
         self.cache.add_many({k: Write(e.to_dict(), self.native_ttl(e)) for k, e in rows.items()})
-        self._index(list(rows))
+        # Keeps the invariant the write hot path relies on: a cached entry is listed in
+        # its index (a missing index is built whole by warm() when first needed).
+        self._edit_indexes(list(rows), listed=True)
         # Re-read: a concurrent writer may have won, and its value is the live one.
         return {k: MemoryEntry.from_dict(v) for k, v in self.cache.get_many(list(rows)).items()}
 
-    def _index(self, keys: Sequence[str]) -> None:
-        """Add hydrated keys to their owners' *existing* indexes (a missing index is
-        built whole by :meth:`warm` when first needed). Keeps the invariant the write
-        hot path relies on: a cached entry is listed in its index."""
+    def _shown(self, entries: Iterable[MemoryEntry]) -> list[MemoryEntry]:
+        """Rows as hydration may show them: a deletion still queued in the outbox wins
+        over the row it will delete (left out), and a queued summary clear over the
+        summary and categories it will null. One outbox check per batch, not per row."""
+        if not self.outbox.has_pending():
+            return list(entries)
+        shown = []
+        for entry in entries:
+            kind = self.outbox.blocking_delete(
+                row_key=entry.key,
+                channel_id=entry.channel_id,
+                user_id=entry.user_id if entry.kind == "user" else None,
+            )
+            if kind in ("delete_channel", "delete_user"):
+                continue
+            if kind == "clear_summary":
+                entry = replace(entry, summary=None, categories={})
+            shown.append(entry)
+        return shown
+
+    def _edit_indexes(self, keys: Sequence[str], *, listed: bool) -> None:
+        """List (``listed=True``) or unlist entry keys in their owners' existing
+        indexes; a missing index is left missing (warm() rebuilds it whole)."""
         by_index: dict[str, list[str]] = {}
         for key in keys:
             by_index.setdefault(owner_index(key), []).append(key)
-        for ikey, new in by_index.items():
+        for ikey, group in by_index.items():
 
-            def add(
-                current: Mapping[str, CacheValue | None], ikey: str = ikey, new: list[str] = new
+            def edit(
+                current: Mapping[str, CacheValue | None], ikey: str = ikey, group: list[str] = group
             ) -> dict[str, Write]:
                 value = current[ikey]
-                if value is None or all(k in value["members"] for k in new):
+                if value is None:
                     return {}
-                return {ikey: Write({"members": {**value["members"], **dict.fromkeys(new, 1)}})}
+                members: dict[str, int] = value["members"]
+                if listed:
+                    if all(k in members for k in group):
+                        return {}
+                    changed = {**members, **dict.fromkeys(group, 1)}
+                else:
+                    changed = {k: 1 for k in members if k not in group}
+                return {ikey: Write({"members": changed})}
 
-            self.cache.atomic([ikey], add)
-
-    def _unless_deleted(self, entry: MemoryEntry) -> MemoryEntry | None:
-        """The row as hydration may show it: a deletion still queued in the outbox
-        wins over the row it will delete (None), and a queued summary clear over the
-        summary and categories it will null."""
-        if not self.outbox.has_pending():
-            return entry
-        kind = self.outbox.blocking_delete(
-            row_key=entry.key,
-            channel_id=entry.channel_id,
-            user_id=entry.user_id if entry.kind == "user" else None,
-        )
-        if kind in ("delete_channel", "delete_user"):
-            return None
-        if kind == "clear_summary":
-            return replace(entry, summary=None, categories={})
-        return entry
+            self.cache.atomic([ikey], edit)
 
     def warm(self, kind: ScopeKind, owner_id: str) -> int:
         """Bulk-load an owner's rows into the cache (never overwriting a live key) and
@@ -181,7 +191,7 @@ class LiveEntries:
         except DatabaseError as exc:
             log.warning("stm-memory: warm of %s %s failed: %s", kind, owner_id, exc)
             rows = []
-        rows = [e for e in map(self._unless_deleted, rows) if e is not None]
+        rows = self._shown(rows)
         added = self.cache.add_many({e.key: Write(e.to_dict(), self.native_ttl(e)) for e in rows})
         members = {e.key: 1 for e in rows}
 
@@ -282,21 +292,7 @@ class LiveEntries:
         if not keys:
             return 0
         removed = self.cache.delete_many(keys)
-        by_index: dict[str, set[str]] = {}
-        for key in keys:
-            by_index.setdefault(owner_index(key), set()).add(key)
-        for ikey, gone in by_index.items():
-
-            def drop(
-                current: Mapping[str, CacheValue | None], ikey: str = ikey, gone: set[str] = gone
-            ) -> dict[str, Write]:
-                value = current[ikey]
-                if value is None:
-                    return {}
-                members = {k: 1 for k in value["members"] if k not in gone}
-                return {ikey: Write({"members": members})}
-
-            self.cache.atomic([ikey], drop)
+        self._edit_indexes(keys, listed=False)
         return removed
 
     def entry_keys(self, predicate: Callable[[ScopeKind, str, str], bool]) -> list[str]:

@@ -207,12 +207,11 @@ def clear_summary(
 def janitor() -> None:
     """Replay queued writes and delete rows idle past the retention period."""
     with _memory() as mem, Progress(console=console, transient=True) as progress:
-        task = progress.add_task("flushing the outbox", total=3)
+        task = progress.add_task("flushing the outbox", total=2)
         landed = mem.flush()
+        # run_janitor also reclaims expired cache space.
         progress.update(task, advance=1, description="deleting idle rows")
         deleted = mem.run_janitor()
-        progress.update(task, advance=1, description="reclaiming cache space")
-        mem.cache.expire()
         progress.update(task, advance=1)
     console.print(f"janitor: {landed} queued write(s) landed, {deleted} idle row(s) deleted")
 
