@@ -16,9 +16,39 @@ from pydantic import ConfigDict, Field, SkipValidation
 from ..capture import message_text
 from .offline import OfflineModel
 
-__all__ = ["OfflineChatModel"]
+__all__ = ["OfflineChatModel", "stream_chunk"]
 
 _ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+
+
+def stream_chunk(
+    message: AIMessage, run_manager: CallbackManagerForLLMRun | None = None
+) -> ChatGenerationChunk:
+    """A whole scripted reply as one final stream chunk, tool calls included.
+
+    Why: LangChain streams a model whenever a messages-mode stream handler is attached,
+    and the stock fakes drop tool calls there; a fake model's ``_stream`` yields this.
+    """
+    chunk = AIMessageChunk(
+        content=message.content,
+        id=message.id,
+        chunk_position="last",
+        response_metadata=message.response_metadata,
+        tool_call_chunks=[
+            {
+                "name": c["name"],
+                "args": json.dumps(c["args"]),
+                "id": c["id"],
+                "index": i,
+                "type": "tool_call_chunk",
+            }
+            for i, c in enumerate(message.tool_calls)
+        ],
+    )
+    if run_manager:
+        token = str(message.content)
+        run_manager.on_llm_new_token(token, chunk=ChatGenerationChunk(message=chunk))
+    return ChatGenerationChunk(message=chunk)
 
 
 class OfflineChatModel(BaseChatModel):
@@ -74,23 +104,4 @@ class OfflineChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
         message = self._reply(messages, kwargs.get("tools", []))
-        chunk = AIMessageChunk(
-            content=message.content,
-            id=message.id,
-            chunk_position="last",
-            tool_call_chunks=[
-                {
-                    "name": c["name"],
-                    "args": json.dumps(c["args"]),
-                    "id": c["id"],
-                    "index": i,
-                    "type": "tool_call_chunk",
-                }
-                for i, c in enumerate(message.tool_calls)
-            ],
-        )
-        if run_manager:
-            run_manager.on_llm_new_token(
-                str(message.content), chunk=ChatGenerationChunk(message=chunk)
-            )
-        yield ChatGenerationChunk(message=chunk)
+        yield stream_chunk(message, run_manager)

@@ -22,7 +22,7 @@ import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -30,6 +30,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
 from stm_memory import Category, Scope, ShortTermMemory, ValidationError
+from stm_memory.testing.chat_model import stream_chunk
 from stm_memory_langchain import ShortTermMemoryMiddleware
 
 TOOL = "update_short_term_memory"
@@ -73,27 +74,7 @@ class ToolFakeChatModel(GenericFakeChatModel):
         msg = self._generate(messages, stop=stop, run_manager=run_manager, **kw)
         message = msg.generations[0].message
         assert isinstance(message, AIMessage)
-        chunk = AIMessageChunk(
-            content=message.content,
-            id=message.id,
-            chunk_position="last",
-            response_metadata=message.response_metadata,
-            tool_call_chunks=[
-                {
-                    "name": c["name"],
-                    "args": json.dumps(c["args"]),
-                    "id": c["id"],
-                    "index": i,
-                    "type": "tool_call_chunk",
-                }
-                for i, c in enumerate(message.tool_calls)
-            ],
-        )
-        if run_manager:
-            run_manager.on_llm_new_token(
-                str(message.content), chunk=ChatGenerationChunk(message=chunk)
-            )
-        yield ChatGenerationChunk(message=chunk)
+        yield stream_chunk(message, run_manager)
 
 
 def calls(*items: tuple[str, dict[str, Any]], content: str = "", **meta: Any) -> AIMessage:
