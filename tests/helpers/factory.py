@@ -77,7 +77,7 @@ class MemFactory:
             passthrough = ("intent_detector", "settings_ttl", "excluded_providers")
             extra: dict[str, Any] = {k: kw.pop(k) for k in passthrough if k in kw}
             mem = ShortTermMemory(
-                store=SqlStore(create_sql_engine(url, timeout=timeout)),
+                store=SqlStore(create_sql_engine(url, timeout=timeout), timeout=timeout),
                 cache=InMemoryLiveCache(),
                 outbox=Outbox(os.fspath(outbox)),
                 clock=clock,
