@@ -84,7 +84,7 @@ def run(cfg: Config) -> CaseResult:
     db = root / "stm.db"
     rows = make_rows(n, rng)
     with _open(db, root / "setup-cache") as mem:
-        mem.store.ensure_rows(rows, rows[0].last_updated)
+        mem.store.put_rows(rows, rows[0].last_updated)
         assert mem.store.count_rows() == n
         ttl = mem.live.native_ttl(rows[0])
     repeats = cfg.pick(5, 2)

@@ -64,7 +64,7 @@ def _target(name: str, root: Path, n: int) -> Iterator[Callable[[], Callable[[],
     elif name == "hydrate":
         rows = hydration.make_rows(10_000, rng)
         with open_memory(root, "setup") as mem:
-            mem.store.ensure_rows(rows, rows[0].last_updated)
+            mem.store.put_rows(rows, rows[0].last_updated)
         caches = iter(range(1000))
 
         def hydrate() -> Callable[[], None]:

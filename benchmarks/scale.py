@@ -1,6 +1,6 @@
 """Case 6 — scale: ``get`` p50 at 1,000 vs 100,000 stored scopes, and memory growth.
 
-Two embedded stores are populated directly through the bulk APIs (``store.ensure_rows``
+Two embedded stores are populated directly through the bulk APIs (``store.put_rows``
 and ``cache.add_many``, in chunks): 1,000 and 100,000 server scopes, each with its
 server and user entry (so 2 rows and 2 cache keys per scope) and the per-owner key
 indexes. Each is then probed in a **fresh interpreter** (``python -m benchmarks.scale
@@ -75,7 +75,7 @@ def populate(root: Path, n: int) -> float:
                         )
                     )
                     indexes.setdefault(index_key(kind, owner), {})[key] = 1  # type: ignore[arg-type]
-            mem.store.ensure_rows(entries, now)
+            mem.store.put_rows(entries, now)
             mem.cache.add_many({e.key: Write(e.to_dict(), mem.live.native_ttl(e)) for e in entries})
         mem.cache.add_many({k: Write({"members": v}) for k, v in indexes.items()})
         assert mem.store.count_rows() == 2 * n

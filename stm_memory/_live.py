@@ -14,19 +14,30 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
 from .cache.base import CacheValue, LiveCache, Write
 from .config import Limits
 from .errors import DatabaseError
 from .outbox import Outbox
 from .store.base import MemoryStore
-from .types import MemoryEntry, Scope, ScopeKind, index_key, parse_index_key, parse_key
+from .types import (
+    MemoryEntry,
+    Scope,
+    ScopeKind,
+    index_key,
+    next_rev,
+    parse_index_key,
+    parse_key,
+)
 
 __all__ = ["LiveEntries"]
 
 log = logging.getLogger("stm_memory")
 
-Change = Callable[[MemoryEntry], MemoryEntry]
+# What a mutation changes in an entry: the fields to replace (mutate() adds the new
+# revision and builds the entry once).
+Change = Callable[[MemoryEntry], dict[str, Any]]
 
 
 def owner_index(entry_key: str) -> str:
@@ -112,19 +123,24 @@ class LiveEntries:
         try:
             rows = self.store.load_many(keys)
         except DatabaseError as exc:
+            # Writes this host queued still tell what SQL will hold; the rest is blind.
             log.warning("stm-memory: hydration failed, continuing without: %s", exc)
-            return {}
+            rows = {}
+        queued_at: dict[str, int] = {}
         if self.outbox.has_pending():
-            # Writes still queued are newer than their rows: show what SQL will hold.
+            # Writes still queued are newer than their rows: show what SQL will hold
+            # (which has no messages: a hydrated entry never has any).
             for key in keys:
-                snapshot = self.outbox.latest_snapshot(key)
-                if snapshot is None:
+                found = self.outbox.latest_snapshot(key)
+                if found is None:
                     continue
-                queued = MemoryEntry.from_dict(snapshot)
+                item_id, snapshot = found
+                queued = replace(MemoryEntry.from_dict(snapshot), messages=())
                 stored = rows.get(key)
-                if stored is None or queued.last_updated >= stored.last_updated:
+                if stored is None or queued.rev >= stored.rev:
                     rows[key] = queued
-        rows = {e.key: e for e in self._shown(rows.values())}
+                    queued_at[key] = item_id
+        rows = {e.key: e for e in self._shown(rows.values(), queued_at)}
         if not rows:
             return {}
         self.cache.add_many({k: Write(e.to_dict(), self.native_ttl(e)) for k, e in rows.items()})
@@ -134,23 +150,37 @@ class LiveEntries:
         # Re-read: a concurrent writer may have won, and its value is the live one.
         return {k: MemoryEntry.from_dict(v) for k, v in self.cache.get_many(list(rows)).items()}
 
-    def _shown(self, entries: Iterable[MemoryEntry]) -> list[MemoryEntry]:
+    def _shown(
+        self, entries: Iterable[MemoryEntry], queued_at: Mapping[str, int] | None = None
+    ) -> list[MemoryEntry]:
         """Rows as hydration may show them: a deletion still queued in the outbox wins
         over the row it will delete (left out), and a queued summary clear over the
-        summary and categories it will null. One outbox check per batch, not per row."""
+        summary and categories it will null. An entry taken from a queued write
+        (``queued_at``: its outbox item) only yields to deletes queued after it. One
+        outbox check per batch, not per row."""
         if not self.outbox.has_pending():
             return list(entries)
         shown = []
         for entry in entries:
-            kind = self.outbox.blocking_delete(
+            blocking = self.outbox.blocking_delete(
                 row_key=entry.key,
                 channel_id=entry.channel_id,
                 user_id=entry.user_id if entry.kind == "user" else None,
+                after=(queued_at or {}).get(entry.key, 0),
             )
-            if kind in ("delete_channel", "delete_user"):
-                continue
-            if kind == "clear_summary":
-                entry = replace(entry, summary=None, categories={})
+            if blocking is not None:
+                kind, at = blocking
+                if kind in ("delete_channel", "delete_user"):
+                    continue
+                if kind == "clear_summary" and at is not None:
+                    # As SqlStore.clear_summary will write it.
+                    entry = replace(
+                        entry,
+                        summary=None,
+                        categories={},
+                        last_updated=at,
+                        rev=next_rev(entry.rev, at),
+                    )
             shown.append(entry)
         return shown
 
@@ -221,15 +251,18 @@ class LiveEntries:
         entry = MemoryEntry.from_dict(raw)
         if self.is_live(entry, now):
             return entry.with_scope_names(scope)
-        # Expired content is gone; the turn counters are bookkeeping and carry on.
+        # Expired content is gone; the turn counters are bookkeeping and carry on, and
+        # so does the revision (SQL must take what replaces the expired content).
         return replace(
             MemoryEntry.empty(scope, key, now),
             turns_since_refresh=entry.turns_since_refresh,
             last_refreshed_turn=entry.last_refreshed_turn,
+            rev=entry.rev,
         )
 
     def mutate(self, scope: Scope, keys: Sequence[str], change: Change) -> dict[str, MemoryEntry]:
-        """Apply ``change`` to the entries of ``keys`` atomically (one transaction).
+        """Apply ``change`` to the entries of ``keys`` atomically (one transaction),
+        moving each entry's revision on.
 
         Hot path: every entry is cached, so only the entry keys are read and written
         (a cached entry is always listed in its owner's index: see :meth:`_index`).
@@ -259,7 +292,8 @@ class LiveEntries:
                 writes: dict[str, Write] = {}
                 computed.clear()
                 for key in keys:
-                    entry = change(self.fresh_or_live(current.get(key), scope, key, now))
+                    base = self.fresh_or_live(current.get(key), scope, key, now)
+                    entry = replace(base, rev=next_rev(base.rev, now), **change(base))
                     computed[key] = entry
                     writes[key] = Write(entry.to_dict(), self.native_ttl(entry))
                 for ikey in indexes:

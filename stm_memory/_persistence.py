@@ -15,8 +15,6 @@ from .types import MemoryEntry
 
 __all__ = ["Persister"]
 
-_ROW_KINDS = frozenset({"write_memory", "ensure_rows", "increment_turns"})
-
 log = logging.getLogger("stm_memory")
 
 
@@ -48,10 +46,13 @@ class Persister:
 
     def apply(self, kind: OutboxKind, payload: dict[str, Any], op_id: str | None) -> int:
         """Run a queued operation (its JSON payload) against the store."""
-        if kind in _ROW_KINDS:
-            entries = [MemoryEntry.from_dict(e) for e in payload["entries"]]
-            return self._run_rows(kind, entries, payload, op_id)
         store = self.store
+        if kind == "put_rows":
+            entries = [MemoryEntry.from_dict(e) for e in payload["entries"]]
+            # A snapshot the row has already passed is not written; it still counts
+            # as landed (the row holds it or something newer).
+            store.put_rows(entries, datetime.fromisoformat(payload["at"]))
+            return len(entries)
         if kind == "delete_channel":
             return store.delete_channel(payload["channel_id"], op_id=op_id)
         if kind == "delete_user":
@@ -61,61 +62,35 @@ class Persister:
             return store.clear_summary(payload["keys"], at, op_id=op_id)
         raise ValueError(f"unknown outbox operation {kind!r}")
 
-    def _run_rows(
-        self,
-        kind: OutboxKind,
-        entries: list[MemoryEntry],
-        options: dict[str, Any],
-        op_id: str | None,
-    ) -> int:
-        store = self.store
-        if kind == "write_memory":
-            store.write_memory(
-                entries,
-                reset_key=options["reset_key"],
-                summary=options["summary"],
-                categories=options["categories"],
-                op_id=op_id,
-            )
-        elif kind == "ensure_rows":
-            store.ensure_rows(entries, datetime.fromisoformat(options["at"]))
-        elif kind == "increment_turns":
-            at = datetime.fromisoformat(options["at"])
-            for entry in entries:
-                store.increment_turns(entry, at, op_id=op_id)
-        else:
-            raise ValueError(f"not a row operation: {kind!r}")
-        return len(entries)
-
     # -- writes: try now, queue on failure -------------------------------------------
 
-    def write(self, kind: OutboxKind, entries: list[MemoryEntry], options: dict[str, Any]) -> bool:
-        """Run a row write (``options``: the operation's JSON-able arguments); on failure
-        queue it, one outbox item per row, so a later per-user or per-channel purge can
-        drop exactly the rows it deletes. The hot path passes entries straight through;
-        only a queued item is serialised."""
+    def write(self, entries: list[MemoryEntry], at: datetime) -> bool:
+        """Write the entries' snapshots to their rows; on failure queue them, one outbox
+        item per row, so a later per-user or per-channel purge can drop exactly the
+        rows it deletes. The hot path passes entries straight through; only a queued
+        item is serialised. No op_id is needed: a snapshot that already landed (say,
+        the commit went through but its acknowledgement was lost) is refused by the
+        row's revision when replayed."""
         if self._dirty and not self.flush_all():
-            self._queue_rows(kind, entries, options)
+            self._queue_rows(entries, at)
             return False
         try:
-            self._run_rows(kind, entries, options, None)
+            self.store.put_rows(entries, at)
             return True
         except RejectedWriteError as exc:
             # Queueing it would only block the queue: the data itself is refused.
-            log.error("stm-memory: %s refused by the database, not retried: %s", kind, exc)
+            log.error("stm-memory: row write refused by the database, not retried: %s", exc)
             return False
         except DatabaseError as exc:
-            log.warning("stm-memory: %s failed, queued in the outbox: %s", kind, exc)
-            self._queue_rows(kind, entries, options)
+            log.warning("stm-memory: row write failed, queued in the outbox: %s", exc)
+            self._queue_rows(entries, at)
             return False
 
-    def _queue_rows(
-        self, kind: OutboxKind, entries: list[MemoryEntry], options: dict[str, Any]
-    ) -> None:
-        at = self._clock()
+    def _queue_rows(self, entries: list[MemoryEntry], at: datetime) -> None:
+        stamp = at.isoformat()
         for entry in entries:
-            payload = {**options, "entries": [entry.to_dict()]}
-            self.outbox.enqueue(kind, payload, at=at, **_row_match(entry))
+            payload = {"at": stamp, "entries": [entry.to_dict()]}
+            self.outbox.enqueue("put_rows", payload, at=at, **_row_match(entry))
         self._dirty = True
 
     # -- deletes: queue first, so hydration sees them until they land ----------------

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Self
 
 from ._live import LiveEntries
 from ._persistence import Persister
+from ._reconcile import Repaired, reconcile
+from ._writers import WriterLease, dead_writers, forget_writers
 from .arguments import UpdateArgs, parse_update_arguments
 from .cache.base import LiveCache
 from .cache.disk import DiskLiveCache
@@ -78,6 +80,7 @@ class ShortTermMemory:
         self.outbox = outbox
         self.limits = limits or Limits.from_env()
         self._clock = clock or _system_clock
+        self.now()  # a naive clock is refused here, not in the middle of a turn
         self.intent_detector: IntentDetector = intent_detector or detect_long_term_intent
         self.excluded_providers = frozenset(p.lower() for p in excluded_providers)
         self.store.setup()
@@ -86,8 +89,14 @@ class ShortTermMemory:
         self.persister = Persister(store, outbox, self.now)
         self._janitor: Janitor | None = None
         self._closed = False
-        if self.persister.flush_all():  # start-up replay of what an earlier run queued
-            log.debug("stm-memory: outbox empty at start-up")
+        # Start-up: replay what an earlier run queued; then, if a process of this host
+        # died holding a writer lease, repair what a kill between a cache write and its
+        # SQL write may have left behind (see _reconcile and _writers).
+        crashed = dead_writers(cache)
+        self._lease = WriterLease(cache)
+        if self.persister.flush_all() and crashed:
+            self.reconcile()
+            forget_writers(cache, crashed)
 
     # -- construction ------------------------------------------------------------------
 
@@ -185,6 +194,7 @@ class ShortTermMemory:
             return
         self._closed = True
         self.stop_janitor()
+        self._lease.release()
         self.cache.close()
         self.outbox.close()
         self.store.close()
@@ -308,7 +318,7 @@ class ShortTermMemory:
         now = self.now()
         order = [c.slug for c in turn.categories]
 
-        def change(entry: MemoryEntry) -> MemoryEntry:
+        def change(entry: MemoryEntry) -> dict[str, Any]:
             fields: dict[str, Any] = {"last_updated": now, "refreshed_at": now}
             if args.summary is not None:
                 fields["summary"] = args.summary
@@ -324,15 +334,10 @@ class ShortTermMemory:
             if entry.key == live_key:
                 fields["turns_since_refresh"] = 0
                 fields["last_refreshed_turn"] = entry.last_refreshed_turn + 1
-            return replace(entry, **fields)
+            return fields
 
         entries = list(self.live.mutate(scope, scope.keys, change).values())
-        options = {
-            "reset_key": live_key,
-            "summary": args.summary is not None,
-            "categories": args.categories is not None,
-        }
-        self.persister.write("write_memory", entries, options)
+        self.persister.write(entries, now)
 
     def capture(self, scope: Scope, messages: Sequence[Any]) -> MemoryEntry | None:
         """Store the last dialogue turns of the channel (SPEC §5); returns the live entry."""
@@ -345,7 +350,7 @@ class ShortTermMemory:
         if not stored:
             return None
 
-        def change(entry: MemoryEntry) -> MemoryEntry:
+        def change(entry: MemoryEntry) -> dict[str, Any]:
             # Turns seen before keep their first timestamp: callers pass the whole
             # window every turn, and "recent since the last refresh" depends on it.
             seen = {(m.role, m.content, m.name): m.timestamp for m in entry.messages}
@@ -353,10 +358,10 @@ class ShortTermMemory:
                 replace(m, timestamp=seen.get((m.role, m.content, m.name), m.timestamp))
                 for m in stored
             )
-            return replace(entry, messages=messages, last_updated=now)
+            return {"messages": messages, "last_updated": now}
 
         entries = self.live.mutate(scope, scope.keys, change)
-        self.persister.write("ensure_rows", list(entries.values()), {"at": now.isoformat()})
+        self.persister.write(list(entries.values()), now)
         return entries.get(scope.live_key)
 
     def end_turn(self, turn: TurnContext) -> None:
@@ -370,11 +375,11 @@ class ShortTermMemory:
         scope = turn.scope
         now = self.now()
 
-        def bump(entry: MemoryEntry) -> MemoryEntry:
-            return replace(entry, turns_since_refresh=entry.turns_since_refresh + 1)
+        def bump(entry: MemoryEntry) -> dict[str, Any]:
+            return {"turns_since_refresh": entry.turns_since_refresh + 1}
 
         entry = self.live.mutate(scope, [scope.live_key], bump)[scope.live_key]
-        self.persister.write("increment_turns", [entry], {"at": now.isoformat()})
+        self.persister.write([entry], now)
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -424,8 +429,8 @@ class ShortTermMemory:
             "clear_summary", {"keys": keys, "at": now.isoformat()}, row_key=scope.live_key
         )
 
-        def clear(entry: MemoryEntry) -> MemoryEntry:
-            return replace(entry, summary=None, categories={}, last_updated=now)
+        def clear(entry: MemoryEntry) -> dict[str, Any]:
+            return {"summary": None, "categories": {}, "last_updated": now}
 
         present = self.cache.get_many(keys)
         if present:
@@ -439,10 +444,20 @@ class ShortTermMemory:
         """Replay queued writes now; returns how many landed."""
         return self.persister.flush()
 
+    def reconcile(self) -> Repaired:
+        """Compare the live cache with SQL and move the older side forward (run at
+        start-up and by the janitor; safe while other processes write). Call it only
+        when the outbox is empty: queued writes are newer than their rows."""
+        return reconcile(self.live, self.now())
+
     def run_janitor(self) -> int:
-        """Replay the outbox, delete rows idle past the retention, reclaim cache space.
-        Returns the number of rows deleted."""
+        """Replay the outbox, repair cache/SQL disagreements, delete rows idle past the
+        retention, reclaim cache space. Returns the number of rows deleted."""
         self.persister.flush()
+        if not self.outbox.has_pending():
+            crashed = dead_writers(self.cache)
+            self.reconcile()
+            forget_writers(self.cache, crashed)
         cutoff = self.now() - self.limits.janitor_retention
         # Evict first: a cached entry outliving its row would carry its counters into
         # a row SQL re-creates from zero. (Evicting a row that turns out to be kept is

@@ -2,8 +2,9 @@
 
 It lives in its own SQLite file beside the live cache (stdlib ``sqlite3``), so it
 keeps working while the main database is down. Items are replayed in order; each
-carries an ``op_id`` that the store records in the same transaction as the write,
-so replay is exactly-once even when two processes flush together.
+carries an ``op_id``; a delete records it in the same transaction, so its replay is
+exactly-once even when two processes flush together, and a row write carries the
+entry's revision, which makes its replay a no-op once it has landed.
 """
 
 from __future__ import annotations
@@ -24,9 +25,7 @@ from .errors import StorageError
 __all__ = ["DELETE_KINDS", "Outbox", "OutboxItem", "OutboxKind"]
 
 OutboxKind: TypeAlias = Literal[
-    "write_memory",
-    "ensure_rows",
-    "increment_turns",
+    "put_rows",
     "delete_channel",
     "delete_user",
     "clear_summary",
@@ -185,9 +184,9 @@ class Outbox:
 
     def purge_keys(self, keys: Sequence[str]) -> int:
         """Strip the summary and categories from queued writes of these rows (a summary
-        clear). The items themselves stay: they also carry counter increments and
-        resets, which must still land, and the clear queued after them replays last,
-        so nothing they hold can outlive it. Returns how many items were redacted."""
+        clear). The items themselves stay: they also carry the counters, which must
+        still land, and the clear queued after them replays last, so nothing they
+        hold can outlive it. Returns how many items were redacted."""
         if not keys:
             return 0
         placeholders = ",".join("?" for _ in keys)
@@ -205,38 +204,44 @@ class Outbox:
                 )
         return len(rows)
 
-    def latest_snapshot(self, row_key: str) -> dict[str, Any] | None:
+    def latest_snapshot(self, row_key: str) -> tuple[int, dict[str, Any]] | None:
         """The newest queued entry snapshot of a row (row writes carry the whole
-        entry), so hydration can show what SQL will hold once the queue lands."""
+        entry) and its item id, so hydration can show what SQL will hold once the
+        queue lands."""
         with self._lock:
             row = self._conn.execute(
-                "SELECT payload FROM outbox WHERE row_key = ? AND kind IN"
-                " ('write_memory', 'ensure_rows', 'increment_turns') ORDER BY id DESC LIMIT 1",
+                "SELECT id, payload FROM outbox WHERE row_key = ? AND kind = 'put_rows'"
+                " ORDER BY id DESC LIMIT 1",
                 (row_key,),
             ).fetchone()
         if row is None:
             return None
-        entries = json.loads(row[0]).get("entries") or []
-        return dict(entries[0]) if entries else None
+        entries = json.loads(row[1]).get("entries") or []
+        return (int(row[0]), dict(entries[0])) if entries else None
 
     def blocking_delete(
-        self, *, row_key: str, channel_id: str, user_id: str | None
-    ) -> OutboxKind | None:
+        self, *, row_key: str, channel_id: str, user_id: str | None, after: int = 0
+    ) -> tuple[OutboxKind, datetime | None] | None:
         """The kind of a queued delete that covers this row, if any (hydration checks
-        this so data whose deletion has not reached SQL yet is never loaded back)."""
+        this so data whose deletion has not reached SQL yet is never loaded back).
+        Only deletes queued after item ``after`` count: a write queued behind a
+        delete is newer than it. Returns the kind and, for a summary clear, its time."""
         with self._lock:
             row = self._conn.execute(
-                "SELECT kind FROM outbox WHERE (kind = 'delete_channel' AND channel_id = ?)"
+                "SELECT kind, json_extract(payload, '$.at') FROM outbox WHERE id > ? AND ("
+                "(kind = 'delete_channel' AND channel_id = ?)"
                 " OR (kind = 'delete_user' AND user_id = ?)"
                 # One clear_summary item covers every key of its scope (the payload's
                 # "keys"), not only the row_key it was filed under.
                 " OR (kind = 'clear_summary' AND (row_key = ? OR EXISTS ("
-                "SELECT 1 FROM json_each(outbox.payload, '$.keys') WHERE value = ?)))"
+                "SELECT 1 FROM json_each(outbox.payload, '$.keys') WHERE value = ?))))"
                 # A pending row delete outranks a pending summary clear of the row.
                 " ORDER BY kind = 'clear_summary', id DESC LIMIT 1",
-                (channel_id, user_id, row_key, row_key),
+                (after, channel_id, user_id, row_key, row_key),
             ).fetchone()
-        return None if row is None else row[0]
+        if row is None:
+            return None
+        return row[0], datetime.fromisoformat(row[1]) if row[1] else None
 
     def close(self) -> None:
         with self._lock:

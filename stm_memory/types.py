@@ -21,6 +21,7 @@ __all__ = [
     "UserSettings",
     "index_key",
     "key_for",
+    "next_rev",
     "parse_index_key",
     "parse_key",
     "storable_text_problem",
@@ -270,6 +271,11 @@ class MemoryEntry:
     # When the model last wrote distilled memory here: raw turns captured after it are
     # the "recent" ones that the summary does not cover yet.
     refreshed_at: datetime | None = None
+    # Revision: raised by every cache mutation (a hybrid logical clock, see
+    # _live.next_rev). SQL keeps a row's revision and refuses an older snapshot, so
+    # writes that reach SQL out of order, twice, or late from an outbox replay can
+    # never overwrite what the live cache holds.
+    rev: int = 0
 
     @classmethod
     def empty(cls, scope: Scope, key: str, now: datetime) -> MemoryEntry:
@@ -335,6 +341,7 @@ class MemoryEntry:
             "last_refreshed_turn": self.last_refreshed_turn,
             "last_updated": self.last_updated.isoformat(),
             "refreshed_at": self.refreshed_at.isoformat() if self.refreshed_at else None,
+            "rev": self.rev,
         }
 
     @classmethod
@@ -358,7 +365,16 @@ class MemoryEntry:
             refreshed_at=(
                 datetime.fromisoformat(data["refreshed_at"]) if data.get("refreshed_at") else None
             ),
+            rev=int(data.get("rev") or 0),
         )
+
+
+def next_rev(previous: int, now: datetime) -> int:
+    """The revision after ``previous`` at ``now``: a hybrid logical clock (the wall
+    clock in microseconds, or one more than before when that is not ahead), so
+    revisions only grow per key, and an entry rebuilt from nothing while the database
+    was unreachable still outranks the older row it could not read."""
+    return max(previous + 1, int(now.timestamp() * 1_000_000))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,9 @@
 """The durable-store seam: one base class, sync methods and ``a``-prefixed async twins.
 
-Every write method takes an optional ``op_id``. When given (outbox replay), the
-store records it in the same transaction as the write and skips an id it has
-already applied, which makes replay exactly-once.
+Row writes carry the whole entry and its revision, so they are idempotent and
+ordered by themselves (see :meth:`MemoryStore.put_rows`). Deletes take an optional
+``op_id``: when given (outbox replay), the store records it in the same transaction
+and skips an id it has already applied, which makes their replay exactly-once.
 """
 
 from __future__ import annotations
@@ -27,36 +28,23 @@ class MemoryStore(ABC):
     # -- memory rows ----------------------------------------------------------------
 
     @abstractmethod
-    def write_memory(
-        self,
-        entries: Sequence[MemoryEntry],
-        *,
-        reset_key: str | None,
-        summary: bool,
-        categories: bool,
-        op_id: str | None = None,
-    ) -> bool:
-        """Upsert rows in one transaction: the summary and/or categories of each entry;
-        the row ``reset_key`` also gets ``turns_since_refresh = 0`` and
-        ``last_refreshed_turn + 1`` (a new one: 0 and 1). Counters in SQL only ever
-        change by such deltas, so writes landing in any order count exactly (the
-        entries' own counters are not stored). Returns False when ``op_id`` was
-        applied already."""
+    def put_rows(self, entries: Sequence[MemoryEntry], at: datetime) -> int:
+        """Write each entry's snapshot (distilled content, counters, ``last_updated``,
+        ``rev``) to its row, in one transaction: a missing row is inserted, a row with a
+        lower ``rev`` replaced, and a row at the same or a newer ``rev`` left alone (a
+        replay, or a write a newer one overtook). The counters come from the live
+        cache's atomic mutation, so writes landing in any order, twice, or late count
+        exactly. ``at`` stamps the row's activity (``updated_at``, the janitor's
+        clock). Returns how many rows were written."""
 
     @abstractmethod
-    def ensure_rows(self, entries: Sequence[MemoryEntry], at: datetime) -> None:
-        """Insert rows that do not exist yet (counters 0); leave existing rows untouched."""
-
-    @abstractmethod
-    def increment_turns(
-        self, entry: MemoryEntry, at: datetime, *, op_id: str | None = None
-    ) -> bool:
-        """Insert-or-add-one on ``turns_since_refresh`` of the entry's row (a new row
-        starts at 1, with ``last_refreshed_turn`` 0)."""
+    def advance_rows(self, entries: Sequence[MemoryEntry], at: datetime) -> int:
+        """Like :meth:`put_rows` for rows that exist, but never inserts one (repair:
+        a row deleted meanwhile must stay deleted). Returns how many were written."""
 
     @abstractmethod
     def load_many(self, keys: Sequence[str]) -> dict[str, MemoryEntry]:
-        """Rows as entries (no messages; ``last_updated`` = ``updated_at``)."""
+        """Rows as entries (no messages), exactly as the cache held them when written."""
 
     @abstractmethod
     def load_server(self, server_id: str) -> list[MemoryEntry]:
@@ -76,7 +64,8 @@ class MemoryStore(ABC):
 
     @abstractmethod
     def clear_summary(self, keys: Sequence[str], at: datetime, *, op_id: str | None = None) -> int:
-        """Null the summary and empty the categories of the rows."""
+        """Null the summary and empty the categories of the rows, dated ``at`` (their
+        ``rev`` moves on as a cache mutation at ``at`` would move it)."""
 
     @abstractmethod
     def keys_older_than(self, cutoff: datetime) -> list[str]:

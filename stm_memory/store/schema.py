@@ -49,8 +49,14 @@ memories = sa.Table(
     sa.Column("categories", sa.JSON, nullable=False),
     sa.Column("turns_since_refresh", sa.Integer, nullable=False),
     sa.Column("last_refreshed_turn", sa.Integer, nullable=False),
+    # updated_at: the row's last activity (any write; the janitor's clock).
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Column("updated_at", UtcDateTime, nullable=False),
+    # v2: the entry's own expiry clock and refresh stamp, and its revision, so a row
+    # hydrates to exactly the entry the cache held (see MemoryEntry.rev).
+    sa.Column("last_updated", UtcDateTime),
+    sa.Column("refreshed_at", UtcDateTime),
+    sa.Column("rev", sa.BigInteger, nullable=False, server_default="0"),
     sa.Index("ix_stm_updated_at", "updated_at"),
     sa.Index("ix_stm_channel", "channel_id"),
     sa.Index("ix_stm_user", "user_id", "scope_kind"),
@@ -116,8 +122,28 @@ def _v1_initial(conn: Connection) -> None:
         table.create(conn, checkfirst=True)
 
 
+def _v2_row_revisions(conn: Connection) -> None:
+    # A database created by this release already has the columns (v1 creates the
+    # table from the current definition); one created earlier gets them added. Old
+    # rows keep rev 0 and read last_updated from updated_at until their next write.
+    present = {c["name"] for c in sa.inspect(conn).get_columns(memories.name)}
+    preparer = conn.dialect.identifier_preparer
+    for name in ("last_updated", "refreshed_at", "rev"):
+        if name in present:
+            continue
+        column = memories.c[name]
+        ddl = column.type.compile(dialect=conn.dialect)
+        default = " NOT NULL DEFAULT 0" if name == "rev" else ""
+        conn.execute(
+            sa.text(
+                f"ALTER TABLE {preparer.quote(memories.name)}"
+                f" ADD COLUMN {preparer.quote(name)} {ddl}{default}"
+            )
+        )
+
+
 # Append new steps here; never edit a released one.
-MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1_initial,)
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1_initial, _v2_row_revisions)
 
 
 _ADVISORY_LOCK = 72100591

@@ -17,7 +17,15 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.pool import StaticPool
 
 from ..errors import DatabaseError, RejectedWriteError
-from ..types import Category, MemoryEntry, ScopeKind, ServerSettings, UserSettings, key_for
+from ..types import (
+    Category,
+    MemoryEntry,
+    ScopeKind,
+    ServerSettings,
+    UserSettings,
+    key_for,
+    next_rev,
+)
 from ._sqlite_raw import CompiledSql, RawSqlite
 from .base import MemoryStore
 from .schema import applied_ops, categories, memories, migrate, server_settings, user_settings
@@ -143,38 +151,45 @@ class SqlStore(MemoryStore):
         m = memories.c
         ins = insert(memories)
         ex = ins.excluded
+        # The snapshot a row write sets: everything but the identity and created_at.
         # A write from a scope that lacks the parent or display names (an entry that
         # expired and was rebuilt from a bare scope) must not erase the stored ones:
         # privacy rules need the parent after a restart.
-        names: dict[str, Any] = {
-            col: sa.func.coalesce(ex[col], m[col])
-            for col in ("parent_channel_id", "channel_name", "server_name")
+        snapshot: dict[str, Any] = {
+            col: ex[col]
+            for col in (
+                "summary",
+                "categories",
+                "turns_since_refresh",
+                "last_refreshed_turn",
+                "last_updated",
+                "refreshed_at",
+                "rev",
+                "updated_at",
+            )
         }
-        names["updated_at"] = ex.updated_at
-        # Statements built once; SQLAlchemy caches their compiled form, so the hot
-        # path pays only for parameter binding.
-        self._upserts: dict[tuple[bool, bool, bool], Any] = {}
-        for reset in (False, True):
-            for with_summary in (False, True):
-                for with_cats in (False, True):
-                    values: dict[str, Any] = dict(names)
-                    if with_summary:
-                        values["summary"] = ex.summary
-                    if with_cats:
-                        values["categories"] = ex.categories
-                    if reset:
-                        values["turns_since_refresh"] = 0
-                        values["last_refreshed_turn"] = m.last_refreshed_turn + 1
-                    self._upserts[(reset, with_summary, with_cats)] = ins.on_conflict_do_update(
-                        index_elements=[m.key], set_=values
-                    )
-        self._ensure = ins.on_conflict_do_nothing(index_elements=[m.key])
-        self._increment = ins.on_conflict_do_update(
-            index_elements=[m.key],
-            set_={"turns_since_refresh": m.turns_since_refresh + 1, "updated_at": ex.updated_at},
+        names = ("parent_channel_id", "channel_name", "server_name")
+        snapshot.update({col: sa.func.coalesce(ex[col], m[col]) for col in names})
+        # Built once; SQLAlchemy caches the compiled form (and _sqlite_raw compiles it
+        # once), so the hot path pays only for parameter binding.
+        self._put = ins.on_conflict_do_update(
+            index_elements=[m.key], set_=snapshot, where=ex.rev > m.rev
+        )
+
+        # Repair's write: update-only, so a row deleted meanwhile stays deleted.
+        # (Bind names get a prefix: SQLAlchemy reserves column names in SET.)
+        def bind(col: str) -> Any:
+            return sa.bindparam(f"v_{col}", type_=m[col].type)
+
+        self._advance = (
+            sa.update(memories)
+            .where(m.key == bind("key"), m.rev < bind("rev"))
+            .values(
+                {col: bind(col) for col in snapshot if col not in names}
+                | {col: sa.func.coalesce(bind(col), m[col]) for col in names}
+            )
         )
         self._select = sa.select(memories)
-        self._claim = self._insert(applied_ops).on_conflict_do_nothing()
         # File-backed SQLite: row writes skip SQLAlchemy's per-call machinery (see
         # _sqlite_raw). An in-memory database lives in the pool's one connection.
         self._raw: RawSqlite | None = None
@@ -221,14 +236,9 @@ class SqlStore(MemoryStore):
 
         return self._guard(run)
 
-    def _row_params(
-        self, entry: MemoryEntry, at: datetime, *, turns: int = 0, refreshes: int = 0
-    ) -> dict[str, Any]:
-        """Insert values. The counters of a new row are this operation's own delta
-        (``turns``, ``refreshes``), never the cache's totals: SQL counts by adding,
-        and a total inserted by one writer while another writer's delta is still in
-        flight would count that delta twice."""
+    def _row_params(self, entry: MemoryEntry, at: datetime) -> dict[str, Any]:
         stamp = self._stamp(at)
+        refreshed = entry.refreshed_at
         return {
             "key": _db_key(entry.key),
             "scope_kind": entry.kind,
@@ -241,8 +251,11 @@ class SqlStore(MemoryStore):
             "server_name": entry.server_name,
             "summary": entry.summary,
             "categories": dict(entry.categories),
-            "turns_since_refresh": turns,
-            "last_refreshed_turn": refreshes,
+            "turns_since_refresh": entry.turns_since_refresh,
+            "last_refreshed_turn": entry.last_refreshed_turn,
+            "last_updated": self._stamp(entry.last_updated),
+            "refreshed_at": None if refreshed is None else self._stamp(refreshed),
+            "rev": entry.rev,
             "created_at": stamp,
             "updated_at": stamp,
         }
@@ -268,7 +281,10 @@ class SqlStore(MemoryStore):
             categories=dict(row["categories"] or {}),
             turns_since_refresh=row["turns_since_refresh"],
             last_refreshed_turn=row["last_refreshed_turn"],
-            last_updated=_utc(row["updated_at"]),
+            # Rows written before schema v2 have no last_updated of their own.
+            last_updated=_utc(row["last_updated"] or row["updated_at"]),
+            refreshed_at=_utc(row["refreshed_at"]) if row["refreshed_at"] else None,
+            rev=int(row["rev"] or 0),
         )
 
     # -- memory rows -----------------------------------------------------------------
@@ -279,52 +295,24 @@ class SqlStore(MemoryStore):
             compiled = self._compiled[id(stmt)] = CompiledSql.of(stmt)
         return compiled
 
-    def _write_rows(self, steps: Sequence[tuple[Any, dict[str, Any]]], op_id: str | None) -> bool:
-        """Run row statements in one transaction; False when ``op_id`` was applied before."""
+    def _write_rows(self, stmt: Any, params: Sequence[dict[str, Any]]) -> int:
+        """Run one row statement per parameter set in one transaction; rows written."""
+        if not params:
+            return 0
         if self._raw is None:
-            with self._tx(op_id) as conn:
-                if conn is None:
-                    return False
-                for stmt, params in steps:
-                    conn.execute(stmt, params)
-                return True
+            with self._tx(None) as conn:
+                assert conn is not None
+                return sum(int(conn.execute(stmt, p).rowcount) for p in params)
+        compiled = self._sql(stmt)
         with self._raw.transaction() as raw:
-            if op_id is not None:
-                claim = self._sql(self._claim)
-                stamp = self._stamp(self._clock())
-                cursor = raw.execute(
-                    claim.text, claim.params({"op_id": op_id, "applied_at": stamp})
-                )
-                if cursor.rowcount == 0:
-                    return False
-            for stmt, params in steps:
-                compiled = self._sql(stmt)
-                raw.execute(compiled.text, compiled.params(params))
-            return True
+            return sum(raw.execute(compiled.text, compiled.params(p)).rowcount for p in params)
 
-    def write_memory(
-        self,
-        entries: Sequence[MemoryEntry],
-        *,
-        reset_key: str | None,
-        summary: bool,
-        categories: bool,
-        op_id: str | None = None,
-    ) -> bool:
-        steps = []
-        for entry in entries:
-            reset = entry.key == reset_key
-            params = self._row_params(entry, entry.last_updated, refreshes=int(reset))
-            steps.append((self._upserts[(reset, summary, categories)], params))
-        return self._write_rows(steps, op_id)
+    def put_rows(self, entries: Sequence[MemoryEntry], at: datetime) -> int:
+        return self._write_rows(self._put, [self._row_params(e, at) for e in entries])
 
-    def ensure_rows(self, entries: Sequence[MemoryEntry], at: datetime) -> None:
-        self._write_rows([(self._ensure, self._row_params(e, at)) for e in entries], None)
-
-    def increment_turns(
-        self, entry: MemoryEntry, at: datetime, *, op_id: str | None = None
-    ) -> bool:
-        return self._write_rows([(self._increment, self._row_params(entry, at, turns=1))], op_id)
+    def advance_rows(self, entries: Sequence[MemoryEntry], at: datetime) -> int:
+        params = [{f"v_{k}": v for k, v in self._row_params(e, at).items()} for e in entries]
+        return self._write_rows(self._advance, params)
 
     def load_many(self, keys: Sequence[str]) -> dict[str, MemoryEntry]:
         if not keys:
@@ -374,10 +362,19 @@ class SqlStore(MemoryStore):
         with self._tx(op_id) as conn:
             if conn is None:
                 return 0
+            m = memories.c
+            # What the cache's own clear does to the rev (types.next_rev), in SQL.
+            clock = next_rev(0, at)
             stmt = (
                 sa.update(memories)
-                .where(memories.c.key.in_([_db_key(k) for k in keys]))
-                .values(summary=None, categories={}, updated_at=self._stamp(at))
+                .where(m.key.in_([_db_key(k) for k in keys]))
+                .values(
+                    summary=None,
+                    categories={},
+                    updated_at=self._stamp(at),
+                    last_updated=self._stamp(at),
+                    rev=sa.case((m.rev + 1 > clock, m.rev + 1), else_=clock),
+                )
             )
             return int(conn.execute(stmt).rowcount)
 

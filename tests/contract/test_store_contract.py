@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from helpers.services import PostgresSchemas
 from helpers.sqlite_lock import SqliteWriteLock
 
+from stm_memory.errors import RejectedWriteError
 from stm_memory.store.schema import MIGRATIONS, memories, schema_version
 from stm_memory.store.sql import SqlStore, create_sql_engine
 from stm_memory.types import (
@@ -22,6 +23,7 @@ from stm_memory.types import (
     Scope,
     ServerSettings,
     UserSettings,
+    next_rev,
 )
 
 T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
@@ -75,6 +77,8 @@ def entry(
     categories: dict[str, str] | None = None,
     turns: int = 0,
     refreshed: int = 0,
+    rev: int = 1,
+    refreshed_at: datetime | None = None,
 ) -> MemoryEntry:
     key = sc.server_key if kind == "server" else sc.user_key
     assert key is not None
@@ -84,6 +88,8 @@ def entry(
         categories=categories or {},
         turns_since_refresh=turns,
         last_refreshed_turn=refreshed,
+        rev=rev,
+        refreshed_at=refreshed_at,
     )
 
 
@@ -135,9 +141,7 @@ def test_a_second_store_on_the_same_database_keeps_data(shared_url: str) -> None
     try:
         first.setup()
         sc = scope()
-        first.write_memory(
-            [entry(sc, summary="kept")], reset_key=None, summary=True, categories=False
-        )
+        first.put_rows([entry(sc, summary="kept")], T0)
         second.setup()  # against an existing, current schema
         assert row(second, sc.server_key or "").summary == "kept"
         with second.engine.connect() as conn:
@@ -148,107 +152,131 @@ def test_a_second_store_on_the_same_database_keeps_data(shared_url: str) -> None
         second.close()
 
 
-# -- write_memory -----------------------------------------------------------------------
+def test_a_database_from_before_row_revisions_is_migrated(store: SqlStore) -> None:
+    """Schema v2 adds last_updated, refreshed_at and rev to an existing v1 table."""
+    sc = scope()
+    store.put_rows([entry(sc, summary="old", turns=2)], T0)
+    later = T0 + timedelta(hours=1)
+    with store.engine.begin() as conn:  # back to the v1 shape, row kept
+        conn.execute(sa.update(memories).values(updated_at=later))
+        for column in ("last_updated", "refreshed_at", "rev"):
+            conn.execute(sa.text(f"ALTER TABLE short_term_memories DROP COLUMN {column}"))
+        conn.execute(sa.delete(schema_version).where(schema_version.c.version >= 2))
+    store.setup()
+    got = row(store, sc.server_key or "")
+    # An old row reads its last_updated from updated_at, and any new write outranks it.
+    assert (got.summary, got.turns_since_refresh, got.rev) == ("old", 2, 0)
+    assert got.last_updated == later
+    assert store.put_rows([entry(sc, summary="new", rev=1)], later) == 1
+    assert row(store, sc.server_key or "").summary == "new"
 
 
-def test_write_memory_inserts_both_rows_and_resets_the_live_one(store: SqlStore) -> None:
+# -- row writes -------------------------------------------------------------------------
+
+
+def test_put_rows_inserts_the_entries_as_they_are(store: SqlStore) -> None:
     sc = scope(parent_channel_id="p1")
-    user = entry(sc, "user", summary="S", turns=4, refreshed=2)
-    server = entry(sc, "server", summary="S", turns=0, refreshed=3)
-    assert store.write_memory(
-        [user, server], reset_key=sc.server_key, summary=True, categories=False
-    )
+    refreshed_at = T0 - timedelta(minutes=1)
+    user = entry(sc, "user", summary="S", turns=4, refreshed=2, rev=7)
+    server = entry(sc, "server", summary="S", refreshed=3, rev=8, refreshed_at=refreshed_at)
+    assert store.put_rows([user, server], T0) == 2
     got = store.load_many(list(sc.keys))
-    assert got[sc.user_key].summary == got[sc.server_key or ""].summary == "S"
-    # New rows count this write only (the cache's totals are not stored).
-    assert (got[sc.user_key].turns_since_refresh, got[sc.user_key].last_refreshed_turn) == (0, 0)
-    live = got[sc.server_key or ""]
-    assert (live.turns_since_refresh, live.last_refreshed_turn) == (0, 1)
+    assert got[sc.user_key] == user
+    assert got[sc.server_key or ""] == server
     assert got[sc.server_key or ""].parent_channel_id == "p1"
     assert got[sc.user_key].kind == "user" and got[sc.user_key].user_id == "u1"
     assert got[sc.server_key or ""].kind == "server" and got[sc.server_key or ""].server_id == "g1"
 
 
-def test_write_memory_upserts_and_resets_counters_in_sql(store: SqlStore) -> None:
+def test_put_rows_takes_a_snapshot_only_from_a_newer_revision(store: SqlStore) -> None:
     sc = scope()
     key = sc.server_key or ""
-    store.write_memory([entry(sc, summary="one")], reset_key=key, summary=True, categories=False)
-    for _ in range(3):
-        store.increment_turns(entry(sc), T0)
-    assert row(store, key).turns_since_refresh == 3
-    later = T0 + timedelta(minutes=5)
-    # The entry's own counters are ignored: SQL resets and adds to what it holds.
-    other = entry(sc, summary="two", at=later, turns=99, refreshed=99)
-    store.write_memory([other], reset_key=key, summary=True, categories=False)
+    assert store.put_rows([entry(sc, summary="two", turns=0, refreshed=2, rev=20)], T0) == 1
+    # Older revisions arrive late (a racing writer, an outbox replay): refused.
+    assert store.put_rows([entry(sc, summary="one", turns=5, refreshed=1, rev=10)], T0) == 0
+    # The same revision again (a lost commit acknowledgement, replayed): a no-op.
+    assert store.put_rows([entry(sc, summary="two?", turns=9, refreshed=2, rev=20)], T0) == 0
     got = row(store, key)
     assert (got.summary, got.turns_since_refresh, got.last_refreshed_turn) == ("two", 0, 2)
-    assert got.last_updated == later
+    later = T0 + timedelta(minutes=5)
+    newer = entry(sc, summary=None, categories={"a": "1"}, turns=3, refreshed=2, rev=21, at=later)
+    assert store.put_rows([newer], later) == 1
+    assert row(store, key) == newer  # every persisted field replaced, none merged
 
 
-def test_counters_are_exact_whatever_order_writes_land_in(store: SqlStore) -> None:
-    # Two refreshes and a capture of a new scope raced: the cache assigned them
-    # last_refreshed_turn 1 and 2, but the second one's SQL write lands first.
+def test_one_put_rows_call_is_one_transaction(store: SqlStore) -> None:
+    sc = scope()
+    user, server = entry(sc, "user", summary="U"), entry(sc, "server", summary="S")
+    broken = replace(server, channel_id=None)  # type: ignore[arg-type]  # NOT NULL column
+    with pytest.raises(RejectedWriteError):
+        store.put_rows([user, broken], T0)
+    assert store.count_rows() == 0
+
+
+def test_activity_and_the_entry_clock_are_stamped_apart(store: SqlStore) -> None:
+    """updated_at is when the row was last written (the janitor's clock); last_updated
+    is the entry's own expiry clock, which a counted turn does not move."""
     sc = scope()
     key = sc.server_key or ""
-    second, first = entry(sc, summary="2nd", refreshed=2), entry(sc, summary="1st", refreshed=1)
-    store.write_memory([second], reset_key=key, summary=True, categories=False)
-    store.write_memory([first], reset_key=key, summary=True, categories=False)
-    assert row(store, key).last_refreshed_turn == 2
-    # A capture made after three counted turns lands before their increments.
-    other = scope(channel="c2")
-    store.ensure_rows([entry(other, turns=3)], T0)
-    for _ in range(3):
-        store.increment_turns(entry(other, turns=3), T0)
-    assert row(store, other.server_key or "").turns_since_refresh == 3
-
-
-def test_write_memory_without_reset_keeps_counters(store: SqlStore) -> None:
-    sc = scope()
-    store.write_memory(
-        [entry(sc, "user", summary="a")], reset_key=None, summary=True, categories=False
-    )
-    store.increment_turns(entry(sc, "user"), T0)
-    store.write_memory(
-        [entry(sc, "user", summary="b", turns=50)],
-        reset_key=sc.server_key,  # another key: this row is not reset
-        summary=True,
-        categories=False,
-    )
-    got = row(store, sc.user_key)
-    assert (got.summary, got.turns_since_refresh, got.last_refreshed_turn) == ("b", 1, 0)
-
-
-def test_write_memory_updates_only_the_named_columns(store: SqlStore) -> None:
-    sc = scope()
-    key = sc.server_key or ""
-    store.write_memory(
-        [entry(sc, summary="S", categories={"mood": "calm"})],
-        reset_key=None,
-        summary=True,
-        categories=True,
-    )
-    store.write_memory(
-        [entry(sc, summary="ignored", categories={"plot": "P"})],
-        reset_key=None,
-        summary=False,
-        categories=True,
-    )
+    store.put_rows([entry(sc, summary="S", at=T0, rev=1)], T0)
+    later = T0 + timedelta(hours=30)
+    store.put_rows([entry(sc, summary="S", at=T0, turns=1, rev=2)], later)
     got = row(store, key)
-    assert (got.summary, dict(got.categories)) == ("S", {"plot": "P"})
-    store.write_memory(
-        [entry(sc, summary="S2", categories={"x": "ignored"})],
-        reset_key=None,
-        summary=True,
-        categories=False,
-    )
-    got = row(store, key)
-    assert (got.summary, dict(got.categories)) == ("S2", {"plot": "P"})
+    assert got.last_updated == T0
+    updated = raw_row(store, key)["updated_at"]
+    assert isinstance(updated, datetime)
+    assert updated.replace(tzinfo=updated.tzinfo or UTC) == later
+
+
+def test_concurrent_writers_leave_the_newest_revision(
+    store: SqlStore, open_store: Callable[[], SqlStore], store_url: str
+) -> None:
+    handles = [store] if store_url == "sqlite://" else [store, open_store()]
+    sc = scope()
+    threads, per_thread = 6, 15
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(threads)
+
+    def work(i: int) -> None:
+        barrier.wait()
+        try:
+            for n in range(per_thread):
+                rev = n * threads + i + 1  # every thread races every other one
+                snapshot = entry(sc, summary=f"rev {rev}", turns=rev, rev=rev)
+                handles[i % len(handles)].put_rows([snapshot], T0)
+        except BaseException as exc:
+            errors.append(exc)
+
+    pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join(timeout=60)
+    assert not errors, errors[0]
+    top = threads * per_thread
+    got = row(store, sc.server_key or "")
+    assert (got.summary, got.turns_since_refresh, got.rev) == (f"rev {top}", top, top)
+
+
+def test_advance_rows_moves_existing_older_rows_only(store: SqlStore) -> None:
+    old, new, gone = scope(channel="old"), scope(channel="new"), scope(channel="gone")
+    store.put_rows([entry(old, summary="o", rev=1), entry(new, summary="n", rev=9)], T0)
+    later = T0 + timedelta(minutes=1)
+    ahead = [
+        entry(old, summary="o2", turns=4, rev=5, at=later),
+        entry(new, summary="stale", rev=3),
+        entry(gone, summary="deleted meanwhile", rev=5),
+    ]
+    assert store.advance_rows(ahead, later) == 1
+    assert row(store, old.server_key or "") == ahead[0]
+    assert row(store, new.server_key or "").summary == "n"
+    assert store.load_many([gone.server_key or ""]) == {}  # never inserted
 
 
 def test_json_categories_keep_their_order(store: SqlStore) -> None:
     sc = scope()
     cats = {"zeta": "last letter", "alpha": "first", "mid": "middle", "b": "2"}
-    store.write_memory([entry(sc, categories=cats)], reset_key=None, summary=False, categories=True)
+    store.put_rows([entry(sc, categories=cats)], T0)
     assert list(row(store, sc.server_key or "").categories.items()) == list(cats.items())
 
 
@@ -264,7 +292,7 @@ def test_parent_channel_and_names_are_kept_and_not_erased_by_a_later_write(
         server_name="Guild",
     )
     key = sc.server_key or ""
-    store.write_memory([entry(sc, summary="a")], reset_key=None, summary=True, categories=False)
+    store.put_rows([entry(sc, summary="a", rev=1)], T0)
     got = row(store, key)
     assert (got.parent_channel_id, got.channel_name, got.server_name) == (
         "general",
@@ -272,74 +300,14 @@ def test_parent_channel_and_names_are_kept_and_not_erased_by_a_later_write(
         "Guild",
     )
     bare = scope(channel="thread-1")  # same key, no parent or names known
-    store.write_memory([entry(bare, summary="b")], reset_key=None, summary=True, categories=False)
+    store.put_rows([entry(bare, summary="b", rev=2)], T0)
     got = row(store, key)
     assert (got.summary, got.parent_channel_id, got.channel_name) == ("b", "general", "Plans")
+    store.advance_rows([entry(bare, summary="c", rev=3)], T0)
+    assert row(store, key).parent_channel_id == "general"
     renamed = replace(sc, channel_name="Plans v2")
-    store.write_memory(
-        [entry(renamed, summary="c")], reset_key=None, summary=True, categories=False
-    )
+    store.put_rows([entry(renamed, summary="d", rev=4)], T0)
     assert row(store, key).channel_name == "Plans v2"
-
-
-# -- ensure_rows / increment ------------------------------------------------------------
-
-
-def test_ensure_rows_inserts_missing_rows_only(store: SqlStore) -> None:
-    sc = scope()
-    store.write_memory(
-        [entry(sc, "server", summary="stored", turns=0)],
-        reset_key=None,
-        summary=True,
-        categories=False,
-    )
-    later = T0 + timedelta(hours=1)
-    store.ensure_rows(
-        [entry(sc, "server", summary=None, turns=7, at=later), entry(sc, "user", at=later)],
-        later,
-    )
-    server, user = row(store, sc.server_key or ""), row(store, sc.user_key)
-    assert (server.summary, server.turns_since_refresh, server.last_updated) == ("stored", 0, T0)
-    assert (user.summary, user.last_updated) == (None, later)
-    assert store.count_rows() == 2
-
-
-def test_increment_inserts_then_adds_one(store: SqlStore) -> None:
-    sc = scope(server=None)
-    target = entry(sc, "user", turns=41)  # the entry's value never matters: SQL counts
-    assert store.increment_turns(target, T0)
-    assert row(store, sc.user_key).turns_since_refresh == 1
-    store.increment_turns(target, T0 + timedelta(seconds=1))
-    store.increment_turns(target, T0 + timedelta(seconds=2))
-    got = row(store, sc.user_key)
-    assert (got.turns_since_refresh, got.last_refreshed_turn) == (3, 0)
-
-
-def test_concurrent_increments_from_threads_are_exact(
-    store: SqlStore, open_store: Callable[[], SqlStore], store_url: str
-) -> None:
-    handles = [store] if store_url == "sqlite://" else [store, open_store()]
-    sc = scope()
-    target = entry(sc)
-    threads, per_thread = 6, 15
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(threads)
-
-    def work(i: int) -> None:
-        barrier.wait()
-        try:
-            for _ in range(per_thread):
-                handles[i % len(handles)].increment_turns(target, T0)
-        except BaseException as exc:
-            errors.append(exc)
-
-    pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join(timeout=60)
-    assert not errors, errors[0]
-    assert row(store, sc.server_key or "").turns_since_refresh == threads * per_thread
 
 
 # -- loads ------------------------------------------------------------------------------
@@ -347,7 +315,7 @@ def test_concurrent_increments_from_threads_are_exact(
 
 def test_load_many_returns_present_rows_without_messages(store: SqlStore) -> None:
     sc = scope()
-    store.ensure_rows([entry(sc, "user"), entry(sc, "server")], T0)
+    store.put_rows([entry(sc, "user"), entry(sc, "server")], T0)
     got = store.load_many([sc.user_key, "shortterm:user:nobody:nowhere"])
     assert list(got) == [sc.user_key]
     assert got[sc.user_key].messages == ()
@@ -369,7 +337,7 @@ def test_load_server_and_load_user_select_by_owner_and_kind(store: SqlStore) -> 
         entry(dm, "user", at=T0 + timedelta(minutes=3)),
     ]
     for e in rows:
-        store.ensure_rows([e], e.last_updated)
+        store.put_rows([e], e.last_updated)
     assert [e.key for e in store.load_server("g1")] == [b.server_key, a.server_key]
     assert [e.key for e in store.load_user("u1")] == [dm.user_key, c.user_key, a.user_key]
     assert store.load_server("nope") == [] and store.load_user("nope") == []
@@ -382,7 +350,7 @@ def test_delete_channel_removes_every_row_of_the_channel(store: SqlStore) -> Non
     a = scope(channel="c1", user="u1")
     b = scope(channel="c1", user="u2", persona_id="p")
     keep = scope(channel="c2", user="u1")
-    store.ensure_rows([entry(s, k) for s in (a, b, keep) for k in ("user", "server")], T0)
+    store.put_rows([entry(s, k) for s in (a, b, keep) for k in ("user", "server")], T0)
     assert store.delete_channel("c1") == 4
     assert set(store.load_many([*a.keys, *b.keys, *keep.keys])) == set(keep.keys)
     assert store.delete_channel("c1") == 0
@@ -392,8 +360,8 @@ def test_delete_user_removes_only_user_scope_rows(store: SqlStore) -> None:
     a = scope(channel="c1", user="u1", server="g1")
     dm = scope(channel="dm", user="u1", server=None)
     other = scope(channel="c1", user="u2", server="g1")
-    store.ensure_rows([entry(a, "user"), entry(a, "server"), entry(dm, "user")], T0)
-    store.ensure_rows([entry(other, "user")], T0)
+    store.put_rows([entry(a, "user"), entry(a, "server"), entry(dm, "user")], T0)
+    store.put_rows([entry(other, "user")], T0)
     assert store.delete_user("u1") == 2
     left = set(store.load_many([*a.keys, *dm.keys, *other.keys]))
     assert left == {a.server_key, other.user_key}
@@ -401,30 +369,32 @@ def test_delete_user_removes_only_user_scope_rows(store: SqlStore) -> None:
 
 def test_clear_summary_nulls_distilled_content_and_keeps_counters(store: SqlStore) -> None:
     sc = scope()
-    store.write_memory(
+    store.put_rows(
         [
             entry(sc, "user", summary="S", categories={"a": "1"}),
-            entry(sc, "server", summary="S", categories={"a": "1"}),
+            entry(sc, "server", summary="S", categories={"a": "1"}, turns=1, refreshed=1, rev=5),
         ],
-        reset_key=sc.server_key,
-        summary=True,
-        categories=True,
+        T0,
     )
-    store.increment_turns(entry(sc, "server"), T0)
     later = T0 + timedelta(minutes=3)
     assert store.clear_summary(list(sc.keys), later) == 2
     server = row(store, sc.server_key or "")
     assert (server.summary, dict(server.categories)) == (None, {})
     assert (server.turns_since_refresh, server.last_refreshed_turn) == (1, 1)
     assert server.last_updated == later
+    # The clear moves the revision as a cache mutation at that time would, so the
+    # snapshot it replaced can no longer land on top of it.
+    assert server.rev == next_rev(5, later)
+    stale = entry(sc, "server", summary="S", categories={"a": "1"}, turns=1, refreshed=1, rev=6)
+    assert store.put_rows([stale], later) == 0
     assert store.clear_summary(["shortterm:user:x:y"], later) == 0
 
 
 def test_delete_older_than_uses_the_given_cutoff(store: SqlStore) -> None:
     old, edge, new = scope(channel="old"), scope(channel="edge"), scope(channel="new")
-    store.ensure_rows([entry(old, at=T0 - timedelta(days=91))], T0 - timedelta(days=91))
-    store.ensure_rows([entry(edge, at=T0 - timedelta(days=90))], T0 - timedelta(days=90))
-    store.ensure_rows([entry(new, at=T0)], T0)
+    store.put_rows([entry(old, at=T0 - timedelta(days=91))], T0 - timedelta(days=91))
+    store.put_rows([entry(edge, at=T0 - timedelta(days=90))], T0 - timedelta(days=90))
+    store.put_rows([entry(new, at=T0)], T0)
     assert store.delete_older_than(T0 - timedelta(days=90)) == 1
     assert {e.channel_id for e in store.list_rows()} == {"edge", "new"}
 
@@ -432,38 +402,20 @@ def test_delete_older_than_uses_the_given_cutoff(store: SqlStore) -> None:
 # -- op_id: exactly-once replay ---------------------------------------------------------
 
 
-def test_op_id_makes_each_write_apply_once(store: SqlStore) -> None:
-    sc = scope()
-    key = sc.server_key or ""
-    write_id, incr_id = op(), op()
-    store.write_memory([entry(sc, summary="S")], reset_key=key, summary=True, categories=False)
-    assert store.increment_turns(entry(sc), T0, op_id=incr_id) is True
-    assert store.increment_turns(entry(sc), T0, op_id=incr_id) is False
-    assert row(store, key).turns_since_refresh == 1
-    assert store.write_memory(
-        [entry(sc, summary="S2")], reset_key=key, summary=True, categories=False, op_id=write_id
-    )
-    assert not store.write_memory(
-        [entry(sc, summary="S3")], reset_key=key, summary=True, categories=False, op_id=write_id
-    )
-    got = row(store, key)
-    assert (got.summary, got.turns_since_refresh, got.last_refreshed_turn) == ("S2", 0, 2)
-
-
 def test_op_id_makes_each_delete_apply_once(store: SqlStore) -> None:
     sc = scope()
     delete_id, clear_id = op(), op()
-    store.ensure_rows([entry(sc, "server", summary="S")], T0)
+    store.put_rows([entry(sc, "server", summary="S")], T0)
     assert store.clear_summary([sc.server_key or ""], T0, op_id=clear_id) == 1
     assert store.clear_summary([sc.server_key or ""], T0, op_id=clear_id) == 0
     assert store.delete_channel("c1", op_id=delete_id) == 1
-    store.ensure_rows([entry(sc, "server")], T0)  # written after the delete
+    store.put_rows([entry(sc, "server")], T0)  # written after the delete
     assert store.delete_channel("c1", op_id=delete_id) == 0
     assert store.count_rows() == 1
     user_id = op()
-    store.ensure_rows([entry(sc, "user")], T0)
+    store.put_rows([entry(sc, "user")], T0)
     assert store.delete_user("u1", op_id=user_id) == 1
-    store.ensure_rows([entry(sc, "user")], T0)
+    store.put_rows([entry(sc, "user")], T0)
     assert store.delete_user("u1", op_id=user_id) == 0
     assert store.count_rows() == 2
 
@@ -528,22 +480,18 @@ def test_timestamps_are_aware_utc_and_come_from_the_given_values(store: SqlStore
     sc = scope()
     tokyo = timezone(timedelta(hours=9))
     written = datetime(2026, 3, 1, 21, 30, 15, 123456, tzinfo=tokyo)  # 12:30:15 UTC
-    store.write_memory(
-        [entry(sc, summary="S", at=written)], reset_key=None, summary=True, categories=False
-    )
+    store.put_rows([entry(sc, summary="S", at=written, refreshed_at=written)], written)
     got = row(store, sc.server_key or "")
-    assert got.last_updated.tzinfo is not None
-    assert got.last_updated.utcoffset() == timedelta(0)
-    assert got.last_updated == written
+    for stamp in (got.last_updated, got.refreshed_at):
+        assert stamp is not None and stamp.utcoffset() == timedelta(0)
+        assert stamp == written
     raw = raw_row(store, sc.server_key or "")
     created = raw["created_at"]
     assert isinstance(created, datetime)
     assert created.replace(tzinfo=created.tzinfo or UTC) == written
     # Later writes move updated_at, never created_at.
     later = written + timedelta(hours=2)
-    store.write_memory(
-        [entry(sc, summary="S2", at=later)], reset_key=None, summary=True, categories=False
-    )
+    store.put_rows([entry(sc, summary="S2", at=later, rev=2)], later)
     raw = raw_row(store, sc.server_key or "")
     updated = raw["updated_at"]
     assert isinstance(updated, datetime)
@@ -551,13 +499,12 @@ def test_timestamps_are_aware_utc_and_come_from_the_given_values(store: SqlStore
     created = raw["created_at"]
     assert isinstance(created, datetime)
     assert created.replace(tzinfo=created.tzinfo or UTC) == written
-    store.increment_turns(entry(sc), later + timedelta(minutes=1))
-    assert row(store, sc.server_key or "").last_updated == later + timedelta(minutes=1)
+    assert row(store, sc.server_key or "").last_updated == later
 
 
 def test_ids_with_separators_and_unicode_round_trip(store: SqlStore) -> None:
     sc = scope(channel="c:1%2", user="ü:ser", server="g:1", persona_id="π")
-    store.ensure_rows([entry(sc, "user"), entry(sc, "server")], T0)
+    store.put_rows([entry(sc, "user"), entry(sc, "server")], T0)
     got = store.load_many(list(sc.keys))
     assert got[sc.user_key].user_id == "ü:ser"
     assert got[sc.server_key or ""].channel_id == "c:1%2"
@@ -575,9 +522,7 @@ def test_postgres_stamps_do_not_depend_on_the_session_time_zone(
     try:
         store.setup()
         sc = scope()
-        store.write_memory(
-            [entry(sc, summary="S", at=T0)], reset_key=None, summary=True, categories=False
-        )
+        store.put_rows([entry(sc, summary="S", at=T0)], T0)
         assert row(store, sc.server_key or "").last_updated == T0
         assert store.delete_older_than(T0 - timedelta(minutes=1)) == 0
         assert store.delete_older_than(T0 + timedelta(minutes=1)) == 1
@@ -604,9 +549,9 @@ def test_longest_ids_fit(store: SqlStore) -> None:
     # column and PostgreSQL's b-tree entry limit, yet valid scopes.
     sc = scope(channel=":" * 512, user="%" * 512, server="é" * 512, persona_id=":" * 512)
     assert len(sc.user_key) > 3000
-    user, server = entry(sc, "user", summary="U"), entry(sc, "server", summary="S")
-    store.write_memory([user, server], reset_key=sc.server_key, summary=True, categories=False)
-    store.increment_turns(server, T0)
+    user, server = entry(sc, "user", summary="U"), entry(sc, "server", summary="S", turns=1)
+    store.put_rows([user, server], T0)
+    store.put_rows([replace(server, rev=2)], T0)  # the update path of a digest key
     got = store.load_many(list(sc.keys))
     assert set(got) == set(sc.keys)
     assert (got[sc.user_key].summary, got[sc.server_key or ""].summary) == ("U", "S")

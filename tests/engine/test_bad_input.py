@@ -202,6 +202,5 @@ def test_bad_environment_values(make_mem: MemFactory, monkeypatch: pytest.Monkey
 def test_a_naive_clock_is_refused(make_mem: MemFactory) -> None:
     from datetime import datetime
 
-    memory = make_mem(clock=lambda: datetime(2026, 1, 5, 12, 0))
-    with pytest.raises(ConfigurationError, match="timezone-aware"):
-        memory.begin_turn(SERVER)
+    with pytest.raises(ConfigurationError, match="timezone-aware"):  # at construction
+        make_mem(clock=lambda: datetime(2026, 1, 5, 12, 0))

@@ -139,7 +139,7 @@ def test_capture_replaces_messages_and_keeps_summary_and_counters(
         ("new", "Ann", fake_clock())
     ]
     stored = row(memory, SERVER.server_key)
-    assert stored is not None and stored.summary == "the summary"  # ensure_rows kept it
+    assert stored is not None and stored.summary == "the summary"  # the capture kept it
 
 
 def test_capture_of_nothing_stores_nothing(memory: ShortTermMemory) -> None:

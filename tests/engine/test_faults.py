@@ -81,7 +81,7 @@ def test_a_replay_interrupted_after_the_write_is_not_applied_twice(
         for _ in range(3):
             turn(memory, SERVER)
     items = memory.outbox.pending()
-    assert [i.kind for i in items] == ["increment_turns"] * 3
+    assert [i.kind for i in items] == ["put_rows"] * 3
     # A worker applied the first item and died before removing it from the outbox.
     memory.persister.apply(items[0].kind, items[0].payload, items[0].op_id)
     assert sql_counters(memory) == (1, 1)

@@ -139,9 +139,8 @@ class Host:
 # -- faults ---------------------------------------------------------------------------
 
 STORE_WRITES = (
-    "write_memory",
-    "ensure_rows",
-    "increment_turns",
+    "put_rows",
+    "advance_rows",
     "delete_channel",
     "delete_user",
     "clear_summary",

@@ -77,7 +77,7 @@ def test_postgres_behind_a_closed_port(
     during_the_outage(mem)
     queued = len(mem.outbox)
     kinds = {item.kind for item in mem.outbox.pending()}
-    assert kinds == {"write_memory", "ensure_rows", "increment_turns"}
+    assert kinds == {"put_rows"}
     assert mem.flush() == 0 and len(mem.outbox) == queued  # still down: nothing lost
     pg_proxy.proxy.start()
     assert mem.flush() == queued
@@ -203,7 +203,7 @@ def test_backend_killed_during_the_write(
     assert turn(mem, SCOPE, {"summary": "during"}) == COMPLETED
     assert killed
     # The transaction died with the connection: both rows are queued, neither landed.
-    assert [i.kind for i in mem.outbox.pending()] == ["write_memory", "write_memory"]
+    assert [i.kind for i in mem.outbox.pending()] == ["put_rows", "put_rows"]
     for key in SCOPE.keys:
         stored = row(mem, key)
         assert stored is not None and stored.summary == "before"
@@ -238,12 +238,6 @@ def test_backend_killed_during_the_replay(
     after_recovery(mem)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the first, direct SQL attempt runs without an op_id (Persister.write → "
-    "apply(..., None)); when the connection drops after the server committed, the write "
-    "is queued under a new op_id and replayed: applied twice (counter off by one)",
-)
 def test_a_connection_lost_after_the_commit_is_applied_once(
     killable: ShortTermMemory, pg_admin: sa.Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,12 +8,13 @@ clock advance, janitor (after a 91-day jump), restart (close + reopen with a fre
 directory; the database and the outbox stay), a database outage (SQLite write lock held)
 and flush.
 
-Kept out on purpose, each pinned by its own xfail test until fixed:
-- clock advances past a TTL: after an expiry, a restart shows different content than the
-  running process (test_restart_consistency.py);
-- operating again on a scope whose rows the janitor deleted while its stale entry stayed
-  cached: the janitor jump therefore moves on to fresh channel ids (test_janitor_cache.py);
-- a restart while writes wait in the outbox (test_restart_consistency.py).
+The clock may jump past either TTL (an expired entry shows nothing; its next mutation
+starts from an empty entry that keeps the counters), and a restart may come while the
+database is down, with writes waiting in the outbox.
+
+Kept out on purpose: operating again on a scope whose rows the janitor deleted while
+its stale entry stayed cached; the janitor jump therefore moves on to fresh channel ids
+(test_janitor_cache.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import ClassVar
 
@@ -69,11 +71,22 @@ POOL_SIZE = len(scope_pool(0))
 PICK = st.integers(min_value=0, max_value=POOL_SIZE - 1)
 
 
+SUMMARY_TTL, BARE_TTL = timedelta(hours=24), timedelta(hours=12)
+EPOCH = datetime.fromtimestamp(0).astimezone()
+
+
 @dataclass(frozen=True)
 class Row:
     summary: str | None = None
     turns_since_refresh: int = 0
     last_refreshed_turn: int = 0
+    last_updated: datetime = EPOCH
+
+    def live(self, now: datetime) -> bool:
+        return now - self.last_updated < (SUMMARY_TTL if self.summary else BARE_TTL)
+
+    def counters(self) -> tuple[str | None, int, int]:
+        return (self.summary, self.turns_since_refresh, self.last_refreshed_turn)
 
 
 class MemoryMachine(RuleBasedStateMachine):
@@ -113,6 +126,18 @@ class MemoryMachine(RuleBasedStateMachine):
     def down(self) -> bool:
         return self.lock is not None
 
+    def mutated(self, key: str) -> Row:
+        """The row as a cache mutation starts from: a new or expired entry is empty
+        (dated now), and an expired one keeps only its counters."""
+        now = self.clock()
+        row = self.rows.get(key)
+        if row is None:
+            return Row(last_updated=now)
+        if not row.live(now):
+            self.messages.pop(key, None)
+            return replace(row, summary=None, last_updated=now)
+        return row
+
     # -- conversation ----------------------------------------------------------------------
 
     @initialize()
@@ -126,7 +151,7 @@ class MemoryMachine(RuleBasedStateMachine):
         assert self.mem.update(ctx, {"summary": text}) == {"status": "completed"}
         self.mem.end_turn(ctx)
         for key in scope.keys:
-            row = replace(self.rows.get(key, Row()), summary=text.strip())
+            row = replace(self.mutated(key), summary=text.strip(), last_updated=self.clock())
             if key == scope.live_key:
                 row = replace(
                     row, turns_since_refresh=0, last_refreshed_turn=row.last_refreshed_turn + 1
@@ -137,7 +162,7 @@ class MemoryMachine(RuleBasedStateMachine):
     def turn(self, i: int) -> None:
         scope = self.scope(i)
         self.mem.end_turn(self.mem.begin_turn(scope))
-        row = self.rows.get(scope.live_key, Row())
+        row = self.mutated(scope.live_key)
         self.rows[scope.live_key] = replace(row, turns_since_refresh=row.turns_since_refresh + 1)
 
     @rule(i=PICK, n=st.integers(min_value=1, max_value=12))
@@ -146,7 +171,7 @@ class MemoryMachine(RuleBasedStateMachine):
         said = [f"m{self.clock().timestamp():.0f}-{k}" for k in range(n)]
         self.mem.capture(scope, [{"role": "user", "content": c} for c in said])
         for key in scope.keys:
-            self.rows.setdefault(key, Row())
+            self.rows[key] = replace(self.mutated(key), last_updated=self.clock())
             self.messages[key] = tuple(said[-10:])
 
     @rule(i=PICK)
@@ -155,7 +180,7 @@ class MemoryMachine(RuleBasedStateMachine):
         self.mem.clear_summary(scope)
         for key in scope.keys:
             if key in self.rows:
-                self.rows[key] = replace(self.rows[key], summary=None)
+                self.rows[key] = replace(self.mutated(key), summary=None, last_updated=self.clock())
 
     @rule(i=PICK)
     def clear_channel(self, i: int) -> None:
@@ -181,6 +206,10 @@ class MemoryMachine(RuleBasedStateMachine):
     def advance(self, minutes: int) -> None:
         self.clock.advance(minutes=minutes)  # far below every TTL
 
+    @rule(hours=st.sampled_from([11, 13, 23, 25]))
+    def advance_hours(self, hours: int) -> None:
+        self.clock.advance(hours=hours)  # around both TTLs
+
     @precondition(lambda self: not self.down)
     @rule()
     def janitor(self) -> None:
@@ -190,7 +219,6 @@ class MemoryMachine(RuleBasedStateMachine):
         self.messages.clear()
         self.generation += 1
 
-    @precondition(lambda self: not self.down)
     @rule()
     def restart(self) -> None:
         self.mem.close()
@@ -223,12 +251,13 @@ class MemoryMachine(RuleBasedStateMachine):
         for key in sorted(self.universe):
             entry = self.mem.get_key(key)
             expected = self.rows.get(key)
-            if expected is None:
+            if expected is None or not expected.live(self.clock()):
                 assert entry is None, (key, entry)
                 continue
             assert entry is not None, key
-            got = Row(entry.summary, entry.turns_since_refresh, entry.last_refreshed_turn)
-            assert got == expected, key
+            got = (entry.summary, entry.turns_since_refresh, entry.last_refreshed_turn)
+            assert got == expected.counters(), key
+            assert entry.last_updated == expected.last_updated, key
             messages = tuple(m.content for m in entry.messages)
             assert messages == self.messages.get(key, ()), key
 
@@ -238,10 +267,9 @@ class MemoryMachine(RuleBasedStateMachine):
             return
         stored = self.mem.store.load_many(sorted(self.universe))
         got = {
-            k: Row(e.summary, e.turns_since_refresh, e.last_refreshed_turn)
-            for k, e in stored.items()
+            k: (e.summary, e.turns_since_refresh, e.last_refreshed_turn) for k, e in stored.items()
         }
-        assert got == self.rows
+        assert got == {k: row.counters() for k, row in self.rows.items()}
 
 
 class PostgresRedisMachine(MemoryMachine):

@@ -8,7 +8,6 @@ where the two disagree.
 
 from __future__ import annotations
 
-import pytest
 from helpers.clock import FakeClock
 from helpers.factory import MemFactory
 from helpers.memory import dialogue, refresh, row, turn
@@ -39,12 +38,6 @@ def test_a_live_summary_survives_a_restart(make_mem: MemFactory, fake_clock: Fak
     assert summary_seen(restarted(make_mem, 1)) == "kept"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: end_turn (SqlStore.increment_turns) refreshes the row's updated_at without "
-    "touching the expired summary; after a restart hydration dates the entry from "
-    "updated_at and shows the summary that had expired (the running process shows none)",
-)
 def test_an_expired_summary_stays_expired_after_a_restart(
     make_mem: MemFactory, fake_clock: FakeClock
 ) -> None:
@@ -57,12 +50,6 @@ def test_an_expired_summary_stays_expired_after_a_restart(
     assert summary_seen(restarted(make_mem, 1)) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: capture sets the cached last_updated (keeping a summary alive while the "
-    "conversation goes on) but SqlStore.ensure_rows leaves updated_at alone; after a "
-    "restart the same summary is expired and gone",
-)
 def test_a_summary_kept_alive_by_capture_survives_a_restart(
     make_mem: MemFactory, fake_clock: FakeClock
 ) -> None:

@@ -132,10 +132,11 @@ class SoakRun:
             {"role": "assistant", "content": f"r{round_no} answer"},
         ]
         mem.capture(scope, said)
-        for key in scope.keys:
+        for key in scope.keys:  # a capture writes (and so renews) every row of the scope
             if key not in self.rows:
                 self.rows[key] = Row(touched=now)
                 self.cleared.discard(key)
+            self.rows[key].touched = now
         mem.end_turn(ctx)
         if not ctx.updated:
             row = self.rows[scope.live_key]

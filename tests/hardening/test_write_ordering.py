@@ -87,11 +87,6 @@ def test_two_first_refreshes_of_a_new_scope_count_twice(
     assert stored.last_refreshed_turn == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: concurrent refreshes reach SQL in any order; the row keeps the summary "
-    "whose SQL write came last, not the one live in the cache (no version guard)",
-)
 def test_sql_keeps_the_refresh_that_is_live_in_the_cache(
     mem: ShortTermMemory,
     paused_first: Callable[[ShortTermMemory, Callable[[], object]], Callable[[], None]],
@@ -105,11 +100,6 @@ def test_sql_keeps_the_refresh_that_is_live_in_the_cache(
     assert_cache_matches_sql(mem, list(SCOPE.keys))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a host's outbox replays its outage-time write over a newer write another "
-    "host made meanwhile (lost update; SQL no longer equals the shared cache)",
-)
 def test_a_late_replay_does_not_overwrite_a_newer_write_of_another_host(
     open_mem: OpenMem,
     hosts: HostFactory,
