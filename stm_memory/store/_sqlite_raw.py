@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 import sqlalchemy as sa
@@ -36,13 +37,18 @@ def _identity(value: Any) -> Any:
     return value
 
 
+@lru_cache(maxsize=256)
 def _datetime_text(value: datetime | None) -> str | None:
     # SQLAlchemy's SQLite DATETIME storage format (naive UTC), which it parses back.
+    # Memoised: one write stamps the same instant up to four times per row (created,
+    # updated, last_updated, refreshed_at), and strftime dominated the binding cost.
     return None if value is None else value.strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
 def _json_text(value: Any) -> str | None:
-    return None if value is None else json.dumps(value)
+    if value is None:
+        return None
+    return "{}" if not value and isinstance(value, dict) else json.dumps(value)
 
 
 def _converter(type_: TypeEngine[Any]) -> Callable[[Any], Any]:
