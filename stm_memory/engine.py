@@ -446,8 +446,12 @@ class ShortTermMemory:
 
     def reconcile(self) -> Repaired:
         """Compare the live cache with SQL and move the older side forward (run at
-        start-up and by the janitor; safe while other processes write). Call it only
-        when the outbox is empty: queued writes are newer than their rows."""
+        start-up and by the janitor; safe while other processes write). Does nothing
+        while the outbox holds writes: they are newer than their rows, and the cache
+        would look ahead of SQL for the wrong reason."""
+        if self.outbox.has_pending():
+            log.info("stm-memory: repair skipped, the outbox still holds writes")
+            return Repaired()
         return reconcile(self.live, self.now())
 
     def run_janitor(self) -> int:

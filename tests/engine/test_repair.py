@@ -21,8 +21,10 @@ import pytest
 from helpers.clock import FakeClock
 from helpers.factory import MemFactory
 from helpers.memory import SERVER, dialogue, refresh, row, turn
+from helpers.sqlite_lock import SqliteWriteLock
 
 from stm_memory import ShortTermMemory
+from stm_memory._reconcile import Repaired
 from stm_memory._writers import REGISTRY_KEY, dead_writers
 from stm_memory.cache.base import Write
 from stm_memory.types import MemoryEntry
@@ -176,3 +178,20 @@ def test_the_repair_is_safe_beside_a_live_writer(
     refresh(mem, SERVER, "second")
     assert mem.store.advance_rows([stale], fake_clock()) == 0
     assert row(mem, SERVER.server_key).summary == "second"  # type: ignore[union-attr]
+
+
+def test_no_repair_while_writes_wait_in_the_outbox(
+    make_mem: MemFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mem = make_mem(timeout=0.2)
+    refresh(mem, SERVER, "landed")
+    with monkeypatch.context() as patch:
+        cache_only(mem, patch)
+        refresh(mem, SERVER, "cached only")
+    with SqliteWriteLock(make_mem.sqlite_path):
+        turn(mem, SERVER)  # queued
+    assert len(mem.outbox) == 1
+    assert mem.reconcile() == Repaired()
+    assert row(mem, SERVER.server_key).summary == "landed"  # type: ignore[union-attr]
+    assert mem.flush() == 1  # the queued snapshot carries the cached state
+    assert row(mem, SERVER.server_key).summary == "cached only"  # type: ignore[union-attr]
