@@ -46,13 +46,6 @@ def _batched(keys: Iterable[str], size: int) -> Iterator[list[str]]:
         yield chunk
 
 
-def _entry_keys(live: LiveEntries) -> Iterator[str]:
-    for key in live.cache.iter_keys("shortterm:"):
-        if key.startswith("shortterm:index:") or key.count(":") < 3:
-            continue  # indexes and internal keys (probes) are not entries
-        yield key
-
-
 def reconcile(live: LiveEntries, at: datetime, *, batch: int = 500) -> Repaired:
     """Compare every cached entry with its row, in batches, and move the older side on.
 
@@ -69,7 +62,7 @@ def reconcile(live: LiveEntries, at: datetime, *, batch: int = 500) -> Repaired:
     checked = rows_advanced = entries_advanced = 0
     orphans: list[str] = []
     try:
-        for chunk in _batched(_entry_keys(live), batch):
+        for chunk in _batched(live.entry_keys(lambda _kind, _owner, _channel: True), batch):
             cached = {k: MemoryEntry.from_dict(v) for k, v in live.cache.get_many(chunk).items()}
             rows = live.store.load_many(list(cached))
             checked += len(cached)
