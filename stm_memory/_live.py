@@ -245,20 +245,24 @@ class LiveEntries:
 
     def fresh_or_live(
         self, raw: CacheValue | None, scope: Scope, key: str, now: datetime
-    ) -> MemoryEntry:
+    ) -> tuple[MemoryEntry, bool]:
+        """The entry a write starts from, and whether it is ``raw`` decoded as it is
+        (then the write patches ``raw`` rather than encoding the entry whole)."""
         if raw is None:
-            return MemoryEntry.empty(scope, key, now)
+            return MemoryEntry.empty(scope, key, now), False
         entry = MemoryEntry.from_dict(raw)
         if self.is_live(entry, now):
-            return entry.with_scope_names(scope)
+            named = entry.with_scope_names(scope)
+            return named, named is entry
         # Expired content is gone; the turn counters are bookkeeping and carry on, and
         # so does the revision (SQL must take what replaces the expired content).
-        return replace(
+        empty = replace(
             MemoryEntry.empty(scope, key, now),
             turns_since_refresh=entry.turns_since_refresh,
             last_refreshed_turn=entry.last_refreshed_turn,
             rev=entry.rev,
         )
+        return empty, False
 
     def mutate(self, scope: Scope, keys: Sequence[str], change: Change) -> dict[str, MemoryEntry]:
         """Apply ``change`` to the entries of ``keys`` atomically (one transaction),
@@ -292,10 +296,13 @@ class LiveEntries:
                 writes: dict[str, Write] = {}
                 computed.clear()
                 for key in keys:
-                    base = self.fresh_or_live(current.get(key), scope, key, now)
-                    entry = replace(base, rev=next_rev(base.rev, now), **change(base))
+                    raw = current.get(key)
+                    base, as_is = self.fresh_or_live(raw, scope, key, now)
+                    fields = {**change(base), "rev": next_rev(base.rev, now)}
+                    entry = base.evolve(fields)
                     computed[key] = entry
-                    writes[key] = Write(entry.to_dict(), self.native_ttl(entry))
+                    value = entry.value_after(raw if as_is else None, fields)
+                    writes[key] = Write(value, self.native_ttl(entry))
                 for ikey in indexes:
                     members = dict((current.get(ikey) or {"members": {}})["members"])
                     absent = [k for k in keys if owner_index(k) == ikey and k not in members]

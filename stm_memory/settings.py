@@ -27,6 +27,14 @@ DEFAULT_CATEGORY = Category(
 )
 MAX_CATEGORIES = 5
 
+# What a turn assumes when settings cannot be read and none were loaded before: fail
+# closed (memory off; full privacy, so nothing is stored). Built once: they are frozen,
+# and building them per call (they are arguments) validated every field on every turn.
+_SERVER_UNAVAILABLE = ServerSettings(short_term_memory_enabled=False)
+_USER_UNAVAILABLE = UserSettings(full_privacy=True)
+_SERVER_DEFAULT = ServerSettings()
+_USER_DEFAULT = UserSettings()
+
 
 def check_owner_id(name: str, value: Any) -> str:
     # Reuse Scope's id rules so every id entering storage is held to one standard.
@@ -82,9 +90,8 @@ class SettingsBook:
         return self._memoised(  # type: ignore[no-any-return]
             "server",
             server_id,
-            lambda: self._store.get_server_settings(server_id) or ServerSettings(),
-            # Unknown settings: memory off for this turn rather than guessing.
-            unavailable=ServerSettings(short_term_memory_enabled=False),
+            lambda: self._store.get_server_settings(server_id) or _SERVER_DEFAULT,
+            unavailable=_SERVER_UNAVAILABLE,
         )
 
     def configure_server(self, server_id: str, **settings: Any) -> ServerSettings:
@@ -144,9 +151,8 @@ class SettingsBook:
         return self._memoised(  # type: ignore[no-any-return]
             "user",
             user_id,
-            lambda: self._store.get_user_settings(user_id) or UserSettings(),
-            # Unknown privacy choice: treat as full privacy (store nothing) until known.
-            unavailable=UserSettings(full_privacy=True),
+            lambda: self._store.get_user_settings(user_id) or _USER_DEFAULT,
+            unavailable=_USER_UNAVAILABLE,
         )
 
     def configure_user(self, user_id: str, **settings: Any) -> UserSettings:

@@ -68,7 +68,9 @@ class CompiledSql:
     text: str
     names: tuple[str, ...]
     constants: Mapping[str, Any]
-    converters: tuple[Callable[[Any], Any], ...]
+    # (position, conversion) for the parameters whose Python value is not what SQLite
+    # takes (datetimes, JSON): the rest bind as they are.
+    conversions: tuple[tuple[int, Callable[[Any], Any]], ...]
 
     @classmethod
     def of(cls, stmt: ClauseElement) -> CompiledSql:
@@ -77,15 +79,19 @@ class CompiledSql:
         names = tuple(compiled.positiontup or ())
         binds = compiled.binds
         constants = {n: binds[n].value for n in names if n in binds}
-        converters = tuple(_converter(binds[n].type) if n in binds else _identity for n in names)
-        return cls(str(compiled), names, constants, converters)
-
-    def params(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
-        constants = self.constants
-        return tuple(
-            convert(values[n] if n in values else constants.get(n))
-            for n, convert in zip(self.names, self.converters, strict=True)
+        conversions = tuple(
+            (i, convert)
+            for i, n in enumerate(names)
+            if n in binds and (convert := _converter(binds[n].type)) is not _identity
         )
+        return cls(str(compiled), names, constants, conversions)
+
+    def params(self, values: Mapping[str, Any]) -> list[Any]:
+        constants = self.constants
+        out = [values[n] if n in values else constants.get(n) for n in self.names]
+        for i, convert in self.conversions:
+            out[i] = convert(out[i])
+        return out
 
 
 class RawSqlite:

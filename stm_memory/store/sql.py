@@ -63,6 +63,8 @@ def _utc(value: datetime) -> datetime:
 
 
 def _naive_utc(value: datetime) -> datetime:
+    if value.tzinfo is UTC:  # the common case: skip astimezone's copy (hot path)
+        return value.replace(tzinfo=None)
     return _utc(value).replace(tzinfo=None)
 
 

@@ -1,0 +1,89 @@
+"""MemoryEntry's write fast path: ``evolve`` and ``value_after`` must agree with
+``dataclasses.replace`` and ``to_dict``, or the cache would hold something other than
+the entry a write computed."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from stm_memory import MemoryEntry
+from stm_memory.types import Messages, StoredMessage
+
+T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+
+stamps = st.integers(min_value=0, max_value=10**6).map(lambda s: T0 + timedelta(seconds=s))
+texts = st.text(max_size=40)
+messages = st.lists(
+    st.builds(
+        StoredMessage,
+        role=st.sampled_from(["user", "assistant"]),
+        content=texts,
+        timestamp=stamps,
+        name=st.none() | texts,
+    ),
+    max_size=4,
+).map(tuple)
+categories = st.dictionaries(st.sampled_from(["plot", "mood", "goal"]), texts, max_size=3)
+
+entries = st.builds(
+    MemoryEntry,
+    key=st.just("shortterm:server:g1:c1"),
+    kind=st.just("server"),
+    channel_id=st.just("c1"),
+    server_id=st.just("g1"),
+    channel_name=st.none() | texts,
+    messages=messages,
+    summary=st.none() | texts,
+    categories=categories,
+    turns_since_refresh=st.integers(0, 50),
+    last_refreshed_turn=st.integers(0, 50),
+    last_updated=stamps,
+    refreshed_at=st.none() | stamps,
+    rev=st.integers(0, 2**62),
+)
+
+changes = st.fixed_dictionaries(
+    {},
+    optional={
+        "summary": st.none() | texts,
+        "categories": categories,
+        "messages": messages,
+        "turns_since_refresh": st.integers(0, 50),
+        "last_refreshed_turn": st.integers(0, 50),
+        "last_updated": stamps,
+        "refreshed_at": st.none() | stamps,
+        "rev": st.integers(0, 2**62),
+        "channel_name": st.none() | texts,
+    },
+)
+
+
+@given(entries, changes)
+def test_evolve_is_replace(entry: MemoryEntry, change: dict[str, Any]) -> None:
+    assert entry.evolve(change) == replace(entry, **change)
+
+
+@given(entries, changes)
+def test_a_patched_value_is_the_whole_encoding(entry: MemoryEntry, change: dict[str, Any]) -> None:
+    # As on the write path: the entry comes from a cached value, then changes apply.
+    cached = MemoryEntry.from_dict(entry.to_dict())
+    assert isinstance(cached.messages, Messages)
+    new = cached.evolve(change)
+    patched = new.value_after(entry.to_dict(), change)
+    assert patched == new.to_dict()
+    assert MemoryEntry.from_dict(patched) == new
+
+
+@given(entries, changes)
+def test_an_incomplete_source_is_encoded_whole(entry: MemoryEntry, change: dict[str, Any]) -> None:
+    # A value from an older release may lack fields: the patch must not keep it short.
+    old = entry.to_dict()
+    del old["rev"]
+    new = MemoryEntry.from_dict(old).evolve(change)
+    assert new.value_after(old, change) == new.to_dict()
+    assert new.value_after(None, change) == new.to_dict()
