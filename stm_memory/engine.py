@@ -314,7 +314,8 @@ class ShortTermMemory:
 
     def _write(self, turn: TurnContext, args: UpdateArgs) -> None:
         scope = turn.scope
-        live_key = scope.live_key
+        keys = scope.keys
+        live_key = keys[-1]  # the server key in a server, else the user key (see Scope.keys)
         now = self.now()
         order = [c.slug for c in turn.categories]
 
@@ -336,7 +337,7 @@ class ShortTermMemory:
                 fields["last_refreshed_turn"] = entry.last_refreshed_turn + 1
             return fields
 
-        entries = list(self.live.mutate(scope, scope.keys, change).values())
+        entries = list(self.live.mutate(scope, keys, change).values())
         self.persister.write(entries, now)
 
     def capture(self, scope: Scope, messages: Sequence[Any]) -> MemoryEntry | None:

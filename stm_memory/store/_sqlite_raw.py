@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -118,18 +118,22 @@ class RawSqlite:
                 self._all.append(conn)
         return conn
 
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """``BEGIN IMMEDIATE`` (the write lock up front, so writers queue on the busy
-        timeout) … ``COMMIT``; errors become the store's exception types."""
+    def write(self, text: str, rows: Iterable[Sequence[Any]]) -> int:
+        """Run ``text`` once per parameter row inside ``BEGIN IMMEDIATE`` … ``COMMIT``
+        (the write lock up front, so writers queue on the busy timeout); rows changed.
+        Errors become the store's exception types. A plain function, not a context
+        manager: this is the per-update path, and the generator protocol showed."""
         try:
             conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             raise DatabaseError(f"{type(exc).__name__}: {exc}") from exc
         try:
-            yield conn
+            changed = 0
+            for params in rows:
+                changed += conn.execute(text, params).rowcount
             conn.execute("COMMIT")
+            return changed
         except BaseException as exc:
             # The transaction may already be gone (e.g. after SQLITE_FULL).
             with suppress(sqlite3.Error):

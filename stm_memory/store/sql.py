@@ -240,6 +240,9 @@ class SqlStore(MemoryStore):
 
     def _row_params(self, entry: MemoryEntry, at: datetime) -> dict[str, Any]:
         stamp = self._stamp(at)
+        # An update stamps one instant everywhere (the engine passes the same object):
+        # convert it once. An identity test is all it takes to notice.
+        updated = entry.last_updated
         refreshed = entry.refreshed_at
         return {
             "key": _db_key(entry.key),
@@ -255,8 +258,10 @@ class SqlStore(MemoryStore):
             "categories": dict(entry.categories),
             "turns_since_refresh": entry.turns_since_refresh,
             "last_refreshed_turn": entry.last_refreshed_turn,
-            "last_updated": self._stamp(entry.last_updated),
-            "refreshed_at": None if refreshed is None else self._stamp(refreshed),
+            "last_updated": stamp if updated is at else self._stamp(updated),
+            "refreshed_at": (
+                None if refreshed is None else stamp if refreshed is at else self._stamp(refreshed)
+            ),
             "rev": entry.rev,
             "created_at": stamp,
             "updated_at": stamp,
@@ -306,8 +311,7 @@ class SqlStore(MemoryStore):
                 assert conn is not None
                 return sum(int(conn.execute(stmt, p).rowcount) for p in params)
         compiled = self._sql(stmt)
-        with self._raw.transaction() as raw:
-            return sum(raw.execute(compiled.text, compiled.params(p)).rowcount for p in params)
+        return self._raw.write(compiled.text, [compiled.params(p) for p in params])
 
     def put_rows(self, entries: Sequence[MemoryEntry], at: datetime) -> int:
         return self._write_rows(self._put, [self._row_params(e, at) for e in entries])
