@@ -170,6 +170,26 @@ class RawFloor:
             db.execute(sql, params)
         db.execute("COMMIT")
 
+    def rmw_pair(
+        self,
+        keys: Sequence[str],
+        patch: dict[str, Any],
+        rows: Sequence[tuple[str, tuple[Any, ...]]],
+        ttl: float,
+    ) -> None:
+        """An update written by hand as a read-modify-write, which is what keeping the
+        captured turns and counters of an entry takes: both keys read and rewritten in
+        one cache transaction, then the rows (informational: not the target's floor)."""
+        cache = self.cache
+        with cache.transact():
+            for key in keys:
+                cache.set(key, {**cache.get(key), **patch}, expire=ttl)
+        db = self.db
+        db.execute("BEGIN")
+        for sql, params in rows:
+            db.execute(sql, params)
+        db.execute("COMMIT")
+
     def close(self) -> None:
         self.cache.close()
         self.db.close()

@@ -39,7 +39,9 @@ def warm_scope(mem: ShortTermMemory, scope: Scope, rng: random.Random) -> None:
     mem.end_turn(mem.begin_turn(scope))
 
 
-def measure(mem: ShortTermMemory, floor: RawFloor, summary: str, cfg: Config) -> Comparison:
+def measure(
+    mem: ShortTermMemory, floor: RawFloor, summary: str, cfg: Config
+) -> tuple[Comparison, Comparison]:
     scope = SCOPE
     args = {"summary": summary}
 
@@ -63,13 +65,18 @@ def measure(mem: ShortTermMemory, floor: RawFloor, summary: str, cfg: Config) ->
     def raw(n: int) -> int:
         return timed(lambda _: floor.write_pair(values, rows, ttl), range(n))
 
-    return compare(
-        ours,
-        raw,
-        warmup=cfg.pick(300, 50),
-        repeats=cfg.pick(21, 5),
-        inner=cfg.pick(300, 60),
-    )
+    patch = {"summary": summary, "turns_since_refresh": 0}
+    keys = [k for k, _ in values]
+
+    def rmw(n: int) -> int:
+        return timed(lambda _: floor.rmw_pair(keys, patch, rows, ttl), range(n))
+
+    sizes = {
+        "warmup": cfg.pick(300, 50),
+        "repeats": cfg.pick(21, 5),
+        "inner": cfg.pick(300, 60),
+    }
+    return compare(ours, raw, **sizes), compare(ours, rmw, **sizes)
 
 
 def measure_begin_turn(mem: ShortTermMemory, cfg: Config) -> float:
@@ -87,7 +94,7 @@ def run(cfg: Config) -> CaseResult:
         with open_memory(root) as mem:
             warm_scope(mem, SCOPE, rng)
             summary = summary_text(rng, 600)
-            result = measure(mem, floor, summary, cfg)
+            result, by_hand = measure(mem, floor, summary, cfg)
             begin_ns = measure_begin_turn(mem, cfg)
     finally:
         floor.close()
@@ -98,8 +105,15 @@ def run(cfg: Config) -> CaseResult:
             Metric("update_vs_floor", result.ratio, "<=", 1.5, note="aim < 1.0"),
             Metric("update_us", result.ours_ns / 1000, unit="µs"),
             Metric("update_floor_us", result.floor_ns / 1000, unit="µs"),
+            Metric("update_vs_rmw_by_hand", by_hand.ratio),
+            Metric("update_rmw_by_hand_us", by_hand.floor_ns / 1000, unit="µs"),
             Metric("begin_turn_us", begin_ns / 1000, unit="µs"),
             Metric("update_with_begin_turn_vs_floor", with_begin),
         ],
-        {"update": result.to_dict(), "begin_turn_us": begin_ns / 1000, "summary_chars": 600},
+        {
+            "update": result.to_dict(),
+            "update_vs_rmw_by_hand": by_hand.to_dict(),
+            "begin_turn_us": begin_ns / 1000,
+            "summary_chars": 600,
+        },
     )
