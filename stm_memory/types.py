@@ -322,7 +322,10 @@ class MemoryEntry:
     def evolve(self, changes: Mapping[str, Any]) -> MemoryEntry:
         """A copy with ``changes`` applied: :func:`dataclasses.replace` without its
         per-call field introspection (it ran twice per update, on the write hot path).
-        No validation runs either way; ``changes`` must name fields."""
+        MemoryEntry has no ``__post_init__``, so nothing is skipped."""
+        if not changes.keys() <= _ENTRY_FIELD_SET:
+            unknown = sorted(set(changes) - _ENTRY_FIELD_SET)
+            raise TypeError(f"MemoryEntry has no field(s) {unknown}")
         new = _new_object(MemoryEntry)
         for name in _ENTRY_FIELDS:
             _set_attr(new, name, changes[name] if name in changes else getattr(self, name))
@@ -350,11 +353,7 @@ class MemoryEntry:
             "parent_channel_id": self.parent_channel_id,
             "channel_name": self.channel_name,
             "server_name": self.server_name,
-            "messages": (
-                self.messages.raw()
-                if isinstance(self.messages, Messages)
-                else [m.to_dict() for m in self.messages]
-            ),
+            "messages": _encode_messages(self.messages),
             "summary": self.summary,
             "categories": dict(self.categories),
             "turns_since_refresh": self.turns_since_refresh,
@@ -390,6 +389,7 @@ class MemoryEntry:
 
 
 _ENTRY_FIELDS = tuple(f.name for f in fields(MemoryEntry))
+_ENTRY_FIELD_SET = frozenset(_ENTRY_FIELDS)
 _new_object = object.__new__
 _set_attr = object.__setattr__  # frozen: the dataclass's own __init__ sets fields this way
 
@@ -403,11 +403,15 @@ def _encode_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
     if "categories" in out:
         out["categories"] = dict(out["categories"])
     if "messages" in out:
-        messages = out["messages"]
-        out["messages"] = (
-            messages.raw() if isinstance(messages, Messages) else [m.to_dict() for m in messages]
-        )
+        out["messages"] = _encode_messages(out["messages"])
     return out
+
+
+def _encode_messages(messages: Sequence[StoredMessage]) -> list[dict[str, Any]]:
+    # A lazily decoded Messages hands back its cached form without decoding it.
+    if isinstance(messages, Messages):
+        return messages.raw()
+    return [m.to_dict() for m in messages]
 
 
 def next_rev(previous: int, now: datetime) -> int:

@@ -8,6 +8,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -87,3 +88,9 @@ def test_an_incomplete_source_is_encoded_whole(entry: MemoryEntry, change: dict[
     new = MemoryEntry.from_dict(old).evolve(change)
     assert new.value_after(old, change) == new.to_dict()
     assert new.value_after(None, change) == new.to_dict()
+
+
+def test_evolve_refuses_a_field_that_does_not_exist() -> None:
+    entry = MemoryEntry(key="shortterm:user:u1:c1", kind="user", channel_id="c1")
+    with pytest.raises(TypeError, match="summry"):
+        entry.evolve({"summry": "typo"})
