@@ -40,6 +40,14 @@ def cache_only(mem: ShortTermMemory, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(mem.persister, "write", lambda *_a, **_k: True)
 
 
+def leave_the_cache_ahead(mem: ShortTermMemory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A summary that landed in SQL, then a newer one that reached only the cache."""
+    refresh(mem, SERVER, "landed")
+    with monkeypatch.context() as patch:
+        cache_only(mem, patch)
+        refresh(mem, SERVER, "cached only")
+
+
 def cached(mem: ShortTermMemory, key: str) -> MemoryEntry:
     value = mem.cache.get(key)
     assert value is not None
@@ -121,10 +129,7 @@ def test_a_start_up_repairs_after_a_dead_writer_of_this_host(
     make_mem: MemFactory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     mem = make_mem()
-    refresh(mem, SERVER, "landed")
-    with monkeypatch.context() as patch:
-        cache_only(mem, patch)
-        refresh(mem, SERVER, "cached only")
+    leave_the_cache_ahead(mem, monkeypatch)
     plant_lease(mem, dead_pid())
     assert dead_writers(mem.cache) == {"planted"}
     mem.close()
@@ -140,10 +145,7 @@ def test_a_start_up_skips_the_repair_without_a_dead_writer(
     make_mem: MemFactory, monkeypatch: pytest.MonkeyPatch, holder: str
 ) -> None:
     mem = make_mem()
-    refresh(mem, SERVER, "landed")
-    with monkeypatch.context() as patch:
-        cache_only(mem, patch)
-        refresh(mem, SERVER, "cached only")
+    leave_the_cache_ahead(mem, monkeypatch)
     if holder == "alive":
         plant_lease(mem, os.getpid())
     else:
@@ -184,10 +186,7 @@ def test_no_repair_while_writes_wait_in_the_outbox(
     make_mem: MemFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mem = make_mem(timeout=0.2)
-    refresh(mem, SERVER, "landed")
-    with monkeypatch.context() as patch:
-        cache_only(mem, patch)
-        refresh(mem, SERVER, "cached only")
+    leave_the_cache_ahead(mem, monkeypatch)
     with SqliteWriteLock(make_mem.sqlite_path):
         turn(mem, SERVER)  # queued
     assert len(mem.outbox) == 1
