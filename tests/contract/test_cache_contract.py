@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
 from helpers.subproc import Gate, finish_worker, start_worker
+from helpers.threads import run_threads
 from helpers.waiting import wait_until
 
 from stm_memory.cache.base import CacheValue, LiveCache, Write
@@ -169,24 +169,13 @@ def test_atomic_increments_from_threads_are_never_lost(
 ) -> None:
     threads, per_thread = 8, 40
     caches = [open_cache() for _ in range(2)]  # two handles on the same store
-    barrier = threading.Barrier(threads)
-    errors: list[BaseException] = []
 
     def work(i: int) -> None:
         handle = caches[i % 2]
-        barrier.wait()
-        try:
-            for _ in range(per_thread):
-                handle.atomic(["counter"], bump("counter"))
-        except BaseException as exc:  # surfaced below, not swallowed by the thread
-            errors.append(exc)
+        for _ in range(per_thread):
+            handle.atomic(["counter"], bump("counter"))
 
-    pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join(timeout=60)
-    assert not errors
+    run_threads(threads, work, timeout=60)
     assert caches[0].get("counter") == {"n": threads * per_thread}
 
 
@@ -200,15 +189,11 @@ def test_atomic_multi_key_writes_stay_consistent_under_threads(cache: LiveCache)
         assert left is not None and right is not None
         return {"left": Write({"n": left["n"] - 1}), "right": Write({"n": right["n"] + 1})}
 
-    def work() -> None:
+    def work(_i: int) -> None:
         for _ in range(25):
             cache.atomic(["left", "right"], move)
 
-    pool = [threading.Thread(target=work) for _ in range(6)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join(timeout=60)
+    run_threads(6, work, timeout=60)
     got = cache.get_many(["left", "right"])
     assert got == {"left": {"n": 350}, "right": {"n": 650}}
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -13,6 +12,7 @@ import pytest
 import sqlalchemy as sa
 from helpers.services import PostgresSchemas
 from helpers.sqlite_lock import SqliteWriteLock
+from helpers.threads import run_threads
 
 from stm_memory.errors import RejectedWriteError
 from stm_memory.store.schema import MIGRATIONS, memories, schema_version
@@ -234,25 +234,14 @@ def test_concurrent_writers_leave_the_newest_revision(
     handles = [store] if store_url == "sqlite://" else [store, open_store()]
     sc = scope()
     threads, per_thread = 6, 15
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(threads)
 
     def work(i: int) -> None:
-        barrier.wait()
-        try:
-            for n in range(per_thread):
-                rev = n * threads + i + 1  # every thread races every other one
-                snapshot = entry(sc, summary=f"rev {rev}", turns=rev, rev=rev)
-                handles[i % len(handles)].put_rows([snapshot], T0)
-        except BaseException as exc:
-            errors.append(exc)
+        for n in range(per_thread):
+            rev = n * threads + i + 1  # every thread races every other one
+            snapshot = entry(sc, summary=f"rev {rev}", turns=rev, rev=rev)
+            handles[i % len(handles)].put_rows([snapshot], T0)
 
-    pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join(timeout=60)
-    assert not errors, errors[0]
+    run_threads(threads, work, timeout=60)
     top = threads * per_thread
     got = row(store, sc.server_key or "")
     assert (got.summary, got.turns_since_refresh, got.rev) == (f"rev {top}", top, top)

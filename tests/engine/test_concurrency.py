@@ -3,7 +3,6 @@ one diskcache directory never lose a counter update or a refresh."""
 
 from __future__ import annotations
 
-import threading
 from dataclasses import asdict
 from typing import Any
 
@@ -12,29 +11,11 @@ from helpers.clock import FakeClock
 from helpers.factory import MemFactory
 from helpers.memory import row
 from helpers.subproc import Gate, finish_worker, start_worker
+from helpers.threads import run_threads
 
 from stm_memory import Scope, ShortTermMemory
 
 SCOPE = Scope(channel_id="busy", user_id="u1", server_id="g1")
-
-
-def run_threads(count: int, target: Any) -> None:
-    barrier = threading.Barrier(count)
-    errors: list[BaseException] = []
-
-    def wrapped(i: int) -> None:
-        barrier.wait()
-        try:
-            target(i)
-        except BaseException as exc:  # re-raised in the test thread below
-            errors.append(exc)
-
-    pool = [threading.Thread(target=wrapped, args=(i,)) for i in range(count)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join(timeout=120)
-    assert not errors, errors[0]
 
 
 def worker_args(make_mem: MemFactory, fake_clock: FakeClock) -> dict[str, Any]:
