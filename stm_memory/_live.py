@@ -269,7 +269,8 @@ class LiveEntries:
         moving each entry's revision on.
 
         Hot path: every entry is cached, so only the entry keys are read and written
-        (a cached entry is always listed in its owner's index: see :meth:`_index`).
+        (a cached entry is always listed in its owner's index: :meth:`hydrate` and
+        :meth:`warm` list every entry they cache).
         A missing entry is hydrated from SQL and a missing index warmed first, then the
         write runs again with the index keys, so a write never starts from a blank that
         hides stored data and a new entry always joins its index.
