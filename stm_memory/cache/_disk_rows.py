@@ -1,0 +1,231 @@
+"""Direct SQL on a diskcache directory's ``Cache`` table, for the write and read hot paths.
+
+Why not ``diskcache.Cache.get``/``set``: an update reads two keys and writes them back in
+one transaction. Through the public API that is two SELECTs to read, then per key a
+second SELECT of the same row (``set`` looks the key up again to find its rowid and old
+file) and an UPDATE, with a context manager, a property lookup and a key conversion
+around every statement. Here it is one SELECT for all the keys and one UPDATE per key by
+the rowid that SELECT returned, inside the same ``BEGIN IMMEDIATE`` transaction.
+
+What this relies on, and checks when it opens: diskcache's file format (the ``Cache``
+table and its columns, key ``raw = 1`` for ``str`` keys, ``DBNAME``) and its public
+``Disk.store``/``Disk.fetch``/``Disk.remove`` for values. The values written here are
+exactly what ``Cache.set`` would write (same serialisation, same columns, the table's
+own triggers keep diskcache's count and size), so ``diskcache.Cache.get`` reads them and
+``Cache.expire``/``iterkeys``/``add``/``delete`` keep working on the same directory.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+from typing import Any, Final, TypeAlias, TypeVar
+
+import diskcache
+from diskcache.core import DBNAME
+
+__all__ = ["CacheRows", "Row", "SchemaMismatch", "Transaction", "live_at"]
+
+T = TypeVar("T")
+
+# The columns this module reads or writes; any diskcache 5.x database has them.
+_COLUMNS = frozenset(
+    {
+        "key",
+        "raw",
+        "store_time",
+        "expire_time",
+        "access_time",
+        "access_count",
+        "tag",
+        "size",
+        "mode",
+        "filename",
+        "value",
+    }
+)
+
+_SELECT = "SELECT key, rowid, expire_time, mode, filename, value FROM Cache WHERE raw = 1 AND key "
+_UPDATE = (
+    "UPDATE Cache SET store_time = ?, expire_time = ?, access_time = ?, access_count = 0,"
+    " tag = NULL, size = ?, mode = ?, filename = ?, value = ? WHERE rowid = ?"
+)
+_INSERT = (
+    "INSERT INTO Cache (key, raw, store_time, expire_time, access_time, access_count,"
+    " tag, size, mode, filename, value) VALUES (?, 1, ?, ?, ?, 0, NULL, ?, ?, ?, ?)"
+)
+_DELETE = "DELETE FROM Cache WHERE rowid = ?"
+_CHUNK = 500
+
+
+class SchemaMismatch(Exception):
+    """The directory's ``Cache`` table is not the diskcache 5 format this module writes."""
+
+
+# One stored key as _SELECT returns it: (key, rowid, expire_time, mode, filename, value).
+# A plain tuple: two are built per update, and a class per row showed in the profile.
+Row: TypeAlias = tuple[str, int, float | None, int, str | None, Any]
+_ROWID: Final = 1
+_EXPIRE: Final = 2
+_MODE: Final = 3
+_FILENAME: Final = 4
+_VALUE: Final = 5
+
+
+def live_at(row: Row, now: float) -> bool:
+    """Whether the row's native TTL has not run out (as ``Cache.get`` decides)."""
+    expire_time = row[_EXPIRE]
+    return expire_time is None or expire_time > now
+
+
+class Transaction:
+    """Statements inside one ``BEGIN IMMEDIATE`` transaction (see :meth:`CacheRows.write`)."""
+
+    def __init__(self, rows: CacheRows, con: sqlite3.Connection, now: float) -> None:
+        self._rows = rows
+        self._con = con
+        self.now = now
+        # Value files: removed after a commit (replaced or deleted values), or after a
+        # rollback (values this transaction wrote), as Cache.set does.
+        self.replaced_files: list[str] = []
+        self.written_files: list[str] = []
+
+    def select(self, keys: Sequence[str]) -> dict[str, Row]:
+        return self._rows.select_on(self._con, keys)
+
+    def put(self, key: str, row: Row | None, value: Any, ttl: float | None) -> None:
+        """Store ``value`` under ``key``; ``row`` is the key's current row (from
+        :meth:`select` in this transaction), or None when it has none."""
+        now = self.now
+        size, mode, filename, db_value = self._rows.disk.store(value, False, key=key)
+        if filename is not None:
+            self.written_files.append(filename)
+        expire_time = None if ttl is None else now + ttl
+        if row is None:
+            self._con.execute(_INSERT, (key, now, expire_time, now, size, mode, filename, db_value))
+            return
+        if row[_FILENAME] is not None:
+            self.replaced_files.append(row[_FILENAME])
+        self._con.execute(
+            _UPDATE, (now, expire_time, now, size, mode, filename, db_value, row[_ROWID])
+        )
+
+    def delete(self, row: Row) -> None:
+        self._con.execute(_DELETE, (row[_ROWID],))
+        if row[_FILENAME] is not None:
+            self.replaced_files.append(row[_FILENAME])
+
+
+class CacheRows:
+    """Per-thread connections to the ``Cache`` table of one diskcache directory."""
+
+    def __init__(self, cache: diskcache.Cache) -> None:
+        self.disk = cache.disk
+        self._path = os.path.join(cache.directory, DBNAME)
+        self._timeout = cache.timeout
+        self._pragmas: list[tuple[str, int]] | None = None
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._open: list[sqlite3.Connection] = []
+        self._check_schema()
+
+    def _check_schema(self) -> None:
+        con = self._connection()
+        columns = {row[1] for row in con.execute("PRAGMA table_info(Cache)")}
+        if missing := _COLUMNS - columns:
+            raise SchemaMismatch(
+                f"the Cache table of {self._path} lacks columns {sorted(missing)}"
+                f" (diskcache {diskcache.__version__}; stm-memory writes the diskcache 5 format)"
+            )
+
+    def _connection(self) -> sqlite3.Connection:
+        local = self._local
+        if getattr(local, "pid", None) != os.getpid():
+            # A forked child must not share its parent's connection (SQLite forbids it).
+            local.pid = os.getpid()
+            local.con = None
+        con: sqlite3.Connection | None = local.con
+        if con is None:
+            # check_same_thread=False only so that close() can close every thread's
+            # connection; each is used by the thread that opened it.
+            con = sqlite3.connect(
+                self._path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+            )
+            if self._pragmas is None:
+                # The per-connection pragmas diskcache applies to its own connections
+                # (synchronous, mmap and page cache size), from its Settings table.
+                self._pragmas = [
+                    (name.removeprefix("sqlite_"), int(value))
+                    for name, value in con.execute("SELECT key, value FROM Settings")
+                    if name.startswith("sqlite_") and name != "sqlite_journal_mode"
+                ]
+            for name, value in self._pragmas:
+                con.execute(f"PRAGMA {name} = {value}")
+            local.con = con
+            with self._lock:
+                self._open.append(con)
+        return con
+
+    # -- reads ------------------------------------------------------------------------
+
+    def select_on(self, con: sqlite3.Connection, keys: Sequence[str]) -> dict[str, Row]:
+        if len(keys) == 1:  # the common case: no placeholder list to build
+            return {row[0]: row for row in con.execute(_SELECT + "= ?", (keys[0],))}
+        found: dict[str, Row] = {}
+        # In chunks: SQLite caps the number of parameters of one statement.
+        for start in range(0, len(keys), _CHUNK):
+            chunk = tuple(keys[start : start + _CHUNK])
+            marks = ", ".join("?" * len(chunk))
+            found.update((row[0], row) for row in con.execute(f"{_SELECT}IN ({marks})", chunk))
+        return found
+
+    def select(self, keys: Sequence[str]) -> dict[str, Row]:
+        """The rows of ``keys`` (natively expired ones included), outside a transaction:
+        up to 500 keys per statement, each statement a consistent snapshot."""
+        return self.select_on(self._connection(), keys)
+
+    def fetch(self, row: Row) -> Any:
+        """The stored value (``OSError`` when its file is gone; unpickling errors as raised)."""
+        return self.disk.fetch(row[_MODE], row[_FILENAME], row[_VALUE], False)
+
+    # -- writes -----------------------------------------------------------------------
+
+    def write(self, body: Callable[[Transaction], T]) -> T:
+        """Run ``body`` in one ``BEGIN IMMEDIATE`` transaction, committed when it returns
+        and rolled back when it raises. It serialises writers across threads and
+        processes like ``Cache.transact``, waiting for a busy database as its
+        ``retry=True`` does. (A plain function, not a context manager: this is the
+        per-update path.)"""
+        con = self._connection()
+        while True:
+            try:
+                con.execute("BEGIN IMMEDIATE")
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+        tx = Transaction(self, con, time.time())
+        try:
+            result = body(tx)
+            con.execute("COMMIT")
+        except BaseException:
+            with suppress(sqlite3.Error):
+                con.execute("ROLLBACK")
+            for name in tx.written_files:
+                self.disk.remove(name)
+            raise
+        for name in tx.replaced_files:
+            self.disk.remove(name)
+        return result
+
+    def close(self) -> None:
+        with self._lock:
+            open_, self._open = self._open, []
+        for con in open_:
+            with suppress(sqlite3.Error):
+                con.close()
+        self._local = threading.local()
