@@ -394,12 +394,29 @@ _new_object = object.__new__
 _set_attr = object.__setattr__  # frozen: the dataclass's own __init__ sets fields this way
 
 
+_last_iso: tuple[datetime, str] = (datetime.fromtimestamp(0, UTC), "")
+
+
+def _iso(value: datetime) -> str:
+    # An update stamps one datetime object as last_updated and refreshed_at of both its
+    # entries, and isoformat of an aware datetime showed in the write profile: the last
+    # one is remembered. By identity, not equality: equal instants in other time zones
+    # have other texts. (One tuple swapped whole, so threads never see half of one.)
+    global _last_iso
+    last = _last_iso
+    if last[0] is value:
+        return last[1]
+    text = value.isoformat()
+    _last_iso = (value, text)
+    return text
+
+
 def _encode_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
     # to_dict's form of each changed field; the fields it copies as they are pass through.
     out = dict(changes)
     for name in ("last_updated", "refreshed_at"):
         if out.get(name) is not None:
-            out[name] = out[name].isoformat()
+            out[name] = _iso(out[name])
     if "categories" in out:
         out["categories"] = dict(out["categories"])
     if "messages" in out:

@@ -5,7 +5,7 @@ the entry a write computed."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -94,3 +94,15 @@ def test_evolve_refuses_a_field_that_does_not_exist() -> None:
     entry = MemoryEntry(key="shortterm:user:u1:c1", kind="user", channel_id="c1")
     with pytest.raises(TypeError, match="summry"):
         entry.evolve({"summry": "typo"})
+
+
+def test_equal_instants_in_other_time_zones_keep_their_own_text() -> None:
+    # The write path remembers the last stamp it encoded: by identity, never by equality.
+    entry = MemoryEntry(key="shortterm:user:u1:c1", kind="user", channel_id="c1")
+    source = entry.to_dict()
+    plus_one = T0.astimezone(timezone(timedelta(hours=1)))
+    assert plus_one == T0
+    for stamp in (T0, plus_one, T0, plus_one):
+        change = {"last_updated": stamp, "refreshed_at": stamp}
+        new = entry.evolve(change)
+        assert new.value_after(source, change) == new.to_dict()
