@@ -38,7 +38,7 @@ from datetime import datetime, timedelta
 
 from .text import humanize_slug, sanitize_placeholders, truncate_code_points
 from .turn import TOOL_NAME
-from .types import Category, MemoryEntry, RenderMode, StoredMessage
+from .types import Category, MemoryEntry, RenderMode, StoredMessage, turns_after
 
 __all__ = [
     "CONTENT_HEADER",
@@ -178,8 +178,7 @@ def other_channel_block(
     elif render_mode == "crude_summary":
         # Only the turns the distilled memory does not cover yet: repeating what the
         # summary already says would spend tokens on nothing new.
-        since = entry.refreshed_at
-        recent = [m for m in entry.messages if since is None or m.timestamp > since]
+        recent = turns_after(entry.messages, entry.refreshed_at)
         crude = crude_lines(recent, crude_count, limit=RECENT_MESSAGE_LIMIT)
         if crude:
             body = [*distilled, RECENT_MESSAGES, *crude]

@@ -227,10 +227,28 @@ class Messages(Sequence[StoredMessage]):
     def __getitem__(self, index: slice) -> tuple[StoredMessage, ...]: ...
 
     def __getitem__(self, index: int | slice) -> StoredMessage | tuple[StoredMessage, ...]:
-        return self._items()[index]
+        if self._decoded is not None:
+            return self._decoded[index]
+        # Rendering shows the last few turns: decode only those.
+        if isinstance(index, slice):
+            return tuple(StoredMessage.from_dict(m) for m in self._raw[index])
+        return StoredMessage.from_dict(self._raw[index])
 
     def __len__(self) -> int:
         return len(self._raw)
+
+    def after(self, since: datetime | None) -> tuple[StoredMessage, ...]:
+        """The turns captured after ``since`` (all when None), in order. Only their
+        timestamps are read to choose: a briefing shows the few turns since the last
+        refresh, and decoding every captured turn of every channel showed in the
+        context profile."""
+        if since is None or self._decoded is not None:
+            return turns_after(self._items(), since)
+        return tuple(
+            StoredMessage.from_dict(m)
+            for m in self._raw
+            if datetime.fromisoformat(m["timestamp"]) > since
+        )
 
     def __iter__(self) -> Iterator[StoredMessage]:
         return iter(self._items())
@@ -245,6 +263,15 @@ class Messages(Sequence[StoredMessage]):
 
     def __repr__(self) -> str:
         return repr(self._items())
+
+
+def turns_after(
+    messages: Sequence[StoredMessage], since: datetime | None
+) -> tuple[StoredMessage, ...]:
+    """The turns captured after ``since`` (all when None), in order."""
+    if isinstance(messages, Messages):
+        return messages.after(since)
+    return tuple(m for m in messages if since is None or m.timestamp > since)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stm_memory import MemoryEntry
-from stm_memory.types import Messages, StoredMessage
+from stm_memory.types import Messages, StoredMessage, turns_after
 
 T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 
@@ -106,3 +106,22 @@ def test_equal_instants_in_other_time_zones_keep_their_own_text() -> None:
         change = {"last_updated": stamp, "refreshed_at": stamp}
         new = entry.evolve(change)
         assert new.value_after(source, change) == new.to_dict()
+
+
+@given(messages, st.none() | stamps, st.integers(-6, 6), st.integers(-6, 6))
+def test_lazy_turns_read_like_the_decoded_tuple(
+    turns: tuple[StoredMessage, ...], since: datetime | None, start: int, stop: int
+) -> None:
+    # Rendering reads a few turns of a cached entry without decoding the others; what
+    # it reads must be what the decoded tuple holds (any timestamp order).
+    def lazy() -> Messages:
+        return Messages([m.to_dict() for m in turns])
+
+    assert turns_after(lazy(), since) == turns_after(turns, since)
+    assert lazy()[start:stop] == turns[start:stop]
+    if turns:
+        assert lazy()[start % len(turns)] == turns[start % len(turns)]
+    decoded = lazy()
+    list(decoded)  # decoded first: the same answers from the decoded tuple
+    assert turns_after(decoded, since) == turns_after(turns, since)
+    assert decoded[start:stop] == turns[start:stop]
