@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any, Literal, TypeAlias, overload
 
 from .errors import ConfigurationError, ValidationError
@@ -86,8 +87,10 @@ def _check_name(name: str, value: object) -> None:
         raise ValidationError(f"{name} is longer than 512 characters")
 
 
+@lru_cache(maxsize=4096)
 def key_for(kind: ScopeKind, owner_id: str, channel_id: str, persona_id: str | None = None) -> str:
-    """``shortterm:{kind}:{owner}:{channel}[:{persona}]`` with every id escaped."""
+    """``shortterm:{kind}:{owner}:{channel}[:{persona}]`` with every id escaped.
+    Memoised: every turn derives its scope's keys several times (turn, context, write)."""
     key = f"{KEY_PREFIX}:{kind}:{_escape(owner_id)}:{_escape(channel_id)}"
     return f"{key}:{_escape(persona_id)}" if persona_id is not None else key
 
