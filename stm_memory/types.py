@@ -87,10 +87,15 @@ def _check_name(name: str, value: object) -> None:
         raise ValidationError(f"{name} is longer than 512 characters")
 
 
-@lru_cache(maxsize=4096)
 def key_for(kind: ScopeKind, owner_id: str, channel_id: str, persona_id: str | None = None) -> str:
-    """``shortterm:{kind}:{owner}:{channel}[:{persona}]`` with every id escaped.
-    Memoised: every turn derives its scope's keys several times (turn, context, write)."""
+    """``shortterm:{kind}:{owner}:{channel}[:{persona}]`` with every id escaped."""
+    return _key_for(kind, owner_id, channel_id, persona_id)
+
+
+# Memoised (behind key_for, which keeps its parameter types for callers): every turn
+# derives its scope's keys several times (turn, context, write).
+@lru_cache(maxsize=4096)
+def _key_for(kind: ScopeKind, owner_id: str, channel_id: str, persona_id: str | None) -> str:
     key = f"{KEY_PREFIX}:{kind}:{_escape(owner_id)}:{_escape(channel_id)}"
     return f"{key}:{_escape(persona_id)}" if persona_id is not None else key
 
