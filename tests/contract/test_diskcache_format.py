@@ -123,28 +123,34 @@ def test_a_natively_expired_row_reads_as_absent_and_is_rewritten_in_place(
     assert plain.get("a") == {"n": 2} and len(plain) == 1
 
 
+def a_and_b_with_a_unreadable(cache: DiskLiveCache, directory: Path) -> None:
+    put(cache, {"a": {"n": 1}, "b": {"n": 1}})
+    with sqlite3.connect(directory / "cache.db") as conn:  # a truncated pickle
+        conn.execute("UPDATE Cache SET value = X'80049500ff' WHERE key = 'a'")
+
+
+def rows_of(directory: Path, key: str) -> int:
+    with sqlite3.connect(directory / "cache.db") as conn:
+        (count,) = conn.execute("SELECT count(*) FROM Cache WHERE key = ?", (key,)).fetchone()
+    return int(count)
+
+
 def test_an_unreadable_value_is_dropped_by_a_write_that_does_not_replace_it(
     cache: DiskLiveCache, directory: Path
 ) -> None:
-    put(cache, {"a": {"n": 1}, "b": {"n": 1}})
-    with sqlite3.connect(directory / "cache.db") as conn:
-        conn.execute("UPDATE Cache SET value = X'80049500ff' WHERE key = 'a'")
+    a_and_b_with_a_unreadable(cache, directory)
     after = cache.atomic(["a", "b"], lambda cur: {"b": Write({"n": 2})})
     assert after == {"a": None, "b": {"n": 2}}
-    with sqlite3.connect(directory / "cache.db") as conn:
-        assert conn.execute("SELECT count(*) FROM Cache WHERE key = 'a'").fetchone() == (0,)
+    assert rows_of(directory, "a") == 0
 
 
 def test_a_read_drops_an_unreadable_value_and_returns_the_rest(
     cache: DiskLiveCache, directory: Path
 ) -> None:
-    put(cache, {"a": {"n": 1}, "b": {"n": 1}})
-    with sqlite3.connect(directory / "cache.db") as conn:
-        conn.execute("UPDATE Cache SET value = X'80049500ff' WHERE key = 'a'")
+    a_and_b_with_a_unreadable(cache, directory)
     assert cache.get_many(["a", "b"]) == {"b": {"n": 1}}
     assert cache.get_many(["a"]) == {}
-    with sqlite3.connect(directory / "cache.db") as conn:
-        assert conn.execute("SELECT count(*) FROM Cache WHERE key = 'a'").fetchone() == (0,)
+    assert rows_of(directory, "a") == 0
 
 
 def test_a_table_without_the_expected_columns_is_refused_at_open(
