@@ -127,7 +127,7 @@ class CacheRows:
         self.disk = cache.disk
         self._path = os.path.join(cache.directory, DBNAME)
         self._timeout = cache.timeout
-        self._pragmas: list[tuple[str, int]] | None = None
+        self._pragmas: list[tuple[str, int | str]] | None = None
         self._local = threading.local()
         self._lock = threading.Lock()
         self._open: list[sqlite3.Connection] = []
@@ -157,11 +157,16 @@ class CacheRows:
             )
             if self._pragmas is None:
                 # The per-connection pragmas diskcache applies to its own connections
-                # (synchronous, mmap and page cache size), from its Settings table.
+                # (synchronous, mmap and page cache size), from its Settings table, as
+                # it applies them (a number or a keyword such as NORMAL); journal_mode
+                # is the file's own and stays as diskcache set it.
                 self._pragmas = [
-                    (name.removeprefix("sqlite_"), int(value))
+                    (name.removeprefix("sqlite_"), value)
                     for name, value in con.execute("SELECT key, value FROM Settings")
-                    if name.startswith("sqlite_") and name != "sqlite_journal_mode"
+                    if name.startswith("sqlite_")
+                    and name != "sqlite_journal_mode"
+                    and name.removeprefix("sqlite_").isidentifier()
+                    and (type(value) is int or (isinstance(value, str) and value.isalnum()))
                 ]
             for name, value in self._pragmas:
                 con.execute(f"PRAGMA {name} = {value}")

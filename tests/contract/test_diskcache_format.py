@@ -162,13 +162,22 @@ def test_a_table_without_the_expected_columns_is_refused_at_open(
         DiskLiveCache(directory)
 
 
-def test_the_connections_use_diskcache_pragmas(
-    cache: DiskLiveCache, plain: diskcache.Cache
+@pytest.mark.parametrize(("synchronous", "expected"), [(2, 2), ("OFF", 0)])
+def test_the_connections_apply_the_directory_s_pragmas(
+    directory: Path, synchronous: int | str, expected: int
 ) -> None:
-    put(cache, {"a": {"n": 1}})
-    con = cache._rows._connection()
-    assert con.execute("PRAGMA synchronous").fetchone() == (plain.sqlite_synchronous,)
-    assert con.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    # Settings a directory was created with (a number or a keyword) are diskcache's to
+    # keep; our connections apply them as diskcache's own connections do.
+    diskcache.Cache(str(directory), sqlite_synchronous=synchronous, sqlite_cache_size=1234).close()
+    cache = DiskLiveCache(directory)
+    try:
+        put(cache, {"a": {"n": 1}})
+        con = cache._rows._connection()
+        assert con.execute("PRAGMA synchronous").fetchone() == (expected,)
+        assert con.execute("PRAGMA cache_size").fetchone() == (1234,)
+        assert con.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    finally:
+        cache.close()
 
 
 def test_reads_and_writes_of_many_keys_span_several_statements(cache: DiskLiveCache) -> None:
