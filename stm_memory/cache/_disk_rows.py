@@ -59,6 +59,9 @@ _INSERT = (
     " tag, size, mode, filename, value) VALUES (?, 1, ?, ?, ?, 0, NULL, ?, ?, ?, ?)"
 )
 _DELETE = "DELETE FROM Cache WHERE rowid = ?"
+_KEYS = (
+    "SELECT key FROM Cache WHERE raw = 1 AND key >= ? AND (expire_time IS NULL OR expire_time > ?)"
+)
 _CHUNK = 500
 
 
@@ -192,6 +195,18 @@ class CacheRows:
         """The rows of ``keys`` (natively expired ones included), outside a transaction:
         up to 500 keys per statement, each statement a consistent snapshot."""
         return self.select_on(self._connection(), keys)
+
+    def keys(self, prefix: str, now: float) -> list[str]:
+        """The ``str`` keys starting with ``prefix`` whose native TTL has not run out:
+        one range scan of the key index, not a lookup per key."""
+        sql = _KEYS
+        params: list[Any] = [prefix, now]
+        last = ord(prefix[-1]) if prefix else 0x10FFFF
+        if last < 0x10FFFF:  # keys with the prefix sort before the prefix moved one on
+            sql += " AND key < ?"
+            params.append(prefix[:-1] + chr(last + 1))
+        found = self._connection().execute(sql, params)
+        return [key for (key,) in found if type(key) is str and key.startswith(prefix)]
 
     def fetch(self, row: Row) -> Any:
         """The stored value (``OSError`` when its file is gone; unpickling errors as raised)."""

@@ -135,9 +135,11 @@ class DiskLiveCache(LiveCache):
         return removed
 
     def iter_keys(self, prefix: str = "") -> Iterator[str]:
-        for key in list(self._cache.iterkeys()):
-            if isinstance(key, str) and key.startswith(prefix) and key in self._cache:
-                yield key
+        try:
+            keys = self._rows.keys(prefix, time.time())
+        except sqlite3.Error as exc:
+            raise CacheError(f"live cache scan failed in {self.directory}: {exc}") from exc
+        yield from keys
 
     def expire(self) -> int:
         return int(self._cache.expire())

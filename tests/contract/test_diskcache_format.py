@@ -189,3 +189,17 @@ def test_reads_and_writes_of_many_keys_span_several_statements(cache: DiskLiveCa
         keys, lambda cur: {k: Write({"n": v["n"] + 1}) for k, v in cur.items() if v}
     )
     assert after == {key: {"n": 2} for key in keys}
+
+
+def test_key_scans_return_the_text_keys_with_the_prefix(
+    cache: DiskLiveCache, plain: diskcache.Cache
+) -> None:
+    top = "shortterm:\U0010ffff"  # a prefix that cannot be moved one code point on
+    text_keys = ["shortterm", "shortterm:a", "shortterm:a:b", top, f"{top}x", "shortterm;", "x"]
+    put(cache, {k: {"n": 1} for k in text_keys})
+    plain.set(b"shortterm:bytes", 1)  # keys diskcache stores otherwise are not ours
+    plain.set(7, 1)
+    assert sorted(cache.iter_keys("shortterm:")) == ["shortterm:a", "shortterm:a:b", top, f"{top}x"]
+    assert sorted(cache.iter_keys("shortterm:a")) == ["shortterm:a", "shortterm:a:b"]
+    assert sorted(cache.iter_keys(top)) == [top, f"{top}x"]
+    assert sorted(cache.iter_keys()) == sorted(text_keys)
