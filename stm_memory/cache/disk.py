@@ -6,10 +6,10 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import diskcache
 
@@ -19,6 +19,8 @@ from .base import AtomicFn, CacheValue, LiveCache, Write
 
 __all__ = ["DiskLiveCache"]
 
+T = TypeVar("T")
+
 log = logging.getLogger("stm_memory")
 
 
@@ -27,9 +29,9 @@ class DiskLiveCache(LiveCache):
 
     :meth:`atomic` runs inside one ``BEGIN IMMEDIATE`` transaction, which serialises
     writers across threads *and* processes sharing the directory, so a counter
-    increment or a category merge is never lost. Reads and atomic writes go straight
-    to diskcache's table (one SELECT for all keys, one UPDATE per key; see
-    ``_disk_rows``); the rest uses ``diskcache.Cache`` itself.
+    increment or a category merge is never lost. Reads, writes and key scans go
+    straight to diskcache's table (one SELECT for all keys, one UPDATE per key; see
+    ``_disk_rows``); opening the directory and ``expire`` use ``diskcache.Cache``.
     """
 
     def __init__(self, directory: str | os.PathLike[str], *, timeout: float = 60.0) -> None:
@@ -84,9 +86,19 @@ class DiskLiveCache(LiveCache):
             if value is not None:
                 out[key] = value
             elif unreadable:
-                with suppress(Exception):
-                    self._cache.delete(key)
+                self._drop(key, row)
         return out
+
+    def _drop(self, key: str, seen: Row) -> None:
+        """Delete an unreadable value, unless a writer has replaced it since it was read."""
+
+        def body(tx: Transaction) -> None:
+            row = tx.select([key]).get(key)
+            if row is not None and row[1:] == seen[1:]:
+                tx.delete(row)
+
+        with suppress(CacheError):  # best effort: the next read tries again
+            self._write(body)
 
     def atomic(self, keys: Sequence[str], fn: AtomicFn) -> dict[str, CacheValue | None]:
         def body(tx: Transaction) -> dict[str, CacheValue | None]:
@@ -113,26 +125,38 @@ class DiskLiveCache(LiveCache):
                     tx.delete(found[key])
             return current
 
+        return self._write(body)
+
+    def add_many(self, items: Mapping[str, Write]) -> int:
+        def body(tx: Transaction) -> int:
+            found = tx.select(list(items))
+            added = 0
+            for key, write in items.items():
+                row = found.get(key)
+                # As Cache.add: a key whose native TTL ran out counts as absent.
+                if write.value is None or (row is not None and live_at(row, tx.now)):
+                    continue
+                tx.put(key, row, write.value, write.ttl)
+                added += 1
+            return added
+
+        return self._write(body)
+
+    def delete_many(self, keys: Sequence[str]) -> int:
+        def body(tx: Transaction) -> int:
+            found = tx.select(keys)
+            for row in found.values():
+                tx.delete(row)
+            # Counted as Cache.delete counts: rows whose native TTL had not run out.
+            return sum(1 for row in found.values() if live_at(row, tx.now))
+
+        return self._write(body)
+
+    def _write(self, body: Callable[[Transaction], T]) -> T:
         try:
             return self._rows.write(body)
         except sqlite3.Error as exc:
             raise CacheError(f"live cache write failed in {self.directory}: {exc}") from exc
-
-    def add_many(self, items: Mapping[str, Write]) -> int:
-        added = 0
-        with self._cache.transact(retry=True):
-            for key, write in items.items():
-                if write.value is not None and self._cache.add(key, write.value, expire=write.ttl):
-                    added += 1
-        return added
-
-    def delete_many(self, keys: Sequence[str]) -> int:
-        removed = 0
-        with self._cache.transact(retry=True):
-            for key in keys:
-                if self._cache.delete(key):
-                    removed += 1
-        return removed
 
     def iter_keys(self, prefix: str = "") -> Iterator[str]:
         try:

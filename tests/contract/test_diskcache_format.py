@@ -8,6 +8,7 @@ import sqlite3
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import diskcache
 import pytest
@@ -151,6 +152,30 @@ def test_a_read_drops_an_unreadable_value_and_returns_the_rest(
     assert cache.get_many(["a", "b"]) == {"b": {"n": 1}}
     assert cache.get_many(["a"]) == {}
     assert rows_of(directory, "a") == 0
+
+
+def test_a_value_rewritten_after_an_unreadable_read_is_not_dropped(
+    cache: DiskLiveCache, directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a_and_b_with_a_unreadable(cache, directory)
+    other = DiskLiveCache(directory)
+    decode = DiskLiveCache._decode
+
+    def decode_then_rewrite(
+        self: DiskLiveCache, key: str, row: Any, now: float
+    ) -> tuple[CacheValue | None, bool]:
+        result = decode(self, key, row, now)
+        if result[1] and self is cache:  # unreadable: another handle writes meanwhile
+            other.atomic([key], lambda _current: {key: Write({"n": 9})})
+        return result
+
+    monkeypatch.setattr(DiskLiveCache, "_decode", decode_then_rewrite)
+    try:
+        assert cache.get_many(["a"]) == {}
+        monkeypatch.undo()
+        assert cache.get_many(["a"]) == {"a": {"n": 9}}
+    finally:
+        other.close()
 
 
 def test_a_table_without_the_expected_columns_is_refused_at_open(
