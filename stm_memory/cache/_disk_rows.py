@@ -1,11 +1,14 @@
-"""Direct SQL on a diskcache directory's ``Cache`` table, for the write and read hot paths.
+"""Direct SQL on a diskcache directory's ``Cache`` table: DiskLiveCache's reads, writes
+and key scans.
 
 Why not ``diskcache.Cache.get``/``set``: an update reads two keys and writes them back in
 one transaction. Through the public API that is two SELECTs to read, then per key a
 second SELECT of the same row (``set`` looks the key up again to find its rowid and old
 file) and an UPDATE, with a context manager, a property lookup and a key conversion
 around every statement. Here it is one SELECT for all the keys and one UPDATE per key by
-the rowid that SELECT returned, inside the same ``BEGIN IMMEDIATE`` transaction.
+the rowid that SELECT returned, inside the same ``BEGIN IMMEDIATE`` transaction. Batch
+adds (hydration) and deletes work the same way, and a key scan is one range query on
+the key index instead of a lookup per key.
 
 What this relies on, and checks when it opens: diskcache's file format (the ``Cache``
 table and its columns, key ``raw = 1`` for ``str`` keys, ``DBNAME``) and its public
