@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
@@ -30,6 +29,8 @@ from typing import Any, Final, TypeAlias, TypeVar
 
 import diskcache
 from diskcache.core import DBNAME
+
+from .._sqlite_connections import ThreadConnections
 
 __all__ = ["CacheRows", "Row", "SchemaMismatch", "Transaction", "live_at"]
 
@@ -52,7 +53,10 @@ _COLUMNS = frozenset(
     }
 )
 
-_SELECT = "SELECT key, rowid, expire_time, mode, filename, value FROM Cache WHERE raw = 1 AND key "
+_SELECT = (
+    "SELECT key, rowid, expire_time, mode, filename, value FROM Cache WHERE raw = 1 AND key IN"
+)
+_SELECT_ONE = f"{_SELECT} (?)"
 _UPDATE = (
     "UPDATE Cache SET store_time = ?, expire_time = ?, access_time = ?, access_count = 0,"
     " tag = NULL, size = ?, mode = ?, filename = ?, value = ? WHERE rowid = ?"
@@ -131,12 +135,10 @@ class CacheRows:
 
     def __init__(self, cache: diskcache.Cache) -> None:
         self.disk = cache.disk
-        self._path = os.path.join(cache.directory, DBNAME)
-        self._timeout = cache.timeout
         self._pragmas: list[tuple[str, int | str]] | None = None
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._open: list[sqlite3.Connection] = []
+        self._connections = ThreadConnections(
+            os.path.join(cache.directory, DBNAME), timeout=cache.timeout, setup=self._setup
+        )
         self._check_schema()
 
     def _check_schema(self) -> None:
@@ -144,54 +146,43 @@ class CacheRows:
         columns = {row[1] for row in con.execute("PRAGMA table_info(Cache)")}
         if missing := _COLUMNS - columns:
             raise SchemaMismatch(
-                f"the Cache table of {self._path} lacks columns {sorted(missing)}"
+                f"the Cache table of {self._connections.path} lacks columns {sorted(missing)}"
                 f" (diskcache {diskcache.__version__}; stm-memory writes the diskcache 5 format)"
             )
 
     def _connection(self) -> sqlite3.Connection:
-        local = self._local
-        if getattr(local, "pid", None) != os.getpid():
-            # A forked child must not share its parent's connection (SQLite forbids it).
-            local.pid = os.getpid()
-            local.con = None
-        con: sqlite3.Connection | None = local.con
-        if con is None:
-            # check_same_thread=False only so that close() can close every thread's
-            # connection; each is used by the thread that opened it.
-            con = sqlite3.connect(
-                self._path, timeout=self._timeout, isolation_level=None, check_same_thread=False
-            )
-            if self._pragmas is None:
-                # The per-connection pragmas diskcache applies to its own connections
-                # (synchronous, mmap and page cache size), from its Settings table, as
-                # it applies them (a number or a keyword such as NORMAL); journal_mode
-                # is the file's own and stays as diskcache set it.
-                self._pragmas = [
-                    (name.removeprefix("sqlite_"), value)
-                    for name, value in con.execute("SELECT key, value FROM Settings")
-                    if name.startswith("sqlite_")
-                    and name != "sqlite_journal_mode"
-                    and name.removeprefix("sqlite_").isidentifier()
-                    and (type(value) is int or (isinstance(value, str) and value.isalnum()))
-                ]
-            for name, value in self._pragmas:
-                con.execute(f"PRAGMA {name} = {value}")
-            local.con = con
-            with self._lock:
-                self._open.append(con)
-        return con
+        return self._connections.get()
+
+    def _setup(self, con: sqlite3.Connection) -> None:
+        if self._pragmas is None:
+            # The per-connection pragmas diskcache applies to its own connections
+            # (synchronous, mmap and page cache size), from its Settings table, as it
+            # applies them (a number or a keyword such as NORMAL); journal_mode is the
+            # file's own and stays as diskcache set it.
+            self._pragmas = [
+                (name.removeprefix("sqlite_"), value)
+                for name, value in con.execute("SELECT key, value FROM Settings")
+                if name.startswith("sqlite_")
+                and name != "sqlite_journal_mode"
+                and name.removeprefix("sqlite_").isidentifier()
+                and (type(value) is int or (isinstance(value, str) and value.isalnum()))
+            ]
+        for name, value in self._pragmas:
+            con.execute(f"PRAGMA {name} = {value}")
 
     # -- reads ------------------------------------------------------------------------
 
     def select_on(self, con: sqlite3.Connection, keys: Sequence[str]) -> dict[str, Row]:
-        if len(keys) == 1:  # the common case: no placeholder list to build
-            return {row[0]: row for row in con.execute(_SELECT + "= ?", (keys[0],))}
+        if len(keys) == 1:
+            # One key (a get, an index read) is most reads: a constant statement, no
+            # placeholder list or chunk loop to build (≈ 1.4 µs of a ≈ 10 µs read).
+            return {row[0]: row for row in con.execute(_SELECT_ONE, (keys[0],))}
         found: dict[str, Row] = {}
         # In chunks: SQLite caps the number of parameters of one statement.
         for start in range(0, len(keys), _CHUNK):
             chunk = tuple(keys[start : start + _CHUNK])
             marks = ", ".join("?" * len(chunk))
-            found.update((row[0], row) for row in con.execute(f"{_SELECT}IN ({marks})", chunk))
+            found.update((row[0], row) for row in con.execute(f"{_SELECT} ({marks})", chunk))
         return found
 
     def select(self, keys: Sequence[str]) -> dict[str, Row]:
@@ -246,9 +237,4 @@ class CacheRows:
         return result
 
     def close(self) -> None:
-        with self._lock:
-            open_, self._open = self._open, []
-        for con in open_:
-            with suppress(sqlite3.Error):
-                con.close()
-        self._local = threading.local()
+        self._connections.close()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.types import TypeEngine
 
+from .._sqlite_connections import ThreadConnections
 from ..errors import DatabaseError, RejectedWriteError
 
 __all__ = ["CompiledSql", "RawSqlite"]
@@ -117,23 +117,15 @@ class RawSqlite:
     def __init__(self, path: str, *, timeout: float) -> None:
         self.path = path
         self.timeout = timeout
-        self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
+        self._connections = ThreadConnections(path, timeout=timeout, setup=self._setup)
+
+    def _setup(self, conn: sqlite3.Connection) -> None:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
 
     def _connection(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(
-                self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
-            )
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
-            self._local.conn = conn
-            with self._lock:
-                self._all.append(conn)
-        return conn
+        return self._connections.get()
 
     def write(self, text: str, rows: Iterable[Sequence[Any]]) -> int:
         """Run ``text`` once per parameter row inside ``BEGIN IMMEDIATE`` … ``COMMIT``
@@ -162,8 +154,4 @@ class RawSqlite:
             raise
 
     def close(self) -> None:
-        with self._lock:
-            conns, self._all = self._all, []
-        for conn in conns:
-            conn.close()
-        self._local = threading.local()
+        self._connections.close()
