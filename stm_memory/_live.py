@@ -260,6 +260,7 @@ class LiveEntries:
             MemoryEntry.empty(scope, key, now),
             turns_since_refresh=entry.turns_since_refresh,
             last_refreshed_turn=entry.last_refreshed_turn,
+            turns_since_reset=entry.turns_since_reset,
             rev=entry.rev,
         )
         return empty, False
@@ -277,6 +278,8 @@ class LiveEntries:
         """
         indexes: list[str] = []
         loaded = False
+        # A new entry of a channel that was reset counts its turns from the reset.
+        after_reset = False
         # The entries fn computed on its last (winning) run: returned as they are, so
         # nothing is decoded again from what was just written.
         computed: dict[str, MemoryEntry] = {}
@@ -289,6 +292,7 @@ class LiveEntries:
                 now: datetime = now,
                 loaded: bool = loaded,
                 indexes: list[str] = indexes,
+                after_reset: bool = after_reset,
             ) -> dict[str, Write]:
                 if not loaded:
                     missing = [k for k in keys if current.get(k) is None]
@@ -299,6 +303,8 @@ class LiveEntries:
                 for key in keys:
                     raw = current.get(key)
                     base, as_is = self.fresh_or_live(raw, scope, key, now)
+                    if raw is None and after_reset:
+                        base = replace(base, turns_since_reset=0)
                     fields = {**change(base), "rev": next_rev(base.rev, now)}
                     entry = base.evolve(fields)
                     computed[key] = entry
@@ -317,9 +323,24 @@ class LiveEntries:
             except _NeedsLoad as need:
                 indexes = sorted({owner_index(k) for k in keys})
                 self._load_missing([*need.keys, *indexes])
+                after_reset = self.channel_was_reset(scope.channel_id)
                 loaded = True
                 continue
             return dict(computed)
+
+    def channel_was_reset(self, channel_id: str) -> bool:
+        """Whether ``clear_channel`` reset the channel: a delete still queued in this
+        host's outbox, or the reset SQL recorded. False (earlier dialogue unknown)
+        when the database cannot say; only the safety cap then bounds the history."""
+        if self.outbox.has_pending():
+            queued = self.outbox.blocking_delete(row_key="", channel_id=channel_id, user_id=None)
+            if queued is not None and queued[0] == "delete_channel":
+                return True
+        try:
+            return self.store.channel_reset_at(channel_id) is not None
+        except DatabaseError as exc:
+            log.warning("stm-memory: reading the reset of %s failed: %s", channel_id, exc)
+            return False
 
     def _load_missing(self, keys: list[str]) -> None:
         entry_keys = [k for k in keys if not k.startswith("shortterm:index:")]

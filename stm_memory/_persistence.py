@@ -54,7 +54,8 @@ class Persister:
             store.put_rows(entries, datetime.fromisoformat(payload["at"]))
             return len(entries)
         if kind == "delete_channel":
-            return store.delete_channel(payload["channel_id"], op_id=op_id)
+            at = datetime.fromisoformat(payload["at"]) if payload.get("at") else None
+            return store.delete_channel(payload["channel_id"], op_id=op_id, at=at)
         if kind == "delete_user":
             return store.delete_user(payload["user_id"], op_id=op_id)
         if kind == "clear_summary":

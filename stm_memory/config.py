@@ -37,6 +37,12 @@ class Limits:
     # Let start-up finish before the first sweep competes for the database.
     janitor_first_run: timedelta = timedelta(seconds=60)
     janitor_interval: timedelta = timedelta(hours=24)
+    # Covered turns still sent before the uncovered ones: the turn the memory was
+    # written in, so the model sees how its summary connects to what follows.
+    history_overlap: int = 1
+    # Safety cap on earlier turns sent raw when no memory covers them (a model that
+    # ignores the nudge): about 60 messages, far below any provider's context limit.
+    max_raw_turns: int = 30
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -44,8 +50,11 @@ class Limits:
             if isinstance(value, timedelta):
                 if value <= timedelta(0) and f.name != "janitor_first_run":
                     raise ConfigurationError(f"{f.name} must be positive, got {value}")
-            elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigurationError(f"{f.name} must be a positive integer, got {value!r}")
+            elif not isinstance(value, int) or isinstance(value, bool):
+                raise ConfigurationError(f"{f.name} must be an integer, got {value!r}")
+            elif value < (0 if f.name in _MAY_BE_ZERO else 1):
+                floor = "a non-negative" if f.name in _MAY_BE_ZERO else "a positive"
+                raise ConfigurationError(f"{f.name} must be {floor} integer, got {value!r}")
 
     def ttl_for(self, *, has_summary: bool) -> timedelta:
         return self.summary_ttl if has_summary else self.bare_ttl
@@ -68,6 +77,8 @@ class Limits:
         return replace(base, **given) if given else base
 
 
+_MAY_BE_ZERO = frozenset({"history_overlap"})
+
 # Unit of the number given in each duration's environment variable.
 _DURATION_UNITS: dict[str, str] = {
     "summary_ttl": "seconds",
@@ -88,6 +99,8 @@ ENV_VARS: dict[str, str] = {
     "janitor_retention": "STM_JANITOR_RETENTION_DAYS",
     "janitor_first_run": "STM_JANITOR_FIRST_RUN_SECONDS",
     "janitor_interval": "STM_JANITOR_INTERVAL_SECONDS",
+    "history_overlap": "STM_HISTORY_OVERLAP",
+    "max_raw_turns": "STM_MAX_RAW_TURNS",
 }
 
 

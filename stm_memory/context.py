@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from .history import HistoryWindow
 from .placement import MemoryContext, fresh_content_depth
 from .render import distilled_lines, nudge_text, other_channel_block, render_content
 from .types import Category, MemoryEntry, Scope, ServerSettings, parse_key
@@ -42,6 +43,7 @@ __all__ = [
     "MemoryContext",
     "assemble_context",
     "build_memory_context",
+    "history_window",
     "is_visible",
     "select_other_entries",
 ]
@@ -92,7 +94,47 @@ def _assemble(mem: ShortTermMemory, turn: TurnContext) -> MemoryContext:
         is_live=lambda e: mem.live.is_live(e, now),
         limit=mem.limits.other_channels_shown,
         freshness_window=mem.limits.freshness_window,
+        history=history_window(
+            turn,
+            live,
+            # Only a channel without an entry needs the question (a new entry of a
+            # reset channel carries the answer in turns_since_reset).
+            reset=live is None and mem.live.channel_was_reset(scope.channel_id),
+            overlap=mem.limits.history_overlap,
+            max_raw_turns=mem.limits.max_raw_turns,
+        ),
     )
+
+
+def history_window(
+    turn: TurnContext,
+    live: MemoryEntry | None,
+    *,
+    reset: bool,
+    overlap: int,
+    max_raw_turns: int,
+) -> HistoryWindow:
+    """How many earlier turns the turn may send (see :mod:`stm_memory.history`).
+
+    The memory covers the dialogue up to the turn it was last written in; the turns
+    since are ``turns_since_refresh`` (counted exactly by the engine, with the row), and
+    ``overlap`` covered turns go with them. That holds after the memory expired or its
+    summary was cleared: what it covered stays forgotten. A reset channel sends nothing
+    from before the reset. Same-channel memory is shown only to a model that can use
+    tools, so only then does it replace the turns it covers.
+    """
+    keep: int | None
+    if live is None:
+        keep = 0 if reset else None
+    else:
+        since_reset = live.turns_since_reset
+        if live.last_refreshed_turn > 0 and turn.tools_available:
+            keep = live.turns_since_refresh + overlap
+            if since_reset is not None:
+                keep = min(keep, since_reset)
+        else:
+            keep = since_reset
+    return HistoryWindow(keep_turns=keep, max_raw_turns=max_raw_turns)
 
 
 def _candidate_keys(mem: ShortTermMemory, turn: TurnContext) -> list[str]:
@@ -126,6 +168,7 @@ def build_memory_context(
     is_live: Callable[[MemoryEntry], bool],
     limit: int,
     freshness_window: timedelta,
+    history: HistoryWindow | None = None,
 ) -> MemoryContext:
     """Pure: the context for ``turn`` given its live entry (``live``, expired or not,
     for the counters; ``shown_live`` only when it is live) and candidate entries."""
@@ -178,6 +221,7 @@ def build_memory_context(
         nudge=nudge,
         content_depth=content_depth,
         nudge_depth=settings.nudge_injection_depth,
+        history=history,
     )
 
 

@@ -335,6 +335,10 @@ class ShortTermMemory:
             if entry.key == live_key:
                 fields["turns_since_refresh"] = 0
                 fields["last_refreshed_turn"] = entry.last_refreshed_turn + 1
+                # end_turn does not count a turn that refreshed; this turn still
+                # happened since the reset.
+                if entry.turns_since_reset is not None:
+                    fields["turns_since_reset"] = entry.turns_since_reset + 1
             return fields
 
         entries = list(self.live.mutate(scope, keys, change).values())
@@ -377,7 +381,10 @@ class ShortTermMemory:
         now = self.now()
 
         def bump(entry: MemoryEntry) -> dict[str, Any]:
-            return {"turns_since_refresh": entry.turns_since_refresh + 1}
+            fields = {"turns_since_refresh": entry.turns_since_refresh + 1}
+            if entry.turns_since_reset is not None:
+                fields["turns_since_reset"] = entry.turns_since_reset + 1
+            return fields
 
         entry = self.live.mutate(scope, [scope.live_key], bump)[scope.live_key]
         self.persister.write([entry], now)
@@ -406,9 +413,8 @@ class ShortTermMemory:
         """Forget a channel everywhere (the "/refresh" command). Returns SQL rows deleted
         now (0 when the delete is queued for an unreachable database)."""
         Scope(channel_id=channel_id, user_id="_")
-        item = self.persister.begin_delete(
-            "delete_channel", {"channel_id": channel_id}, channel_id=channel_id
-        )
+        payload = {"channel_id": channel_id, "at": self.now().isoformat()}
+        item = self.persister.begin_delete("delete_channel", payload, channel_id=channel_id)
         self.live.evict(self.live.entry_keys(lambda _k, _o, ch: ch == channel_id))
         self.outbox.purge_channel(channel_id)
         return self.persister.finish_delete(item) or 0

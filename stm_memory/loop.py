@@ -151,8 +151,13 @@ def run_turn_steps(
     tools: Sequence[Any] = (),
     tool_handlers: Mapping[str, ToolHandler] | None = None,
     max_steps: int = 8,
+    trim_history: bool = True,
 ) -> Generator[Op, Any, TurnResult]:
-    """The turn as a generator of :class:`Op` (see the module docstring)."""
+    """The turn as a generator of :class:`Op` (see the module docstring).
+
+    ``messages`` may be the caller's whole history: each request carries only what
+    the memory leaves (the history cut, :mod:`stm_memory.history`), unless
+    ``trim_history=False``; ``TurnResult.messages`` is still the whole transcript."""
     handlers = dict(tool_handlers or {})
     turn: TurnContext = yield _sync_and_async(
         lambda: memory.begin_turn(
@@ -165,6 +170,8 @@ def run_turn_steps(
     context: MemoryContext = yield _sync_and_async(
         memory.build_context, memory.abuild_context, turn
     )
+    if not trim_history:
+        context = replace(context, history=None)
     transcript = list(messages)
     usage = Usage()
     text = ""

@@ -35,13 +35,18 @@ Message styles, chosen from the list and the ``provider`` hint:
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from .errors import ValidationError
+from .history import HistoryWindow, cut_history
+from .roles import has_block as _has_block
+from .roles import message_role
 
 __all__ = ["MemoryContext", "fresh_content_depth", "insertion_index", "message_role"]
 
@@ -53,17 +58,7 @@ AnthropicSystem = str | list[dict[str, Any]] | None
 _USER_TURN_PROVIDERS = frozenset(
     {"anthropic", "bedrock", "bedrock_converse", "google", "google_genai", "gemini", "vertexai"}
 )
-_ROLE_ALIASES = {
-    "system": "system",
-    "developer": "system",
-    "user": "user",
-    "human": "user",
-    "assistant": "assistant",
-    "ai": "assistant",
-    "model": "assistant",
-    "tool": "tool",
-    "function": "tool",
-}
+log = logging.getLogger("stm_memory")
 
 
 def fresh_content_depth(configured: int) -> int:
@@ -75,37 +70,6 @@ def _blocks(content: Any) -> list[Any]:
     if isinstance(content, list):
         return list(content)
     return [{"type": "text", "text": content}] if content else []
-
-
-def _has_block(content: Any, kind: str) -> bool:
-    return isinstance(content, list) and any(
-        isinstance(b, Mapping) and b.get("type") == kind for b in content
-    )
-
-
-def message_role(message: Any) -> str:
-    """Normalised role: system, user, assistant, tool (a tool result), reasoning or other."""
-    if isinstance(message, BaseMessage):
-        kind = message.type
-        if kind == "chat":
-            kind = str(getattr(message, "role", ""))
-        return _ROLE_ALIASES.get(kind, "other")
-    if isinstance(message, Mapping):
-        role = message.get("role")
-        if role is None:
-            item = str(message.get("type", ""))
-            if item.endswith("_call_output"):
-                return "tool"
-            if item == "reasoning":
-                return "reasoning"
-            return "assistant" if item.endswith("_call") else "other"
-        mapped = _ROLE_ALIASES.get(str(role), "other")
-        if mapped == "user" and _has_block(message.get("content"), "tool_result"):
-            return "tool"
-        return mapped
-    if isinstance(message, tuple) and message:
-        return _ROLE_ALIASES.get(str(message[0]), "other")
-    return "user" if isinstance(message, str) else "other"
 
 
 def insertion_index(messages: Sequence[Any], depth: int) -> int:
@@ -142,22 +106,43 @@ def _style(messages: Sequence[Any], provider: str | None) -> Style:
     return "openai"
 
 
+class _Once:
+    """A flag set once, shared by the copies of one turn's context (the loops drop the
+    nudge with ``replace``), so the safety cap's warning is logged once per turn."""
+
+    __slots__ = ("_done", "_lock")
+
+    def __init__(self) -> None:
+        self._done = False
+        self._lock = threading.Lock()
+
+    def first(self) -> bool:
+        with self._lock:
+            done, self._done = self._done, True
+            return not done
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryContext:
-    """Memory content and nudge for one turn, with their injection depths.
+    """Memory content and nudge for one turn, with their injection depths, and the
+    history window: how much earlier dialogue the memory leaves to send.
 
     ``content_depth`` −1 means the top; ``nudge_depth`` counts dialogue messages from
-    the end. An empty context (no content, no nudge) leaves requests unchanged.
+    the end. ``history`` is ``None`` when the turn has no say over the dialogue (memory
+    off for the server, or assembly failed): then nothing is cut. An empty context (no
+    content, no nudge, no history window) leaves requests unchanged.
     """
 
     content: str | None = None
     nudge: str | None = None
     content_depth: int = -1
     nudge_depth: int = 2
+    history: HistoryWindow | None = None
+    _warned: _Once = field(default_factory=_Once, compare=False, repr=False)
 
     @property
     def is_empty(self) -> bool:
-        return not self.content and not self.nudge
+        return not self.content and not self.nudge and self.history is None
 
     def injections(self) -> list[tuple[int, str]]:
         """``(depth, text)`` pairs, content first so it lands above the nudge."""
@@ -168,11 +153,28 @@ class MemoryContext:
             out.append((self.nudge_depth, self.nudge))
         return out
 
-    def apply(self, messages: Sequence[Any], *, provider: str | None = None) -> list[Any]:
-        """A new list with content and nudge placed (see the module docstring)."""
-        if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
-            raise ValidationError("messages must be a list of messages")
-        items = list(messages)
+    def cut(self, messages: Sequence[Any]) -> list[Any]:
+        """``messages`` without the earlier turns the memory covers (the history cut,
+        :mod:`stm_memory.history`); unchanged when there is no history window."""
+        items = _as_list(messages)
+        if self.history is None:
+            return items
+        result = cut_history(items, self.history)
+        if result.capped and self._warned.first():
+            log.warning(
+                "stm-memory: no memory covers the earlier dialogue; the safety cap "
+                "(max_raw_turns=%d) dropped its %d oldest turns",
+                self.history.max_raw_turns,
+                result.dropped_turns,
+            )
+        return result.messages
+
+    def apply(
+        self, messages: Sequence[Any], *, provider: str | None = None, trim: bool = True
+    ) -> list[Any]:
+        """A new list: the history cut (unless ``trim=False``), then content and nudge
+        placed (see the module docstring)."""
+        items = self.cut(messages) if trim else _as_list(messages)
         style = _style(items, provider)
         as_system: dict[int, list[str]] = {}
         as_user: dict[int, list[str]] = {}
@@ -188,7 +190,7 @@ class MemoryContext:
         return _place(items, as_system, as_user, ops, _system_factory(items, style))
 
     def apply_anthropic(
-        self, messages: Sequence[Any], system: AnthropicSystem = None
+        self, messages: Sequence[Any], system: AnthropicSystem = None, *, trim: bool = True
     ) -> tuple[AnthropicSystem, list[Any]]:
         """For the Anthropic Messages API: top content goes to the end of the ``system``
         parameter (after any cached prefix), the rest into user turns.
@@ -197,7 +199,13 @@ class MemoryContext:
         if self.content and self.content_depth < 0:
             system = _append_system(system, self.content)
             rest = replace(self, content=None)
-        return system, rest.apply(messages, provider="anthropic")
+        return system, rest.apply(messages, provider="anthropic", trim=trim)
+
+
+def _as_list(messages: Sequence[Any]) -> list[Any]:
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
+        raise ValidationError("messages must be a list of messages")
+    return list(messages)
 
 
 def _append_system(system: AnthropicSystem, text: str) -> AnthropicSystem:

@@ -302,6 +302,10 @@ class MemoryEntry:
     categories: Mapping[str, str] = field(default_factory=dict)
     turns_since_refresh: int = 0
     last_refreshed_turn: int = 0
+    # Turns counted since the channel was reset (clear_channel), or None when dialogue
+    # from before this entry may exist: the history cut never sends turns from before
+    # a reset (stm_memory.history).
+    turns_since_reset: int | None = None
     last_updated: datetime = field(default_factory=lambda: datetime.fromtimestamp(0, UTC))
     # When the model last wrote distilled memory here: raw turns captured after it are
     # the "recent" ones that the summary does not cover yet.
@@ -393,6 +397,7 @@ class MemoryEntry:
             "categories": dict(self.categories),
             "turns_since_refresh": self.turns_since_refresh,
             "last_refreshed_turn": self.last_refreshed_turn,
+            "turns_since_reset": self.turns_since_reset,
             "last_updated": self.last_updated.isoformat(),
             "refreshed_at": self.refreshed_at.isoformat() if self.refreshed_at else None,
             "rev": self.rev,
@@ -415,12 +420,17 @@ class MemoryEntry:
             categories=dict(data.get("categories") or {}),
             turns_since_refresh=int(data.get("turns_since_refresh") or 0),
             last_refreshed_turn=int(data.get("last_refreshed_turn") or 0),
+            turns_since_reset=_optional_int(data.get("turns_since_reset")),
             last_updated=datetime.fromisoformat(data["last_updated"]),
             refreshed_at=(
                 datetime.fromisoformat(data["refreshed_at"]) if data.get("refreshed_at") else None
             ),
             rev=int(data.get("rev") or 0),
         )
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 _ENTRY_FIELDS = tuple(f.name for f in fields(MemoryEntry))

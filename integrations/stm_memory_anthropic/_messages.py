@@ -227,7 +227,12 @@ class AnthropicMessagesAdapter:
         turn: TurnContext,
     ) -> dict[str, Any]:
         caller_system = system if system is not None else self.system
-        placed_system, placed = context.apply_anthropic(_wire_messages(transcript), caller_system)
+        # The history cut reads turns on the transcript as it is: merged for the wire, a
+        # new user message would join the tool results before it and hide the turn.
+        kept = context.cut(transcript)
+        placed_system, placed = context.apply_anthropic(
+            _wire_messages(kept), caller_system, trim=False
+        )
         messages = _wire_messages(placed)  # idempotent; keeps the alternation a guarantee
         # A private copy: the caller may reuse or mutate its messages after the turn,
         # and TurnResult.requests must keep showing what was sent.
@@ -318,6 +323,7 @@ class _BaseLoop:
         model: str,
         max_tokens: int = 1024,
         max_steps: int = 8,
+        trim_history: bool = True,
         **request_options: Any,
     ) -> None:
         if isinstance(client, self._wrong_client):
@@ -339,6 +345,8 @@ class _BaseLoop:
         self.model = model
         self.max_tokens = max_tokens
         self.max_steps = max_steps
+        # False for a caller that windows its own history: nothing is cut.
+        self.trim_history = bool(trim_history)
         self.request_options = request_options
 
     def _adapter(self, system: System, send: Send, asend: ASend) -> AnthropicMessagesAdapter:
@@ -368,6 +376,7 @@ class _BaseLoop:
             tools=_check_tools(tools, tool_handlers),
             tool_handlers=tool_handlers,
             max_steps=self.max_steps,
+            trim_history=self.trim_history,
         )
 
 

@@ -192,8 +192,13 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
             :class:`~stm_memory.ValidationError` instead of logging a warning and
             running that invocation without memory (the default).
         end_after_epilogue: end the run once the model answered and called only the
-            memory tool in the same message (SPEC §8), instead of calling the model
-            again. The last message of such a run is the memory ``ToolMessage``.
+            memory tool in the same message, instead of calling the model again. The
+            last message of such a run is the memory ``ToolMessage``.
+        trim_history: send the model only what the memory does not cover: the memory
+            block, the turns since it was last written (plus a small overlap) and the
+            current turn, without earlier memory-tool calls (:mod:`stm_memory.history`).
+            Only the model request is cut; the checkpointed thread keeps every
+            message. ``False`` sends the whole thread.
     """
 
     state_schema = ShortTermMemoryState
@@ -206,6 +211,7 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
         provider: str | None = None,
         strict: bool = False,
         end_after_epilogue: bool = True,
+        trim_history: bool = True,
     ) -> None:
         if not isinstance(memory, ShortTermMemory):
             raise ValidationError(f"memory must be a ShortTermMemory, got {type(memory).__name__}")
@@ -214,6 +220,7 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
         self.provider = provider
         self.strict = strict
         self.end_after_epilogue = end_after_epilogue
+        self.trim_history = trim_history
         self.tools = [_placeholder_tool()]
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._lock = threading.Lock()
@@ -467,6 +474,8 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
     ) -> list[Any]:
         if not turn.tool_offered:  # updated this turn (or a guard): the nudge is done
             context = replace(context, nudge=None)
+        if not self.trim_history:
+            context = replace(context, history=None)
         if context.is_empty:
             return request.messages
         try:

@@ -93,7 +93,12 @@ class AdapterBase:
 
 
 class BaseLoop(ABC, Generic[ClientT]):
-    """``(client, memory, *, model, max_steps=8, **request_options)``.
+    """``(client, memory, *, model, max_steps=8, trim_history=True, **request_options)``.
+
+    ``messages`` given to ``run_turn`` may be the whole history (``result.messages`` fed
+    back): each request carries the memory block, the turns the memory does not cover
+    and the current turn (:mod:`stm_memory.history`). ``trim_history=False`` sends
+    every message given, for a caller that keeps its own window.
 
     ``request_options`` go into every request (``temperature``, ``max_tokens``,
     ``tool_choice``, ``extra_headers``, ``timeout`` …); the keys the loop manages itself
@@ -110,6 +115,7 @@ class BaseLoop(ABC, Generic[ClientT]):
         *,
         model: str,
         max_steps: int = 8,
+        trim_history: bool = True,
         **request_options: Any,
     ) -> None:
         wrong = openai.OpenAI if self._is_async else openai.AsyncOpenAI
@@ -127,6 +133,8 @@ class BaseLoop(ABC, Generic[ClientT]):
         self.memory = memory
         self.model = model
         self.max_steps = max_steps
+        # False for a caller that windows its own history: nothing is cut.
+        self.trim_history = bool(trim_history)
         self.request_options = dict(request_options)
 
     @abstractmethod
@@ -159,6 +167,7 @@ class BaseLoop(ABC, Generic[ClientT]):
             tools=list(tools),
             tool_handlers=tool_handlers,
             max_steps=self.max_steps,
+            trim_history=self.trim_history,
         )
 
 

@@ -46,7 +46,9 @@ def place_memory(context: MemoryContext, items: Sequence[Any]) -> list[Any]:
     """``context.apply`` for Responses input items, treating an assistant message and the
     call items right after it as one unit, as Chat Completions has one assistant message
     with several ``tool_calls``: parallel calls of one response are never split and no
-    injection lands between a reply's text and its calls."""
+    injection lands between a reply's text and its calls. The history cut runs first,
+    on the items themselves (it keeps a reply's items together on its own)."""
+    items = context.cut(items)
     view: list[Any] = []
     units: dict[int, list[Any]] = {}
     i = 0
@@ -62,7 +64,7 @@ def place_memory(context: MemoryContext, items: Sequence[Any]) -> list[Any]:
         units[id(stand_in)] = list(items[i:j])
         view.append(stand_in)
         i = j
-    placed = context.apply(view, provider="openai")
+    placed = context.apply(view, provider="openai", trim=False)
     return [part for item in placed for part in units.get(id(item), [item])]
 
 

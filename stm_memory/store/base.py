@@ -55,8 +55,15 @@ class MemoryStore(ABC):
         """Every user-scope row of a user (all servers and DMs)."""
 
     @abstractmethod
-    def delete_channel(self, channel_id: str, *, op_id: str | None = None) -> int:
-        """Delete every row of a channel (any server, user, persona)."""
+    def delete_channel(
+        self, channel_id: str, *, op_id: str | None = None, at: datetime | None = None
+    ) -> int:
+        """Delete every row of a channel (any server, user, persona) and record, in
+        the same transaction, that the channel was reset (at ``at``, default now)."""
+
+    @abstractmethod
+    def channel_reset_at(self, channel_id: str) -> datetime | None:
+        """When :meth:`delete_channel` last reset the channel, or None."""
 
     @abstractmethod
     def delete_user(self, user_id: str, *, op_id: str | None = None) -> int:

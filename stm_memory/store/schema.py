@@ -18,6 +18,7 @@ __all__ = [
     "MIGRATIONS",
     "applied_ops",
     "categories",
+    "channel_resets",
     "current_version",
     "memories",
     "metadata",
@@ -57,6 +58,9 @@ memories = sa.Table(
     sa.Column("last_updated", UtcDateTime),
     sa.Column("refreshed_at", UtcDateTime),
     sa.Column("rev", sa.BigInteger, nullable=False, server_default="0"),
+    # v3: turns counted since the channel was reset (NULL: dialogue before the row may
+    # exist), so the history cut holds after a restart (MemoryEntry.turns_since_reset).
+    sa.Column("turns_since_reset", sa.Integer),
     sa.Index("ix_stm_updated_at", "updated_at"),
     sa.Index("ix_stm_channel", "channel_id"),
     sa.Index("ix_stm_user", "user_id", "scope_kind"),
@@ -109,6 +113,16 @@ applied_ops = sa.Table(
     sa.Column("applied_at", UtcDateTime, nullable=False),
 )
 
+# v3: channels reset by clear_channel ("/refresh"). Holds no content, only the fact,
+# so a caller that keeps its whole thread never has the dialogue from before the
+# reset sent again (the next entry of the channel starts counting from zero).
+channel_resets = sa.Table(
+    "stm_channel_resets",
+    metadata,
+    sa.Column("channel_id", sa.String(512), primary_key=True),
+    sa.Column("reset_at", UtcDateTime, nullable=False),
+)
+
 schema_version = sa.Table(
     "stm_schema_version",
     metadata,
@@ -142,8 +156,33 @@ def _v2_row_revisions(conn: Connection) -> None:
         )
 
 
+def _add_columns(conn: Connection, names: tuple[str, ...]) -> None:
+    present = {c["name"] for c in sa.inspect(conn).get_columns(memories.name)}
+    preparer = conn.dialect.identifier_preparer
+    for name in names:
+        if name in present:
+            continue
+        ddl = memories.c[name].type.compile(dialect=conn.dialect)
+        conn.execute(
+            sa.text(
+                f"ALTER TABLE {preparer.quote(memories.name)}"
+                f" ADD COLUMN {preparer.quote(name)} {ddl}"
+            )
+        )
+
+
+def _v3_history_cut(conn: Connection) -> None:
+    # Old rows keep NULL (their earlier dialogue is unknown), which is what they mean.
+    _add_columns(conn, ("turns_since_reset",))
+    channel_resets.create(conn, checkfirst=True)
+
+
 # Append new steps here; never edit a released one.
-MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1_initial, _v2_row_revisions)
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (
+    _v1_initial,
+    _v2_row_revisions,
+    _v3_history_cut,
+)
 
 
 _ADVISORY_LOCK = 72100591

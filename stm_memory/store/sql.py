@@ -28,7 +28,15 @@ from ..types import (
 )
 from ._sqlite_raw import CompiledSql, RawSqlite
 from .base import MemoryStore
-from .schema import applied_ops, categories, memories, migrate, server_settings, user_settings
+from .schema import (
+    applied_ops,
+    categories,
+    channel_resets,
+    memories,
+    migrate,
+    server_settings,
+    user_settings,
+)
 
 __all__ = ["SqlStore", "create_sql_engine"]
 
@@ -164,6 +172,7 @@ class SqlStore(MemoryStore):
                 "categories",
                 "turns_since_refresh",
                 "last_refreshed_turn",
+                "turns_since_reset",
                 "last_updated",
                 "refreshed_at",
                 "rev",
@@ -258,6 +267,7 @@ class SqlStore(MemoryStore):
             "categories": dict(entry.categories),
             "turns_since_refresh": entry.turns_since_refresh,
             "last_refreshed_turn": entry.last_refreshed_turn,
+            "turns_since_reset": entry.turns_since_reset,
             "last_updated": stamp if updated is at else self._stamp(updated),
             "refreshed_at": (
                 None if refreshed is None else stamp if refreshed is at else self._stamp(refreshed)
@@ -288,6 +298,7 @@ class SqlStore(MemoryStore):
             categories=dict(row["categories"] or {}),
             turns_since_refresh=row["turns_since_refresh"],
             last_refreshed_turn=row["last_refreshed_turn"],
+            turns_since_reset=row["turns_since_reset"],
             # Rows written before schema v2 have no last_updated of their own.
             last_updated=_utc(row["last_updated"] or row["updated_at"]),
             refreshed_at=_utc(row["refreshed_at"]) if row["refreshed_at"] else None,
@@ -357,8 +368,28 @@ class SqlStore(MemoryStore):
                 return 0
             return int(conn.execute(sa.delete(memories).where(where)).rowcount)
 
-    def delete_channel(self, channel_id: str, *, op_id: str | None = None) -> int:
-        return self._delete(memories.c.channel_id == channel_id, op_id)
+    def delete_channel(
+        self, channel_id: str, *, op_id: str | None = None, at: datetime | None = None
+    ) -> int:
+        with self._tx(op_id) as conn:
+            if conn is None:
+                return 0
+            deleted = conn.execute(sa.delete(memories).where(memories.c.channel_id == channel_id))
+            # The reset is remembered in the same transaction as the delete, so no
+            # reader ever sees the rows gone without the reset point.
+            stamp = self._stamp(at or self._clock())
+            mark = self._insert(channel_resets).values(channel_id=channel_id, reset_at=stamp)
+            conn.execute(
+                mark.on_conflict_do_update(
+                    index_elements=[channel_resets.c.channel_id], set_={"reset_at": stamp}
+                )
+            )
+            return int(deleted.rowcount)
+
+    def channel_reset_at(self, channel_id: str) -> datetime | None:
+        stmt = sa.select(channel_resets.c.reset_at).where(channel_resets.c.channel_id == channel_id)
+        value = self._read(lambda c: c.execute(stmt).scalar())
+        return _utc(value) if value is not None else None
 
     def delete_user(self, user_id: str, *, op_id: str | None = None) -> int:
         m = memories.c

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from stm_memory import Category, Scope, ShortTermMemory
+from stm_memory.history import HistoryWindow
 from stm_memory.placement import MemoryContext
 
 START = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
@@ -91,9 +92,14 @@ def test_same_channel_summary(mem: ShortTermMemory, clock: Clock) -> None:
         nudge=None,
         content_depth=-1,
         nudge_depth=2,
+        # The refresh turn is the one covered turn still sent (the overlap).
+        history=HistoryWindow(keep_turns=1, max_raw_turns=30),
     )
-    # Without tools there is no same-channel memory (and nothing else here).
-    assert context(mem, here(), tools_available=False).content is None
+    # Without tools there is no same-channel memory (and nothing else here), so the
+    # memory replaces no turn: nothing known covers the dialogue.
+    bare = context(mem, here(), tools_available=False)
+    assert bare.content is None
+    assert bare.history == HistoryWindow(keep_turns=None, max_raw_turns=30)
 
 
 def test_same_channel_categories_in_server_order_with_humanised_leftovers(

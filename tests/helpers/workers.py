@@ -89,3 +89,14 @@ def end_turns(
                 counted += 1
             mem.end_turn(turn)
     return {"counted": counted, "refreshed": refreshed}
+
+
+def history_window(
+    database_url: str, cache_dir: str, outbox_path: str, now: str, scope: dict[str, Any]
+) -> dict[str, Any]:
+    """The history window a freshly started process computes for a turn in ``scope``."""
+    with _memory(database_url, cache_dir, outbox_path, now) as mem:
+        context = mem.build_context(mem.begin_turn(Scope(**scope), provider="openai"))
+        window = context.history
+        assert window is not None
+        return {"keep_turns": window.keep_turns, "max_raw_turns": window.max_raw_turns}

@@ -292,7 +292,8 @@ def test_multi_turn_scenario(
     mem2 = open_memory()
     loop = AnthropicLoop(anthropic_client, mem2, model=MODEL, max_tokens=256)
     anthropic_script.reply_text("Welcome back! Still on for Kyoto in April?")
-    # The dialogue ended with tool results; the next user message joins that turn.
+    # The dialogue ended with the memory call's result; the request drops that call
+    # from the earlier turn (the memory block shows what it wrote).
     history = [*r5.messages, user("I'm back.")]
     r6 = run(history)
     (req,) = r6.requests
@@ -303,7 +304,12 @@ def test_multi_turn_scenario(
     assert "#planning, 2 hours ago:" in content
     assert CONTENT_HEADER not in text_of(req["messages"])
     last = blocks(req["messages"][-1])
-    assert [b["type"] for b in last] == ["tool_result", "text"]
+    assert [b["type"] for b in last] == ["text"]
+    assert req["messages"][-2] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "Have a wonderful trip!"}],
+    }
+    assert TOOL_NAME not in json.dumps(req["messages"])
     assert r6.messages[-2:-1] == [user("I'm back.")]
     assert counter(mem2) == 1
 

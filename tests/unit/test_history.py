@@ -1,0 +1,278 @@
+"""The history cut (stm_memory.history), table-driven for each wire format, and its
+properties for random dialogues: valid requests, the current turn whole, no covered
+turn beyond the window, no earlier memory call, idempotence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from helpers.dialogues import (
+    FORMATS,
+    Step,
+    Turn,
+    memory_call_count,
+    render,
+    render_turns,
+    say,
+    validity_errors,
+)
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, HumanMessage
+
+from stm_memory import TOOL_NAME
+from stm_memory.history import HistoryWindow, cut_history, split_turns
+
+MEM = TOOL_NAME
+
+
+def window(keep: int | None, cap: int = 30) -> HistoryWindow:
+    return HistoryWindow(keep_turns=keep, max_raw_turns=cap)
+
+
+def chat(n: int) -> list[Turn]:
+    return [say(f"question {i}", answer=f"answer {i}") for i in range(n)]
+
+
+def cut(fmt: str, turns: list[Turn], keep: int | None, *, cap: int = 30, **kw: Any) -> list[Any]:
+    return cut_history(render(fmt, turns, **kw), window(keep, cap)).messages
+
+
+# -- table-driven, each format ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_covered_turns_are_dropped_and_the_current_turn_stays(fmt: str) -> None:
+    turns = [*chat(10), say("the new question", answer=None)]
+    out = cut(fmt, turns, keep=2)
+    assert out == render(fmt, [turns[8], turns[9], turns[10]])
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_leading_system_prompt_stays(fmt: str) -> None:
+    turns = [*chat(5), say("now", answer=None)]
+    out = cut(fmt, turns, keep=0, system="You are a co-writer.")
+    assert out == render(fmt, [turns[5]], system="You are a co-writer.")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_kept_turn_keeps_its_tool_calls_with_their_results(fmt: str) -> None:
+    searched = Turn(("look it up",), (Step(None, (("s1", "search"),)), Step("found it")))
+    turns = [*chat(4), searched, say("thanks", answer="welcome"), say("next", answer=None)]
+    out = cut(fmt, turns, keep=2)
+    assert out == render(fmt, turns[4:])
+    assert validity_errors(fmt, out) == []
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_parallel_calls_lose_only_the_memory_call(fmt: str) -> None:
+    both = Turn(("plan it",), (Step(None, (("s1", "search"), ("m1", MEM))), Step("planned")))
+    turns = [both, say("next", answer=None)]
+    out = cut(fmt, turns, keep=5)
+    expected = [Turn(("plan it",), (Step(None, (("s1", "search"),)), Step("planned"))), turns[1]]
+    assert out == render(fmt, expected)
+    assert validity_errors(fmt, out) == []
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_an_earlier_memory_call_goes_and_the_answer_text_stays(fmt: str) -> None:
+    # The epilogue shape: the model answered and called the memory tool in one reply.
+    epilogue = Turn(("how far?",), (Step("Two days' ride.", (("m1", MEM),)),))
+    turns = [epilogue, say("and then?", answer=None)]
+    out = cut(fmt, turns, keep=5)
+    assert out == render(fmt, [say("how far?", answer="Two days' ride."), turns[1]])
+    assert memory_call_count(fmt, out) == 0
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_memory_call_alone_in_its_reply_goes_whole(fmt: str) -> None:
+    alone = Turn(("hi",), (Step(None, (("m1", MEM),)), Step("hello")))
+    turns = [alone, say("next", answer=None)]
+    out = cut(fmt, turns, keep=5)
+    assert out == render(fmt, [say("hi", answer="hello"), turns[1]])
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_current_turn_keeps_its_own_memory_call(fmt: str) -> None:
+    current = Turn(("plan it",), (Step(None, (("m9", MEM),)),))
+    turns = [*chat(3), current]
+    out = cut(fmt, turns, keep=0)
+    assert out == render(fmt, [current])
+    assert memory_call_count(fmt, out) == 1
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_group_turn_is_one_turn(fmt: str) -> None:
+    group = Turn(("Ann: hi", "Bob: hey", "Cy: yo"), (Step("hello all"),))
+    turns = [*chat(3), group, say("Ann: so?", answer=None)]
+    out = cut(fmt, turns, keep=1)
+    assert out == render(fmt, [group, turns[-1]])
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_thread_shorter_than_the_window_is_unchanged(fmt: str) -> None:
+    turns = [*chat(2), say("now", answer=None)]
+    messages = render(fmt, turns)
+    assert cut_history(messages, window(6)).messages == messages
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_no_memory_keeps_everything_under_the_cap(fmt: str) -> None:
+    turns = [*chat(12), say("now", answer=None)]
+    result = cut_history(render(fmt, turns), window(None, cap=30))
+    assert result.messages == render(fmt, turns)
+    assert not result.capped
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_safety_cap_bounds_uncovered_turns_in_steps(fmt: str) -> None:
+    starts = []
+    for n in range(10, 40):
+        turns = [*chat(n), say("now", answer=None)]
+        result = cut_history(render(fmt, turns), window(None, cap=10))
+        _lead, kept = split_turns(result.messages)
+        assert 5 < len(kept) - 1 <= 10  # earlier turns kept
+        assert result.capped == (n > 10)
+        starts.append(n - (len(kept) - 1))
+    # The first kept turn moves every 5 turns, not every turn (prompt caches).
+    assert len(set(starts)) <= 7
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_keep_zero_sends_only_the_current_turn(fmt: str) -> None:
+    current = Turn(("now",), (Step(None, (("s1", "search"),)),))
+    out = cut(fmt, [*chat(4), current], keep=0)
+    assert out == render(fmt, [current])
+
+
+def test_responses_reasoning_before_a_dropped_memory_call_goes_with_it() -> None:
+    reasoned = Turn(("plan",), (Step(None, (("m1", MEM),), reasoning=True), Step("done")))
+    out = cut("responses", [reasoned, say("next", answer=None)], keep=5)
+    assert [i.get("type") for i in out] == ["message", "message", "message"]
+    assert validity_errors("responses", out) == []
+
+
+def test_responses_reasoning_before_a_kept_message_stays() -> None:
+    reasoned = Turn(("plan",), (Step("planned", (("m1", MEM),), reasoning=True),))
+    out = cut("responses", [reasoned, say("next", answer=None)], keep=5)
+    assert [i.get("type") for i in out] == ["message", "reasoning", "message", "message"]
+
+
+def test_anthropic_tool_results_then_a_user_message_start_a_new_turn() -> None:
+    # After an epilogue memory call the next user message follows the tool_result turn.
+    turns = [
+        Turn(("a",), (Step("A", (("m1", MEM),)),)),
+        say("b", answer="B"),
+        say("c", answer=None),
+    ]
+    out = cut("anthropic", turns, keep=1)
+    assert out == render("anthropic", turns[1:])
+
+
+def test_langchain_openai_style_additional_kwargs_lose_the_memory_call() -> None:
+    call = {"id": "m1", "type": "function", "function": {"name": MEM, "arguments": "{}"}}
+    ai = AIMessage(
+        content="Noted.",
+        tool_calls=[{"name": MEM, "args": {}, "id": "m1", "type": "tool_call"}],
+        additional_kwargs={"tool_calls": [call]},
+    )
+    out = cut_history([HumanMessage("a"), ai, HumanMessage("b")], window(3)).messages
+    assert isinstance(out[1], AIMessage)
+    assert out[1].tool_calls == [] and "tool_calls" not in out[1].additional_kwargs
+    assert out[1].content == "Noted."
+
+
+def test_an_assistant_greeting_before_any_user_counts_as_a_turn() -> None:
+    messages = [{"role": "assistant", "content": "Welcome!"}, *render("openai", chat(2))]
+    messages.append({"role": "user", "content": "now"})
+    assert cut_history(messages, window(2)).messages == messages[1:]
+    assert cut_history(messages, window(3)).messages == messages
+
+
+def test_the_input_is_not_mutated() -> None:
+    turns = [Turn(("a",), (Step("A", (("m1", MEM), ("s1", "search"))),)), say("b", answer=None)]
+    for fmt in FORMATS:
+        messages = render(fmt, turns)
+        before = [
+            m.model_copy(deep=True) if hasattr(m, "model_copy") else repr(m) for m in messages
+        ]
+        cut_history(messages, window(3))
+        after = [m.model_copy(deep=True) if hasattr(m, "model_copy") else repr(m) for m in messages]
+        assert before == after
+
+
+# -- properties ---------------------------------------------------------------------------
+
+_ids = iter(range(10**9))
+
+
+@st.composite
+def steps(draw: st.DrawFn, *, final: bool) -> Step:
+    names = draw(st.lists(st.sampled_from([MEM, "search", "lookup"]), max_size=3))
+    calls = tuple((f"call_{next(_ids)}", n) for n in names)
+    text = draw(st.one_of(st.none(), st.sampled_from(["sure", "here it is", "noted"])))
+    if not calls and text is None:
+        text = "ok"
+    return Step(text, calls, reasoning=draw(st.booleans()))
+
+
+@st.composite
+def turns(draw: st.DrawFn) -> Turn:
+    users = tuple(
+        draw(st.lists(st.sampled_from(["hi", "Ann: go on", "Bob: wait"]), min_size=1, max_size=3))
+    )
+    n = draw(st.integers(0, 3))
+    return Turn(users, tuple(draw(steps(final=i == n - 1)) for i in range(n)))
+
+
+@st.composite
+def dialogues(draw: st.DrawFn) -> tuple[list[Turn], HistoryWindow, bool]:
+    earlier = draw(st.lists(turns(), max_size=12))
+    # Earlier turns are finished: each ends with an answer the user saw.
+    earlier = [
+        t if t.steps and not t.steps[-1].calls else Turn(t.users, (*t.steps, Step("done")))
+        for t in earlier
+    ]
+    current = draw(turns())
+    keep = draw(st.one_of(st.none(), st.integers(0, 14)))
+    cap = draw(st.integers(1, 10))
+    return [*earlier, current], window(keep, cap), draw(st.booleans())
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=dialogues())
+def test_properties_of_the_cut(fmt: str, case: tuple[list[Turn], HistoryWindow, bool]) -> None:
+    all_turns, win, with_system = case
+    system = "You are terse." if with_system else None
+    messages = render(fmt, all_turns, system=system)
+    assert validity_errors(fmt, messages) == []
+    result = cut_history(messages, win)
+    out = result.messages
+
+    assert validity_errors(fmt, out) == []
+    current = render(fmt, [all_turns[-1]])
+    assert out[len(out) - len(current) :] == current  # the current turn, whole
+    if system is not None:
+        assert out[0] == messages[0]
+    lead = 1 if system is not None else 0
+    earlier = out[lead : len(out) - len(current)]
+    _l, earlier_turns = split_turns(earlier)
+    assert len(earlier_turns) <= win.max_raw_turns
+    if win.keep_turns is not None:
+        assert len(earlier_turns) <= win.keep_turns
+    assert memory_call_count(fmt, earlier) == 0
+    # What is kept of the earlier dialogue is its end, with memory calls removed.
+    full_earlier = cut_history(messages, window(10**6, 10**6)).messages[lead : len(messages)]
+    tail = full_earlier[: len(full_earlier) - len(current)]
+    assert earlier == tail[len(tail) - len(earlier) :] if earlier else True
+    # Idempotent.
+    assert cut_history(out, win).messages == out
+
+
+def test_render_turns_helper_matches_render() -> None:
+    # The helpers themselves: rendering turn by turn gives the same messages.
+    turns_ = [*chat(2), Turn(("x",), (Step(None, (("c1", "search"),)), Step("y")))]
+    for fmt in FORMATS:
+        assert [m for part in render_turns(fmt, turns_) for m in part] == render(fmt, turns_)
