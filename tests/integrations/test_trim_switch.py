@@ -1,0 +1,111 @@
+"""``trim_history``: on by default in every loop and the middleware, one keyword turns
+it off for callers that keep their own window; the safety cap warns once per turn.
+In-process offline clients (no cassettes: nothing here is provider traffic)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.agents import AgentThread
+from helpers.dialogues import turn_count
+
+from stm_memory import Scope, ShortTermMemory
+from stm_memory.testing import (
+    FrozenClock,
+    OfflineChatModel,
+    offline_anthropic_client,
+    offline_openai_client,
+)
+from stm_memory_anthropic import AnthropicLoop
+from stm_memory_openai import OpenAIChatLoop, OpenAIResponsesLoop
+
+SCOPE = Scope(channel_id="c1", user_id="u1", server_id="g1")
+TURNS = 14
+
+
+def loops(memory: ShortTermMemory, **kw: Any) -> dict[str, Any]:
+    return {
+        "chat": OpenAIChatLoop(offline_openai_client(), memory, model="m", **kw),
+        "responses": OpenAIResponsesLoop(offline_openai_client(), memory, model="m", **kw),
+        "anthropic": AnthropicLoop(offline_anthropic_client(), memory, model="m", **kw),
+    }
+
+
+def items_of(name: str, request: dict[str, Any]) -> list[Any]:
+    return list(request["input"] if name == "responses" else request["messages"])
+
+
+def converse(loop: Any, name: str, turns: int) -> list[int]:
+    """Turns sent in each turn's first request, the whole history fed back. (An
+    Anthropic request merges a user message into the tool results before it, so a
+    turn after a memory call counts with the one before it there.)"""
+    history: list[Any] = []
+    sent = []
+    for i in range(turns):
+        message: dict[str, Any] = {"role": "user", "content": f"message {i}"}
+        if name == "responses":
+            message["type"] = "message"
+        result = loop.run_turn(SCOPE, [*history, message])
+        history = list(result.messages)
+        sent.append(turn_count(items_of(name, result.requests[0])))
+    return sent
+
+
+@pytest.mark.parametrize("name", ["chat", "responses", "anthropic"])
+def test_loops_trim_by_default_and_not_when_told(
+    name: str, open_memory: Callable[[], ShortTermMemory]
+) -> None:
+    trimmed = converse(loops(open_memory())[name], name, TURNS)
+    assert max(trimmed) <= 7 and trimmed[-1] < TURNS
+    loop = loops(open_memory(), trim_history=False)[name]
+    untrimmed = converse(loop, name, TURNS)
+    assert untrimmed == sorted(untrimmed) and untrimmed[-1] >= TURNS - 3
+    if name != "anthropic":
+        assert untrimmed == list(range(1, TURNS + 1))
+
+
+@pytest.mark.parametrize("trim", [True, False])
+def test_the_middleware_trims_unless_told(
+    trim: bool, open_memory: Callable[[], ShortTermMemory]
+) -> None:
+    thread = AgentThread(
+        OfflineChatModel(), open_memory(), middleware_options={"trim_history": trim}
+    )
+    sent = [turn_count(prompts[0]) for prompts in thread.run(TURNS, lambda i: f"message {i}")]
+    if trim:
+        assert max(sent) <= 7
+    else:
+        assert sent == list(range(1, TURNS + 1))
+
+
+def test_the_safety_cap_warns_once_per_turn(
+    tmp_path: Path, stm_clock: FrozenClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    with ShortTermMemory.from_url(
+        f"sqlite:///{tmp_path}/cap.db", clock=stm_clock, max_raw_turns=4
+    ) as memory:
+        memory.configure_server("g1", refresh_cadence=1000)  # never nudged: no memory
+        caplog.set_level(logging.WARNING, logger="stm_memory")
+        sent = converse(loops(memory)["chat"], "chat", 8)
+        warnings = [r for r in caplog.records if "safety cap" in r.getMessage()]
+        # Turns 5, 6 and 7 have more than 4 earlier turns; one warning each.
+        assert len(warnings) == 3
+        assert max(sent) <= 5
+        # Two requests of one turn (the loops drop the nudge with replace()): one warning.
+        caplog.clear()
+        context = memory.build_context(memory.begin_turn(SCOPE))
+        messages = [{"role": "user", "content": f"m{i}"} for i in range(0, 20, 2)]
+        messages = [
+            m
+            for i, u in enumerate(messages)
+            for m in (u, {"role": "assistant", "content": f"a{i}"})
+        ]
+        messages.append({"role": "user", "content": "now"})
+        context.apply(messages)
+        replace(context, nudge=None).apply(messages)
+        assert len([r for r in caplog.records if "safety cap" in r.getMessage()]) == 1
