@@ -335,7 +335,7 @@ def demo(
     provider: Annotated[
         str, typer.Option(help="offline (default), or openai / anthropic with an API key.")
     ] = "offline",
-    turns: Annotated[int, typer.Option(min=4, max=400)] = 30,
+    turns: Annotated[int, typer.Option(min=4, max=400)] = 60,
     model: Annotated[str | None, typer.Option(help="Model name for a real provider.")] = None,
 ) -> None:
     """A scripted multi-channel conversation showing what the memory saves."""

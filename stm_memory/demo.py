@@ -29,7 +29,6 @@ __all__ = ["DemoTurn", "run_demo", "script"]
 
 SERVER = "demo-guild"
 CHANNELS = ("plot-planning", "worldbuilding", "off-topic")
-WINDOW = 6  # raw messages the caller keeps sending each turn; memory stands for the rest
 SYSTEM = "You are Quill, a helpful co-writer in a Discord server for a fantasy novel."
 
 _LINES = {
@@ -159,7 +158,11 @@ def run_conversation(
     offline = OfflineModel(answers=_answer)
     client, default_model = _client(provider, offline)
     loop = _loop(provider, client, mem, model or default_model)
-    history: dict[str, list[dict[str, Any]]] = {c: [] for c in CHANNELS}
+    # The caller keeps each channel's whole transcript (result.messages fed back, as a
+    # chat app does); the loop sends only what the memory does not cover.
+    transcripts: dict[str, list[Any]] = {c: [] for c in CHANNELS}
+    # What a caller without memory would send: every message said so far.
+    plain: dict[str, list[dict[str, Any]]] = {c: [] for c in CHANNELS}
     rows: list[DemoTurn] = []
     for number, (channel, uid, name, text) in enumerate(script(turns), start=1):
         clock.advance(minutes=3)
@@ -172,11 +175,11 @@ def run_conversation(
             user_name=name,
         )
         message = {"role": "user", "content": text, "name": name}
-        full = [{"role": "system", "content": SYSTEM}, *history[channel], message]
-        window = [*history[channel][-WINDOW:], message]
-        result = loop.run_turn(scope, window, system=SYSTEM)
+        full = [{"role": "system", "content": SYSTEM}, *plain[channel], message]
+        result = loop.run_turn(scope, [*transcripts[channel], message], system=SYSTEM)
         sent = result.requests[0]["messages"] if result.requests else full
-        history[channel].extend([message, {"role": "assistant", "content": result.text}])
+        transcripts[channel] = list(result.messages)
+        plain[channel] += [message, {"role": "assistant", "content": result.text}]
         entry = mem.get(scope)
         rows.append(
             DemoTurn(
@@ -220,24 +223,28 @@ def run_demo(
     *,
     plot: str | None = None,
     provider: str = "offline",
-    turns: int = 30,
+    turns: int = 60,
     model: str | None = None,
 ) -> list[DemoTurn]:
     with tempfile.TemporaryDirectory(prefix="stm-demo-") as tmp:
         workdir = Path(tmp)
         rows, mem, clock = run_conversation(workdir, turns=turns, provider=provider, model=model)
-        table = Table(title=f"stm-memory demo — {turns} turns, 3 channels, provider: {provider}")
-        for column in ("#", "channel", "user says", "full history", "stm-memory", "refresh"):
-            table.add_column(column, justify="right" if column in ("#",) else "left")
+        # Fits an 80-column terminal: the numbers are what the demo is about.
+        table = Table(title=f"stm-memory demo: {turns} turns, 3 channels ({provider})")
+        table.add_column("#", justify="right")
+        table.add_column("channel")
+        table.add_column("user says", max_width=24, no_wrap=True, overflow="ellipsis")
+        table.add_column("full", justify="right")
+        table.add_column("sent", justify="right")
+        table.add_column("memory")
         for r in rows:
-            said = r.text if len(r.text) <= 34 else r.text[:33] + "…"
             table.add_row(
                 str(r.number),
                 r.channel,
-                said,
+                r.text,
                 str(r.tokens_full),
                 str(r.tokens_memory),
-                "✔ memory updated" if r.tool_called else "",
+                "updated" if r.tool_called else "",
             )
         console.print(table)
         latest = {r.channel: r.memory for r in rows if r.memory}
@@ -276,10 +283,13 @@ def run_demo(
                 f"{last_ours:,} instead of {last_full:,}, and the gap grows with every turn "
                 "because the raw history grows while the summary stays bounded. The model "
                 f"refreshed the memory {calls} times itself, inside its normal tool loop — "
-                "zero extra LLM calls. Each channel keeps only its last few raw messages in "
-                "the prompt; everything older lives in a compact summary the model wrote, "
-                "stored in diskcache (live, with expiry) and SQLite (durable), so it survived "
-                "the restart above. Other channels of the server show up as short briefings.",
+                "zero extra LLM calls. The caller passed each channel's whole transcript every "
+                "turn; the request carried the memory block, the turns since the model last "
+                "wrote it and the new message, and earlier turns stayed in the transcript "
+                "only. The memory lives in diskcache (live, with expiry) and SQLite "
+                "(durable), so it survived the restart above. Other channels of the server "
+                "show up as short briefings. Columns: tokens the request would carry with the "
+                "full history, tokens it carried with stm-memory.",
                 title="what happened",
             )
         )

@@ -22,9 +22,14 @@ def test_conversation_updates_memory_and_saves_tokens_late(tmp_path: Path) -> No
         # refresh_cadence=4: the model is nudged and updates every few turns per channel.
         assert len(updates) >= 6
         assert all(r.memory.startswith("Recent conversation:") for r in updates)
-        # Once summaries exist, late turns send less than the growing full history.
+        # The caller passes each channel's whole transcript: once summaries exist, late
+        # turns send far less than the growing full history, and no more than early ones.
         late = rows[-5:]
-        assert all(r.tokens_memory < r.tokens_full for r in late)
+        assert all(r.tokens_memory < 0.8 * r.tokens_full for r in late)
+        assert (
+            max(r.tokens_memory for r in rows[-15:])
+            <= max(r.tokens_memory for r in rows[:15]) * 1.6
+        )
         assert mem.stats()["queued_writes"] == 0
     finally:
         mem.close()
@@ -39,3 +44,14 @@ def test_demo_output_restart_and_plot(tmp_path: Path) -> None:
     assert "zero extra LLM calls" in text
     assert plot.stat().st_size > 10_000
     assert len(rows) == 30
+
+
+def test_the_demo_table_fits_an_80_column_terminal(tmp_path: Path) -> None:
+    console = Console(record=True, width=80)
+    rows = run_demo(console, turns=12)
+    lines = console.export_text().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    # Every turn is one table row showing both token counts.
+    for r in rows:
+        row = next(line for line in lines if line.startswith(f"│ {r.number:>2} │"))
+        assert f" {r.tokens_full} " in row and f" {r.tokens_memory} " in row

@@ -49,6 +49,7 @@ SHOWS: dict[str, list[str]] = {
         "Other channels:\n- #kyoto-trip",
         "after restart:     Recent conversation:",
         "hydrated from SQL: Recent conversation:",
+        "checkpointed messages: ",  # the thread keeps everything, the request does not
     ],
     "providers.ipynb": [
         "system: [Short-term memory] After you answer, call update_short_term_memory",
