@@ -71,3 +71,35 @@ class AgentThread:
 
     def run(self, turns: int, text: Callable[[int], str]) -> list[list[list[BaseMessage]]]:
         return [self.say(text(i)) for i in range(turns)]
+
+
+def check_long_thread(thread: AgentThread, *, turns: int, max_turns_sent: int) -> None:
+    """Run ``turns`` turns on ``thread`` and assert the history promise: every model
+    request is valid, carries no earlier memory call and at most ``max_turns_sent``
+    turns, while the checkpoint keeps every message (only the request is cut)."""
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.messages.utils import count_tokens_approximately
+
+    from helpers.dialogues import earlier_memory_calls, turn_count, validity_errors
+    from stm_memory import TOOL_NAME
+
+    def text(i: int) -> str:
+        return f"Turn {i}: the heroine meets character {i} at the harbour and they argue."
+
+    prompts_per_turn = thread.run(turns, text)
+    for i, prompts in enumerate(prompts_per_turn):
+        for prompt in prompts:
+            assert validity_errors("langchain", prompt) == [], i
+            assert earlier_memory_calls(prompt) == 0, i
+            assert turn_count(prompt) <= max_turns_sent, i
+    state = thread.state_messages()
+    # The checkpoint holds every user message and every memory call the model made
+    # (nothing deleted with RemoveMessage, as SummarizationMiddleware does).
+    humans = [m.content for m in state if isinstance(m, HumanMessage)]
+    assert humans == [text(i) for i in range(turns)]
+    memory_calls = [
+        c for m in state if isinstance(m, AIMessage) for c in m.tool_calls if c["name"] == TOOL_NAME
+    ]
+    assert len(memory_calls) >= turns // 6
+    last = prompts_per_turn[-1][0]
+    assert count_tokens_approximately(last) < count_tokens_approximately(state) / 3
