@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .text import clean_value
+from .text import clean_value, truncate_code_points
 from .types import Category
 
 __all__ = ["UpdateArgs", "parse_update_arguments", "storage_safe"]
@@ -14,10 +14,23 @@ __all__ = ["UpdateArgs", "parse_update_arguments", "storage_safe"]
 
 @dataclass(frozen=True, slots=True)
 class UpdateArgs:
-    """Cleaned values: ``summary`` in summary mode, else ``categories`` (slug → value)."""
+    """Cleaned values: ``summary`` in summary mode, else ``categories`` (slug → value).
+    ``cut`` names the fields that were longer than the limit and were cut to it."""
 
     summary: str | None = None
     categories: Mapping[str, str] | None = None
+    cut: tuple[str, ...] = ()
+
+    def note(self, limit: int) -> str | None:
+        """What the model should learn from a completed write: which values were cut
+        (the write still completed), so it keeps the next ones within the limit."""
+        if not self.cut:
+            return None
+        names = ", ".join(f"'{n}'" for n in self.cut)
+        return (
+            f"Stored, but {names} exceeded {limit} characters and was cut to {limit}. "
+            f"Keep each value within {limit} characters."
+        )
 
 
 def storage_safe(text: str) -> str:
@@ -51,28 +64,47 @@ def parse_update_arguments(
     if not isinstance(args, Mapping):
         return f"Arguments must be a JSON object, got {_describe(args)}."
     expected = ["summary"] if summary_mode else [c.slug for c in categories]
+    allowed = ", ".join(repr(n) for n in expected)
+    unknown = sorted(str(k) for k in args if k not in expected)
+    # Named in every failure, also when no known key was given: a misspelt key
+    # ("weathr") is the usual reason for "no value", and the model can only fix it
+    # if it is told which key was not understood.
+    unknown_text = (
+        f"Unknown field(s): {', '.join(repr(u) for u in unknown)}. Allowed: {allowed}."
+        if unknown
+        else ""
+    )
+    unknown_note = f" {unknown_text}" if unknown else ""
     cleaned: dict[str, str] = {}
+    cut: list[str] = []
     for name in expected:
         if name not in args:
             continue
         value: Any = args[name]
         if not isinstance(value, str):
             return f"Field '{name}' must be a string, got {_describe(value)}."
-        text = clean_value(storage_safe(value), limit=limit)
+        # Cleaned in full first, so a value longer than the limit is known to be cut.
+        safe = storage_safe(value)
+        whole = clean_value(safe, limit=len(safe))
+        text = truncate_code_points(whole, limit).rstrip()
         if not text:
             if summary_mode:
-                return "Field 'summary' is empty. Provide a compact summary of the dialogue."
+                return (
+                    "Field 'summary' is empty. Provide a compact summary of the dialogue."
+                    + unknown_note
+                )
             continue  # category mode: a blank value keeps the stored one
+        if len(whole) > limit:
+            cut.append(name)
         cleaned[name] = text
     if not cleaned:
         fields = ", ".join(f"'{n}'" for n in expected)
-        return f"No value given. Provide a non-empty string for {fields} (each ≤ {limit} chars)."
-    unknown = sorted(str(k) for k in args if k not in expected)
-    if unknown:
         return (
-            f"Unknown field(s): {', '.join(repr(u) for u in unknown)}. "
-            f"Allowed: {', '.join(repr(n) for n in expected)}."
+            f"No value given. Provide a non-empty string for {fields} (each ≤ {limit} chars)."
+            + unknown_note
         )
+    if unknown:
+        return unknown_text
     if summary_mode:
-        return UpdateArgs(summary=cleaned["summary"])
-    return UpdateArgs(categories=cleaned)
+        return UpdateArgs(summary=cleaned["summary"], cut=tuple(cut))
+    return UpdateArgs(categories=cleaned, cut=tuple(cut))

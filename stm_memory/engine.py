@@ -291,7 +291,7 @@ class ShortTermMemory:
             turn.release_update()
             log.error("stm-memory: update failed for %s: %s", turn.scope.live_key, exc)
             return failure("Short-term memory could not be stored right now; continue.")
-        return success()
+        return success(parsed.note(self.limits.max_summary_length))
 
     def _execution_guard(self, turn: TurnContext) -> str | None:
         """The turn's guards, with the privacy-relevant settings re-read now."""

@@ -14,8 +14,8 @@ __all__ = ["TOOL_NAME", "TurnContext", "failure", "success"]
 TOOL_NAME = "update_short_term_memory"
 
 
-def success() -> dict[str, Any]:
-    return {"status": "completed"}
+def success(note: str | None = None) -> dict[str, Any]:
+    return {"status": "completed", "note": note} if note else {"status": "completed"}
 
 
 def failure(reason: str) -> dict[str, Any]:

@@ -132,7 +132,7 @@ def test_success_resets_counter_on_live_scope(mem: ShortTermMemory) -> None:
 
 def test_stored_value_survives_a_restart(mem: ShortTermMemory, tmp_path: Path) -> None:
     value = "😀 kept " + "x" * 2000
-    assert_completed(invoke(mem, {"summary": value}))
+    assert invoke(mem, {"summary": value})["status"] == "completed"
     expected = value[:1500]
     mem.close()
     with ShortTermMemory.from_url(
@@ -285,7 +285,13 @@ def test_internal_error_becomes_a_failed_result(
     ],
 )
 def test_cleaning_is_applied_to_what_is_stored(mem: ShortTermMemory, raw: str, stored: str) -> None:
-    assert_completed(invoke(mem, {"summary": raw}))
+    result = invoke(mem, {"summary": raw})
+    # A value cut to the limit completes with a note saying so; any other is plain.
+    assert result == (
+        {"status": "completed", "note": result["note"]}
+        if len(raw) > 1500
+        else {"status": "completed"}
+    )
     assert stored_summary(mem) == stored
     value = stored_summary(mem)
     assert value is not None and len(value) <= 1500
@@ -307,7 +313,8 @@ def test_limit_override_applies_to_storage_and_schema(tmp_path: Path) -> None:
         tool = offered(small, turn)
         assert "10" in tool.description
         assert "10" in openai_chat_tool(turn, limit=10)["function"]["description"]
-        assert_completed(json.loads(tool.invoke({"summary": "0123456789abcdef"})))
+        result = json.loads(tool.invoke({"summary": "0123456789abcdef"}))
+        assert result["status"] == "completed" and "cut to 10" in result["note"]
         assert stored_summary(small) == "0123456789"
 
 
@@ -553,3 +560,11 @@ async def test_aupdate(mem: ShortTermMemory) -> None:
     }
     assert await mem.aupdate(turn, {"summary": "via aupdate"}) == {"status": "completed"}
     assert stored_summary(mem) == "via aupdate"
+
+
+def test_a_cut_value_completes_and_the_tool_result_says_so(mem: ShortTermMemory) -> None:
+    result = invoke(mem, {"summary": "y" * 1600})
+    assert result["status"] == "completed"
+    assert "'summary'" in result["note"] and "cut to 1500" in result["note"]
+    assert stored_summary(mem) == "y" * 1500
+    assert invoke(mem, {"summary": "short"}) == {"status": "completed"}

@@ -131,7 +131,9 @@ def check_result(result: Any) -> dict[str, Any]:
     assert isinstance(result, dict)
     event(str(result.get("status")))
     if result.get("status") == "completed":
-        assert result == {"status": "completed"}
+        # A value cut to the limit completes with a note that says so.
+        assert set(result) <= {"status", "note"}
+        assert "note" not in result or "was cut to" in result["note"]
     else:
         assert set(result) == {"status", "reason", "tool_name"}
         assert result["status"] == "tool_execution_failed"
@@ -266,7 +268,7 @@ def test_any_unicode_summary_is_stored_cleaned(mem: ShortTermMemory, text: str) 
     turn = mem.begin_turn(SUMMARY_SCOPE, provider="openai")
     result = check_result(mem.update(turn, {"summary": text}))
     if expected_value(text):
-        assert result == {"status": "completed"}
+        assert result["status"] == "completed"
         entry = mem.get(SUMMARY_SCOPE)
         assert entry is not None and entry.summary == expected_value(text)
     else:

@@ -103,7 +103,8 @@ def test_rejected_arguments_write_nothing(memory: ShortTermMemory) -> None:
 def test_long_summaries_are_truncated_to_the_limit(make_mem: MemFactory) -> None:
     memory = make_mem(max_summary_length=20)
     turn = memory.begin_turn(SERVER)
-    assert memory.update(turn, {"summary": "é" * 50}) == COMPLETED
+    result = memory.update(turn, {"summary": "é" * 50})
+    assert result["status"] == "completed" and "cut to 20" in result["note"]
     stored = row(memory, SERVER.server_key)
     assert stored is not None and stored.summary == "é" * 20
 

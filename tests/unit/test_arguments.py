@@ -46,11 +46,11 @@ SUMMARY_FAILURES: list[tuple[object, tuple[str, ...]]] = [
     ({"summary": ""}, ("'summary'", "empty")),
     ({"summary": "   \n\t "}, ("'summary'", "empty")),
     ({"summary": "\u3000"}, ("'summary'", "empty")),  # ideographic space is whitespace too
-    ({"summary": " ", "bogus": "x"}, ("empty",)),
+    ({"summary": " ", "bogus": "x"}, ("empty", "Unknown field(s): 'bogus'")),
     # no value given at all
     ({}, ("No value given", "'summary'")),
-    ({"Summary": "wrong case"}, ("No value given", "'summary'")),
-    ({"bogus": "x"}, ("No value given",)),
+    ({"Summary": "wrong case"}, ("No value given", "'summary'", "Unknown field(s): 'Summary'")),
+    ({"bogus": "x"}, ("No value given", "Unknown field(s): 'bogus'", "Allowed: 'summary'")),
     # unknown keys, named back sorted, with the allowed names
     ({"summary": "ok", "bogus": "x"}, ("Unknown field", "'bogus'", "Allowed: 'summary'")),
     ({"summary": "ok", "zeta": 1, "alpha": None}, ("Unknown field", "'alpha', 'zeta'")),
@@ -110,9 +110,13 @@ def test_category_mode_failures_in_spec_order(args: object, fragments: tuple[str
 def test_each_check_fires_only_when_earlier_ones_pass(args: object, expected_check: str) -> None:
     reason = reason_of(parse_summary(args))
     checks = {"must be a string", "is empty", "No value given", "Unknown field"}
-    others = checks - {expected_check}
-    assert expected_check in reason
+    # Unknown keys are named in every failure after the type check (the model can only
+    # fix a misspelt key it is told about), so they may follow another check's reason.
+    others = checks - {expected_check, "Unknown field"}
+    assert reason.startswith(expected_check) or expected_check in reason.split(". ")[0]
     assert not any(other in reason for other in others)
+    if expected_check in ("is empty", "No value given"):
+        assert "Unknown field(s): 'x'" in reason
 
 
 def test_non_string_keys_are_named_back_not_crashing() -> None:
@@ -173,13 +177,15 @@ def test_cleaning(raw: str, stored: str) -> None:
 )
 def test_truncation_at_1500_code_points(raw: str, expected: str) -> None:
     result = parse_summary({"summary": raw})
-    assert result == UpdateArgs(summary=expected)
+    cut = ("summary",) if len(raw.strip()) > 1500 else ()
+    assert result == UpdateArgs(summary=expected, cut=cut)
     assert isinstance(result, UpdateArgs) and result.summary is not None
     assert len(result.summary) <= 1500
 
 
 def test_limit_is_a_parameter() -> None:
-    assert parse_summary({"summary": "abcdefghij"}, limit=4) == UpdateArgs(summary="abcd")
+    cut = UpdateArgs(summary="abcd", cut=("summary",))
+    assert parse_summary({"summary": "abcdefghij"}, limit=4) == cut
     assert "≤ 4" in reason_of(parse_summary({}, limit=4))
 
 
@@ -241,3 +247,29 @@ def test_parse_never_raises_and_bounds_values(args: dict[str, Any], summary_mode
         assert len(value) <= 1500
         assert "\x00" not in value
         value.encode("utf-8")
+
+
+def test_an_unknown_key_is_named_when_no_known_key_is_given() -> None:
+    # The measured case: a misspelt category key used to get "No value given" alone.
+    weather = Category("Weather", "Sky", "weather")
+    reason = reason_of(
+        parse_update_arguments(
+            {"weathr": "rain"}, summary_mode=False, categories=(weather,), limit=100
+        )
+    )
+    assert "No value given" in reason and "'weathr'" in reason and "Allowed: 'weather'" in reason
+
+
+def test_a_value_over_the_limit_completes_and_says_it_was_cut() -> None:
+    parsed = parse_summary({"summary": "x" * 40}, limit=25)
+    assert isinstance(parsed, UpdateArgs) and parsed.summary == "x" * 25
+    assert parsed.cut == ("summary",)
+    note = parsed.note(25)
+    assert note is not None and "'summary'" in note and "cut to 25" in note
+    within = parse_summary({"summary": "x" * 25}, limit=25)
+    assert isinstance(within, UpdateArgs) and within.cut == () and within.note(25) is None
+    # Trailing whitespace past the limit is not a cut value.
+    spaced = parse_summary({"summary": "x" * 25 + "     "}, limit=25)
+    assert isinstance(spaced, UpdateArgs) and spaced.cut == ()
+    both = parse_categories({"plot": "p" * 30, "mood": "ok"}, limit=10)
+    assert isinstance(both, UpdateArgs) and both.cut == ("plot",)
