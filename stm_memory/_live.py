@@ -18,6 +18,7 @@ from typing import Any
 
 from .cache.base import CacheValue, LiveCache, Write
 from .config import Limits
+from .erasure import erase_user
 from .errors import DatabaseError
 from .outbox import Outbox
 from .store.base import MemoryStore
@@ -160,8 +161,15 @@ class LiveEntries:
         outbox check per batch, not per row."""
         if not self.outbox.has_pending():
             return list(entries)
+        forgets = self.outbox.pending_forgets()
         shown = []
         for entry in entries:
+            after = (queued_at or {}).get(entry.key, 0)
+            for _item, user in (f for f in forgets if f[0] > after):
+                # As SqlStore.forget_user will write it (rows keep no captured turns).
+                changes = erase_user(entry, user)
+                if changes is not None:
+                    entry = entry.evolve({**changes, "messages": ()})
             blocking = self.outbox.blocking_delete(
                 row_key=entry.key,
                 channel_id=entry.channel_id,
@@ -170,7 +178,7 @@ class LiveEntries:
             )
             if blocking is not None:
                 kind, at = blocking
-                if kind in ("delete_channel", "delete_user"):
+                if kind in ("delete_channel", "delete_user", "forget_user"):
                     continue
                 if kind == "clear_summary" and at is not None:
                     # As SqlStore.clear_summary will write it.
@@ -265,7 +273,14 @@ class LiveEntries:
         )
         return empty, False
 
-    def mutate(self, scope: Scope, keys: Sequence[str], change: Change) -> dict[str, MemoryEntry]:
+    def mutate(
+        self,
+        scope: Scope,
+        keys: Sequence[str],
+        change: Change,
+        *,
+        existing_only: bool = False,
+    ) -> dict[str, MemoryEntry]:
         """Apply ``change`` to the entries of ``keys`` atomically (one transaction),
         moving each entry's revision on.
 
@@ -274,7 +289,9 @@ class LiveEntries:
         :meth:`warm` list every entry they cache).
         A missing entry is hydrated from SQL and a missing index warmed first, then the
         write runs again with the index keys, so a write never starts from a blank that
-        hides stored data and a new entry always joins its index.
+        hides stored data and a new entry always joins its index. With
+        ``existing_only`` (erasure), entries not in the cache are left alone: nothing is
+        loaded or created, and only the entries changed are returned.
         """
         indexes: list[str] = []
         loaded = False
@@ -294,7 +311,7 @@ class LiveEntries:
                 indexes: list[str] = indexes,
                 after_reset: bool = after_reset,
             ) -> dict[str, Write]:
-                if not loaded:
+                if not loaded and not existing_only:
                     missing = [k for k in keys if current.get(k) is None]
                     if missing:
                         raise _NeedsLoad(missing)
@@ -302,6 +319,8 @@ class LiveEntries:
                 computed.clear()
                 for key in keys:
                     raw = current.get(key)
+                    if raw is None and existing_only:
+                        continue
                     base, as_is = self.fresh_or_live(raw, scope, key, now)
                     if raw is None and after_reset:
                         base = replace(base, turns_since_reset=0)

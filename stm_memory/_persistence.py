@@ -58,6 +58,9 @@ class Persister:
             return store.delete_channel(payload["channel_id"], op_id=op_id, at=at)
         if kind == "delete_user":
             return store.delete_user(payload["user_id"], op_id=op_id)
+        if kind == "forget_user":
+            at = datetime.fromisoformat(payload["at"])
+            return store.forget_user(payload["user_id"], at, op_id=op_id)
         if kind == "clear_summary":
             at = datetime.fromisoformat(payload["at"])
             return store.clear_summary(payload["keys"], at, op_id=op_id)

@@ -49,6 +49,13 @@ class ThreadConnections:
                 self._open.append(con)
         return con
 
+    def checkpoint(self) -> None:
+        """Copy the write-ahead log into the database and truncate it to zero bytes, so
+        what was deleted (with ``secure_delete`` on, zeroed in the database) is no
+        longer in the log either. Best effort while another connection reads: the
+        log is then truncated by the next checkpoint."""
+        self.get().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
     def close(self) -> None:
         """Close every thread's connection; a later :meth:`get` opens a new one."""
         with self._lock:

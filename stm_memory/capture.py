@@ -10,7 +10,7 @@ from .arguments import storage_safe
 from .errors import ValidationError
 from .types import Role, StoredMessage
 
-__all__ = ["message_text", "to_stored_messages"]
+__all__ = ["all_dialogue", "message_text", "to_stored_messages", "without_speaker_ids"]
 
 _ROLE_ALIASES: dict[str, Role] = {
     "user": "user",
@@ -43,40 +43,81 @@ def message_text(content: Any) -> str:
     raise ValidationError(f"unsupported message content of type {type(content).__name__}")
 
 
-def _fields(message: Any) -> tuple[str, Any, str | None]:
+def _fields(message: Any) -> tuple[str, Any, str | None, Any]:
+    """``(role, content, name, user_id)``. The speaker's id is a dict's ``"user_id"``;
+    a LangChain message carries it in ``additional_kwargs["user_id"]`` (which the
+    partner chat models do not send to the provider)."""
     if isinstance(message, Mapping):
-        return str(message.get("role", "")), message.get("content"), message.get("name")
+        return (
+            str(message.get("role", "")),
+            message.get("content"),
+            message.get("name"),
+            message.get("user_id"),
+        )
     kind = getattr(message, "type", None)  # LangChain BaseMessage
     if kind is None:
         raise ValidationError(
             f"a message must be a dict with 'role' and 'content' or a LangChain message, "
             f"got {type(message).__name__}"
         )
-    return str(kind), getattr(message, "content", None), getattr(message, "name", None)
+    extra = getattr(message, "additional_kwargs", None) or {}
+    return (
+        str(kind),
+        getattr(message, "content", None),
+        getattr(message, "name", None),
+        extra.get("user_id"),
+    )
 
 
 def to_stored_messages(
-    messages: Sequence[Any], *, now: datetime, keep: int
+    messages: Sequence[Any], *, now: datetime, keep: int, user_id: str | None = None
 ) -> tuple[StoredMessage, ...]:
-    """The last ``keep`` user/assistant turns with visible text. Tool traffic, system
-    prompts and empty assistant turns (pure tool calls) are not dialogue and are skipped."""
+    """The last ``keep`` user/assistant turns with visible text, each user turn with its
+    speaker's id (``user_id``, the turn's user, when the message names none). Tool
+    traffic, system prompts and empty assistant turns (pure tool calls) are not dialogue
+    and are skipped."""
+    return all_dialogue(messages, now=now, user_id=user_id)[-keep:]
+
+
+def all_dialogue(
+    messages: Sequence[Any], *, now: datetime, user_id: str | None = None
+) -> tuple[StoredMessage, ...]:
+    """Every user/assistant turn with visible text (see :func:`to_stored_messages`)."""
     if isinstance(messages, str | bytes | Mapping):
         raise ValidationError("messages must be a list of messages")
     out: list[StoredMessage] = []
     for message in messages:
-        role, content, name = _fields(message)
+        role, content, name, speaker = _fields(message)
         mapped = _ROLE_ALIASES.get(role)
         if mapped is None:
             continue
         text = storage_safe(message_text(content)).strip()
         if not text:
             continue
+        if mapped == "user":
+            if speaker is not None and not isinstance(speaker, str):
+                raise ValidationError(f"user_id must be a string, got {type(speaker).__name__}")
+            speaker = storage_safe(speaker) if speaker else user_id
+        else:
+            speaker = None
         out.append(
             StoredMessage(
                 role=mapped,
                 content=text,
                 timestamp=now,
                 name=storage_safe(name) if isinstance(name, str) and name else None,
+                user_id=speaker,
             )
         )
-    return tuple(out[-keep:])
+    return tuple(out)
+
+
+def without_speaker_ids(messages: Sequence[Any]) -> list[Any]:
+    """``messages`` as a provider takes them: a dict's ``"user_id"`` (ours, for capture
+    and erasure) is not an API field, and the APIs refuse unknown fields."""
+    return [
+        {k: v for k, v in m.items() if k != "user_id"}
+        if isinstance(m, Mapping) and "user_id" in m
+        else m
+        for m in messages
+    ]

@@ -186,10 +186,11 @@ def clear_channel(channel: ChannelArg) -> None:
 
 @app.command("forget-user")
 def forget_user(user: Annotated[str, typer.Argument(help="User id.")]) -> None:
-    """Forget every user-scope memory of a user, in every server and DM."""
+    """Erase a user: their own memories everywhere, their words in shared channels, and
+    every summary their words may have reached."""
     with _memory() as mem:
         rows = mem.clear_user(user)
-        console.print(f"forgot user {user!r}: {rows} row(s) deleted")
+        console.print(f"erased user {user!r}: {rows} row(s) deleted or cleared")
 
 
 @app.command("clear-summary")

@@ -82,7 +82,7 @@ def _assemble(mem: ShortTermMemory, turn: TurnContext) -> MemoryContext:
         sid: turn.categories if sid == scope.server_id else mem.categories(sid)
         for sid in server_ids
     }
-    return build_memory_context(
+    context = build_memory_context(
         turn,
         live=live,
         # The counters outlive expiry (they are bookkeeping); the content does not.
@@ -104,6 +104,8 @@ def _assemble(mem: ShortTermMemory, turn: TurnContext) -> MemoryContext:
             max_raw_turns=mem.limits.max_raw_turns,
         ),
     )
+    turn.shown_provenance = context.sources
+    return context
 
 
 def history_window(
@@ -180,6 +182,7 @@ def build_memory_context(
         if this_lines:
             shown_times.append(shown_live.last_updated)
     blocks: list[str] = []
+    sources: frozenset[str] = frozenset()
     for entry in select_other_entries(
         others,
         scope=turn.scope,
@@ -201,6 +204,7 @@ def build_memory_context(
         if block is not None:
             blocks.append(block)
             shown_times.append(entry.last_updated)
+            sources |= entry.provenance
     content = render_content(this_lines, blocks)
     content_depth = settings.content_injection_depth
     if content and any(now - t < freshness_window for t in shown_times):
@@ -222,6 +226,7 @@ def build_memory_context(
         content_depth=content_depth,
         nudge_depth=settings.nudge_injection_depth,
         history=history,
+        sources=sources,
     )
 
 

@@ -21,8 +21,9 @@ from .arguments import UpdateArgs, parse_update_arguments
 from .cache.base import LiveCache
 from .cache.disk import DiskLiveCache
 from .cache.memory import InMemoryLiveCache
-from .capture import to_stored_messages
+from .capture import all_dialogue
 from .config import Limits
+from .erasure import erase_user, speakers
 from .errors import ConfigurationError, StmError, ValidationError
 from .intent import IntentDetector, detect_long_term_intent
 from .outbox import Outbox
@@ -36,6 +37,7 @@ from .types import (
     Scope,
     ServerSettings,
     UserSettings,
+    parse_key,
 )
 
 if TYPE_CHECKING:
@@ -53,6 +55,29 @@ Clock = Callable[[], datetime]
 
 def _system_clock() -> datetime:
     return datetime.now(UTC)
+
+
+# Cached entries read per round trip while an erasure scans the cache.
+_ERASE_BATCH = 500
+
+
+def _scope_of(key: str, value: Mapping[str, Any]) -> Scope:
+    """The scope a cached entry belongs to, from its key (and its server, for a
+    user-scope entry inside a server)."""
+    kind, owner, channel, persona = parse_key(key)
+    if kind == "server":
+        return Scope(channel_id=channel, user_id="_", server_id=owner, persona_id=persona)
+    return Scope(
+        channel_id=channel, user_id=owner, server_id=value.get("server_id"), persona_id=persona
+    )
+
+
+def _unknown_provenance(value: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A value written before provenance was kept may hold anyone's words: its
+    distilled memory goes on any erasure (it is short-term: a day at most)."""
+    if "provenance" in value or not (value.get("summary") or value.get("categories")):
+        return None
+    return {"summary": None, "categories": {}}
 
 
 def _state_dir() -> Path:
@@ -319,8 +344,16 @@ class ShortTermMemory:
         now = self.now()
         order = [c.slug for c in turn.categories]
 
+        # What the model wrote can hold the words of this turn's user and of everyone
+        # behind the briefings it was shown.
+        sources = turn.shown_provenance | {scope.user_id}
+
         def change(entry: MemoryEntry) -> dict[str, Any]:
-            fields: dict[str, Any] = {"last_updated": now, "refreshed_at": now}
+            fields: dict[str, Any] = {
+                "last_updated": now,
+                "refreshed_at": now,
+                "provenance": entry.provenance | sources,
+            }
             if args.summary is not None:
                 fields["summary"] = args.summary
             if args.categories is not None:
@@ -351,7 +384,12 @@ class ShortTermMemory:
         if self.user_settings(scope.user_id).full_privacy:
             return None
         now = self.now()
-        stored = to_stored_messages(messages, now=now, keep=self.limits.messages_kept)
+        said = all_dialogue(messages, now=now, user_id=scope.user_id)
+        voices = speakers(said)
+        # A user in full privacy is never stored, whoever's turn this is. (Settings
+        # that cannot be read count as full privacy: SettingsBook fails closed.)
+        private = {u for u in voices if u != scope.user_id and self.user_settings(u).full_privacy}
+        stored = tuple(m for m in said if m.user_id not in private)[-self.limits.messages_kept :]
         if not stored:
             return None
 
@@ -363,7 +401,13 @@ class ShortTermMemory:
                 replace(m, timestamp=seen.get((m.role, m.content, m.name), m.timestamp))
                 for m in stored
             )
-            return {"messages": messages, "last_updated": now}
+            # Everyone whose words the model was shown can be in what it writes next,
+            # private speakers included (their words are in the caller's history).
+            return {
+                "messages": messages,
+                "last_updated": now,
+                "provenance": entry.provenance | voices,
+            }
 
         entries = self.live.mutate(scope, scope.keys, change)
         self.persister.write(list(entries.values()), now)
@@ -420,13 +464,79 @@ class ShortTermMemory:
         return self.persister.finish_delete(item) or 0
 
     def clear_user(self, user_id: str) -> int:
-        """Forget every user-scope entry of a user, in every server and DM."""
+        """Erase a user (see ``erasure.py``): delete their user-scope entries in every
+        server, DM, thread and persona; remove their words from every other entry and
+        clear the distilled memory of every entry their words may have reached (its
+        provenance); other users' words stay. Queued durably like every delete, and
+        the embedded stores' files are checkpointed afterwards so the words leave the
+        bytes on disk. Returns the SQL rows deleted or cleared now (0 when queued)."""
         check_owner_id("user_id", user_id)
-        item = self.persister.begin_delete("delete_user", {"user_id": user_id}, user_id=user_id)
-        keys = self.live.entry_keys(lambda kind, owner, _ch: kind == "user" and owner == user_id)
-        self.live.evict(keys)
+        now = self.now()
+        item = self.persister.begin_delete(
+            "forget_user", {"user_id": user_id, "at": now.isoformat()}, user_id=user_id
+        )
+        own = self.live.entry_keys(lambda kind, owner, _ch: kind == "user" and owner == user_id)
+        self.live.evict(own)
         self.outbox.purge_user(user_id)
-        return self.persister.finish_delete(item) or 0
+        erased = self._erase_from_shared(user_id)
+        count = self.persister.finish_delete(item) or 0
+        # The erased entries' rows are written after the SQL erasure, behind it in
+        # the outbox if it is queued (a row it cleared refuses an equal revision,
+        # which is right: the row then holds no distilled memory and no one's words).
+        # Each is dated by its own last activity: an erasure is not activity, so the
+        # janitor's clock does not move (as SqlStore.forget_user leaves it).
+        for entry in erased:
+            self.persister.write([entry], entry.last_updated)
+        self._compact()
+        return count
+
+    def _erase_from_shared(self, user_id: str) -> list[MemoryEntry]:
+        """Remove ``user_id``'s words from the queued writes and the cached entries of
+        other users and servers (in batches: a cache may hold many entries); returns
+        the entries changed, whose rows are still to be written."""
+
+        def redact(snapshot: dict[str, Any]) -> dict[str, Any] | None:
+            entry = MemoryEntry.from_dict(snapshot)
+            changes = erase_user(entry, user_id) or _unknown_provenance(snapshot)
+            return entry.evolve(changes).to_dict() if changes else None
+
+        self.outbox.rewrite_rows(redact)
+        erased: list[MemoryEntry] = []
+        keys = self.live.entry_keys(lambda *_: True)
+        now = self.now()
+        for start in range(0, len(keys), _ERASE_BATCH):
+            batch = self.cache.get_many(keys[start : start + _ERASE_BATCH])
+            expired: list[str] = []
+            for key, raw in batch.items():
+                legacy = _unknown_provenance(raw)
+                cached = MemoryEntry.from_dict(raw)
+                if erase_user(cached, user_id) is None and legacy is None:
+                    continue
+                if not self.live.is_live(cached, now):
+                    # Its content is gone already; rewriting it would revive it as a
+                    # fresh entry. Evicted: its counters live on in the row.
+                    expired.append(key)
+                    continue
+
+                def change(
+                    entry: MemoryEntry, legacy: dict[str, Any] | None = legacy
+                ) -> dict[str, Any]:
+                    # Decided again inside the transaction: the entry may have moved on.
+                    return erase_user(entry, user_id) or legacy or {}
+
+                scope = _scope_of(key, raw)
+                erased += self.live.mutate(scope, [key], change, existing_only=True).values()
+            self.live.evict(expired)
+        return erased
+
+    def _compact(self) -> None:
+        """Checkpoint the embedded stores after an erasure (best effort: a failure is
+        logged; the next erasure or checkpoint catches up)."""
+        for part in (self.store, self.cache, self.outbox):
+            try:
+                part.compact()
+            except Exception as exc:
+                log.warning("stm-memory: checkpoint after erasure failed: %s", exc)
 
     def clear_summary(self, scope: Scope) -> int:
         """Drop the distilled memory (summary and categories) of a scope, keep the rest."""

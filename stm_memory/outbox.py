@@ -13,7 +13,7 @@ import json
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,9 +28,12 @@ OutboxKind: TypeAlias = Literal[
     "put_rows",
     "delete_channel",
     "delete_user",
+    "forget_user",
     "clear_summary",
 ]
-DELETE_KINDS: frozenset[str] = frozenset({"delete_channel", "delete_user", "clear_summary"})
+DELETE_KINDS: frozenset[str] = frozenset(
+    {"delete_channel", "delete_user", "forget_user", "clear_summary"}
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox (
@@ -91,6 +94,9 @@ class Outbox:
             # FULL: an outbox item exists because the database was down; losing it
             # to a power cut would lose the user's memory.
             self._conn.execute("PRAGMA synchronous=FULL")
+            # Queued writes carry raw turns: a purged or redacted one is overwritten
+            # with zeros, not left in free pages (erasure reaches the bytes).
+            self._conn.execute("PRAGMA secure_delete=ON")
             self._conn.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
             raise StorageError(f"cannot open the outbox at {self.path}: {exc}") from exc
@@ -230,7 +236,7 @@ class Outbox:
             row = self._conn.execute(
                 "SELECT kind, json_extract(payload, '$.at') FROM outbox WHERE id > ? AND ("
                 "(kind = 'delete_channel' AND channel_id = ?)"
-                " OR (kind = 'delete_user' AND user_id = ?)"
+                " OR (kind IN ('delete_user', 'forget_user') AND user_id = ?)"
                 # One clear_summary item covers every key of its scope (the payload's
                 # "keys"), not only the row_key it was filed under.
                 " OR (kind = 'clear_summary' AND (row_key = ? OR EXISTS ("
@@ -242,6 +248,43 @@ class Outbox:
         if row is None:
             return None
         return row[0], datetime.fromisoformat(row[1]) if row[1] else None
+
+    def pending_forgets(self) -> list[tuple[int, str]]:
+        """``(item id, user id)`` of every erasure still queued: hydration clears what
+        their words reached before SQL does."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id, user_id FROM outbox WHERE kind = 'forget_user' ORDER BY id"
+            ).fetchall()
+        return [(int(r[0]), str(r[1])) for r in rows]
+
+    def rewrite_rows(self, fn: Callable[[dict[str, Any]], dict[str, Any] | None]) -> int:
+        """Apply ``fn`` to the entry snapshot of every queued row write (``None``: leave
+        it as it is), in one transaction. Returns how many items changed."""
+        changed = 0
+        with self._tx() as conn:
+            rows = conn.execute("SELECT id, payload FROM outbox WHERE kind = 'put_rows'").fetchall()
+            for item_id, raw in rows:
+                payload = json.loads(raw)
+                entries = payload.get("entries") or []
+                new = [fn(e) for e in entries]
+                if all(n is None for n in new):
+                    continue
+                payload["entries"] = [
+                    n if n is not None else e for n, e in zip(new, entries, strict=True)
+                ]
+                conn.execute(
+                    "UPDATE outbox SET payload = ? WHERE id = ?", (json.dumps(payload), item_id)
+                )
+                changed += 1
+        return changed
+
+    def compact(self) -> None:
+        """Checkpoint and truncate the write-ahead log (see ``secure_delete`` above)."""
+        if self.path == ":memory:":
+            return
+        with self._lock:
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     def close(self) -> None:
         with self._lock:

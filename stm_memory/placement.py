@@ -138,6 +138,8 @@ class MemoryContext:
     content_depth: int = -1
     nudge_depth: int = 2
     history: HistoryWindow | None = None
+    # Provenance of the briefings in ``content`` (users whose words they may hold).
+    sources: frozenset[str] = frozenset()
     _warned: _Once = field(default_factory=_Once, compare=False, repr=False)
 
     @property

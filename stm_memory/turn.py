@@ -44,6 +44,9 @@ class TurnContext:
     tools_available: bool = True
     updated: bool = False
     ended: bool = False
+    # Provenance of the other channels' briefings assembly showed this turn: an update
+    # written after seeing them may carry their users' words (see erasure.py).
+    shown_provenance: frozenset[str] = frozenset()
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property

@@ -182,7 +182,10 @@ class StoredMessage:
     role: Role
     content: str
     timestamp: datetime
+    # Display name, for rendering; two people may share one.
     name: str | None = None
+    # Who said it (user messages): what erasure and full privacy go by.
+    user_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -190,6 +193,7 @@ class StoredMessage:
             "content": self.content,
             "timestamp": self.timestamp.isoformat(),
             "name": self.name,
+            "user_id": self.user_id,
         }
 
     @classmethod
@@ -199,6 +203,7 @@ class StoredMessage:
             content=str(data["content"]),
             timestamp=datetime.fromisoformat(data["timestamp"]),
             name=data.get("name"),
+            user_id=data.get("user_id"),
         )
 
 
@@ -302,6 +307,11 @@ class MemoryEntry:
     categories: Mapping[str, str] = field(default_factory=dict)
     turns_since_refresh: int = 0
     last_refreshed_turn: int = 0
+    # Provenance: the users whose words are in this entry's dialogue or could have
+    # reached its distilled memory (the speakers captured since the memory was last
+    # cleared, and the provenance of the briefings shown when it was written), so
+    # clear_user can erase what they said wherever it went.
+    provenance: frozenset[str] = frozenset()
     # Turns counted since the channel was reset (clear_channel), or None when dialogue
     # from before this entry may exist: the history cut never sends turns from before
     # a reset (stm_memory.history).
@@ -398,6 +408,7 @@ class MemoryEntry:
             "turns_since_refresh": self.turns_since_refresh,
             "last_refreshed_turn": self.last_refreshed_turn,
             "turns_since_reset": self.turns_since_reset,
+            "provenance": sorted(self.provenance),
             "last_updated": self.last_updated.isoformat(),
             "refreshed_at": self.refreshed_at.isoformat() if self.refreshed_at else None,
             "rev": self.rev,
@@ -421,6 +432,7 @@ class MemoryEntry:
             turns_since_refresh=int(data.get("turns_since_refresh") or 0),
             last_refreshed_turn=int(data.get("last_refreshed_turn") or 0),
             turns_since_reset=_optional_int(data.get("turns_since_reset")),
+            provenance=frozenset(data.get("provenance") or ()),
             last_updated=datetime.fromisoformat(data["last_updated"]),
             refreshed_at=(
                 datetime.fromisoformat(data["refreshed_at"]) if data.get("refreshed_at") else None
@@ -466,6 +478,8 @@ def _encode_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
         out["categories"] = dict(out["categories"])
     if "messages" in out:
         out["messages"] = _encode_messages(out["messages"])
+    if "provenance" in out:
+        out["provenance"] = sorted(out["provenance"])
     return out
 
 

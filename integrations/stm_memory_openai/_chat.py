@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import openai
 
+from stm_memory.capture import without_speaker_ids
 from stm_memory.loop import ModelReply, Op, ProviderAdapter, ToolCall, Usage
 from stm_memory.schema import openai_chat_tool
 from stm_memory.toolcalls import is_truncated
@@ -145,7 +146,7 @@ class ChatCompletionsAdapter(AdapterBase):
         messages.extend(transcript)
         request: dict[str, Any] = {
             "model": self.model,
-            "messages": context.apply(messages, provider=self.provider),
+            "messages": without_speaker_ids(context.apply(messages, provider=self.provider)),
         }
         if tools:
             request["tools"] = list(tools)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import openai
 
+from stm_memory.capture import without_speaker_ids
 from stm_memory.loop import ModelReply, Op, ProviderAdapter, ToolCall, Usage
 from stm_memory.schema import openai_responses_tool
 from stm_memory.toolcalls import is_truncated
@@ -94,7 +95,7 @@ class ResponsesAdapter(AdapterBase):
         request: dict[str, Any] = {"model": self.model}
         if system:
             request["instructions"] = system
-        request["input"] = place_memory(context, transcript)
+        request["input"] = without_speaker_ids(place_memory(context, transcript))
         if tools:
             request["tools"] = list(tools)
         if self.on_text is not None:

@@ -236,5 +236,8 @@ class CacheRows:
             self.disk.remove(name)
         return result
 
+    def checkpoint(self) -> None:
+        self._connections.checkpoint()
+
     def close(self) -> None:
         self._connections.close()

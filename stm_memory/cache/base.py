@@ -66,6 +66,10 @@ class LiveCache(ABC):
         expiry (Redis) need not do anything."""
         return 0
 
+    def compact(self) -> None:  # noqa: B027 - optional hook: most backends keep no log
+        """Make deleted values leave the backend's files (after an erasure): an
+        embedded backend checkpoints and truncates its write-ahead log."""
+
     def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Release connections and file handles."""
 

@@ -50,6 +50,10 @@ class DiskLiveCache(LiveCache):
                 eviction_policy="none",
                 statistics=False,
                 tag_index=False,
+                # Deleted and rewritten values are overwritten with zeros, so an erased
+                # user's words do not linger in free pages (diskcache applies it to its
+                # connections and records it; _disk_rows applies it to ours).
+                sqlite_secure_delete=1,
             )
             # Touch the database so a corrupt file fails here, not mid-turn.
             self._cache.get("shortterm:probe")
@@ -167,6 +171,12 @@ class DiskLiveCache(LiveCache):
 
     def expire(self) -> int:
         return int(self._cache.expire())
+
+    def compact(self) -> None:
+        try:
+            self._rows.checkpoint()
+        except sqlite3.Error as exc:
+            raise CacheError(f"checkpointing {self.directory} failed: {exc}") from exc
 
     def close(self) -> None:
         self._rows.close()

@@ -130,5 +130,8 @@ class ResilientCache(LiveCache):
     def expire(self) -> int:
         return self._call("expire", lambda c: c.expire())
 
+    def compact(self) -> None:
+        self.primary.compact()
+
     def close(self) -> None:
         self.primary.close()

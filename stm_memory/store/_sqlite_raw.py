@@ -123,6 +123,7 @@ class RawSqlite:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
+        conn.execute("PRAGMA secure_delete=ON")
 
     def _connection(self) -> sqlite3.Connection:
         return self._connections.get()
@@ -152,6 +153,9 @@ class RawSqlite:
             if isinstance(exc, sqlite3.Error):
                 raise DatabaseError(f"{type(exc).__name__}: {exc}") from exc
             raise
+
+    def checkpoint(self) -> None:
+        self._connections.checkpoint()
 
     def close(self) -> None:
         self._connections.close()

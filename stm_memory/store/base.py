@@ -70,6 +70,18 @@ class MemoryStore(ABC):
         """Delete every user-scope row of a user."""
 
     @abstractmethod
+    def forget_user(self, user_id: str, at: datetime, *, op_id: str | None = None) -> int:
+        """Erase a user in one transaction: delete their user-scope rows, and clear the
+        distilled memory (summary, categories, provenance) of every row whose provenance
+        names them (``rev`` moves on as in :meth:`clear_summary` at ``at``; the rows'
+        ``last_updated`` and ``updated_at`` stay: an erasure is not activity and extends
+        neither an entry's life nor a row's). Returns the rows deleted or cleared."""
+
+    def compact(self) -> None:  # noqa: B027 - optional hook: a server database has its own
+        """Make deleted rows leave the database's files (an embedded SQLite file
+        checkpoints and truncates its write-ahead log)."""
+
+    @abstractmethod
     def clear_summary(self, keys: Sequence[str], at: datetime, *, op_id: str | None = None) -> int:
         """Null the summary and empty the categories of the rows, dated ``at`` (their
         ``rev`` moves on as a cache mutation at ``at`` would move it)."""

@@ -61,6 +61,9 @@ memories = sa.Table(
     # v3: turns counted since the channel was reset (NULL: dialogue before the row may
     # exist), so the history cut holds after a restart (MemoryEntry.turns_since_reset).
     sa.Column("turns_since_reset", sa.Integer),
+    # v3: the users whose words may be in the row's distilled memory (a JSON list), so
+    # clear_user reaches shared entries after a restart (MemoryEntry.provenance).
+    sa.Column("provenance", sa.JSON),
     sa.Index("ix_stm_updated_at", "updated_at"),
     sa.Index("ix_stm_channel", "channel_id"),
     sa.Index("ix_stm_user", "user_id", "scope_kind"),
@@ -171,9 +174,9 @@ def _add_columns(conn: Connection, names: tuple[str, ...]) -> None:
         )
 
 
-def _v3_history_cut(conn: Connection) -> None:
-    # Old rows keep NULL (their earlier dialogue is unknown), which is what they mean.
-    _add_columns(conn, ("turns_since_reset",))
+def _v3_history_and_provenance(conn: Connection) -> None:
+    # Old rows keep NULL: their earlier dialogue and their provenance are unknown.
+    _add_columns(conn, ("turns_since_reset", "provenance"))
     channel_resets.create(conn, checkfirst=True)
 
 
@@ -181,7 +184,7 @@ def _v3_history_cut(conn: Connection) -> None:
 MIGRATIONS: tuple[Callable[[Connection], None], ...] = (
     _v1_initial,
     _v2_row_revisions,
-    _v3_history_cut,
+    _v3_history_and_provenance,
 )
 
 

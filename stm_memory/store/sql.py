@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -56,6 +57,13 @@ def _db_key(key: str) -> str:
     if len(raw) <= _MAX_KEY_BYTES:
         return key
     return _DIGEST_PREFIX + hashlib.sha256(raw).hexdigest()
+
+
+def _like_pattern(text: str) -> str:
+    """``%text%`` for LIKE with ``!`` as the escape character (JSON text is full of
+    backslashes, PostgreSQL's default escape)."""
+    escaped = text.replace("!", "!!").replace("%", "!%").replace("_", "!_")
+    return f"%{escaped}%"
 
 
 def _database_error(exc: sa.exc.SQLAlchemyError) -> DatabaseError:
@@ -118,6 +126,8 @@ def _tune_sqlite(engine: sa.Engine, *, timeout: float, wal: bool) -> None:
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+        # Deleted rows are overwritten with zeros: erasure reaches the file's bytes.
+        cur.execute("PRAGMA secure_delete=ON")
         cur.close()
 
     @event.listens_for(engine, "begin")
@@ -173,6 +183,7 @@ class SqlStore(MemoryStore):
                 "turns_since_refresh",
                 "last_refreshed_turn",
                 "turns_since_reset",
+                "provenance",
                 "last_updated",
                 "refreshed_at",
                 "rev",
@@ -268,6 +279,7 @@ class SqlStore(MemoryStore):
             "turns_since_refresh": entry.turns_since_refresh,
             "last_refreshed_turn": entry.last_refreshed_turn,
             "turns_since_reset": entry.turns_since_reset,
+            "provenance": sorted(entry.provenance),
             "last_updated": stamp if updated is at else self._stamp(updated),
             "refreshed_at": (
                 None if refreshed is None else stamp if refreshed is at else self._stamp(refreshed)
@@ -299,6 +311,7 @@ class SqlStore(MemoryStore):
             turns_since_refresh=row["turns_since_refresh"],
             last_refreshed_turn=row["last_refreshed_turn"],
             turns_since_reset=row["turns_since_reset"],
+            provenance=frozenset(row["provenance"] or ()),
             # Rows written before schema v2 have no last_updated of their own.
             last_updated=_utc(row["last_updated"] or row["updated_at"]),
             refreshed_at=_utc(row["refreshed_at"]) if row["refreshed_at"] else None,
@@ -394,6 +407,57 @@ class SqlStore(MemoryStore):
     def delete_user(self, user_id: str, *, op_id: str | None = None) -> int:
         m = memories.c
         return self._delete(sa.and_(m.user_id == user_id, m.scope_kind == "user"), op_id)
+
+    def forget_user(self, user_id: str, at: datetime, *, op_id: str | None = None) -> int:
+        with self._tx(op_id) as conn:
+            if conn is None:
+                return 0
+            m = memories.c
+            own = sa.and_(m.user_id == user_id, m.scope_kind == "user")
+            deleted = int(conn.execute(sa.delete(memories).where(own)).rowcount)
+            # Rows whose provenance may hold the user: found by the id's text in the
+            # JSON list (as written, or JSON-escaped), then checked exactly.
+            text = sa.cast(m.provenance, sa.Text)
+            patterns = {_like_pattern(user_id), _like_pattern(json.dumps(user_id)[1:-1])}
+            candidates = conn.execute(
+                sa.select(m.key, m.provenance).where(
+                    sa.or_(*(text.like(p, escape="!") for p in patterns))
+                )
+            ).all()
+            keys = [k for k, provenance in candidates if user_id in (provenance or ())]
+            # Rows written before provenance was kept (NULL) may hold anyone's words:
+            # their distilled memory goes too (it is short-term: a day at most).
+            distilled = sa.or_(m.summary.is_not(None), sa.cast(m.categories, sa.Text) != "{}")
+            unknown = sa.and_(m.provenance.is_(None), distilled)
+            keys += [k for (k,) in conn.execute(sa.select(m.key).where(unknown)).all()]
+            if not keys:
+                return deleted
+            clock = next_rev(0, at)
+            conn.execute(
+                sa.update(memories)
+                .where(m.key.in_(keys))
+                .values(
+                    summary=None,
+                    categories={},
+                    # Rows keep no captured turns: nobody's words are left in them.
+                    provenance=[],
+                    # Neither last_updated nor updated_at moves: an erasure is not
+                    # activity, and extends neither the entry's life nor the row's.
+                    rev=sa.case((m.rev + 1 > clock, m.rev + 1), else_=clock),
+                )
+            )
+            return deleted + len(keys)
+
+    def compact(self) -> None:
+        if self.dialect != "sqlite" or self.engine.url.database in (None, "", ":memory:"):
+            return  # PostgreSQL: dead tuples stay until VACUUM (see the README)
+        self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        # A read connection: no BEGIN around it (a checkpoint cannot run in one).
+        self._read(lambda c: c.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").fetchall())
+        if self._raw is not None:
+            self._raw.checkpoint()
 
     def clear_summary(self, keys: Sequence[str], at: datetime, *, op_id: str | None = None) -> int:
         with self._tx(op_id) as conn:

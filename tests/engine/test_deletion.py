@@ -50,15 +50,20 @@ def test_clear_channel_removes_entries_rows_of_every_user(memory: ShortTermMemor
 
 def test_clear_user_removes_user_scope_entries_everywhere(memory: ShortTermMemory) -> None:
     populate(memory)
-    assert memory.clear_user("u1") == 4  # c1, c2, c9 and the DM
+    # c1, c2, c9 and the DM deleted; the three server entries u1 wrote memory in cleared.
+    assert memory.clear_user("u1") == 4 + 3
     for scope in (SERVER, OTHER_CHANNEL, ELSEWHERE, DM):
         assert memory.get_key(scope.user_key) is None
         assert row(memory, scope.user_key) is None
-    # Server-scope memory belongs to the channel, not to the user: it stays.
+    # Server-scope entries stay (the channel's counters, other users' words), without
+    # the distilled memory u1's words reached (SPEC §7, erasure).
     for scope in (SERVER, OTHER_CHANNEL, ELSEWHERE):
-        assert memory.get(scope) is not None
-        assert row(memory, scope.server_key) is not None
-    assert memory.get_key(OTHER_USER.user_key) is not None
+        entry = memory.get(scope)
+        assert entry is not None and entry.summary is None
+        stored = row(memory, scope.server_key)
+        assert stored is not None and stored.summary is None
+    other = memory.get_key(OTHER_USER.user_key)
+    assert other is not None and other.summary == f"summary of {OTHER_USER.live_key}"
 
 
 def test_clear_summary_keeps_counters_and_messages(memory: ShortTermMemory) -> None:
@@ -186,7 +191,8 @@ def test_async_deletes(memory: ShortTermMemory) -> None:
 
     async def scenario() -> None:
         assert await memory.aclear_channel("c2") == 2
-        assert await memory.aclear_user("u2") == 1
+        # u2's own row deleted, and c1's shared row (u2 wrote its summary) cleared.
+        assert await memory.aclear_user("u2") == 2
         await memory.aclear_summary(DM)
 
     asyncio.run(scenario())

@@ -73,9 +73,11 @@ def test_injection_strings_are_plain_data(deployment: Deployment) -> None:
     mem.configure_server("g9", tool_description_override=INJECTIONS[0])
     assert mem.store.get_server_settings("g9").tool_description_override == INJECTIONS[0]  # type: ignore[union-attr]
     # Deletions by hostile ids delete exactly their own rows.
-    assert mem.clear_user("*") == 1
+    # clear_user deletes the user's own row and clears the distilled memory of the
+    # server row they wrote (their provenance): two rows, and no row of anyone else.
+    assert mem.clear_user("*") == 2
     assert mem.clear_channel("*#6") == 1  # the "*" scope's server row
-    assert mem.clear_user("%' OR '%'='") == 1
+    assert mem.clear_user("%' OR '%'='") == 2
     assert mem.store.count_rows() == 2 + 2 * len(INJECTIONS) - 3
     live = mem.get(bystander)
     assert live is not None and live.summary == "must survive"
@@ -125,11 +127,13 @@ MB = 1024 * 1024
 def test_a_megabyte_tool_value_is_truncated(deployment: Deployment) -> None:
     mem = deployment.open()
     scope = Scope(channel_id="c1", user_id="u1", server_id="g1")
-    assert turn(mem, scope, {"summary": "😀" * MB}) == COMPLETED
+    cut = turn(mem, scope, {"summary": "😀" * MB})
+    assert cut["status"] == "completed" and "cut to 1500" in cut["note"]
     live = mem.get(scope)
     assert live is not None and live.summary == "😀" * 1500
     mem.set_categories("g1", [Category("Plot"), Category("Mood")])
-    assert turn(mem, scope, {"plot": "p" * MB, "mood": " calm "}) == COMPLETED
+    cut = turn(mem, scope, {"plot": "p" * MB, "mood": " calm "})
+    assert cut["status"] == "completed" and "'plot'" in cut["note"]
     live = mem.get(scope)
     assert live is not None and dict(live.categories) == {"plot": "p" * 1500, "mood": "calm"}
     assert_cache_matches_sql(mem)

@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stm_memory import MemoryEntry, Scope, ShortTermMemory
+from stm_memory.erasure import erase_user
 from stm_memory.types import index_key, key_for, parse_key
 
 from ._support import (
@@ -195,7 +196,7 @@ def test_clear_user_removes_every_trace_and_nothing_else(
         before = snapshot(mem, other_keys)
         assert mem.clear_user("u1") == 0  # queued: the database is down
         queued = mem.outbox.pending()
-        assert [i.kind for i in queued if i.user_id == "u1"] == ["delete_user"]
+        assert [i.kind for i in queued if i.user_id == "u1"] == ["forget_user"]
     assert mem.flush() == len(queued)
     assert len(mem.outbox) == 0
 
@@ -209,14 +210,31 @@ def test_clear_user_removes_every_trace_and_nothing_else(
     assert index is None or index["members"] == {}
     for scope in U1:
         assert mem.get_key(scope.user_key) is None
-        live = mem.get(scope)  # the channel's server memory is not the user's
+        live = mem.get(scope)  # the channel's server entry stays, without u1's words
         if not scope.is_dm:
-            assert live is not None and live.summary == f"queued for {scope.live_key}"
-    # Everyone else: exactly as before (the queued writes landed, nothing else moved).
+            assert live is not None and live.summary is None
+            assert all(m.user_id != "u1" for m in live.messages)
+    # Everyone else: as before, except what u1's words reached in the entries they
+    # share with u1 (g1's c1): its distilled memory cleared, u1's turns removed.
     after = snapshot(mem, other_keys)
-    assert after["cache"] == before["cache"]
-    assert {k: MemoryEntry.from_dict(v).summary for k, v in after["sql"].items()} == {
+
+    def seen(value: dict[str, Any]) -> tuple[Any, ...]:
+        entry = MemoryEntry.from_dict(value)
+        return entry.summary, [(m.user_id, m.content) for m in entry.messages]
+
+    def erased(value: dict[str, Any]) -> tuple[Any, ...]:
+        entry = MemoryEntry.from_dict(value)
+        changes = erase_user(entry, "u1")
+        return seen((entry.evolve(changes) if changes else entry).to_dict())
+
+    assert {k: seen(v) for k, v in after["cache"].items()} == {
+        k: erased(v) for k, v in before["cache"].items()
+    }
+    assert {k: erased(v)[0] for k, v in before["cache"].items()} != {
         k: MemoryEntry.from_dict(v).summary for k, v in before["cache"].items()
+    }  # something was shared with u1, so the check above compares real changes
+    assert {k: MemoryEntry.from_dict(v).summary for k, v in after["sql"].items()} == {
+        k: erased(v)[0] for k, v in before["cache"].items()
     }
     assert len(user_rows(mem, "u1:x")) == 1 and len(user_rows(mem, "u")) == 1
     assert_cache_matches_sql(mem)

@@ -81,6 +81,8 @@ class Row:
     turns_since_refresh: int = 0
     last_refreshed_turn: int = 0
     last_updated: datetime = EPOCH
+    # The users whose words may be in the entry (what clear_user goes by).
+    provenance: frozenset[str] = frozenset()
 
     def live(self, now: datetime) -> bool:
         return now - self.last_updated < (SUMMARY_TTL if self.summary else BARE_TTL)
@@ -98,7 +100,8 @@ class MemoryMachine(RuleBasedStateMachine):
         self.generation = 0
         self.lock: SqliteWriteLock | None = None
         self.rows: dict[str, Row] = {}
-        self.messages: dict[str, tuple[str, ...]] = {}
+        # (speaker, content) of each key's captured turns.
+        self.messages: dict[str, tuple[tuple[str, str], ...]] = {}
         self.universe: set[str] = set()
         self.mem = self.open()
 
@@ -135,7 +138,7 @@ class MemoryMachine(RuleBasedStateMachine):
             return Row(last_updated=now)
         if not row.live(now):
             self.messages.pop(key, None)
-            return replace(row, summary=None, last_updated=now)
+            return replace(row, summary=None, last_updated=now, provenance=frozenset())
         return row
 
     # -- conversation ----------------------------------------------------------------------
@@ -151,7 +154,13 @@ class MemoryMachine(RuleBasedStateMachine):
         assert self.mem.update(ctx, {"summary": text}) == {"status": "completed"}
         self.mem.end_turn(ctx)
         for key in scope.keys:
-            row = replace(self.mutated(key), summary=text.strip(), last_updated=self.clock())
+            row = self.mutated(key)
+            row = replace(
+                row,
+                summary=text.strip(),
+                last_updated=self.clock(),
+                provenance=row.provenance | {scope.user_id},
+            )
             if key == scope.live_key:
                 row = replace(
                     row, turns_since_refresh=0, last_refreshed_turn=row.last_refreshed_turn + 1
@@ -171,8 +180,11 @@ class MemoryMachine(RuleBasedStateMachine):
         said = [f"m{self.clock().timestamp():.0f}-{k}" for k in range(n)]
         self.mem.capture(scope, [{"role": "user", "content": c} for c in said])
         for key in scope.keys:
-            self.rows[key] = replace(self.mutated(key), last_updated=self.clock())
-            self.messages[key] = tuple(said[-10:])
+            row = self.mutated(key)
+            self.rows[key] = replace(
+                row, last_updated=self.clock(), provenance=row.provenance | {scope.user_id}
+            )
+            self.messages[key] = tuple((scope.user_id, c) for c in said[-10:])
 
     @rule(i=PICK)
     def clear_summary(self, i: int) -> None:
@@ -192,6 +204,15 @@ class MemoryMachine(RuleBasedStateMachine):
     def clear_user(self, user: str) -> None:
         self.mem.clear_user(user)
         self._forget(lambda kind, owner, ch: kind == "user" and owner == user)
+        # Erasure: the user's turns leave every entry; the distilled memory of an entry
+        # whose provenance names them is cleared (its life is not extended).
+        for key, row in list(self.rows.items()):
+            if user not in row.provenance:
+                continue
+            kept = tuple(m for m in self.messages.get(key, ()) if m[0] != user)
+            if key in self.messages:
+                self.messages[key] = kept
+            self.rows[key] = replace(row, summary=None, provenance=frozenset(u for u, _ in kept))
 
     def _forget(self, match: object) -> None:
         for key in list(self.rows):
@@ -258,7 +279,7 @@ class MemoryMachine(RuleBasedStateMachine):
             got = (entry.summary, entry.turns_since_refresh, entry.last_refreshed_turn)
             assert got == expected.counters(), key
             assert entry.last_updated == expected.last_updated, key
-            messages = tuple(m.content for m in entry.messages)
+            messages = tuple((m.user_id, m.content) for m in entry.messages)
             assert messages == self.messages.get(key, ()), key
 
     @invariant()

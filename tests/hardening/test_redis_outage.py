@@ -164,7 +164,8 @@ def test_a_deletion_during_the_outage_is_not_undone_when_redis_returns(
     for scope in (SCOPE, SECOND, DM, OTHER_USER):
         refresh(direct, scope, f"secret of {scope.live_key}")
     redis_proxy.proxy.stop()
-    assert through_proxy.clear_user("u1") == 3
+    # u1's three own rows deleted; the two server rows u1 wrote memory in cleared.
+    assert through_proxy.clear_user("u1") == 3 + 2
     assert through_proxy.clear_channel("c2") == 1  # its server row
     assert through_proxy.get_key(SCOPE.user_key) is None  # the fallback forgot them
     redis_proxy.proxy.start()
@@ -173,6 +174,9 @@ def test_a_deletion_during_the_outage_is_not_undone_when_redis_returns(
     gone = [SCOPE.user_key, SECOND.user_key, SECOND.server_key, DM.user_key]
     for mem in (through_proxy, direct):
         assert [k for k in gone if k and mem.get_key(k) is not None] == []
+        # The shared entry u1 wrote in: no host serves its summary after the heal.
+        shared = mem.get(SCOPE)
+        assert shared is None or shared.summary is None
     assert not {k for k in cache_entry_keys(direct) if k in gone}
 
 

@@ -46,6 +46,7 @@ class Row:
     turns_since_refresh: int = 0
     last_refreshed_turn: int = 0
     touched: datetime | None = None  # the row's updated_at, for the janitor
+    provenance: set[str] = field(default_factory=set)  # whose words may be in it
 
     def distilled(self) -> tuple[Any, ...]:
         return (self.summary, self.categories, self.turns_since_refresh, self.last_refreshed_turn)
@@ -137,6 +138,7 @@ class SoakRun:
                 self.rows[key] = Row(touched=now)
                 self.cleared.discard(key)
             self.rows[key].touched = now
+            self.rows[key].provenance.add(scope.user_id)
         mem.end_turn(ctx)
         if not ctx.updated:
             row = self.rows[scope.live_key]
@@ -163,6 +165,7 @@ class SoakRun:
                 row.turns_since_refresh = 0
                 row.last_refreshed_turn += 1
             row.touched = now
+            row.provenance.add(scope.user_id)
 
     # -- deletes, janitor, restart -----------------------------------------------------------
 
@@ -179,6 +182,11 @@ class SoakRun:
         elif kind == "user":
             self.mem.clear_user(scope.user_id)
             self.forget(lambda k, o, ch: k == "user" and o == scope.user_id)
+            # Erasure: what the user's words reached loses its distilled memory (it is
+            # not activity: the janitor's clock stays).
+            for key, row in self.rows.items():
+                if scope.user_id in row.provenance:
+                    self.rows[key] = replace(row, summary=None, categories={}, provenance=set())
         else:
             self.mem.clear_summary(scope)
             for key in scope.keys:

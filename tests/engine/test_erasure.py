@@ -1,0 +1,229 @@
+"""``clear_user`` is erasure (SPEC §5, §7): speaker ids on captured turns, full privacy
+in everyone's turns, provenance, shared entries of every kind, restarts, a database
+outage during the forget, PostgreSQL + Redis across hosts, the CLI, and the bytes the
+embedded stores leave on disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.factory import MemFactory
+from helpers.memory import row
+from helpers.sqlite_lock import SqliteWriteLock
+
+from stm_memory import Scope, ShortTermMemory
+
+PHONE = "555-0134"
+ANN = Scope(channel_id="c1", user_id="u-ann", server_id="g1", user_name="Ann", channel_name="c1")
+BOB = Scope(channel_id="c1", user_id="u-bob", server_id="g1", user_name="Bob", channel_name="c1")
+BOB_ELSEWHERE = Scope(channel_id="c2", user_id="u-bob", server_id="g1", channel_name="c2")
+
+
+def ann_said() -> dict[str, Any]:
+    return {"role": "user", "content": f"my phone is {PHONE}", "name": "Ann", "user_id": "u-ann"}
+
+
+def bob_said(text: str = "I'll call you") -> dict[str, Any]:
+    return {"role": "user", "content": text, "name": "Bob", "user_id": "u-bob"}
+
+
+def run_turn(
+    mem: ShortTermMemory,
+    scope: Scope,
+    dialogue: list[dict[str, Any]],
+    summary: str | None = None,
+) -> dict[str, Any] | None:
+    """One responding turn: assemble (as a loop does), maybe write memory, capture, end."""
+    turn = mem.begin_turn(scope, provider="openai")
+    mem.build_context(turn)
+    result = mem.update(turn, {"summary": summary}) if summary is not None else None
+    mem.capture(scope, dialogue)
+    mem.end_turn(turn)
+    return result
+
+
+def the_scenario(mem: ShortTermMemory) -> None:
+    """Ann shares her phone in c1, the model distils it, then Bob speaks in c1."""
+    history = [ann_said(), {"role": "assistant", "content": "Noted, Ann."}]
+    assert run_turn(mem, ANN, history, f"Ann shared her phone {PHONE}.") == {"status": "completed"}
+    history += [bob_said(), {"role": "assistant", "content": "Sounds good."}]
+    run_turn(mem, BOB, history)
+
+
+def context_text(mem: ShortTermMemory, scope: Scope) -> str:
+    return str(mem.build_context(mem.begin_turn(scope, provider="openai")).content)
+
+
+def test_the_measured_scenario(make_mem: MemFactory) -> None:
+    mem = make_mem()
+    the_scenario(mem)
+    assert PHONE in context_text(mem, BOB_ELSEWHERE)  # Bob is briefed on it elsewhere
+    shared = mem.get(ANN)
+    assert shared is not None and {m.user_id for m in shared.messages} == {"u-ann", "u-bob", None}
+    assert shared.provenance == {"u-ann", "u-bob"}
+
+    mem.clear_user("u-ann")
+
+    shared = mem.get(BOB)
+    assert shared is not None
+    assert shared.summary is None
+    assert [m.content for m in shared.messages if m.role == "user"] == ["I'll call you"]
+    assert PHONE not in context_text(mem, BOB_ELSEWHERE)
+    stored = row(mem, ANN.server_key)
+    assert stored is not None and stored.summary is None
+    assert mem.get(ANN) is not None and mem.get_key(ANN.user_key) is None
+
+
+def test_other_users_memory_is_kept(make_mem: MemFactory) -> None:
+    mem = make_mem()
+    run_turn(mem, BOB_ELSEWHERE, [bob_said("plans for c2")], "Bob plans things in c2.")
+    the_scenario(mem)
+    mem.clear_user("u-ann")
+    kept = mem.get(BOB_ELSEWHERE)
+    assert kept is not None and kept.summary == "Bob plans things in c2."
+
+
+def test_erasure_reaches_every_kind_of_entry(make_mem: MemFactory) -> None:
+    mem = make_mem()
+    scopes = [
+        Scope(channel_id="c1", user_id="u-bob", server_id="g1"),
+        Scope(channel_id="c7", user_id="u-bob", server_id="g2"),  # another server
+        Scope(channel_id="t1", user_id="u-bob", server_id="g1", parent_channel_id="c1"),
+        Scope(channel_id="c1", user_id="u-bob", server_id="g1", persona_id="bard"),
+    ]
+    for scope in scopes:
+        run_turn(mem, scope, [ann_said(), bob_said()], f"Ann's phone {PHONE} ({scope.live_key})")
+    dm = Scope(channel_id="dm-ann", user_id="u-ann")
+    run_turn(mem, dm, [ann_said()], f"DM: {PHONE}")
+    mem.clear_user("u-ann")
+    for scope in scopes:
+        entry = mem.get(scope)
+        assert entry is not None and entry.summary is None, scope
+        assert all(m.user_id != "u-ann" for m in entry.messages)
+        assert [m.content for m in entry.messages] == ["I'll call you"]
+    assert mem.get(dm) is None
+
+
+def test_a_user_in_full_privacy_is_not_stored_in_anyones_turn(make_mem: MemFactory) -> None:
+    mem = make_mem()
+    mem.configure_user("u-cy", full_privacy=True)
+    cy = {"role": "user", "content": "my secret address", "name": "Cy", "user_id": "u-cy"}
+    run_turn(mem, BOB, [cy, bob_said(), {"role": "assistant", "content": "ok"}])
+    entry = mem.get(BOB)
+    assert entry is not None
+    assert [m.content for m in entry.messages] == ["I'll call you", "ok"]
+    # Their words were in front of the model: what it writes next can hold them.
+    assert "u-cy" in entry.provenance
+
+
+def test_two_users_with_one_display_name(make_mem: MemFactory) -> None:
+    mem = make_mem()
+    sam1 = {"role": "user", "content": "I am the first Sam", "name": "Sam", "user_id": "u-s1"}
+    sam2 = {"role": "user", "content": "I am the second Sam", "name": "Sam", "user_id": "u-s2"}
+    run_turn(mem, BOB, [sam1, sam2])
+    mem.clear_user("u-s1")
+    entry = mem.get(BOB)
+    assert entry is not None
+    assert [(m.name, m.content) for m in entry.messages] == [("Sam", "I am the second Sam")]
+
+
+def test_a_restart_between_capture_and_forget(make_mem: MemFactory) -> None:
+    first = make_mem()
+    the_scenario(first)
+    first.close()
+    # A new process on an empty cache: the rows (no captured turns) carry provenance.
+    second = make_mem(cache_dir=make_mem.tmp_path / "fresh-cache")
+    assert second.clear_user("u-ann") >= 1
+    entry = second.get(BOB)
+    assert entry is None or entry.summary is None
+    assert PHONE not in context_text(second, BOB_ELSEWHERE)
+
+
+def test_a_forget_while_the_database_is_down_is_queued_and_holds(make_mem: MemFactory) -> None:
+    mem = make_mem(timeout=0.2)
+    the_scenario(mem)
+    with SqliteWriteLock(make_mem.sqlite_path):
+        assert mem.clear_user("u-ann") == 0  # queued
+        assert PHONE not in context_text(mem, BOB_ELSEWHERE)
+        mem.close()
+        # A restart onto an empty cache during the outage: the rows still hold the
+        # summary, but hydration shows what the queued erasure will leave.
+        again = make_mem(cache_dir=make_mem.tmp_path / "fresh-cache", timeout=0.2)
+        entry = again.get(BOB)
+        assert entry is None or entry.summary is None
+        assert PHONE not in context_text(again, BOB_ELSEWHERE)
+    assert again.flush() >= 1
+    stored = row(again, ANN.server_key)
+    assert stored is not None and stored.summary is None and "u-ann" not in stored.provenance
+    third = make_mem(cache_dir=make_mem.tmp_path / "third-cache")
+    assert PHONE not in context_text(third, BOB_ELSEWHERE)
+
+
+def test_queued_writes_lose_the_users_words(make_mem: MemFactory) -> None:
+    mem = make_mem(timeout=0.2)
+    with SqliteWriteLock(make_mem.sqlite_path):
+        the_scenario(mem)  # every row write queued
+        assert any(PHONE in str(i.payload) for i in mem.outbox.pending())
+        mem.clear_user("u-ann")
+        assert not any(PHONE in str(i.payload) for i in mem.outbox.pending())
+    mem.flush()
+    stored = row(mem, ANN.server_key)
+    assert stored is None or stored.summary is None
+
+
+@pytest.mark.postgres
+@pytest.mark.redis
+def test_two_hosts_on_postgres_and_redis(make_mem: MemFactory) -> None:
+    a = make_mem("postgres", "redis", outbox_path=make_mem.tmp_path / "a.sqlite3")
+    b = make_mem("postgres", "redis", outbox_path=make_mem.tmp_path / "b.sqlite3")
+    the_scenario(a)
+    assert PHONE in context_text(b, BOB_ELSEWHERE)
+    b.clear_user("u-ann")
+    assert PHONE not in context_text(a, BOB_ELSEWHERE)
+    entry = a.get(BOB)
+    assert entry is not None and entry.summary is None
+    stored = row(a, ANN.server_key)
+    assert stored is not None and stored.summary is None
+
+
+def test_the_cli_forgets_a_user(make_mem: MemFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from stm_memory.cli import app
+
+    mem = make_mem()
+    the_scenario(mem)
+    mem.close()
+    monkeypatch.setenv("STM_DATABASE_URL", make_mem.database_url("sqlite"))
+    monkeypatch.setenv("STM_CACHE_DIR", str(make_mem.cache_dir))
+    result = CliRunner().invoke(app, ["forget-user", "u-ann"])
+    assert result.exit_code == 0, result.output
+    assert "erased user 'u-ann'" in result.output
+    after = make_mem()
+    entry = after.get(BOB)
+    assert entry is not None and entry.summary is None
+    assert PHONE not in context_text(after, BOB_ELSEWHERE)
+
+
+def files_holding(root: Path, needle: bytes) -> list[str]:
+    return [
+        str(path.relative_to(root))
+        for path in root.rglob("*")
+        if path.is_file() and needle in path.read_bytes()
+    ]
+
+
+def test_erasure_reaches_the_bytes_on_disk(make_mem: MemFactory) -> None:
+    mem = make_mem()
+    the_scenario(mem)
+    mem.flush()
+    assert files_holding(make_mem.tmp_path, PHONE.encode())  # it was written somewhere
+    mem.clear_user("u-ann")
+    mem.flush()
+    # Already while the memory is open (a long-running process): the write-ahead logs
+    # were checkpointed and truncated, and deleted pages zeroed.
+    assert files_holding(make_mem.tmp_path, PHONE.encode()) == []
+    mem.close()
+    assert files_holding(make_mem.tmp_path, PHONE.encode()) == []
