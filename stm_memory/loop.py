@@ -15,15 +15,17 @@ from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from .errors import ValidationError
 from .toolcalls import check_tool_call
 from .turn import TOOL_NAME, TurnContext
 
 if TYPE_CHECKING:
     from .engine import ShortTermMemory
-    from .placement import MemoryContext
+    from .placement import MemoryContext, MemoryRole
     from .types import Scope
 
 __all__ = [
+    "MEMORY_ROLES",
     "ModelReply",
     "Op",
     "ProviderAdapter",
@@ -31,12 +33,22 @@ __all__ = [
     "TurnResult",
     "Usage",
     "adrive",
+    "check_memory_role",
     "drive",
     "run_turn_steps",
 ]
 
 log = logging.getLogger("stm_memory")
 T = TypeVar("T")
+
+#: The roles memory can be injected with (see ``MemoryContext.role``).
+MEMORY_ROLES = ("system", "user")
+
+
+def check_memory_role(value: object) -> None:
+    """Refuse a ``memory_role`` the loops do not know (a developer error)."""
+    if value not in MEMORY_ROLES:
+        raise ValidationError(f"memory_role must be 'system' or 'user', got {value!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +164,7 @@ def run_turn_steps(
     tool_handlers: Mapping[str, ToolHandler] | None = None,
     max_steps: int = 8,
     trim_history: bool = True,
+    memory_role: MemoryRole = "system",
 ) -> Generator[Op, Any, TurnResult]:
     """The turn as a generator of :class:`Op` (see the module docstring).
 
@@ -170,6 +183,7 @@ def run_turn_steps(
     context: MemoryContext = yield _sync_and_async(
         memory.build_context, memory.abuild_context, turn
     )
+    context = replace(context, role=memory_role)
     if not trim_history:
         context = replace(context, history=None)
     transcript = list(messages)

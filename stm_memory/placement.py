@@ -50,7 +50,8 @@ from .roles import message_role
 
 __all__ = ["MemoryContext", "fresh_content_depth", "insertion_index", "message_role"]
 
-Style = Literal["openai", "anthropic", "langchain", "langchain_user"]
+Style = Literal["openai", "openai_user", "anthropic", "langchain", "langchain_user"]
+MemoryRole = Literal["system", "user"]
 AnthropicSystem = str | list[dict[str, Any]] | None
 
 # LangChain bindings of these providers reject (or mangle) a SystemMessage that does
@@ -92,10 +93,11 @@ def insertion_index(messages: Sequence[Any], depth: int) -> int:
     return index
 
 
-def _style(messages: Sequence[Any], provider: str | None) -> Style:
+def _style(messages: Sequence[Any], provider: str | None, role: MemoryRole = "system") -> Style:
     hint = (provider or "").lower()
     if any(isinstance(m, BaseMessage) for m in messages):
-        return "langchain_user" if hint in _USER_TURN_PROVIDERS else "langchain"
+        user = hint in _USER_TURN_PROVIDERS or role == "user"
+        return "langchain_user" if user else "langchain"
     if hint == "anthropic":
         return "anthropic"
     if hint not in ("openai", "azure", "azure_openai"):
@@ -103,7 +105,7 @@ def _style(messages: Sequence[Any], provider: str | None) -> Style:
             content = m.get("content") if isinstance(m, Mapping) else None
             if _has_block(content, "tool_use") or _has_block(content, "tool_result"):
                 return "anthropic"
-    return "openai"
+    return "openai_user" if role == "user" else "openai"
 
 
 class _Once:
@@ -138,6 +140,12 @@ class MemoryContext:
     content_depth: int = -1
     nudge_depth: int = 2
     history: HistoryWindow | None = None
+    # The role the memory and the nudge are injected with: "system" (system/developer
+    # messages, Anthropic's system parameter for top content; the default, because
+    # the block is the application's context, not something the user said) or "user"
+    # (user turns everywhere, for deployments that keep system authority for their
+    # own prompt only). Providers without a system role always get user turns.
+    role: MemoryRole = "system"
     # Provenance of the briefings in ``content`` (users whose words they may hold).
     sources: frozenset[str] = frozenset()
     _warned: _Once = field(default_factory=_Once, compare=False, repr=False)
@@ -177,18 +185,21 @@ class MemoryContext:
         """A new list: the history cut (unless ``trim=False``), then content and nudge
         placed (see the module docstring)."""
         items = self.cut(messages) if trim else _as_list(messages)
-        style = _style(items, provider)
+        style = _style(items, provider, self.role)
         as_system: dict[int, list[str]] = {}
         as_user: dict[int, list[str]] = {}
         for depth, text in self.injections():
             # Leading system messages are accepted everywhere, so the top is always a
-            # system message, except for Anthropic dicts, which have no system role.
-            system = style in ("openai", "langchain") or (style == "langchain_user" and depth < 0)
+            # system message, except for Anthropic dicts, which have no system role,
+            # and when the user role was asked for.
+            system = style in ("openai", "langchain") or (
+                style == "langchain_user" and depth < 0 and self.role == "system"
+            )
             target = as_system if system else as_user
             target.setdefault(insertion_index(items, depth), []).append(text)
         if not as_system and not as_user:
             return items
-        ops = _anthropic_ops if style == "anthropic" else _langchain_ops
+        ops = _USER_OPS[style]
         return _place(items, as_system, as_user, ops, _system_factory(items, style))
 
     def apply_anthropic(
@@ -198,7 +209,7 @@ class MemoryContext:
         parameter (after any cached prefix), the rest into user turns.
         Returns ``(system, messages)``; neither input is mutated."""
         rest = self
-        if self.content and self.content_depth < 0:
+        if self.content and self.content_depth < 0 and self.role == "system":
             system = _append_system(system, self.content)
             rest = replace(self, content=None)
         return system, rest.apply(messages, provider="anthropic", trim=trim)
@@ -269,6 +280,25 @@ _langchain_ops = _UserOps(
     append=lambda m, t: m.model_copy(update={"content": _lc_join(m.content, t, before=False)}),
     new=lambda t: HumanMessage("\n\n".join(t)),
 )
+
+
+# OpenAI Chat messages and Responses items take different content-part types, so user
+# injections are user messages of their own (both APIs accept several in a row).
+_openai_user_ops = _UserOps(
+    can_prepend=lambda m: False,
+    can_append=lambda m: False,
+    prepend=lambda m, t: m,
+    append=lambda m, t: m,
+    new=lambda t: {"role": "user", "content": "\n\n".join(t)},
+)
+
+_USER_OPS: dict[Style, _UserOps] = {
+    "anthropic": _anthropic_ops,
+    "openai_user": _openai_user_ops,
+    "openai": _langchain_ops,  # unused: every injection is a system message
+    "langchain": _langchain_ops,
+    "langchain_user": _langchain_ops,
+}
 
 
 def _place(

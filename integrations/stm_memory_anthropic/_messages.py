@@ -45,9 +45,11 @@ from stm_memory.loop import (
     TurnResult,
     Usage,
     adrive,
+    check_memory_role,
     drive,
     run_turn_steps,
 )
+from stm_memory.placement import MemoryRole
 from stm_memory.schema import anthropic_tool
 from stm_memory.turn import TOOL_NAME, TurnContext
 
@@ -324,6 +326,7 @@ class _BaseLoop:
         max_tokens: int = 1024,
         max_steps: int = 8,
         trim_history: bool = True,
+        memory_role: MemoryRole = "system",
         **request_options: Any,
     ) -> None:
         if isinstance(client, self._wrong_client):
@@ -347,6 +350,8 @@ class _BaseLoop:
         self.max_steps = max_steps
         # False for a caller that windows its own history: nothing is cut.
         self.trim_history = bool(trim_history)
+        check_memory_role(memory_role)
+        self.memory_role: MemoryRole = memory_role
         self.request_options = request_options
 
     def _adapter(self, system: System, send: Send, asend: ASend) -> AnthropicMessagesAdapter:
@@ -377,6 +382,7 @@ class _BaseLoop:
             tool_handlers=tool_handlers,
             max_steps=self.max_steps,
             trim_history=self.trim_history,
+            memory_role=self.memory_role,
         )
 
 

@@ -42,8 +42,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
 from stm_memory import TOOL_NAME, ShortTermMemory, ValidationError
-from stm_memory.loop import Op, adrive, drive
-from stm_memory.placement import MemoryContext
+from stm_memory.loop import Op, adrive, check_memory_role, drive
+from stm_memory.placement import MemoryContext, MemoryRole
 from stm_memory.tool import build_tool
 from stm_memory.toolcalls import check_tool_call
 from stm_memory.turn import failure
@@ -199,6 +199,9 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
             current turn, without earlier memory-tool calls (:mod:`stm_memory.history`).
             Only the model request is cut; the checkpointed thread keeps every
             message. ``False`` sends the whole thread.
+        memory_role: ``"system"`` (default: system messages, or user turns where the
+            provider takes system messages only at the top) or ``"user"`` (user turns
+            everywhere).
     """
 
     state_schema = ShortTermMemoryState
@@ -212,6 +215,7 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
         strict: bool = False,
         end_after_epilogue: bool = True,
         trim_history: bool = True,
+        memory_role: MemoryRole = "system",
     ) -> None:
         if not isinstance(memory, ShortTermMemory):
             raise ValidationError(f"memory must be a ShortTermMemory, got {type(memory).__name__}")
@@ -221,6 +225,8 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
         self.strict = strict
         self.end_after_epilogue = end_after_epilogue
         self.trim_history = trim_history
+        check_memory_role(memory_role)
+        self.memory_role: MemoryRole = memory_role
         self.tools = [_placeholder_tool()]
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._lock = threading.Lock()
@@ -474,6 +480,7 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
     ) -> list[Any]:
         if not turn.tool_offered:  # updated this turn (or a guard): the nudge is done
             context = replace(context, nudge=None)
+        context = replace(context, role=self.memory_role)
         if not self.trim_history:
             context = replace(context, history=None)
         if context.is_empty:

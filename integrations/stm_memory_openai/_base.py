@@ -16,7 +16,16 @@ import openai
 
 from stm_memory.capture import message_text
 from stm_memory.errors import ValidationError
-from stm_memory.loop import Op, ProviderAdapter, TurnResult, adrive, drive, run_turn_steps
+from stm_memory.loop import (
+    Op,
+    ProviderAdapter,
+    TurnResult,
+    adrive,
+    check_memory_role,
+    drive,
+    run_turn_steps,
+)
+from stm_memory.placement import MemoryRole
 
 if TYPE_CHECKING:
     from stm_memory.engine import ShortTermMemory
@@ -98,7 +107,8 @@ class BaseLoop(ABC, Generic[ClientT]):
     ``messages`` given to ``run_turn`` may be the whole history (``result.messages`` fed
     back): each request carries the memory block, the turns the memory does not cover
     and the current turn (:mod:`stm_memory.history`). ``trim_history=False`` sends
-    every message given, for a caller that keeps its own window.
+    every message given, for a caller that keeps its own window. ``memory_role="user"``
+    injects memory and nudge as user messages instead of system messages.
 
     ``request_options`` go into every request (``temperature``, ``max_tokens``,
     ``tool_choice``, ``extra_headers``, ``timeout`` …); the keys the loop manages itself
@@ -116,6 +126,7 @@ class BaseLoop(ABC, Generic[ClientT]):
         model: str,
         max_steps: int = 8,
         trim_history: bool = True,
+        memory_role: MemoryRole = "system",
         **request_options: Any,
     ) -> None:
         wrong = openai.OpenAI if self._is_async else openai.AsyncOpenAI
@@ -135,6 +146,8 @@ class BaseLoop(ABC, Generic[ClientT]):
         self.max_steps = max_steps
         # False for a caller that windows its own history: nothing is cut.
         self.trim_history = bool(trim_history)
+        check_memory_role(memory_role)
+        self.memory_role: MemoryRole = memory_role
         self.request_options = dict(request_options)
 
     @abstractmethod
@@ -168,6 +181,7 @@ class BaseLoop(ABC, Generic[ClientT]):
             tool_handlers=tool_handlers,
             max_steps=self.max_steps,
             trim_history=self.trim_history,
+            memory_role=self.memory_role,
         )
 
 

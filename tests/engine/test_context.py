@@ -14,8 +14,11 @@ import pytest
 from stm_memory import Category, Scope, ShortTermMemory
 from stm_memory.history import HistoryWindow
 from stm_memory.placement import MemoryContext
+from stm_memory.render import CONTENT_HEADER, FRAMING
 
 START = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+# How every memory block opens: the header and the framing line.
+HEAD = f"{CONTENT_HEADER}\n{FRAMING}\n"
 
 
 class Clock:
@@ -88,7 +91,7 @@ def test_same_channel_summary(mem: ShortTermMemory, clock: Clock) -> None:
     clock.advance(hours=2)
     ctx = context(mem, here())
     assert ctx == MemoryContext(
-        content="[Short-term memory]\nThis channel:\nAnn and the bot planned a heist.",
+        content=HEAD + "This channel:\n  Ann and the bot planned a heist.",
         nudge=None,
         content_depth=-1,
         nudge_depth=2,
@@ -109,13 +112,13 @@ def test_same_channel_categories_in_server_order_with_humanised_leftovers(
     remember(mem, here(), {"mood": "Tense", "plot_points": "Heist on Friday"})
     clock.advance(hours=2)
     assert context(mem, here()).content == (
-        "[Short-term memory]\nThis channel:\nPlot points: Heist on Friday\nMood: Tense"
+        HEAD + "This channel:\n  Plot points: Heist on Friday\n  Mood: Tense"
     )
     # An admin drops "Plot points" and adds "Setting": the stored value keeps showing,
     # under a label made from its slug, after the current categories.
     mem.set_categories("g1", [Category("Setting", "Where"), Category("Mood", "Tone")])
     assert context(mem, here()).content == (
-        "[Short-term memory]\nThis channel:\nMood: Tense\nPlot points: Heist on Friday"
+        HEAD + "This channel:\n  Mood: Tense\n  Plot points: Heist on Friday"
     )
 
 
@@ -139,8 +142,7 @@ def test_crude_only_other_channel(mem: ShortTermMemory, clock: Clock) -> None:
     remember(mem, here("c2", channel_name="random"), None, CHAT)
     clock.advance(hours=3)
     assert context(mem, here()).content == (
-        "[Short-term memory]\n"
-        "Other channels:\n"
+        HEAD + "Other channels:\n"
         "- #random, 3 hours ago:\n"
         '  Assistant: "Friday works."\n'
         '  Ann: "Bring the map."'
@@ -155,8 +157,7 @@ def test_crude_summary_versus_supersede(mem: ShortTermMemory, clock: Clock) -> N
     remember(mem, here("c2"), None, later)
     clock.advance(minutes=60)
     assert context(mem, here()).content == (
-        "[Short-term memory]\n"
-        "Other channels:\n"
+        HEAD + "Other channels:\n"
         "- #c2, 1 hour ago:\n"
         "  Heist planned for Friday.\n"
         "  Recent messages:\n"
@@ -164,7 +165,7 @@ def test_crude_summary_versus_supersede(mem: ShortTermMemory, clock: Clock) -> N
     )
     mem.configure_server("g1", render_mode="supersede")
     assert context(mem, here()).content == (
-        "[Short-term memory]\nOther channels:\n- #c2, 1 hour ago:\n  Heist planned for Friday."
+        HEAD + "Other channels:\n- #c2, 1 hour ago:\n  Heist planned for Friday."
     )
 
 
@@ -174,7 +175,7 @@ def test_crude_summary_shows_nothing_recent_right_after_a_refresh(
     remember(mem, here("c2"), {"summary": "Heist planned for Friday."}, CHAT)
     clock.advance(minutes=90)
     assert context(mem, here()).content == (
-        "[Short-term memory]\nOther channels:\n- #c2, 1 hour ago:\n  Heist planned for Friday."
+        HEAD + "Other channels:\n- #c2, 1 hour ago:\n  Heist planned for Friday."
     )
 
 
@@ -186,9 +187,8 @@ def test_other_channel_categories_and_both_parts(mem: ShortTermMemory, clock: Cl
     remember(mem, here(), {"mood": "Cheerful"})
     clock.advance(hours=2)
     assert context(mem, here()).content == (
-        "[Short-term memory]\n"
-        "This channel:\n"
-        "Mood: Cheerful\n"
+        HEAD + "This channel:\n"
+        "  Mood: Cheerful\n"
         "Other channels:\n"
         "- #heists, 7 hours ago:\n"
         "  Plot: Vault\n"
@@ -207,8 +207,7 @@ def test_newest_first_at_most_three_skipping_empty_and_expired(
         clock.advance(minutes=70)
     remember(mem, here("empty"))  # counted a turn, nothing to show
     assert context(mem, here()).content == (
-        "[Short-term memory]\n"
-        "Other channels:\n"
+        HEAD + "Other channels:\n"
         "- #c5, 1 hour ago:\n  About c5.\n"
         "- #c4, 2 hours ago:\n  About c4.\n"
         "- #c3, 3 hours ago:\n  About c3."
@@ -236,15 +235,13 @@ def test_privacy_filter_on_a_thread_of_a_private_channel(
     clock.advance(hours=2)
     public = "- #pub, 2 hours ago:\n  Public talk."
     thread = "- #t1, 2 hours ago:\n  Thread talk."
-    assert context(mem, here()).content == f"[Short-term memory]\nOther channels:\n{public}"
+    assert context(mem, here()).content == f"{HEAD}Other channels:\n{public}"
     # In the private channel itself, or in another of its threads, it is shown.
     for scope in (here("secret"), here("t2", parent_channel_id="secret")):
         content = context(mem, scope).content
-        assert content == f"[Short-term memory]\nOther channels:\n{public}\n{thread}"
+        assert content == f"{HEAD}Other channels:\n{public}\n{thread}"
     mem.configure_server("g1", stm_privacy_bypass=True)
-    assert context(mem, here()).content == (
-        f"[Short-term memory]\nOther channels:\n{public}\n{thread}"
-    )
+    assert context(mem, here()).content == (f"{HEAD}Other channels:\n{public}\n{thread}")
 
 
 def test_cross_server_opt_in(mem: ShortTermMemory, clock: Clock) -> None:
@@ -263,10 +260,7 @@ def test_cross_server_opt_in(mem: ShortTermMemory, clock: Clock) -> None:
     # (this server's bypass does not unlock it), DMs never show in a server, and other
     # users' entries never show.
     assert context(mem, here()).content == (
-        "[Short-term memory]\n"
-        "Other channels:\n"
-        "- #lounge in Other Guild, 5 minutes ago:\n"
-        "  Topic: Board games"
+        HEAD + "Other channels:\n- #lounge in Other Guild, 5 minutes ago:\n  Topic: Board games"
     )
 
 
@@ -281,14 +275,13 @@ def test_dm_shows_other_dms_and_servers_only_when_opted_in(
     clock.advance(hours=20)
     dm = Scope(channel_id="dm1", user_id="u1")
     assert context(mem, dm).content == (
-        "[Short-term memory]\nOther channels:\n- DM, 20 hours ago:\n  Earlier DM."
+        HEAD + "Other channels:\n- DM, 20 hours ago:\n  Earlier DM."
     )
     mem.configure_user("u1", cross_server_opt_in=True)
     # Ties on time are broken by key: "shortterm:user:u1:c2" < "shortterm:user:u1:dm2".
     # The private channel of g1 stays hidden: a DM has no bypass of its own.
     assert context(mem, dm).content == (
-        "[Short-term memory]\n"
-        "Other channels:\n"
+        HEAD + "Other channels:\n"
         "- #c2 in server g1, 20 hours ago:\n  Server talk.\n"
         "- DM, 20 hours ago:\n  Earlier DM."
     )
@@ -303,7 +296,7 @@ def test_persona_lineage(mem: ShortTermMemory, clock: Clock) -> None:
     remember(mem, here("c4"), {"summary": "No persona."})
     clock.advance(hours=2)
     assert context(mem, here(persona_id="p1")).content == (
-        "[Short-term memory]\nOther channels:\n- #c2, 2 hours ago:\n  Persona one."
+        HEAD + "Other channels:\n- #c2, 2 hours ago:\n  Persona one."
     )
     # Without a persona there is no lineage to filter on.
     assert (context(mem, here()).content or "").count("\n- #") == 3
@@ -425,4 +418,4 @@ def test_identical_runs_render_identical_bytes(tmp_path: Path) -> None:
     second = _scenario(tmp_path / "b")
     assert first == second
     assert first[0] is not None and first[1] is not None
-    assert first[0].startswith("[Short-term memory]\nThis channel:\nPlot: Here\n")
+    assert first[0].startswith(HEAD + "This channel:\n  Plot: Here\n")

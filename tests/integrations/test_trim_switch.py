@@ -109,3 +109,47 @@ def test_the_safety_cap_warns_once_per_turn(
         context.apply(messages)
         replace(context, nudge=None).apply(messages)
         assert len([r for r in caplog.records if "safety cap" in r.getMessage()]) == 1
+
+
+def last_request(loop: Any, name: str, clock: FrozenClock, turns: int = 8) -> dict[str, Any]:
+    """The last request of a conversation whose last turn comes two hours later (the
+    memory is no longer fresh: it goes to the top)."""
+    history: list[Any] = []
+    result = None
+    for i in range(turns):
+        if i == turns - 1:
+            clock.advance(hours=2)
+        message: dict[str, Any] = {"role": "user", "content": f"message {i}"}
+        if name == "responses":
+            message["type"] = "message"
+        result = loop.run_turn(SCOPE, [*history, message], system="Be brief.")
+        history = list(result.messages)
+    assert result is not None
+    return result.requests[0]
+
+
+@pytest.mark.parametrize("name", ["chat", "responses", "anthropic"])
+def test_memory_role_user_puts_the_block_in_user_turns(
+    name: str, tmp_path: Path, stm_clock: FrozenClock
+) -> None:
+    from stm_memory.render import CONTENT_HEADER
+
+    for role in ("system", "user"):
+        with ShortTermMemory.from_url(f"sqlite:///{tmp_path}/{role}.db", clock=stm_clock) as memory:
+            request = last_request(loops(memory, memory_role=role)[name], name, stm_clock)
+        items = items_of(name, request)
+        holders = [m for m in items if CONTENT_HEADER in str(m.get("content"))]
+        in_system = CONTENT_HEADER in str(request.get("system", ""))
+        if role == "user":
+            assert not in_system and holders and all(m["role"] == "user" for m in holders)
+        elif name == "anthropic":
+            assert in_system and not holders  # the system parameter, after the caller's
+        else:
+            assert holders and all(m["role"] == "system" for m in holders)
+
+
+def test_memory_role_is_checked() -> None:
+    from stm_memory import ValidationError
+
+    with pytest.raises(ValidationError, match="memory_role"):
+        OpenAIChatLoop(offline_openai_client(), object(), model="m", memory_role="developer")  # type: ignore[arg-type]

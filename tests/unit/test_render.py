@@ -7,7 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from stm_memory.render import (
+    CONTENT_HEADER,
     CRUDE_MESSAGE_LIMIT,
+    FRAMING,
     category_lines,
     crude_lines,
     distilled_lines,
@@ -23,6 +25,10 @@ from stm_memory.types import Category, MemoryEntry, StoredMessage
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 PLOT = Category("Plot", "What happened", "plot")
 MOOD = Category("Mood", "Tone", "mood")
+
+
+# How every memory block opens: the header and the framing line.
+HEAD = f"{CONTENT_HEADER}\n{FRAMING}\n"
 
 
 def msg(role: str, content: str, name: str | None = None) -> StoredMessage:
@@ -187,28 +193,19 @@ def test_block_with_nothing_to_show_is_none() -> None:
 
 def test_render_content_parts() -> None:
     assert render_content([], []) is None
-    assert render_content(["Plot: P"], []) == "[Short-term memory]\nThis channel:\nPlot: P"
+    assert render_content(["Plot: P"], []) == HEAD + "This channel:\n  Plot: P"
     assert render_content([], ["- #c2, just now:\n  S"]) == (
-        "[Short-term memory]\nOther channels:\n- #c2, just now:\n  S"
+        HEAD + "Other channels:\n- #c2, just now:\n  S"
     )
     assert render_content(["S1"], ["- #a, just now:\n  A", "- #b, 1 day ago:\n  B"]) == (
-        "[Short-term memory]\n"
-        "This channel:\n"
-        "S1\n"
-        "Other channels:\n"
-        "- #a, just now:\n"
-        "  A\n"
-        "- #b, 1 day ago:\n"
-        "  B"
+        HEAD + "This channel:\n  S1\nOther channels:\n- #a, just now:\n  A\n- #b, 1 day ago:\n  B"
     )
 
 
 def test_render_content_sanitises_names_and_raw_turns() -> None:
     e = entry(channel_name="{{secret}}", messages=(msg("user", "hi {{user}} {evil}", "Ann"),))
     content = render_content([], [block(e) or ""])
-    assert content == (
-        '[Short-term memory]\nOther channels:\n- #secret, 2 hours ago:\n  Ann: "hi {{user}} evil"'
-    )
+    assert content == (HEAD + 'Other channels:\n- #secret, 2 hours ago:\n  Ann: "hi {{user}} evil"')
 
 
 def test_default_nudge_summary_mode() -> None:

@@ -260,7 +260,7 @@ def test_multi_turn_scenario(
     r4 = run(history)
     cut, retry = r4.requests
     assert cut["system"] == SYSTEM  # fresh memory sits near the end of the dialogue
-    assert f"This channel:\\n{S1}" in text_of(cut["messages"])
+    assert f"This channel:\\n  {S1}" in text_of(cut["messages"])
     (skipped,) = tool_results(r4.messages[-2])
     assert skipped["is_error"] is True
     assert "cut off" in json.loads(skipped["content"])["reason"]
@@ -300,7 +300,7 @@ def test_multi_turn_scenario(
     system, content = req["system"].split("\n\n", 1)
     assert system == SYSTEM
     assert content.startswith(CONTENT_HEADER)
-    assert f"This channel:\n{S2}" in content
+    assert f"This channel:\n  {S2}" in content
     assert "#planning, 2 hours ago:" in content
     assert CONTENT_HEADER not in text_of(req["messages"])
     last = blocks(req["messages"][-1])
@@ -382,7 +382,7 @@ async def test_async_scenario(
     # The next request carries the summary (fresh: inside the dialogue).
     anthropic_script.reply_text("Yudofu.")
     r4 = await run([*r3.messages, user("Food?")])
-    assert f"This channel:\\n{S1}" in text_of(r4.requests[0]["messages"])
+    assert f"This channel:\\n  {S1}" in text_of(r4.requests[0]["messages"])
     assert r4.requests[0]["system"] == [{"type": "text", "text": SYSTEM}]
 
     # Restart on the same paths, later: the summary moves to the end of the system blocks.

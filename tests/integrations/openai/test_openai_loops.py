@@ -260,7 +260,7 @@ def test_memory_cycle(
         tool_handlers=handlers,
     )
     content = api.content(r4.requests[0])
-    assert content is not None and f"This channel:\n{SUMMARY}" in content
+    assert content is not None and f"This channel:\n  {SUMMARY}" in content
     assert api.nudge(r4.requests[0]) is None
     stm_clock.advance(minutes=5)
 
