@@ -35,6 +35,7 @@ CASES: dict[str, str] = {
     "tokens": "benchmarks.token_growth",
     "scale": "benchmarks.scale",
     "multiprocess": "benchmarks.multiprocess",
+    "erasure": "benchmarks.erasure",
 }
 
 README_START = "<!-- bench:table:start -->"

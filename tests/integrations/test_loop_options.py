@@ -1,9 +1,11 @@
-"""``trim_history``: on by default in every loop and the middleware, one keyword turns
-it off for callers that keep their own window; the safety cap warns once per turn.
-In-process offline clients (no cassettes: nothing here is provider traffic)."""
+"""Loop and middleware options: ``trim_history`` (on by default, one keyword turns it
+off for callers that keep their own window; the safety cap warns once per turn),
+``memory_role``, and speaker ids that never reach the provider. In-process offline
+clients (no cassettes: nothing here is provider traffic)."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import replace
@@ -153,3 +155,34 @@ def test_memory_role_is_checked() -> None:
 
     with pytest.raises(ValidationError, match="memory_role"):
         OpenAIChatLoop(offline_openai_client(), object(), model="m", memory_role="developer")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["chat", "responses", "anthropic"])
+def test_speaker_ids_are_stored_and_never_sent(
+    name: str, open_memory: Callable[[], ShortTermMemory]
+) -> None:
+    memory = open_memory()
+    message: dict[str, Any] = {"role": "user", "content": "hi", "user_id": "u-ann"}
+    if name == "responses":
+        message["type"] = "message"
+    result = loops(memory)[name].run_turn(SCOPE, [message])
+    assert "user_id" not in json.dumps(result.requests)
+    entry = memory.get(SCOPE)
+    assert entry is not None and entry.messages[0].user_id == "u-ann"
+
+
+def test_langchain_messages_carry_the_speaker_in_additional_kwargs(
+    open_memory: Callable[[], ShortTermMemory],
+) -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    memory = open_memory()
+    said = HumanMessage("hello", name="Sam", additional_kwargs={"user_id": "u-sam-2"})
+    memory.capture(SCOPE, [said, HumanMessage("and me"), AIMessage("hi both")])
+    entry = memory.get(SCOPE)
+    assert entry is not None
+    assert [(m.name, m.user_id) for m in entry.messages] == [
+        ("Sam", "u-sam-2"),
+        (None, SCOPE.user_id),  # no id: the turn's user
+        (None, None),  # the assistant
+    ]
