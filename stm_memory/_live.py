@@ -262,8 +262,9 @@ class LiveEntries:
         if self.is_live(entry, now):
             named = entry.with_scope_names(scope)
             return named, named is entry
-        # Expired content is gone; the turn counters are bookkeeping and carry on, and
-        # so does the revision (SQL must take what replaces the expired content).
+        # Expired content is gone (and with it its provenance: nobody's words are left);
+        # the turn counters are bookkeeping and carry on, and so does the revision (SQL
+        # must take what replaces the expired content).
         empty = replace(
             MemoryEntry.empty(scope, key, now),
             turns_since_refresh=entry.turns_since_refresh,

@@ -57,6 +57,12 @@ def _system_clock() -> datetime:
     return datetime.now(UTC)
 
 
+def _one_more_turn_since_reset(entry: MemoryEntry) -> dict[str, int]:
+    """The reset count after one more turn (it stays unknown when it is unknown)."""
+    since = entry.turns_since_reset
+    return {} if since is None else {"turns_since_reset": since + 1}
+
+
 # Cached entries read per round trip while an erasure scans the cache.
 _ERASE_BATCH = 500
 
@@ -370,8 +376,7 @@ class ShortTermMemory:
                 fields["last_refreshed_turn"] = entry.last_refreshed_turn + 1
                 # end_turn does not count a turn that refreshed; this turn still
                 # happened since the reset.
-                if entry.turns_since_reset is not None:
-                    fields["turns_since_reset"] = entry.turns_since_reset + 1
+                fields |= _one_more_turn_since_reset(entry)
             return fields
 
         entries = list(self.live.mutate(scope, keys, change).values())
@@ -425,10 +430,10 @@ class ShortTermMemory:
         now = self.now()
 
         def bump(entry: MemoryEntry) -> dict[str, Any]:
-            fields = {"turns_since_refresh": entry.turns_since_refresh + 1}
-            if entry.turns_since_reset is not None:
-                fields["turns_since_reset"] = entry.turns_since_reset + 1
-            return fields
+            return {
+                "turns_since_refresh": entry.turns_since_refresh + 1,
+                **_one_more_turn_since_reset(entry),
+            }
 
         entry = self.live.mutate(scope, [scope.live_key], bump)[scope.live_key]
         self.persister.write([entry], now)

@@ -390,14 +390,18 @@ class SqlStore(MemoryStore):
             deleted = conn.execute(sa.delete(memories).where(memories.c.channel_id == channel_id))
             # The reset is remembered in the same transaction as the delete, so no
             # reader ever sees the rows gone without the reset point.
-            stamp = self._stamp(at or self._clock())
+            self._mark_reset(conn, [channel_id], at or self._clock())
+            return int(deleted.rowcount)
+
+    def _mark_reset(self, conn: Connection, channel_ids: Sequence[str], at: datetime) -> None:
+        stamp = self._stamp(at)
+        for channel_id in channel_ids:
             mark = self._insert(channel_resets).values(channel_id=channel_id, reset_at=stamp)
             conn.execute(
                 mark.on_conflict_do_update(
                     index_elements=[channel_resets.c.channel_id], set_={"reset_at": stamp}
                 )
             )
-            return int(deleted.rowcount)
 
     def channel_reset_at(self, channel_id: str) -> datetime | None:
         stmt = sa.select(channel_resets.c.reset_at).where(channel_resets.c.channel_id == channel_id)
@@ -414,6 +418,12 @@ class SqlStore(MemoryStore):
                 return 0
             m = memories.c
             own = sa.and_(m.user_id == user_id, m.scope_kind == "user")
+            # The user's DMs are theirs alone: like a cleared channel, each starts
+            # afresh, so a caller's own transcript of it is not sent to the model again.
+            dms = conn.execute(
+                sa.select(m.channel_id).distinct().where(own, m.server_id.is_(None))
+            ).scalars()
+            self._mark_reset(conn, list(dms), at)
             deleted = int(conn.execute(sa.delete(memories).where(own)).rowcount)
             # Rows whose provenance may hold the user: found by the id's text in the
             # JSON list (as written, or JSON-escaped), then checked exactly.

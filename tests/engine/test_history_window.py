@@ -172,3 +172,14 @@ def test_two_hosts_on_postgres_see_a_reset_without_a_shared_cache(make_mem: MemF
     )
     a.clear_channel("c1")
     assert keep(b) == 0
+
+
+def test_a_forgotten_users_dm_starts_afresh(make_mem: MemFactory) -> None:
+    mem = make_mem()
+    refresh(mem, DM, "what the user said in the DM")
+    turn(mem, DM)
+    assert keep(mem, DM) == 2
+    mem.clear_user(DM.user_id)
+    # The caller's transcript of the DM is not sent to the model again.
+    assert keep(mem, DM) == 0
+    assert [m["content"] for m in sent(mem, 6, DM)] == ["now"]
