@@ -10,7 +10,7 @@ from .arguments import storage_safe
 from .errors import ValidationError
 from .types import Role, StoredMessage
 
-__all__ = ["all_dialogue", "message_text", "to_stored_messages", "without_speaker_ids"]
+__all__ = ["all_dialogue", "message_text", "without_speaker_ids"]
 
 _ROLE_ALIASES: dict[str, Role] = {
     "user": "user",
@@ -69,20 +69,13 @@ def _fields(message: Any) -> tuple[str, Any, str | None, Any]:
     )
 
 
-def to_stored_messages(
-    messages: Sequence[Any], *, now: datetime, keep: int, user_id: str | None = None
-) -> tuple[StoredMessage, ...]:
-    """The last ``keep`` user/assistant turns with visible text, each user turn with its
-    speaker's id (``user_id``, the turn's user, when the message names none). Tool
-    traffic, system prompts and empty assistant turns (pure tool calls) are not dialogue
-    and are skipped."""
-    return all_dialogue(messages, now=now, user_id=user_id)[-keep:]
-
-
 def all_dialogue(
     messages: Sequence[Any], *, now: datetime, user_id: str | None = None
 ) -> tuple[StoredMessage, ...]:
-    """Every user/assistant turn with visible text (see :func:`to_stored_messages`)."""
+    """Every user/assistant turn with visible text, each user turn with its speaker's id
+    (``user_id``, the turn's user, when the message names none). Tool traffic, system
+    prompts and empty assistant turns (pure tool calls) are not dialogue and are
+    skipped; the caller keeps the last ones it stores."""
     if isinstance(messages, str | bytes | Mapping):
         raise ValidationError("messages must be a list of messages")
     out: list[StoredMessage] = []

@@ -66,7 +66,8 @@ class HistoryCut:
     messages: list[Any]
     dropped_turns: int
     capped: bool  # the safety cap dropped turns that no memory covers
-    memory_calls_removed: int
+    # Messages dropped because they were only earlier memory-tool calls or results.
+    memory_messages_removed: int
 
 
 def split_turns(messages: Sequence[Any]) -> tuple[list[Any], list[list[Any]]]:
@@ -115,7 +116,7 @@ def cut_history(messages: Sequence[Any], window: HistoryWindow) -> HistoryCut:
         [*lead, *kept, *current],
         dropped_turns=len(earlier) - keep,
         capped=keep < wanted,
-        memory_calls_removed=len(flat) - len(stripped),
+        memory_messages_removed=len(flat) - len(stripped),
     )
 
 
