@@ -30,7 +30,14 @@ Message styles, chosen from the list and the ``provider`` hint:
   alternate. :meth:`MemoryContext.apply_anthropic` moves top content into the
   ``system`` parameter instead.
 
-``apply`` returns a new list and never mutates its input or the messages in it.
+``MemoryContext.role = "user"`` (``memory_role=`` on the loops and the middleware)
+makes every injection a user turn: merged into LangChain ``HumanMessage`` and
+Anthropic user turns as above, a user message of its own for OpenAI dicts (Chat and
+Responses content parts differ, and both APIs take several user messages in a row).
+
+``apply`` first cuts the dialogue the memory covers (:mod:`stm_memory.history`;
+``trim=False`` skips it), then places. It returns a new list and never mutates its
+input or the messages in it.
 """
 
 from __future__ import annotations
