@@ -342,8 +342,10 @@ class LiveEntries:
                 self.cache.atomic(all_keys, fn)
             except _NeedsLoad as need:
                 indexes = sorted({owner_index(k) for k in keys})
-                self._load_missing([*need.keys, *indexes])
-                after_reset = self.channel_was_reset(scope.channel_id)
+                new = self._load_missing([*need.keys, *indexes])
+                # Only an entry created here needs to know (an SQL read otherwise spent
+                # on every cold write of an existing scope).
+                after_reset = bool(new) and self.channel_was_reset(scope.channel_id)
                 loaded = True
                 continue
             return dict(computed)
@@ -362,13 +364,15 @@ class LiveEntries:
             log.warning("stm-memory: reading the reset of %s failed: %s", channel_id, exc)
             return False
 
-    def _load_missing(self, keys: list[str]) -> None:
+    def _load_missing(self, keys: list[str]) -> set[str]:
+        """Hydrate the entry keys and warm the indexes; returns the entry keys that
+        exist nowhere (new entries)."""
         entry_keys = [k for k in keys if not k.startswith("shortterm:index:")]
-        if entry_keys:
-            self.hydrate(entry_keys)
+        found = self.hydrate(entry_keys) if entry_keys else {}
         for ikey in keys:
             if ikey.startswith("shortterm:index:"):
                 self.warm(*parse_index_key(ikey))
+        return set(entry_keys) - set(found)
 
     def evict(self, keys: Sequence[str]) -> int:
         """Remove entries from the cache and from their indexes."""
