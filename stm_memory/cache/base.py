@@ -6,6 +6,14 @@ decide the new values, write them back, all-or-nothing and isolated from other
 writers (threads, processes, hosts). Counters, merges and the two-key write of an
 update are all expressed through it, so a backend only has to get one thing right.
 
+Ordered indexes sit beside the values: named sets of members with a score, read
+newest first with :meth:`LiveCache.ranked`. They answer "the newest entries of this
+server" in O(entries read), however many channels the server has. An index lives in
+its own namespace (an index and a value may share a name; :meth:`LiveCache.iter_keys`
+never lists indexes). A :class:`Write` can move its key in an index in the same
+transaction as the value, without reading the index, so writers of different
+members never conflict on it.
+
 Expiry that *matters* (what is rendered) is decided by the engine from its
 injectable clock; the ``ttl`` given here is a native TTL for cleanup only.
 """
@@ -18,17 +26,28 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-__all__ = ["AtomicFn", "CacheValue", "LiveCache", "Write"]
+__all__ = ["AtomicFn", "CacheValue", "LiveCache", "Rank", "Write"]
 
 CacheValue: TypeAlias = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
+class Rank:
+    """The written key's place in the ordered index ``index``: ``score`` sets it
+    (replacing any earlier score), ``None`` removes the key from the index."""
+
+    index: str
+    score: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class Write:
-    """A new value for a key (``None`` deletes it) and its native TTL in seconds."""
+    """A new value for a key (``None`` deletes it), its native TTL in seconds, and
+    optionally the key's new place in an ordered index, applied atomically with it."""
 
     value: CacheValue | None
     ttl: float | None = None
+    rank: Rank | None = None
 
 
 AtomicFn: TypeAlias = Callable[[Mapping[str, CacheValue | None]], Mapping[str, Write]]
@@ -59,7 +78,21 @@ class LiveCache(ABC):
 
     @abstractmethod
     def iter_keys(self, prefix: str = "") -> Iterator[str]:
-        """Every live key starting with ``prefix`` (administrative use; may be slow)."""
+        """Every live key starting with ``prefix`` (administrative use; may be slow).
+        Ordered indexes are not keys and are never listed."""
+
+    @abstractmethod
+    def ranked(self, index: str, *, offset: int = 0, count: int) -> list[tuple[str, float]]:
+        """Up to ``count`` members of ``index`` from position ``offset``: the highest
+        score first, equal scores by member ascending (a total order, so pages never
+        overlap or skip). An index that does not exist is empty. Members are listed
+        whatever became of their values (callers read and check them)."""
+
+    @abstractmethod
+    def rank_many(self, index: str, members: Mapping[str, float | None]) -> None:
+        """Place members in ``index``, atomically as a whole: a score is kept only if
+        it is higher than the member's current one (so a bulk load from an older
+        source never moves a member back); ``None`` removes the member."""
 
     def expire(self) -> int:
         """Drop natively expired values now; returns how many. Backends with native
