@@ -1,13 +1,17 @@
-"""Live entries: reads with hydration, atomic mutations, and the per-owner key indexes.
+"""Live entries: reads with hydration, atomic mutations, and the per-owner ordered indexes.
 
-Indexes (``shortterm:index:{server|user}:{id}``) list the entry keys of a server or
-user, so other-channel memory is one cache read instead of a scan. An index that is
-missing is rebuilt from SQL (a bulk warm) before anything is added to it; otherwise
-the first write after a restart would create an index that hides older channels.
+Each server and user has an ordered index (``shortterm:index:{server|user}:{id}``, a
+:meth:`~stm_memory.cache.base.LiveCache.ranked` index) of its entry keys scored by
+``last_updated``, so the newest other channels are read in O(entries shown), however
+many channels the owner has. Every write that moves an entry's ``last_updated`` moves
+its score in the same transaction. A value under the same key marks the index
+complete (``{"ranked": 1}``): an index that is not is first filled from SQL (a warm),
+otherwise the first write after a restart would leave older channels unlisted.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -16,7 +20,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from .cache.base import CacheValue, LiveCache, Write
+from .cache.base import CacheValue, LiveCache, Rank, Write
 from .config import Limits
 from .erasure import erase_user
 from .errors import DatabaseError
@@ -44,6 +48,62 @@ Change = Callable[[MemoryEntry], dict[str, Any]]
 def owner_index(entry_key: str) -> str:
     kind, owner, _channel, _persona = parse_key(entry_key)
     return index_key(kind, owner)
+
+
+def score(entry: MemoryEntry) -> float:
+    """An entry's place in its owner's ordered index: newest first."""
+    return entry.last_updated.timestamp()
+
+
+def ranked_write(entry: MemoryEntry, value: CacheValue, ttl: float) -> Write:
+    return Write(value, ttl, rank=Rank(owner_index(entry.key), score(entry)))
+
+
+# The value that marks an ordered index complete (older caches held a member list
+# under the same key: not complete in this sense, so it is warmed once).
+_COMPLETE: CacheValue = {"ranked": 1}
+
+
+def unrank(cache: LiveCache, keys: Iterable[str]) -> None:
+    """Remove entry keys from their owners' ordered indexes."""
+    by_index: dict[str, dict[str, float | None]] = {}
+    for key in keys:
+        by_index.setdefault(owner_index(key), {})[key] = None
+    for ikey, members in by_index.items():
+        cache.rank_many(ikey, members)
+
+
+# Keys read per round trip when a cache is scanned for what deletions reached.
+_SCAN_BATCH = 500
+
+
+def evict_deleted(cache: LiveCache, deletions: Sequence[tuple[str, str]]) -> None:
+    """Evict from ``cache`` what channel and user deletions made elsewhere reached (its
+    copies are older than the deletions): a deleted channel's entries; a forgotten
+    user's own entries, and every entry holding their words or naming them in its
+    provenance (or not knowing its provenance). Evicted, not rewritten: SQL holds
+    the erased state, and the next read hydrates it."""
+    channels = {target for kind, target in deletions if kind == "channel"}
+    users = {target for kind, target in deletions if kind == "user"}
+    keys = (k for k in cache.iter_keys("shortterm:") if not k.startswith("shortterm:index:"))
+    while batch := list(itertools.islice(keys, _SCAN_BATCH)):
+        doomed: list[str] = []
+        kept: list[str] = []
+        for key in batch:
+            kind, owner, channel, _persona = parse_key(key)
+            if channel in channels or (kind == "user" and owner in users):
+                doomed.append(key)
+            else:
+                kept.append(key)
+        if users and kept:
+            for key, raw in cache.get_many(kept).items():
+                entry = MemoryEntry.from_dict(raw)
+                legacy = "provenance" not in raw and (entry.summary or entry.categories)
+                if legacy or any(erase_user(entry, u) is not None for u in users):
+                    doomed.append(key)
+        if doomed:
+            cache.delete_many(doomed)
+            unrank(cache, doomed)
 
 
 class _NeedsLoad(Exception):
@@ -144,10 +204,11 @@ class LiveEntries:
         rows = {e.key: e for e in self._shown(rows.values(), queued_at)}
         if not rows:
             return {}
-        self.cache.add_many({k: Write(e.to_dict(), self.native_ttl(e)) for k, e in rows.items()})
-        # Keeps the invariant the write hot path relies on: a cached entry is listed in
-        # its index (a missing index is built whole by warm() when first needed).
-        self._edit_indexes(list(rows), listed=True)
+        # Ranked as they are added: a cached entry is always listed in its index (a
+        # complete index holds every entry; an incomplete one is warmed when needed).
+        self.cache.add_many(
+            {k: ranked_write(e, e.to_dict(), self.native_ttl(e)) for k, e in rows.items()}
+        )
         # Re-read: a concurrent writer may have won, and its value is the live one.
         return {k: MemoryEntry.from_dict(v) for k, v in self.cache.get_many(list(rows)).items()}
 
@@ -192,34 +253,10 @@ class LiveEntries:
             shown.append(entry)
         return shown
 
-    def _edit_indexes(self, keys: Sequence[str], *, listed: bool) -> None:
-        """List (``listed=True``) or unlist entry keys in their owners' existing
-        indexes; a missing index is left missing (warm() rebuilds it whole)."""
-        by_index: dict[str, list[str]] = {}
-        for key in keys:
-            by_index.setdefault(owner_index(key), []).append(key)
-        for ikey, group in by_index.items():
-
-            def edit(
-                current: Mapping[str, CacheValue | None], ikey: str = ikey, group: list[str] = group
-            ) -> dict[str, Write]:
-                value = current[ikey]
-                if value is None:
-                    return {}
-                members: dict[str, int] = value["members"]
-                if listed:
-                    if all(k in members for k in group):
-                        return {}
-                    changed = {**members, **dict.fromkeys(group, 1)}
-                else:
-                    changed = {k: 1 for k in members if k not in group}
-                return {ikey: Write({"members": changed})}
-
-            self.cache.atomic([ikey], edit)
-
     def warm(self, kind: ScopeKind, owner_id: str) -> int:
-        """Bulk-load an owner's rows into the cache (never overwriting a live key) and
-        build its index. Returns how many entries were added."""
+        """Bulk-load an owner's rows into the cache (never overwriting a live key), rank
+        them in its ordered index and mark the index complete. Returns how many
+        entries were added."""
         try:
             rows = (
                 self.store.load_server(owner_id)
@@ -227,27 +264,51 @@ class LiveEntries:
                 else self.store.load_user(owner_id)
             )
         except DatabaseError as exc:
+            # Not marked complete: the next read tries again.
             log.warning("stm-memory: warm of %s %s failed: %s", kind, owner_id, exc)
-            rows = []
+            return 0
         rows = self._shown(rows)
         added = self.cache.add_many({e.key: Write(e.to_dict(), self.native_ttl(e)) for e in rows})
-        members = {e.key: 1 for e in rows}
-
-        def merge(current: Mapping[str, CacheValue | None]) -> dict[str, Write]:
-            old = current[ikey] or {"members": {}}
-            return {ikey: Write({"members": {**members, **old["members"]}})}
-
         ikey = index_key(kind, owner_id)
-        self.cache.atomic([ikey], merge)
+        # Higher scores win: an entry written since its row keeps its newer place.
+        self.cache.rank_many(ikey, {e.key: score(e) for e in rows})
+        self.cache.add_many({ikey: Write(_COMPLETE)})
         return added
 
-    def index_members(self, kind: ScopeKind, owner_id: str) -> list[str]:
-        ikey = index_key(kind, owner_id)
-        value = self.cache.get(ikey)
-        if value is None:
+    def ensure_index(self, kind: ScopeKind, owner_id: str) -> None:
+        """Warm the owner's ordered index unless it is complete."""
+        self._complete_indexes([(kind, owner_id)], self.cache.get_many([index_key(kind, owner_id)]))
+
+    def _complete_indexes(
+        self, owners: Sequence[tuple[ScopeKind, str]], markers: Mapping[str, CacheValue]
+    ) -> None:
+        for kind, owner_id in owners:
+            ikey = index_key(kind, owner_id)
+            marker = markers.get(ikey)
+            if marker is not None and "ranked" in marker:
+                continue
+            if marker is not None:  # an index of an older release: replaced whole
+                self.cache.delete_many([ikey])
             self.warm(kind, owner_id)
-            value = self.cache.get(ikey) or {"members": {}}
-        return list(value["members"])
+
+    def get_with_indexes(
+        self, key: str, owners: Sequence[tuple[ScopeKind, str]]
+    ) -> MemoryEntry | None:
+        """The entry of ``key`` (hydrated on a miss, expired or not) after making the
+        owners' ordered indexes complete: one cache read for all of it when warm."""
+        found = self.cache.get_many([key, *(index_key(k, o) for k, o in owners)])
+        self._complete_indexes(owners, found)
+        raw = found.get(key)
+        if raw is not None:
+            return MemoryEntry.from_dict(raw)
+        return self.hydrate([key]).get(key)
+
+    def newest(
+        self, kind: ScopeKind, owner_id: str, *, offset: int, count: int
+    ) -> list[tuple[str, float]]:
+        """A page of the owner's entry keys, newest first, with their scores (the
+        index is complete once :meth:`get_with_indexes` or a write saw to it)."""
+        return self.cache.ranked(index_key(kind, owner_id), offset=offset, count=count)
 
     # -- writes ---------------------------------------------------------------------
 
@@ -283,18 +344,16 @@ class LiveEntries:
         existing_only: bool = False,
     ) -> dict[str, MemoryEntry]:
         """Apply ``change`` to the entries of ``keys`` atomically (one transaction),
-        moving each entry's revision on.
+        moving each entry's revision on, and its score in its owner's ordered index
+        when its ``last_updated`` moved (or the entry is new).
 
-        Hot path: every entry is cached, so only the entry keys are read and written
-        (a cached entry is always listed in its owner's index: :meth:`hydrate` and
-        :meth:`warm` list every entry they cache).
-        A missing entry is hydrated from SQL and a missing index warmed first, then the
-        write runs again with the index keys, so a write never starts from a blank that
-        hides stored data and a new entry always joins its index. With
-        ``existing_only`` (erasure), entries not in the cache are left alone: nothing is
-        loaded or created, and only the entries changed are returned.
+        Hot path: every entry is cached, so only the entry keys are read and written.
+        A missing entry is hydrated from SQL and its owner's index completed first,
+        then the write runs again, so a write never starts from a blank that hides
+        stored data, and a new entry joins a complete index. With ``existing_only``
+        (erasure), entries not in the cache are left alone: nothing is loaded or
+        created, and only the entries changed are returned.
         """
-        indexes: list[str] = []
         loaded = False
         # A new entry of a channel that was reset counts its turns from the reset.
         after_reset = False
@@ -303,13 +362,11 @@ class LiveEntries:
         computed: dict[str, MemoryEntry] = {}
         while True:
             now = self.clock()
-            all_keys = [*keys, *indexes]
 
             def fn(
                 current: Mapping[str, CacheValue | None],
                 now: datetime = now,
                 loaded: bool = loaded,
-                indexes: list[str] = indexes,
                 after_reset: bool = after_reset,
             ) -> dict[str, Write]:
                 if not loaded and not existing_only:
@@ -329,20 +386,15 @@ class LiveEntries:
                     entry = base.evolve(fields)
                     computed[key] = entry
                     value = entry.value_after(raw if as_is else None, fields)
-                    writes[key] = Write(value, self.native_ttl(entry))
-                for ikey in indexes:
-                    members = dict((current.get(ikey) or {"members": {}})["members"])
-                    absent = [k for k in keys if owner_index(k) == ikey and k not in members]
-                    if absent or current.get(ikey) is None:
-                        members.update(dict.fromkeys(absent, 1))
-                        writes[ikey] = Write({"members": members})
+                    ttl = self.native_ttl(entry)
+                    moved = raw is None or entry.last_updated != base.last_updated or not as_is
+                    writes[key] = ranked_write(entry, value, ttl) if moved else Write(value, ttl)
                 return writes
 
             try:
-                self.cache.atomic(all_keys, fn)
+                self.cache.atomic(keys, fn)
             except _NeedsLoad as need:
-                indexes = sorted({owner_index(k) for k in keys})
-                new = self._load_missing([*need.keys, *indexes])
+                new = self._load_missing(need.keys)
                 # Only an entry created here needs to know (an SQL read otherwise spent
                 # on every cold write of an existing scope).
                 after_reset = bool(new) and self.channel_was_reset(scope.channel_id)
@@ -365,21 +417,19 @@ class LiveEntries:
             return False
 
     def _load_missing(self, keys: list[str]) -> set[str]:
-        """Hydrate the entry keys and warm the indexes; returns the entry keys that
-        exist nowhere (new entries)."""
-        entry_keys = [k for k in keys if not k.startswith("shortterm:index:")]
-        found = self.hydrate(entry_keys) if entry_keys else {}
-        for ikey in keys:
-            if ikey.startswith("shortterm:index:"):
-                self.warm(*parse_index_key(ikey))
-        return set(entry_keys) - set(found)
+        """Hydrate the entry keys and complete their owners' indexes; returns the keys
+        that exist nowhere (new entries)."""
+        found = self.hydrate(keys)
+        for ikey in sorted({owner_index(k) for k in keys}):
+            self.ensure_index(*parse_index_key(ikey))
+        return set(keys) - set(found)
 
     def evict(self, keys: Sequence[str]) -> int:
-        """Remove entries from the cache and from their indexes."""
+        """Remove entries from the cache and from their owners' indexes."""
         if not keys:
             return 0
         removed = self.cache.delete_many(keys)
-        self._edit_indexes(keys, listed=False)
+        unrank(self.cache, keys)
         return removed
 
     def entry_keys(self, predicate: Callable[[ScopeKind, str, str], bool]) -> list[str]:

@@ -21,6 +21,10 @@ Which other channels are shown (:func:`select_other_entries`):
 - Expired entries and entries with nothing to show are skipped; the newest
   ``limits.other_channels_shown`` remain, ordered by ``(last_updated desc, key)`` so
   ties never depend on cache iteration order.
+
+Candidates are read from the owners' ordered indexes a page at a time, newest first
+(:func:`_gather`), until no unread entry could be among those shown: a server with
+10,000 channels costs what one with 3 does.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from typing import TYPE_CHECKING
 from .history import HistoryWindow
 from .placement import MemoryContext, fresh_content_depth
 from .render import distilled_lines, nudge_text, other_channel_block, render_content
-from .types import Category, MemoryEntry, Scope, ServerSettings, parse_key
+from .types import Category, MemoryEntry, Scope, ScopeKind, ServerSettings, parse_key
 
 if TYPE_CHECKING:
     from .engine import ShortTermMemory
@@ -67,21 +71,9 @@ def _assemble(mem: ShortTermMemory, turn: TurnContext) -> MemoryContext:
     if not turn.settings.short_term_memory_enabled:
         return MemoryContext()
     now = mem.now()
-    # One cache round trip for the live entry and every candidate.
-    found = mem.live.get_many([scope.live_key, *_candidate_keys(mem, turn)])
-    live = found.pop(scope.live_key, None)
-    cross = turn.user_settings.cross_server_opt_in
-    # Filter before looking up other servers' settings: each may be a SQL read.
-    pool = [e for e in found.values() if _eligible(e, scope, cross) and mem.live.is_live(e, now)]
-    server_ids = sorted({e.server_id for e in pool if e.server_id is not None})
-    settings = {
-        sid: turn.settings if sid == scope.server_id else mem.server_settings(sid)
-        for sid in server_ids
-    }
-    labels: dict[str | None, Sequence[Category]] = {
-        sid: turn.categories if sid == scope.server_id else mem.categories(sid)
-        for sid in server_ids
-    }
+    sources = _sources(turn)
+    live = mem.live.get_with_indexes(scope.live_key, [(s.kind, s.owner) for s in sources])
+    pool, settings, labels = _gather(mem, turn, sources, now)
     context = build_memory_context(
         turn,
         live=live,
@@ -139,23 +131,99 @@ def history_window(
     return HistoryWindow(keep_turns=keep, max_raw_turns=max_raw_turns)
 
 
-def _candidate_keys(mem: ShortTermMemory, turn: TurnContext) -> list[str]:
-    """Index members that could be shown, filtered on what the key alone tells."""
+# Candidates read per index on the first page (then twice as many per page): the
+# blocks shown, plus room for a few skipped (private, empty, other persona).
+_FIRST_PAGE = 8
+
+
+class _Source:
+    """One owner's ordered index, read page by page."""
+
+    def __init__(self, kind: ScopeKind, owner: str) -> None:
+        self.kind: ScopeKind = kind
+        self.owner = owner
+        self.offset = 0
+        self.done = False
+        # The score of the last member read: every unread member scores at most this.
+        self.floor = float("inf")
+
+
+def _sources(turn: TurnContext) -> list[_Source]:
+    """The indexes other-channel memory comes from (see the module docstring)."""
     scope = turn.scope
-    keys: list[str] = []
+    sources: list[_Source] = []
     if scope.server_id is not None:
-        keys += mem.live.index_members("server", scope.server_id)
+        sources.append(_Source("server", scope.server_id))
     if scope.server_id is None or turn.user_settings.cross_server_opt_in:
-        keys += mem.live.index_members("user", scope.user_id)
-    out = []
-    for key in sorted(set(keys)):
-        _kind, _owner, channel, persona = parse_key(key)
-        if channel == scope.channel_id:
-            continue
-        if scope.persona_id is not None and persona != scope.persona_id:
-            continue
-        out.append(key)
-    return out
+        sources.append(_Source("user", scope.user_id))
+    return sources
+
+
+def _gather(
+    mem: ShortTermMemory, turn: TurnContext, sources: Sequence[_Source], now: datetime
+) -> tuple[list[MemoryEntry], dict[str, ServerSettings], dict[str | None, Sequence[Category]]]:
+    """Candidate entries (eligible and live) and their servers' settings and labels,
+    read from the ordered indexes until the blocks shown cannot change: ``limit``
+    entries that show something, each newer than anything still unread."""
+    scope = turn.scope
+    cross = turn.user_settings.cross_server_opt_in
+    if not sources:
+        return [], {}, {}
+    # Nothing older than the longest TTL can be live: a page past it ends the index.
+    oldest = (now - max(mem.limits.summary_ttl, mem.limits.bare_ttl)).timestamp()
+    limit = mem.limits.other_channels_shown
+    seen: set[str] = set()
+    pool: list[MemoryEntry] = []
+    settings: dict[str, ServerSettings] = {}
+    labels: dict[str | None, Sequence[Category]] = {}
+    page = _FIRST_PAGE
+    while True:
+        keys: list[str] = []
+        for src in (s for s in sources if not s.done):
+            members = mem.live.newest(src.kind, src.owner, offset=src.offset, count=page)
+            src.offset += len(members)
+            if members:
+                src.floor = members[-1][1]
+            src.done = len(members) < page or src.floor < oldest
+            keys += [k for k, _ in members if k not in seen and _may_show(k, scope)]
+        seen.update(keys)
+        found = mem.live.get_many(keys) if keys else {}
+        fresh = [
+            e for e in found.values() if _eligible(e, scope, cross) and mem.live.is_live(e, now)
+        ]
+        pool += fresh
+        # Settings are looked up before filtering on them: each may be a SQL read.
+        for sid in sorted({e.server_id for e in fresh if e.server_id is not None} - set(settings)):
+            own = sid == scope.server_id
+            settings[sid] = turn.settings if own else mem.server_settings(sid)
+            labels[sid] = turn.categories if own else mem.categories(sid)
+        if all(s.done for s in sources):
+            return pool, settings, labels
+        shown = [
+            e
+            for e in select_other_entries(
+                pool,
+                scope=scope,
+                cross_server=cross,
+                current_settings=turn.settings,
+                server_settings=settings,
+                is_live=lambda e: mem.live.is_live(e, now),
+            )
+            if e.summary or e.categories or e.messages
+        ]
+        # Strictly newer: an unread member with the same score may sort first by key.
+        unread = max(s.floor for s in sources if not s.done)
+        if len(shown) >= limit and shown[limit - 1].last_updated.timestamp() > unread:
+            return pool, settings, labels
+        page *= 2
+
+
+def _may_show(key: str, scope: Scope) -> bool:
+    """What the key alone tells: another channel, and the same persona if any."""
+    _kind, _owner, channel, persona = parse_key(key)
+    if channel == scope.channel_id:
+        return False
+    return scope.persona_id is None or persona == scope.persona_id
 
 
 def build_memory_context(

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from ._live import LiveEntries
+from ._live import LiveEntries, evict_deleted
 from ._persistence import Persister
 from ._reconcile import Repaired, reconcile
 from ._writers import WriterLease, dead_writers, forget_writers
@@ -21,6 +21,7 @@ from .arguments import UpdateArgs, parse_update_arguments
 from .cache.base import LiveCache
 from .cache.disk import DiskLiveCache
 from .cache.memory import InMemoryLiveCache
+from .cache.sql import SqlLiveCache
 from .capture import all_dialogue
 from .config import Limits
 from .erasure import erase_user, speakers
@@ -162,12 +163,21 @@ class ShortTermMemory:
         )
         cache: LiveCache
         if redis_url is not None:
+            # Degraded mode keeps the live cache in the database: its tables must exist
+            # before the first call can fail over.
+            store.setup()
             from .cache.redis import RedisLiveCache
             from .cache.resilient import ResilientCache
 
             redis_cache = RedisLiveCache.from_url(redis_url, ping=False)
-            # Turns must survive a Redis outage: SQL stays the source of truth.
-            cache = ResilientCache(redis_cache, probe=lambda: redis_cache.get("shortterm:probe"))
+            # While Redis is unreachable the live cache moves into the rows database,
+            # which every host shares (see cache/resilient.py).
+            cache = ResilientCache(
+                redis_cache,
+                shared=SqlLiveCache(engine, fenced=True, serial=store.serial),
+                probe=lambda: redis_cache.get("shortterm:probe"),
+                replay=evict_deleted,
+            )
         elif cache_dir is not None:
             cache = DiskLiveCache(cache_dir)
         elif in_memory_db:
@@ -464,7 +474,11 @@ class ShortTermMemory:
         Scope(channel_id=channel_id, user_id="_")
         payload = {"channel_id": channel_id, "at": self.now().isoformat()}
         item = self.persister.begin_delete("delete_channel", payload, channel_id=channel_id)
+        # Before and after the scan: a fallback cache that may miss copies held by the
+        # primary keeps the deletion for them whichever side of an outage it ran on.
+        self.cache.record_deletion("channel", channel_id)
         self.live.evict(self.live.entry_keys(lambda _k, _o, ch: ch == channel_id))
+        self.cache.record_deletion("channel", channel_id)
         self.outbox.purge_channel(channel_id)
         return self.persister.finish_delete(item) or 0
 
@@ -480,10 +494,12 @@ class ShortTermMemory:
         item = self.persister.begin_delete(
             "forget_user", {"user_id": user_id, "at": now.isoformat()}, user_id=user_id
         )
+        self.cache.record_deletion("user", user_id)  # before and after: see clear_channel
         own = self.live.entry_keys(lambda kind, owner, _ch: kind == "user" and owner == user_id)
         self.live.evict(own)
         self.outbox.purge_user(user_id)
         erased = self._erase_from_shared(user_id)
+        self.cache.record_deletion("user", user_id)
         count = self.persister.finish_delete(item) or 0
         # The erased entries' rows are written after the SQL erasure, behind it in
         # the outbox if it is queued (a row it cleared refuses an equal revision,

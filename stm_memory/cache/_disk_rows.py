@@ -71,6 +71,29 @@ _KEYS = (
 )
 _CHUNK = 500
 
+# Ordered indexes (LiveCache.ranked) in a table of our own beside diskcache's: the
+# same file and transactions as the values, and an index that serves "newest first"
+# as a range read. diskcache ignores tables it does not know.
+_RANK_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS stm_rank (idx TEXT NOT NULL, member TEXT NOT NULL,"
+    " score REAL NOT NULL, PRIMARY KEY (idx, member)) WITHOUT ROWID",
+    "CREATE INDEX IF NOT EXISTS stm_rank_order ON stm_rank (idx, score DESC, member)",
+)
+_RANK_SET = (
+    "INSERT INTO stm_rank (idx, member, score) VALUES (?, ?, ?)"
+    " ON CONFLICT (idx, member) DO UPDATE SET score = excluded.score"
+)
+_RANK_RAISE = (
+    "INSERT INTO stm_rank (idx, member, score) VALUES (?, ?, ?)"
+    " ON CONFLICT (idx, member) DO UPDATE SET score = excluded.score"
+    " WHERE excluded.score > stm_rank.score"
+)
+_RANK_DELETE = "DELETE FROM stm_rank WHERE idx = ? AND member = ?"
+_RANKED = (
+    "SELECT member, score FROM stm_rank WHERE idx = ?"
+    " ORDER BY score DESC, member ASC LIMIT ? OFFSET ?"
+)
+
 
 class SchemaMismatch(Exception):
     """The directory's ``Cache`` table is not the diskcache 5 format this module writes."""
@@ -129,6 +152,13 @@ class Transaction:
         if row[_FILENAME] is not None:
             self.replaced_files.append(row[_FILENAME])
 
+    def rank(self, index: str, member: str, score: float | None, *, higher_only: bool) -> None:
+        """Set (``higher_only``: raise) or, with ``score=None``, remove a member."""
+        if score is None:
+            self._con.execute(_RANK_DELETE, (index, member))
+        else:
+            self._con.execute(_RANK_RAISE if higher_only else _RANK_SET, (index, member, score))
+
 
 class CacheRows:
     """Per-thread connections to the ``Cache`` table of one diskcache directory."""
@@ -149,6 +179,10 @@ class CacheRows:
                 f"the Cache table of {self._connections.path} lacks columns {sorted(missing)}"
                 f" (diskcache {diskcache.__version__}; stm-memory writes the diskcache 5 format)"
             )
+        if con.execute("SELECT 1 FROM sqlite_master WHERE name = 'stm_rank_order'").fetchone():
+            return
+        for statement in _RANK_SCHEMA:
+            con.execute(statement)
 
     def _connection(self) -> sqlite3.Connection:
         return self._connections.get()
@@ -201,6 +235,10 @@ class CacheRows:
             params.append(prefix[:-1] + chr(last + 1))
         found = self._connection().execute(sql, params)
         return [key for (key,) in found if type(key) is str and key.startswith(prefix)]
+
+    def ranked(self, index: str, offset: int, count: int) -> list[tuple[str, float]]:
+        found = self._connection().execute(_RANKED, (index, count, offset))
+        return [(member, float(score)) for member, score in found]
 
     def fetch(self, row: Row) -> Any:
         """The stored value (``OSError`` when its file is gone; unpickling errors as raised)."""

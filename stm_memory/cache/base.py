@@ -99,6 +99,11 @@ class LiveCache(ABC):
         expiry (Redis) need not do anything."""
         return 0
 
+    def record_deletion(self, kind: str, target: str) -> None:  # noqa: B027 - optional hook
+        """A channel (``kind="channel"``) or user (``"user"``) was just deleted by a scan
+        of this cache. A cache that may be missing copies held elsewhere (a fallback)
+        keeps the fact, so the deletion reaches those copies too."""
+
     def compact(self) -> None:  # noqa: B027 - optional hook: most backends keep no log
         """Make deleted values leave the backend's files (after an erasure): an
         embedded backend checkpoints and truncates its write-ahead log."""

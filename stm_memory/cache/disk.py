@@ -123,6 +123,8 @@ class DiskLiveCache(LiveCache):
                     tx.put(key, row, write.value, write.ttl)
                 elif row is not None:
                     tx.delete(row)
+                if write.rank is not None:
+                    tx.rank(write.rank.index, key, write.rank.score, higher_only=False)
                 current[key] = write.value
             for key in unreadable:
                 if key not in writes:
@@ -141,6 +143,8 @@ class DiskLiveCache(LiveCache):
                 if write.value is None or (row is not None and live_at(row, tx.now)):
                     continue
                 tx.put(key, row, write.value, write.ttl)
+                if write.rank is not None:
+                    tx.rank(write.rank.index, key, write.rank.score, higher_only=False)
                 added += 1
             return added
 
@@ -168,6 +172,22 @@ class DiskLiveCache(LiveCache):
         except sqlite3.Error as exc:
             raise CacheError(f"live cache scan failed in {self.directory}: {exc}") from exc
         yield from keys
+
+    def ranked(self, index: str, *, offset: int = 0, count: int) -> list[tuple[str, float]]:
+        if count <= 0:
+            return []
+        try:
+            return self._rows.ranked(index, offset, count)
+        except sqlite3.Error as exc:
+            raise CacheError(f"live cache index read failed in {self.directory}: {exc}") from exc
+
+    def rank_many(self, index: str, members: Mapping[str, float | None]) -> None:
+        def body(tx: Transaction) -> None:
+            for member, score in members.items():
+                tx.rank(index, member, score, higher_only=True)
+
+        if members:
+            self._write(body)
 
     def expire(self) -> int:
         return int(self._cache.expire())

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import bisect
 import copy
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 
-from .base import AtomicFn, CacheValue, LiveCache, Write
+from .base import AtomicFn, CacheValue, LiveCache, Rank, Write
 
 __all__ = ["InMemoryLiveCache"]
 
@@ -17,7 +18,24 @@ class InMemoryLiveCache(LiveCache):
 
     def __init__(self) -> None:
         self._data: dict[str, tuple[CacheValue, float | None]] = {}
+        # Ordered indexes: each a sorted list of (-score, member) — the order ranked()
+        # returns — and the member's current score to find its place in the list.
+        self._ranks: dict[str, tuple[list[tuple[float, str]], dict[str, float]]] = {}
         self._lock = threading.RLock()
+
+    def _rank(self, rank: Rank, member: str, *, higher_only: bool = False) -> None:
+        order, scores = self._ranks.setdefault(rank.index, ([], {}))
+        old = scores.get(member)
+        if rank.score is not None and old is not None and higher_only and rank.score <= old:
+            return
+        if old is not None:
+            del order[bisect.bisect_left(order, (-old, member))]
+            del scores[member]
+        if rank.score is not None:
+            bisect.insort(order, (-rank.score, member))
+            scores[member] = rank.score
+        elif not scores:
+            del self._ranks[rank.index]
 
     def _live(self, key: str, now: float) -> CacheValue | None:
         item = self._data.get(key)
@@ -30,6 +48,8 @@ class InMemoryLiveCache(LiveCache):
         return value
 
     def _put(self, key: str, write: Write, now: float) -> None:
+        if write.rank is not None:
+            self._rank(write.rank, key)
         if write.value is None:
             self._data.pop(key, None)
         else:
@@ -46,7 +66,8 @@ class InMemoryLiveCache(LiveCache):
         now = time.monotonic()
         with self._lock:
             current = {k: copy.deepcopy(self._live(k, now)) for k in keys}
-            for key, write in fn(current).items():
+            writes = fn(current)  # computed whole before anything is applied
+            for key, write in writes.items():
                 self._put(key, write, now)
                 current[key] = copy.deepcopy(write.value)
             return current
@@ -88,3 +109,13 @@ class InMemoryLiveCache(LiveCache):
             for key in dead:
                 del self._data[key]
             return len(dead)
+
+    def ranked(self, index: str, *, offset: int = 0, count: int) -> list[tuple[str, float]]:
+        with self._lock:
+            order, _scores = self._ranks.get(index, ([], {}))
+            return [(member, -neg) for neg, member in order[offset : offset + max(0, count)]]
+
+    def rank_many(self, index: str, members: Mapping[str, float | None]) -> None:
+        with self._lock:
+            for member, score in members.items():
+                self._rank(Rank(index, score), member, higher_only=True)

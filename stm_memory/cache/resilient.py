@@ -1,10 +1,31 @@
-"""Keep turns going while a shared cache (Redis) is unreachable.
+"""Keep every host right while the shared live cache (Redis) is unreachable.
 
-While the primary fails, operations go to a process-local in-memory cache that
-hydrates from SQL like any cold cache, so merges and counters start from the durable
-rows. A circuit breaker stops every call from paying the connect timeout. When the
-primary answers again, the keys written meanwhile are deleted from it (its copies
-are stale); the next read hydrates them from SQL. That is the "heal".
+Degraded mode moves the live cache into the rows database (:class:`SqlLiveCache`),
+which every host shares: counters stay exact across hosts, a summary one host stored
+is what the next host reads and extends, and a deletion is seen by all. A per-host
+cache cannot promise any of that (hosts would count the same channel apart, and the
+newest-revision rule in SQL would let one host's stale copy overwrite another's
+summary), so it is only the last resort, used while the database is unreachable too.
+
+The switch is coordinated in SQL. A host that fails to reach the primary sets the
+degraded flag there and calls the SQL cache; every SQL-cache call reads the flag in
+its own transaction. When a host reaches the primary again, it *drains* the SQL cache
+into it under the flag's row lock: deletions made meanwhile are replayed on the
+primary's copies (``replay``, supplied by the engine), values and tombstones are
+moved over, the tables emptied and the flag cleared. A host still degraded sees the
+cleared flag on its next call and goes back to the primary — no write lands in SQL
+after the drain. A circuit breaker (``retry_after``) keeps calls from paying the
+connect timeout while the primary is away.
+
+Not covered: a *partial* partition, where some hosts reach Redis while others do not.
+The hosts that reach it never read the flag, so the two groups diverge until the
+degraded ones drain (their later writes win). A cluster or sentinel setup with
+health checks is the place to solve that; docs/design.md says more.
+
+The last resort, when SQL fails as well: a process-local cache that hydrates from
+whatever can be read; the keys written there are deleted from the primary and the SQL
+cache on the way back (their copies there are older), and a deletion made there
+starts the primary cold, because a scan of a local cache cannot see the primary's keys.
 """
 
 from __future__ import annotations
@@ -18,90 +39,154 @@ from typing import TypeVar
 from ..errors import CacheError
 from .base import AtomicFn, CacheValue, LiveCache, Write
 from .memory import InMemoryLiveCache
+from .sql import Deletion, PrimaryHealed, SqlLiveCache
 
-__all__ = ["ResilientCache"]
+__all__ = ["ReplayFn", "ResilientCache"]
 
 log = logging.getLogger("stm_memory")
 T = TypeVar("T")
 
+#: Evicts from a cache what the given channel/user deletions removed elsewhere.
+ReplayFn = Callable[[LiveCache, Sequence[Deletion]], None]
+
+
+def _no_replay(_cache: LiveCache, _deletions: Sequence[Deletion]) -> None:
+    return None
+
 
 class ResilientCache(LiveCache):
-    """Wrap ``primary``; fall back to a local cache while it raises :class:`CacheError`."""
+    """Wrap ``primary``; while it raises :class:`CacheError`, use ``shared`` (the SQL
+    live cache every host uses), and a local cache only while ``shared`` fails too."""
 
     def __init__(
         self,
         primary: LiveCache,
         *,
+        shared: SqlLiveCache | None = None,
         retry_after: float = 5.0,
         probe: Callable[[], object] | None = None,
+        replay: ReplayFn | None = None,
     ) -> None:
+        if shared is not None and not shared.fenced:
+            raise ValueError("the shared degraded-mode cache must be fenced")
         self.primary = primary
-        self.fallback = InMemoryLiveCache()
+        self.shared = shared
+        self.local = InMemoryLiveCache()
         self.retry_after = retry_after
+        self.replay: ReplayFn = replay or _no_replay
         self._down_since: float | None = None
+        self._local_warned = False
+        # What the local cache did, to undo on the way back (see the module docstring).
         self._dirty: set[str] = set()
-        self._deleted_while_down = False
+        self._deleted_locally = False
         self._lock = threading.Lock()
-        if probe is not None:
-            try:
+        try:
+            if probe is not None:
                 probe()
-            except CacheError as exc:
-                self._trip(exc, "start-up")
+        except CacheError as exc:
+            self._trip(exc, "start-up")
+        else:
+            self._join_degraded()
 
     @property
     def degraded(self) -> bool:
         return self._down_since is not None
 
+    def _join_degraded(self) -> None:
+        # The primary answers, but the hosts may be degraded (it has just returned, or
+        # this host started meanwhile): the first call then drains before using it.
+        try:
+            if self.shared is not None and self.shared.is_degraded():
+                self._down_since = time.monotonic() - self.retry_after
+        except CacheError:
+            pass
+
     def _trip(self, exc: CacheError, action: str) -> None:
         with self._lock:
             first = self._down_since is None
             self._down_since = time.monotonic()
+        if self.shared is not None:
+            try:
+                self.shared.mark_degraded()
+            except CacheError as sql_exc:
+                log.warning("stm-memory: cannot record degraded mode in SQL: %s", sql_exc)
         if first:
+            where = "on SQL (shared by every host)" if self.shared is not None else "locally"
             log.warning(
-                "stm-memory: live cache unreachable during %s (%s); turns continue on SQL "
-                "with a local cache until it returns",
+                "stm-memory: live cache unreachable during %s (%s); turns continue with "
+                "the live cache %s until it returns",
                 action,
                 exc,
+                where,
             )
 
     def _heal(self) -> None:
-        """Drop from the primary whatever changed while it was away; raises CacheError
-        (and keeps every record) if it is still unreachable."""
+        """Bring the primary up to date; raises CacheError (keeping every record) if it,
+        or the SQL cache that must be drained into it, is unreachable."""
         with self._lock:
             dirty = sorted(self._dirty)
-            wipe = self._deleted_while_down
+            wipe = self._deleted_locally
         if wipe:
-            # A channel/user deletion ran against the local cache only; the primary may
-            # hold copies of any matching entry. SQL is the source of truth, so start
-            # the primary cold rather than let deleted memory come back.
             dirty = sorted(set(dirty) | set(self.primary.iter_keys("shortterm:")))
         if dirty:
             self.primary.delete_many(dirty)
+        moved = 0
+        if self.shared is not None:
+            try:
+                if dirty:
+                    self.shared.delete_many(dirty)
+                moved = self.shared.drain_into(self.primary, self.replay)
+            except PrimaryHealed:
+                pass  # another host drained it first
         with self._lock:
             self._dirty.clear()
-            self._deleted_while_down = False
+            self._deleted_locally = False
             self._down_since = None
-        self.fallback = InMemoryLiveCache()
-        log.warning("stm-memory: live cache is back; %d stale key(s) dropped", len(dirty))
+            self._local_warned = False
+        self.local = InMemoryLiveCache()
+        log.warning(
+            "stm-memory: live cache is back; %d value(s) moved from SQL, %d stale key(s) dropped",
+            moved,
+            len(dirty),
+        )
 
     def _call(
         self,
         action: str,
-        on_primary: Callable[[LiveCache], T],
+        on_cache: Callable[[LiveCache], T],
         *,
         writes: Sequence[str] = (),
     ) -> T:
-        down = self._down_since
-        if down is None or time.monotonic() - down >= self.retry_after:
-            try:
-                if down is not None:
-                    self._heal()
-                return on_primary(self.primary)
-            except CacheError as exc:
-                self._trip(exc, action)
-        with self._lock:
-            self._dirty.update(writes)
-        return on_primary(self.fallback)
+        # Two rounds at most: a call the SQL cache turns away (another host drained it)
+        # goes to the primary, and fails over again only if the primary fails again.
+        for _ in range(2):
+            down = self._down_since
+            if down is None or time.monotonic() - down >= self.retry_after:
+                try:
+                    if down is not None:
+                        self._heal()
+                    return on_cache(self.primary)
+                except CacheError as exc:
+                    self._trip(exc, action)
+            if self.shared is not None:
+                try:
+                    return on_cache(self.shared)
+                except PrimaryHealed:
+                    with self._lock:
+                        self._down_since = None
+                    continue
+                except CacheError as exc:
+                    if not self._local_warned:
+                        self._local_warned = True
+                        log.warning(
+                            "stm-memory: the SQL live cache is unreachable too (%s); this "
+                            "host continues on a local cache",
+                            exc,
+                        )
+            with self._lock:
+                self._dirty.update(writes)
+            return on_cache(self.local)
+        return on_cache(self.local)  # pragma: no cover - the primary failed twice over
 
     # -- LiveCache -----------------------------------------------------------------------
 
@@ -119,13 +204,27 @@ class ResilientCache(LiveCache):
         return self._call("delete", lambda c: c.delete_many(keys), writes=keys)
 
     def iter_keys(self, prefix: str = "") -> Iterator[str]:
-        keys = self._call("scan", lambda c: list(c.iter_keys(prefix)))
-        if self.degraded:
-            # A scan of the local cache misses the primary's keys, and scans serve
-            # deletions (clear_channel, clear_user): start the primary cold on return.
-            with self._lock:
-                self._deleted_while_down = True
-        return iter(keys)
+        return iter(self._call("scan", lambda c: list(c.iter_keys(prefix))))
+
+    def ranked(self, index: str, *, offset: int = 0, count: int) -> list[tuple[str, float]]:
+        return self._call("index read", lambda c: c.ranked(index, offset=offset, count=count))
+
+    def rank_many(self, index: str, members: Mapping[str, float | None]) -> None:
+        self._call("index write", lambda c: c.rank_many(index, members))
+
+    def record_deletion(self, kind: str, target: str) -> None:
+        if not self.degraded:
+            return
+        if self.shared is not None:
+            try:
+                self.shared.record_deletion(kind, target)
+                return
+            except PrimaryHealed:
+                return  # drained meanwhile: the caller's scan reaches the primary
+            except CacheError:
+                pass
+        with self._lock:
+            self._deleted_locally = True
 
     def expire(self) -> int:
         return self._call("expire", lambda c: c.expire())

@@ -20,6 +20,10 @@ __all__ = [
     "categories",
     "channel_resets",
     "current_version",
+    "live_deletions",
+    "live_ranks",
+    "live_state",
+    "live_values",
     "memories",
     "metadata",
     "migrate",
@@ -126,6 +130,53 @@ channel_resets = sa.Table(
     sa.Column("reset_at", UtcDateTime, nullable=False),
 )
 
+# v4: the live cache in SQL (cache/sql.py), shared by every host while the primary
+# live cache (Redis, diskcache) is unreachable. A row without a value is absent;
+# ``deleted`` marks a tombstone: the key was deleted here, and the primary's copy
+# must go too when it returns.
+live_values = sa.Table(
+    "stm_live_values",
+    metadata,
+    # The key as the rows table stores it (a digest past 1 KB), and the key itself.
+    sa.Column("slot", sa.String(1100), primary_key=True),
+    sa.Column("key", sa.Text, nullable=False),
+    sa.Column("value", sa.Text),
+    sa.Column("expires_at", sa.Float),
+    sa.Column("deleted", sa.Boolean, nullable=False, server_default=sa.false()),
+)
+
+# v4: ordered indexes of the SQL live cache; a NULL score is a removal to replay.
+live_ranks = sa.Table(
+    "stm_live_ranks",
+    metadata,
+    sa.Column("idx", sa.String(1100), primary_key=True),
+    sa.Column("member_slot", sa.String(1100), primary_key=True),
+    sa.Column("index_name", sa.Text, nullable=False),
+    sa.Column("member", sa.Text, nullable=False),
+    sa.Column("score", sa.Float),
+    sa.Index("ix_stm_live_rank_order", "idx", "score", "member_slot"),
+)
+
+# v4: whether the hosts are in degraded mode (one row, id 1); every degraded write
+# reads it in its own transaction, so no write lands here after the primary healed.
+live_state = sa.Table(
+    "stm_live_state",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("degraded", sa.Boolean, nullable=False),
+    sa.Column("since", sa.Float),
+)
+
+# v4: channel and user deletions made while degraded, replayed on the primary's
+# copies when it returns (a deletion there scanned only what SQL held).
+live_deletions = sa.Table(
+    "stm_live_deletions",
+    metadata,
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("target", sa.Text, nullable=False),
+)
+
 schema_version = sa.Table(
     "stm_schema_version",
     metadata,
@@ -180,11 +231,17 @@ def _v3_history_and_provenance(conn: Connection) -> None:
     channel_resets.create(conn, checkfirst=True)
 
 
+def _v4_live_cache_in_sql(conn: Connection) -> None:
+    for table in (live_values, live_ranks, live_state, live_deletions):
+        table.create(conn, checkfirst=True)
+
+
 # Append new steps here; never edit a released one.
 MIGRATIONS: tuple[Callable[[Connection], None], ...] = (
     _v1_initial,
     _v2_row_revisions,
     _v3_history_and_provenance,
+    _v4_live_cache_in_sql,
 )
 
 

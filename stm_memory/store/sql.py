@@ -222,6 +222,12 @@ class SqlStore(MemoryStore):
 
     # -- plumbing --------------------------------------------------------------------
 
+    @property
+    def serial(self) -> AbstractContextManager[Any]:
+        """The lock every transaction on this engine takes (a real one only for an
+        in-memory SQLite database, whose one connection all threads share)."""
+        return self._serial
+
     def setup(self) -> None:
         with self._serial:
             self._guard(lambda: migrate(self.engine))

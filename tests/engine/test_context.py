@@ -389,7 +389,7 @@ def test_assembly_error_yields_empty_memory_and_a_log_record(
     def boom(keys: Sequence[str]) -> dict[str, Any]:
         raise RuntimeError("cache on fire")
 
-    monkeypatch.setattr(mem.live, "get_many", boom)
+    monkeypatch.setattr(mem.cache, "get_many", boom)
     with caplog.at_level(logging.ERROR, logger="stm_memory"):
         ctx = context(mem, here())
     assert ctx.is_empty and ctx.content is None and ctx.nudge is None
