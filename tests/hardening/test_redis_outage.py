@@ -12,11 +12,11 @@ import logging
 from collections.abc import Iterator
 
 import pytest
-import redis
 from helpers.clock import FakeClock
 from helpers.memory import dialogue, refresh, row, turn
 
 from stm_memory import Scope, ShortTermMemory
+from stm_memory.cache.redis import RedisLiveCache
 from stm_memory.cache.resilient import ResilientCache
 
 from ._support import COMPLETED, assert_cache_matches_sql, cache_entry_keys
@@ -33,10 +33,11 @@ NO_RETRY = 3600.0
 
 
 @pytest.fixture
-def raw_redis(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
-    yield client
-    client.close()
+def raw_redis(redis_url: str) -> Iterator[RedisLiveCache]:
+    """What Redis itself holds, read directly (not through any memory)."""
+    cache = RedisLiveCache.from_url(redis_url)
+    yield cache
+    cache.close()
 
 
 @pytest.fixture
@@ -55,12 +56,10 @@ def resilient(mem: ShortTermMemory) -> ResilientCache:
     return mem.cache
 
 
-def redis_summary(client: redis.Redis, key: str | None) -> str | None:
-    import json
-
+def redis_summary(cache: RedisLiveCache, key: str | None) -> str | None:
     assert key is not None
-    raw = client.get(key)
-    return None if raw is None else json.loads(raw)["summary"]
+    value = cache.get(key)
+    return None if value is None else value["summary"]
 
 
 def outage_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -74,7 +73,7 @@ def outage_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 def test_turns_go_on_while_redis_is_down_and_use_it_again_after(
     through_proxy: ShortTermMemory,
     redis_proxy: Proxied,
-    raw_redis: redis.Redis,
+    raw_redis: RedisLiveCache,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     mem = through_proxy
