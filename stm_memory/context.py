@@ -131,11 +131,6 @@ def history_window(
     return HistoryWindow(keep_turns=keep, max_raw_turns=max_raw_turns)
 
 
-# Candidates read per index on the first page (then twice as many per page): the
-# blocks shown, plus room for a few skipped (private, empty, other persona).
-_FIRST_PAGE = 8
-
-
 class _Source:
     """One owner's ordered index, read page by page."""
 
@@ -167,16 +162,19 @@ def _gather(
     entries that show something, each newer than anything still unread."""
     scope = turn.scope
     cross = turn.user_settings.cross_server_opt_in
-    if not sources:
+    limit = mem.limits.other_channels_shown
+    if not sources or limit <= 0:
         return [], {}, {}
     # Nothing older than the longest TTL can be live: a page past it ends the index.
     oldest = (now - max(mem.limits.summary_ttl, mem.limits.bare_ttl)).timestamp()
-    limit = mem.limits.other_channels_shown
     seen: set[str] = set()
     pool: list[MemoryEntry] = []
     settings: dict[str, ServerSettings] = {}
     labels: dict[str | None, Sequence[Category]] = {}
-    page = _FIRST_PAGE
+    # The first page: the blocks shown and one more, whose score tells whether anything
+    # unread could still come first (then twice as many per page: skipped entries —
+    # private, empty, another persona — call for more).
+    page = limit + 1
     while True:
         keys: list[str] = []
         for src in (s for s in sources if not s.done):
