@@ -13,6 +13,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
+from ._bulk import (
+    CACHE_BATCH,
+    ERASE_CACHED,
+    ProgressCallback,
+    Tally,
+    batched,
+    cached_entry_keys,
+    evict_in_batches,
+    reporting,
+)
 from ._live import LiveEntries, evict_deleted
 from ._persistence import Persister
 from ._reconcile import Repaired, reconcile
@@ -21,11 +31,12 @@ from .arguments import UpdateArgs, parse_update_arguments
 from .cache.base import LiveCache
 from .cache.disk import DiskLiveCache
 from .cache.memory import InMemoryLiveCache
+from .cache.reopen import ReopeningCache
 from .cache.sql import SqlLiveCache
 from .capture import all_dialogue
 from .config import Limits
 from .erasure import erase_user, speakers
-from .errors import ConfigurationError, StmError, ValidationError
+from .errors import CacheError, ConfigurationError, StmError, ValidationError
 from .intent import IntentDetector, detect_long_term_intent
 from .outbox import Outbox
 from .settings import DEFAULT_CATEGORY, SettingsBook, check_owner_id
@@ -38,6 +49,7 @@ from .types import (
     Scope,
     ServerSettings,
     UserSettings,
+    key_for,
     parse_key,
 )
 
@@ -85,6 +97,31 @@ def _unknown_provenance(value: Mapping[str, Any]) -> dict[str, Any] | None:
     if "provenance" in value or not (value.get("summary") or value.get("categories")):
         return None
     return {"summary": None, "categories": {}}
+
+
+def _degradable(primary: LiveCache, store: SqlStore, *, probe: Callable[[], object]) -> LiveCache:
+    """``primary`` behind degraded mode: while it is unreachable, the live cache lives
+    in the rows database, shared by every host (see ``cache/resilient.py``)."""
+    from .cache.resilient import ResilientCache
+
+    # The SQL live cache's tables must exist before the first call can fail over.
+    store.setup()
+    shared = SqlLiveCache(store.engine, fenced=True, serial=store.serial)
+    return ResilientCache(primary, shared=shared, probe=probe, replay=evict_deleted)
+
+
+def _disk_cache(directory: str | os.PathLike[str], store: SqlStore) -> LiveCache:
+    """The diskcache directory; if it cannot be opened, degraded mode until it can (the
+    memory starts and loses nothing; the directory is tried again every few seconds)."""
+    try:
+        return DiskLiveCache(directory)
+    except CacheError as exc:
+        failure = exc
+
+    def probe() -> None:
+        raise failure
+
+    return _degradable(ReopeningCache(lambda: DiskLiveCache(directory)), store, probe=probe)
 
 
 def _state_dir() -> Path:
@@ -163,30 +200,19 @@ class ShortTermMemory:
         )
         cache: LiveCache
         if redis_url is not None:
-            # Degraded mode keeps the live cache in the database: its tables must exist
-            # before the first call can fail over.
-            store.setup()
             from .cache.redis import RedisLiveCache
-            from .cache.resilient import ResilientCache
 
             redis_cache = RedisLiveCache.from_url(redis_url, ping=False)
-            # While Redis is unreachable the live cache moves into the rows database,
-            # which every host shares (see cache/resilient.py).
-            cache = ResilientCache(
-                redis_cache,
-                shared=SqlLiveCache(engine, fenced=True, serial=store.serial),
-                probe=lambda: redis_cache.get("shortterm:probe"),
-                replay=evict_deleted,
+            cache = _degradable(
+                redis_cache, store, probe=lambda: redis_cache.get("shortterm:probe")
             )
-        elif cache_dir is not None:
-            cache = DiskLiveCache(cache_dir)
-        elif in_memory_db:
+        elif in_memory_db and cache_dir is None:
             cache = InMemoryLiveCache()
-        elif db_path:
-            cache = DiskLiveCache(f"{db_path}.stm-cache")
         else:
-            digest = hashlib.sha256(database_url.encode()).hexdigest()[:16]
-            cache = DiskLiveCache(_state_dir() / f"cache-{digest}")
+            if cache_dir is None:
+                digest = hashlib.sha256(database_url.encode()).hexdigest()[:16]
+                cache_dir = f"{db_path}.stm-cache" if db_path else _state_dir() / f"cache-{digest}"
+            cache = _disk_cache(cache_dir, store)
         if outbox_path is None:
             # Not inside the cache directory: people wipe caches, and the outbox holds
             # queued deletes whose loss would let deleted data come back.
@@ -468,53 +494,68 @@ class ShortTermMemory:
 
     # -- deletion ------------------------------------------------------------------------
 
-    def clear_channel(self, channel_id: str) -> int:
+    def clear_channel(self, channel_id: str, *, progress: ProgressCallback | None = None) -> int:
         """Forget a channel everywhere (the "/refresh" command). Returns SQL rows deleted
-        now (0 when the delete is queued for an unreachable database)."""
+        now (0 when the delete is queued for an unreachable database). Cache and rows
+        go in batches; ``progress(phase, done, total)`` is called after each (see
+        ``_bulk``)."""
         Scope(channel_id=channel_id, user_id="_")
         payload = {"channel_id": channel_id, "at": self.now().isoformat()}
         item = self.persister.begin_delete("delete_channel", payload, channel_id=channel_id)
-        # Before and after the scan: a fallback cache that may miss copies held by the
-        # primary keeps the deletion for them whichever side of an outage it ran on.
-        self.cache.record_deletion("channel", channel_id)
-        self.live.evict(self.live.entry_keys(lambda _k, _o, ch: ch == channel_id))
-        self.cache.record_deletion("channel", channel_id)
-        self.outbox.purge_channel(channel_id)
-        return self.persister.finish_delete(item) or 0
+        with reporting(progress):
+            # Before and after the scan: a fallback cache that may miss copies held by
+            # the primary keeps the deletion for them whichever side of an outage it
+            # ran on.
+            self.cache.record_deletion("channel", channel_id)
+            keys = cached_entry_keys(self.cache)
+            evict_in_batches(self.live.evict, (k for k in keys if parse_key(k)[2] == channel_id))
+            self.cache.record_deletion("channel", channel_id)
+            self.outbox.purge_channel(channel_id)
+            return self.persister.finish_delete(item) or 0
 
-    def clear_user(self, user_id: str) -> int:
+    def clear_user(self, user_id: str, *, progress: ProgressCallback | None = None) -> int:
         """Erase a user (see ``erasure.py``): delete their user-scope entries in every
         server, DM, thread and persona; remove their words from every other entry and
         clear the distilled memory of every entry their words may have reached (its
         provenance); other users' words stay. Queued durably like every delete, and
         the embedded stores' files are checkpointed afterwards so the words leave the
-        bytes on disk. Returns the SQL rows deleted or cleared now (0 when queued)."""
+        bytes on disk. Returns the SQL rows deleted or cleared now (0 when queued).
+        Cache and rows go in batches; ``progress(phase, done, total)`` is called after
+        each (see ``_bulk``)."""
         check_owner_id("user_id", user_id)
         now = self.now()
         item = self.persister.begin_delete(
             "forget_user", {"user_id": user_id, "at": now.isoformat()}, user_id=user_id
         )
-        self.cache.record_deletion("user", user_id)  # before and after: see clear_channel
-        own = self.live.entry_keys(lambda kind, owner, _ch: kind == "user" and owner == user_id)
-        self.live.evict(own)
-        self.outbox.purge_user(user_id)
-        erased = self._erase_from_shared(user_id)
-        self.cache.record_deletion("user", user_id)
-        count = self.persister.finish_delete(item) or 0
+        with reporting(progress):
+            self.cache.record_deletion("user", user_id)  # before and after: see clear_channel
+            # The user's own entries are exactly the keys under this prefix (ids are
+            # escaped: an owner id never holds the ":" that ends it).
+            evict_in_batches(
+                self.live.evict, cached_entry_keys(self.cache, key_for("user", user_id, ""))
+            )
+            self.outbox.purge_user(user_id)
+            erased = self._erase_from_shared(user_id)
+            self.cache.record_deletion("user", user_id)
+            count = self.persister.finish_delete(item) or 0
         # The erased entries' rows are written after the SQL erasure, behind it in
         # the outbox if it is queued (a row it cleared refuses an equal revision,
         # which is right: the row then holds no distilled memory and no one's words).
         # Each is dated by its own last activity: an erasure is not activity, so the
-        # janitor's clock does not move (as SqlStore.forget_user leaves it).
-        for entry in erased:
-            self.persister.write([entry], entry.last_updated)
+        # janitor's clock does not move (as SqlStore.forget_user leaves it). Written
+        # as the cache holds them now: an entry deleted since gets no row back.
+        for batch in batched(erased, CACHE_BATCH):
+            for raw in self.cache.get_many(batch).values():
+                entry = MemoryEntry.from_dict(raw)
+                self.persister.write([entry], entry.last_updated)
         self._compact()
         return count
 
-    def _erase_from_shared(self, user_id: str) -> list[MemoryEntry]:
+    def _erase_from_shared(self, user_id: str) -> list[str]:
         """Remove ``user_id``'s words from the queued writes and the cached entries of
-        other users and servers (in batches: a cache may hold many entries); returns
-        the entries changed, whose rows are still to be written."""
+        other users and servers (in batches drawn from the cache's scan: a cache may
+        hold many entries); returns the keys of the entries changed, whose rows are
+        still to be written."""
 
         def redact(snapshot: dict[str, Any]) -> dict[str, Any] | None:
             entry = MemoryEntry.from_dict(snapshot)
@@ -522,11 +563,11 @@ class ShortTermMemory:
             return entry.evolve(changes).to_dict() if changes else None
 
         self.outbox.rewrite_rows(redact)
-        erased: list[MemoryEntry] = []
-        keys = self.live.entry_keys(lambda *_: True)
+        erased: list[str] = []
+        scanned = Tally(ERASE_CACHED)
         now = self.now()
-        for start in range(0, len(keys), _ERASE_BATCH):
-            batch = self.cache.get_many(keys[start : start + _ERASE_BATCH])
+        for keys in batched(cached_entry_keys(self.cache), _ERASE_BATCH):
+            batch = self.cache.get_many(keys)
             expired: list[str] = []
             for key, raw in batch.items():
                 legacy = _unknown_provenance(raw)
@@ -546,8 +587,10 @@ class ShortTermMemory:
                     return erase_user(entry, user_id) or legacy or {}
 
                 scope = _scope_of(key, raw)
-                erased += self.live.mutate(scope, [key], change, existing_only=True).values()
+                erased += self.live.mutate(scope, [key], change, existing_only=True)
             self.live.evict(expired)
+            scanned.add(len(keys))
+        scanned.end()
         return erased
 
     def _compact(self) -> None:
@@ -582,32 +625,38 @@ class ShortTermMemory:
         """Replay queued writes now; returns how many landed."""
         return self.persister.flush()
 
-    def reconcile(self) -> Repaired:
+    def reconcile(self, *, progress: ProgressCallback | None = None) -> Repaired:
         """Compare the live cache with SQL and move the older side forward (run at
         start-up and by the janitor; safe while other processes write). Does nothing
         while the outbox holds writes: they are newer than their rows, and the cache
-        would look ahead of SQL for the wrong reason."""
+        would look ahead of SQL for the wrong reason. The cache is read in batches;
+        ``progress(phase, done, total)`` is called after each (see ``_bulk``)."""
         if self.outbox.has_pending():
             log.info("stm-memory: repair skipped, the outbox still holds writes")
             return Repaired()
-        return reconcile(self.live, self.now())
+        with reporting(progress):
+            return reconcile(self.live, self.now())
 
-    def run_janitor(self) -> int:
+    def run_janitor(self, *, progress: ProgressCallback | None = None) -> int:
         """Replay the outbox, repair cache/SQL disagreements, delete rows idle past the
-        retention, reclaim cache space. Returns the number of rows deleted."""
-        self.persister.flush()
-        if not self.outbox.has_pending():
-            crashed = dead_writers(self.cache)
-            self.reconcile()
-            forget_writers(self.cache, crashed)
-        cutoff = self.now() - self.limits.janitor_retention
-        # Evict first: a cached entry outliving its row would carry its counters into
-        # a row SQL re-creates from zero. (Evicting a row that turns out to be kept is
-        # harmless: it hydrates again.)
-        stale = self.store.keys_older_than(cutoff)
-        deleted = self.store.delete_older_than(cutoff)
-        self.live.evict(stale)
-        self.cache.expire()
+        retention, reclaim cache space. Returns the number of rows deleted. Repair,
+        eviction and deletion go in batches; ``progress(phase, done, total)`` is
+        called after each (see ``_bulk``)."""
+        with reporting(progress):
+            self.persister.flush()
+            if not self.outbox.has_pending():
+                crashed = dead_writers(self.cache)
+                self.reconcile()
+                forget_writers(self.cache, crashed)
+            cutoff = self.now() - self.limits.janitor_retention
+            # Evict first, as SQL lists the idle rows batch by batch: a cached entry
+            # outliving its row would carry its counters into a row SQL re-creates from
+            # zero. (Evicting a row that turns out to be kept is harmless: it hydrates
+            # again.)
+            stale = (key for keys in self.store.keys_older_than(cutoff) for key in keys)
+            evict_in_batches(self.live.evict, stale)
+            deleted = self.store.delete_older_than(cutoff)
+            self.cache.expire()
         log.info("stm-memory: janitor deleted %d rows idle since %s", deleted, cutoff)
         return deleted
 
@@ -682,11 +731,7 @@ class ShortTermMemory:
     def stats(self) -> Mapping[str, Any]:
         """Counts for the CLI and dashboards."""
         return {
-            "cache_entries": sum(
-                1
-                for k in self.cache.iter_keys("shortterm:")
-                if not k.startswith("shortterm:index:")
-            ),
+            "cache_entries": sum(1 for _ in cached_entry_keys(self.cache)),
             "rows": self.store.count_rows(),
             "queued_writes": len(self.outbox),
         }
