@@ -47,7 +47,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         names = getattr(item, "fixturenames", ())
         if "postgres_url" in names or "postgres_schemas" in names:
             item.add_marker(pytest.mark.postgres)
-        if "redis_url" in names:
+        if "redis_url" in names or "redis_cluster_url" in names:
             item.add_marker(pytest.mark.redis)
 
 
@@ -134,3 +134,28 @@ def make_mem(
 def mem(make_mem: MemFactory) -> ShortTermMemory:
     """The embedded default: SQLite file + diskcache directory, fake clock."""
     return make_mem()
+
+
+# -- Redis Cluster -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def redis_cluster_url() -> Iterator[str]:
+    """The URL of the local Redis Cluster (three primaries, started by ``.ci/run``),
+    held by this test alone (test sessions take turns: a cluster has only database 0)
+    and flushed on every primary before and after."""
+    from helpers.services import (
+        base_redis_cluster_url,
+        exclusive_redis_cluster,
+        redis_cluster_problem,
+    )
+
+    url = base_redis_cluster_url()
+    problem = redis_cluster_problem(url)
+    if problem:
+        service_missing(
+            f"Redis Cluster not reachable at {url} ({problem}): start it (.ci/run does) "
+            "or set STM_TEST_REDIS_CLUSTER_URL"
+        )
+    with exclusive_redis_cluster(url) as held:
+        yield held

@@ -3,6 +3,40 @@
 Values are compact UTF-8 JSON with native TTLs (``SET … PX``). :meth:`atomic` is
 optimistic: ``WATCH`` the keys, read them, let the pure function decide, write under
 ``MULTI``/``EXEC``; a concurrent writer aborts the ``EXEC`` and the attempt is rerun.
+An ordered index is a sorted set holding ``-score``: Redis orders equal scores by
+member ascending, so one ascending ``ZRANGE`` reads "highest score first, ties by
+member ascending", and "a higher score wins" is ``ZADD LT``.
+
+Physical layout, the same on a single server and on a cluster::
+
+    <prefix>{<tag>}<key>            a value
+    <prefix>~rank{<tag>}<index>     an ordered index
+
+``{<tag>}`` is a Redis Cluster hash tag: only the tag decides the key's slot. An
+entry key (``shortterm:{kind}:{owner}:{channel}[:{persona}]``) is tagged by its
+channel, so the user key and the server key of one scope, which the engine updates
+together, share a slot; an index key (``shortterm:index:…``) is tagged by itself;
+every other key (probe, writer registry, a caller's own) by one common tag, so any
+atomic update of them works on a cluster too. A tag is a short digest, so ids holding
+braces can neither end it early nor make two groups share it by design. After the
+prefix a value has ``{`` and an index ``~``: the two namespaces never collide and a
+value scan never matches an index.
+
+Redis Cluster (detected by :meth:`RedisLiveCache.from_url`, or forced) keeps each
+atomic update inside one slot: an update whose keys span slots is a
+:class:`~stm_memory.errors.ValidationError` (a caller's mistake, not an outage), never a
+silently non-atomic write. A ``Write.rank`` whose index lies in another slot than the
+update's keys cannot join its ``MULTI``; it is sent right after ``EXEC``, all such
+ranks of the call in one pipeline: one more round trip for a call that carries them,
+nothing for calls without. What remains guaranteed: the values are as atomic as
+before, and the index follows one command later; a process that dies in between
+leaves the member at its previous score (or absent) until the entry's next write ranks
+it again. If that follow-up fails, the call raises :class:`CacheError` although the
+values were written (the uncertainty of an ``EXEC`` whose reply is lost), which the
+resilient wrapper handles as an outage. On a single server the ranks always join the
+``MULTI``. ``add_many`` with ranks takes the same path (a watched transaction per
+slot), so a rank is only placed with a value that was really added. On a cluster the
+``a*`` twins run the sync methods in a thread.
 
 The sync and asyncio paths are thin shells around the same pure parts (encoding, the
 write plan of an attempt, command queueing, backoff), so a fix lands in both at once.
@@ -11,30 +45,38 @@ write plan of an attempt, command queueing, backoff), so a fix lands in both at 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import math
 import random
+import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from functools import lru_cache, partial
+from typing import Any, TypeAlias, cast
 
-from ..errors import CacheError, ConfigurationError
+from ..errors import CacheError, ConfigurationError, ValidationError
+from ..types import parse_index_key, parse_key
 
 try:
     import redis
     import redis.asyncio
+    import redis.cluster
     from redis.asyncio.client import Pipeline as AsyncPipeline
     from redis.client import Pipeline as SyncPipeline
+    from redis.cluster import ClusterPipeline, RedisCluster
+    from redis.connection import parse_url
+    from redis.exceptions import RedisClusterException
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         'The Redis live cache needs the redis package: pip install "stm-memory[redis]"'
     ) from exc
 
-from .base import AtomicFn, CacheValue, LiveCache, Write
+from .base import AtomicFn, CacheValue, LiveCache, Rank, Write
 
-__all__ = ["RedisLiveCache"]
+__all__ = ["RedisLiveCache", "redis_key"]
 
 #: Applied by :meth:`RedisLiveCache.from_url` unless the URL or keyword arguments say
 #: otherwise: redis-py's own default (5 s) is long for a call made inside a chat turn.
@@ -42,7 +84,16 @@ DEFAULT_SOCKET_TIMEOUT = 2.0
 #: Optimistic attempts before :meth:`RedisLiveCache.atomic` gives up on a hot key.
 DEFAULT_MAX_ATTEMPTS = 100
 
+SyncClient: TypeAlias = "redis.Redis | RedisCluster"
+Clients: TypeAlias = "tuple[SyncClient, redis.asyncio.Redis | None]"
+_Raw: TypeAlias = "bytes | str | None"
+#: (physical index key, member, stored score = -score; None removes the member)
+_RankOp: TypeAlias = tuple[str, str, float | None]
+
 _GLOB_SPECIALS = frozenset("*?[]\\")
+# The tag of every key outside the entry and index schemes; a digest is hex, so it can
+# never be this.
+_COMMON_TAG = "other"
 
 
 # -- pure helpers shared by the sync and async paths -----------------------------------
@@ -52,7 +103,7 @@ def _encode(value: CacheValue) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def _decode(key: str, raw: bytes | str | None) -> CacheValue | None:
+def _decode(key: str, raw: _Raw) -> CacheValue | None:
     if raw is None:
         return None
     try:
@@ -62,6 +113,10 @@ def _decode(key: str, raw: bytes | str | None) -> CacheValue | None:
     if not isinstance(value, dict):
         raise CacheError(f"Redis key {key!r} holds {type(value).__name__}, not a JSON object")
     return value
+
+
+def _text(raw: bytes | str) -> str:
+    return raw.decode("utf-8") if isinstance(raw, bytes) else raw
 
 
 def _ttl_ms(ttl: float | None) -> int | None:
@@ -81,22 +136,83 @@ def _backoff(attempt: int) -> float:
     return random.uniform(0.0, min(0.05, 0.001 * 2**attempt))
 
 
+def _stored(score: float) -> float:
+    # Checked before anything is queued: Redis would refuse NaN only when EXEC runs
+    # the ZADD, after the values of the same transaction were written.
+    if math.isnan(score):
+        raise ValidationError("an index score must be a number, not NaN")
+    return -score
+
+
+def _slot_group(name: str) -> str | None:
+    """What ``name`` must share a hash slot with: its channel (an entry key), itself
+    (an index key), or None (any other key)."""
+    try:
+        return "channel:" + parse_key(name)[2]
+    except ValidationError:
+        pass
+    try:
+        parse_index_key(name)
+    except ValidationError:
+        return None
+    return "owner:" + name
+
+
+@lru_cache(maxsize=8192)  # every turn derives the physical keys of its scope several times
+def _tag(name: str) -> str:
+    group = _slot_group(name)
+    if group is None:
+        return _COMMON_TAG
+    return hashlib.blake2b(group.encode("utf-8"), digest_size=6).hexdigest()
+
+
+def redis_key(key: str, prefix: str = "") -> str:
+    """The Redis key holding the value of ``key`` (for tools and tests that look at
+    Redis directly): ``prefix``, the hash tag, then ``key`` itself."""
+    return f"{prefix}{{{_tag(key)}}}{key}"
+
+
 @dataclass(slots=True)
 class _Plan:
-    """Commands to queue (prefixed key, JSON bytes, TTL in ms; keys to delete) and the
-    values the caller sees afterwards."""
+    """Commands to queue (prefixed key, JSON bytes, TTL in ms; keys to delete; index
+    moves), the index moves that must wait for ``EXEC`` (another slot of a cluster),
+    and the values the caller sees afterwards."""
 
     sets: list[tuple[str, bytes, int | None]] = field(default_factory=list)
     deletes: list[str] = field(default_factory=list)
+    ranks: list[_RankOp] = field(default_factory=list)
+    later: list[_RankOp] = field(default_factory=list)
     result: dict[str, CacheValue | None] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
-        return not self.sets and not self.deletes
+        return not self.sets and not self.deletes and not self.ranks
+
+
+@contextmanager
+def _translated(where: str, action: str) -> Iterator[None]:
+    # Only redis-py's own errors are translated: an exception from the caller's
+    # atomic function (the engine uses one for control flow) passes through as is.
+    try:
+        yield
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise CacheError(f"cannot reach Redis at {where} ({action}): {exc}") from exc
+    except redis.WatchError:
+        raise
+    except (redis.RedisError, RedisClusterException) as exc:
+        # RedisClusterException (cluster unreachable at start-up, cross-slot command)
+        # does not derive from RedisError.
+        raise CacheError(f"Redis {action} failed at {where}: {exc}") from exc
 
 
 class RedisLiveCache(LiveCache):
-    """Live cache in Redis, shared by every process and host that points at it.
+    """Live cache in Redis or a Redis Cluster, shared by every process and host that
+    points at it.
+
+    Give ``client`` (and optionally ``async_client``, single server only), or
+    ``connect``, which opens them on first use: :meth:`from_url` with ``ping=False``
+    passes one, so a cache built while Redis is down still finds out, once it answers,
+    whether it talks to a cluster.
 
     ``prefix`` namespaces the keys (several deployments in one database); it is added
     on the way in and stripped on the way out, so callers never see it.
@@ -105,96 +221,182 @@ class RedisLiveCache(LiveCache):
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: SyncClient | None = None,
         *,
         async_client: redis.asyncio.Redis | None = None,
+        connect: Callable[[], Clients] | None = None,
         prefix: str = "",
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     ) -> None:
+        if (client is None) == (connect is None):
+            raise ConfigurationError("RedisLiveCache needs either a client or connect")
         if max_attempts < 1:
             raise ConfigurationError("max_attempts must be at least 1")
-        self._client = client
-        self._async = async_client
+        if "{" in prefix or "}" in prefix:
+            # Redis Cluster hashes the first {…} of a key: braces in the prefix would
+            # take the place of the tag that keeps a scope's keys in one slot.
+            raise ConfigurationError(f"a Redis key prefix must not contain braces: {prefix!r}")
+        self._client: SyncClient | None = None
+        self._async: redis.asyncio.Redis | None = None
+        self._connect = connect
+        self._opening = threading.Lock()
         # redis-py's asyncio connections belong to the event loop that opened them.
         self._aloop: asyncio.AbstractEventLoop | None = None
         self._closing: set[asyncio.Future[None]] = set()
         self.prefix = prefix
         self.max_attempts = max_attempts
-        self._where = _describe(client)
+        self._where = "(not connected yet)"
+        if client is not None:
+            self._bind(client, async_client)
 
     @classmethod
     def from_url(
-        cls, url: str, *, prefix: str = "", ping: bool = True, **kwargs: Any
+        cls,
+        url: str,
+        *,
+        prefix: str = "",
+        ping: bool = True,
+        cluster: bool | None = None,
+        **kwargs: Any,
     ) -> RedisLiveCache:
-        """Sync and asyncio clients for ``url`` (``redis://``, ``rediss://``, ``unix://``).
+        """A cache on ``url`` (``redis://``, ``rediss://``, ``unix://``), a single
+        server or any node of a Redis Cluster.
 
-        ``kwargs`` go to both clients; query-string options in the URL win over them.
-        Socket timeouts default to :data:`DEFAULT_SOCKET_TIMEOUT` seconds. ``ping=False``
-        skips the connection check (the engine's resilient wrapper probes on its own).
+        ``cluster=None`` asks the server (``INFO cluster``) when connecting; ``True`` or
+        ``False`` skips the question. A cluster has only database 0, so a URL naming
+        another one is a :class:`ConfigurationError`. ``kwargs`` go to the clients;
+        query-string options in the URL win over them. Socket timeouts default to
+        :data:`DEFAULT_SOCKET_TIMEOUT` seconds. ``ping=False`` connects on first use
+        instead of now (the engine's resilient wrapper probes on its own).
         """
         options: dict[str, Any] = {
             "socket_timeout": DEFAULT_SOCKET_TIMEOUT,
             "socket_connect_timeout": DEFAULT_SOCKET_TIMEOUT,
             **kwargs,
         }
-        try:
-            client = redis.Redis.from_url(url, **options)
-            async_client = redis.asyncio.Redis.from_url(url, **options)
-        except ValueError as exc:
-            raise ConfigurationError(f"invalid Redis URL: {exc}") from exc
-        cache = cls(client, async_client=async_client, prefix=prefix)
-        if not ping:
-            return cache
-        try:
+        connector = _Connector.parse(url, options, cluster)
+        cache = cls(connect=connector.open, prefix=prefix)
+        cache._where = connector.where
+        if ping:
             # Connect now, like the disk backend opens its file: an unreachable server
             # fails at construction rather than in the middle of a turn.
-            with cache._errors("connect"):
-                client.ping()
-        except CacheError:
-            cache.close()
-            raise
+            cache._sync()
         return cache
 
-    # -- keys and errors -----------------------------------------------------------------
+    # -- clients, keys and errors -----------------------------------------------------
+
+    def _bind(self, client: SyncClient, async_client: redis.asyncio.Redis | None) -> None:
+        if isinstance(client, RedisCluster) and async_client is not None:
+            raise ConfigurationError(
+                "a Redis Cluster cache takes no async_client: its async methods run in a thread"
+            )
+        self._async = async_client
+        self._where = _describe(client)
+        self._client = client  # last: _sync() reads it without the lock
+
+    def _sync(self) -> SyncClient:
+        client = self._client
+        if client is not None:
+            return client
+        with self._opening:
+            if self._client is None:
+                assert self._connect is not None  # the constructor ensures one or the other
+                with self._errors("connect"):
+                    self._bind(*self._connect())
+            assert self._client is not None
+            return self._client
+
+    @property
+    def cluster(self) -> bool:
+        """Whether this cache talks to a Redis Cluster (connects first if need be)."""
+        return isinstance(self._sync(), RedisCluster)
 
     def _k(self, key: str) -> str:
-        return self.prefix + key
+        return redis_key(key, self.prefix)
 
-    def _unprefix(self, raw: bytes | str) -> str:
-        key = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        return key[len(self.prefix) :]
+    def _rank_key(self, index: str) -> str:
+        return f"{self.prefix}~rank{{{_tag(index)}}}{index}"
 
-    @contextmanager
-    def _errors(self, action: str) -> Iterator[None]:
-        # Only redis-py's own errors are translated: an exception from the caller's
-        # atomic function (the engine uses one for control flow) passes through as is.
-        try:
-            yield
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise CacheError(f"cannot reach Redis at {self._where} ({action}): {exc}") from exc
-        except redis.WatchError:
-            raise
-        except redis.RedisError as exc:
-            raise CacheError(f"Redis {action} failed at {self._where}: {exc}") from exc
+    def _logical(self, raw: bytes | str) -> str:
+        tagged = _text(raw)[len(self.prefix) :]
+        # A tag never holds "}", so the first one ends it.
+        return tagged[tagged.index("}") + 1 :]
 
-    def _plan(self, keys: Sequence[str], raws: Sequence[bytes | str | None], fn: AtomicFn) -> _Plan:
+    def _errors(self, action: str) -> AbstractContextManager[None]:
+        return _translated(self._where, action)
+
+    def _slot(self, physical: str) -> int | None:
+        # None on a single server: every key may join every transaction there.
+        client = self._sync()
+        if not isinstance(client, RedisCluster):
+            return None
+        return int(client.keyslot(physical))  # type: ignore[no-untyped-call]
+
+    def _one_slot(self, what: str, keys: Sequence[str]) -> int | None:
+        """The one slot of ``keys`` on a cluster (None on a single server, or no keys)."""
+        if not isinstance(self._sync(), RedisCluster):
+            return None
+        slots = {self._slot(self._k(key)) for key in keys}
+        if len(slots) > 1:
+            # Not a CacheError: the caller asked for something no cluster can do, and
+            # the resilient wrapper would take a CacheError for an outage and degrade.
+            raise ValidationError(
+                f"Redis Cluster at {self._where} cannot {what} {list(keys)!r} atomically: "
+                "the keys lie in different hash slots (the keys of one channel share one, "
+                "and so do all keys outside the shortterm: entry and index schemes)"
+            )
+        return next(iter(slots), None)
+
+    def _place(self, plan: _Plan, slot: int | None, key: str, rank: Rank) -> None:
+        stored = None if rank.score is None else _stored(rank.score)
+        op = (self._rank_key(rank.index), key, stored)
+        inline = slot is None or self._slot(op[0]) == slot
+        (plan.ranks if inline else plan.later).append(op)
+
+    def _plan(self, keys: Sequence[str], fn: AtomicFn, raws: Sequence[_Raw]) -> _Plan:
         current = {k: _decode(k, raw) for k, raw in zip(keys, raws, strict=True)}
         plan = _Plan(result=dict(current))
-        for key, write in fn(current).items():
+        writes = fn(current)
+        slot = self._one_slot("update", [*keys, *(k for k in writes if k not in current)])
+        for key, write in writes.items():
             if write.value is None:
                 plan.deletes.append(self._k(key))
             else:
                 plan.sets.append((self._k(key), _encode(write.value), _ttl_ms(write.ttl)))
+            if write.rank is not None:
+                self._place(plan, slot, key, write.rank)
             plan.result[key] = write.value
         return plan
 
-    def _additions(self, items: Mapping[str, Write]) -> _Plan:
+    def _additions(
+        self, keys: Sequence[str], items: Mapping[str, Write], raws: Sequence[_Raw]
+    ) -> _Plan:
+        # Presence, not content, decides: a foreign value is never overwritten either.
+        plan = _Plan()
+        slot = self._one_slot("add", keys)
+        for key, raw in zip(keys, raws, strict=True):
+            write = items[key]
+            if raw is not None or write.value is None:
+                continue
+            plan.sets.append((self._k(key), _encode(write.value), _ttl_ms(write.ttl)))
+            if write.rank is not None:
+                self._place(plan, slot, key, write.rank)
+        return plan
+
+    def _blind_additions(self, items: Mapping[str, Write]) -> _Plan:
+        # Without ranks an add needs no read: SET NX decides on the server.
         sets = [
             (self._k(key), _encode(w.value), _ttl_ms(w.ttl))
             for key, w in items.items()
             if w.value is not None
         ]
         return _Plan(sets=sets)
+
+    def _by_slot(self, keys: Sequence[str]) -> list[list[str]]:
+        groups: dict[int | None, list[str]] = {}
+        for key in keys:
+            groups.setdefault(self._slot(self._k(key)), []).append(key)
+        return list(groups.values())
 
     def _exhausted(self, keys: Sequence[str]) -> CacheError:
         return CacheError(
@@ -207,52 +409,129 @@ class RedisLiveCache(LiveCache):
     def get_many(self, keys: Sequence[str]) -> dict[str, CacheValue]:
         if not keys:
             return {}
+        client = self._sync()
+        full = [self._k(k) for k in keys]
         with self._errors("read"):
-            raws = self._client.mget([self._k(k) for k in keys])
+            if isinstance(client, RedisCluster):
+                raws = client.mget_nonatomic(full)  # one MGET per slot, pipelined
+            else:
+                raws = client.mget(full)
         return _present(keys, raws)
 
-    def atomic(self, keys: Sequence[str], fn: AtomicFn) -> dict[str, CacheValue | None]:
+    def _transact(
+        self, action: str, keys: Sequence[str], decide: Callable[[list[_Raw]], _Plan]
+    ) -> _Plan:
+        """Watch ``keys``, read them, queue what ``decide`` plans under MULTI, retry on
+        conflict; then send the index moves that had to wait for EXEC."""
+        client = self._sync()
+        plan = self._watched(client, action, keys, decide)
+        if plan.later:
+            with self._errors("index update after its values were written"):
+                pipe = client.pipeline(transaction=False)
+                _queue_ranks(pipe, plan.later)
+                pipe.execute()
+        return plan
+
+    def _watched(
+        self,
+        client: SyncClient,
+        action: str,
+        keys: Sequence[str],
+        decide: Callable[[list[_Raw]], _Plan],
+    ) -> _Plan:
         full = [self._k(k) for k in keys]
         for attempt in range(self.max_attempts):
             # The pipeline's __exit__ sends UNWATCH and returns the connection even
-            # when fn raises, so an aborted attempt leaves nothing behind.
-            with self._errors("atomic update"), self._client.pipeline() as pipe:
+            # when decide raises, so an aborted attempt leaves nothing behind.
+            with self._errors(action), client.pipeline(transaction=True) as pipe:
                 try:
-                    raws: list[bytes | str | None] = []
+                    raws: list[_Raw] = []
                     if full:
-                        pipe.watch(*full)  # type: ignore[no-untyped-call]  # redis-py stub gap
-                        raws = pipe.mget(full)
-                    plan = self._plan(keys, raws, fn)
+                        pipe.watch(*full)
+                        # MGET by name: a cluster pipeline blocks its mget() helper.
+                        raws = pipe.execute_command("MGET", *full)
+                    plan = decide(raws)
                     if not plan.empty:
                         pipe.multi()
                         _queue_writes(pipe, plan)
                         pipe.execute()
-                    return plan.result
+                    return plan
                 except redis.WatchError:
                     pass
             time.sleep(_backoff(attempt))
         raise self._exhausted(keys)
 
+    def atomic(self, keys: Sequence[str], fn: AtomicFn) -> dict[str, CacheValue | None]:
+        self._one_slot("update", keys)  # before WATCH, which would refuse less clearly
+        return self._transact("atomic update", keys, partial(self._plan, keys, fn)).result
+
     def add_many(self, items: Mapping[str, Write]) -> int:
-        plan = self._additions(items)
-        if plan.empty:
+        if not any(w.value is not None for w in items.values()):
             return 0
+        if any(w.rank is not None for w in items.values()):
+            # A rank may only follow a value that was really added: watch, then write
+            # both, one slot at a time (one transaction on a single server).
+            return sum(
+                len(self._transact("add", group, partial(self._additions, group, items)).sets)
+                for group in self._by_slot(list(items))
+            )
         with self._errors("add"):
-            pipe = self._client.pipeline(transaction=False)
-            _queue_writes(pipe, plan, only_new=True)
+            pipe = self._sync().pipeline(transaction=False)
+            _queue_writes(pipe, self._blind_additions(items), only_new=True)
             return sum(1 for ok in pipe.execute() if ok)
 
     def delete_many(self, keys: Sequence[str]) -> int:
         if not keys:
             return 0
         with self._errors("delete"):
-            return self._client.delete(*(self._k(k) for k in keys))
+            # A cluster client splits a multi-key DEL by slot and adds up the counts.
+            return int(self._sync().delete(*(self._k(k) for k in keys)))
 
     def iter_keys(self, prefix: str = "") -> Iterator[str]:
-        pattern = _escape_glob(self._k(prefix)) + "*"
+        client = self._sync()
+        # The tag sits between the two prefixes; the glob's "*" could also swallow a
+        # "}" of the key itself, hence the check after stripping.
+        pattern = f"{_escape_glob(self.prefix)}{{*}}{_escape_glob(prefix)}*"
         with self._errors("scan"):
-            for raw in self._client.scan_iter(match=pattern, count=1000):
-                yield self._unprefix(raw)
+            if isinstance(client, RedisCluster):
+                raws = client.scan_iter(
+                    match=pattern, count=1000, target_nodes=RedisCluster.PRIMARIES
+                )
+            else:
+                raws = client.scan_iter(match=pattern, count=1000)
+            for raw in raws:
+                key = self._logical(raw)
+                if key.startswith(prefix):
+                    yield key
+
+    def ranked(self, index: str, *, offset: int = 0, count: int) -> list[tuple[str, float]]:
+        if count <= 0:
+            return []
+        start = max(offset, 0)
+        with self._errors("index read"):
+            rows = cast(
+                "list[tuple[bytes | str, float]]",
+                self._sync().zrange(
+                    self._rank_key(index), start, start + count - 1, withscores=True
+                ),
+            )
+        # 0.0 - x also turns a stored -0.0 back into 0.0.
+        return [(_text(member), 0.0 - float(score)) for member, score in rows]
+
+    def rank_many(self, index: str, members: Mapping[str, float | None]) -> None:
+        if not members:
+            return
+        key = self._rank_key(index)
+        scores = {m: _stored(score) for m, score in members.items() if score is not None}
+        gone = [member for member, score in members.items() if score is None]
+        with self._errors("index update"):
+            # One index is one key, hence one slot: a plain MULTI on a cluster too.
+            pipe = self._sync().pipeline(transaction=True)
+            if scores:
+                pipe.zadd(key, scores, lt=True)  # stored -score: lower is a higher score
+            if gone:
+                pipe.zrem(key, *gone)
+            pipe.execute()
 
     def expire(self) -> int:
         return 0  # Redis expires keys natively
@@ -260,7 +539,8 @@ class RedisLiveCache(LiveCache):
     def close(self) -> None:
         """Close the sync client, and the asyncio one as far as a sync caller can: its
         connections can only be closed on their own event loop (prefer :meth:`aclose`)."""
-        self._client.close()
+        if self._client is not None:
+            self._client.close()
         loop, self._aloop = self._aloop, None
         if self._async is not None and loop is not None and not loop.is_closed():
             self._close_async_on(loop, self._async)
@@ -283,7 +563,11 @@ class RedisLiveCache(LiveCache):
 
     # -- async: native asyncio when an async client was given ----------------------------
 
-    def _aclient(self) -> redis.asyncio.Redis | None:
+    async def _aclient(self) -> redis.asyncio.Redis | None:
+        """The asyncio client for the running loop, or None: the twin then runs the
+        sync method in a thread (no async client, or a cluster)."""
+        if self._client is None:
+            await asyncio.to_thread(self._sync)  # connecting blocks: not on the loop
         if self._async is None:
             return None
         loop = asyncio.get_running_loop()
@@ -296,7 +580,7 @@ class RedisLiveCache(LiveCache):
         return self._async
 
     async def aget_many(self, keys: Sequence[str]) -> dict[str, CacheValue]:
-        client = self._aclient()
+        client = await self._aclient()
         if client is None:
             return await super().aget_many(keys)
         if not keys:
@@ -308,44 +592,58 @@ class RedisLiveCache(LiveCache):
     async def aget(self, key: str) -> CacheValue | None:
         return (await self.aget_many((key,))).get(key)
 
-    async def aatomic(self, keys: Sequence[str], fn: AtomicFn) -> dict[str, CacheValue | None]:
-        client = self._aclient()
-        if client is None:
-            return await super().aatomic(keys, fn)
+    async def _atransact(
+        self,
+        client: redis.asyncio.Redis,
+        action: str,
+        keys: Sequence[str],
+        decide: Callable[[list[_Raw]], _Plan],
+    ) -> _Plan:
+        # Single server only (a cluster has no async client), so nothing waits for EXEC.
         full = [self._k(k) for k in keys]
         for attempt in range(self.max_attempts):
-            with self._errors("atomic update"):
-                async with client.pipeline() as pipe:
+            with self._errors(action):
+                async with client.pipeline(transaction=True) as pipe:
                     try:
-                        raws: list[bytes | str | None] = []
+                        raws: list[_Raw] = []
                         if full:
                             await pipe.watch(*full)
                             raws = await pipe.mget(full)
-                        plan = self._plan(keys, raws, fn)
+                        plan = decide(raws)
                         if not plan.empty:
                             pipe.multi()  # type: ignore[no-untyped-call]
                             _queue_writes(pipe, plan)
                             await pipe.execute()
-                        return plan.result
+                        return plan
                     except redis.WatchError:
                         pass
             await asyncio.sleep(_backoff(attempt))
         raise self._exhausted(keys)
 
+    async def aatomic(self, keys: Sequence[str], fn: AtomicFn) -> dict[str, CacheValue | None]:
+        client = await self._aclient()
+        if client is None:
+            return await super().aatomic(keys, fn)
+        decide = partial(self._plan, keys, fn)
+        return (await self._atransact(client, "atomic update", keys, decide)).result
+
     async def aadd_many(self, items: Mapping[str, Write]) -> int:
-        client = self._aclient()
+        client = await self._aclient()
         if client is None:
             return await super().aadd_many(items)
-        plan = self._additions(items)
-        if plan.empty:
+        if not any(w.value is not None for w in items.values()):
             return 0
+        if any(w.rank is not None for w in items.values()):
+            keys = list(items)
+            decide = partial(self._additions, keys, items)
+            return len((await self._atransact(client, "add", keys, decide)).sets)
         with self._errors("add"):
             pipe = client.pipeline(transaction=False)
-            _queue_writes(pipe, plan, only_new=True)
+            _queue_writes(pipe, self._blind_additions(items), only_new=True)
             return sum(1 for ok in await pipe.execute() if ok)
 
     async def adelete_many(self, keys: Sequence[str]) -> int:
-        client = self._aclient()
+        client = await self._aclient()
         if client is None:
             return await super().adelete_many(keys)
         if not keys:
@@ -362,10 +660,88 @@ class RedisLiveCache(LiveCache):
         self.close()
 
 
+# -- connecting -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Connector:
+    """What :meth:`RedisLiveCache.from_url` needs to open the clients, now or later."""
+
+    url: str
+    options: dict[str, Any]
+    cluster: bool | None
+    db: int
+    where: str
+    unix: bool
+
+    @classmethod
+    def parse(cls, url: str, options: dict[str, Any], cluster: bool | None) -> _Connector:
+        try:
+            parsed = parse_url(url)  # type: ignore[no-untyped-call]
+        except ValueError as exc:
+            raise ConfigurationError(f"invalid Redis URL: {exc}") from exc
+        db = int(parsed.get("db", options.get("db", 0)) or 0)
+        unix = "path" in parsed
+        if unix:
+            where = f"unix://{parsed['path']}?db={db}"
+        else:
+            where = f"{parsed.get('host', 'localhost')}:{parsed.get('port', 6379)}/{db}"
+        connector = cls(url, options, cluster, db, where, unix)
+        if cluster:
+            connector.check_cluster()
+        return connector
+
+    def check_cluster(self) -> None:
+        """Refuse what a cluster cannot do, before connecting to it."""
+        if self.db != 0:
+            raise self._only_db_0()
+        if self.unix:
+            raise ConfigurationError(
+                f"Redis Cluster is reached over TCP (redis:// or rediss://), not {self.where}"
+            )
+        if not hasattr(redis.cluster, "TransactionStrategy"):
+            raise ConfigurationError(
+                "Redis Cluster needs redis-py 6.1 or later (cluster transactions); "
+                f"{redis.__version__} is installed: pip install -U redis"
+            )
+
+    def _only_db_0(self) -> ConfigurationError:
+        return ConfigurationError(
+            f"a Redis Cluster has only database 0, and {self.where} names database "
+            f"{self.db}: point the URL at database 0 (prefix= keeps deployments apart)"
+        )
+
+    def open(self) -> Clients:
+        with _translated(self.where, "connect"):
+            if self.cluster is not True:
+                client = redis.Redis.from_url(self.url, **self.options)
+                if not self._is_cluster_node(client):
+                    return client, redis.asyncio.Redis.from_url(self.url, **self.options)
+                client.close()
+                self.check_cluster()
+            return RedisCluster.from_url(self.url, **self.options), None
+
+    def _is_cluster_node(self, client: redis.Redis) -> bool:
+        """Connect ``client`` and, unless told, ask whether it reached a cluster node
+        (``client`` is closed when that fails)."""
+        try:
+            if self.cluster is None:
+                return bool(client.info("cluster").get("cluster_enabled"))
+            client.ping()
+            return False
+        except BaseException as exc:
+            client.close()
+            # A cluster node refuses the connection's SELECT of a database other than
+            # 0 ("SELECT is not allowed in cluster mode") before INFO can run.
+            if isinstance(exc, redis.ResponseError) and self.db and "cluster mode" in str(exc):
+                raise self._only_db_0() from exc
+            raise
+
+
 # -- module helpers -------------------------------------------------------------------
 
 
-def _present(keys: Sequence[str], raws: Sequence[bytes | str | None]) -> dict[str, CacheValue]:
+def _present(keys: Sequence[str], raws: Sequence[_Raw]) -> dict[str, CacheValue]:
     out: dict[str, CacheValue] = {}
     for key, raw in zip(keys, raws, strict=True):
         value = _decode(key, raw)
@@ -374,20 +750,33 @@ def _present(keys: Sequence[str], raws: Sequence[bytes | str | None]) -> dict[st
     return out
 
 
-def _queue_writes(
-    pipe: SyncPipeline | AsyncPipeline, plan: _Plan, *, only_new: bool = False
-) -> None:
-    # Buffered (MULTI or a plain pipeline), both pipeline flavours only queue
+_AnyPipeline: TypeAlias = "SyncPipeline | ClusterPipeline | AsyncPipeline"
+
+
+def _queue_ranks(pipe: _AnyPipeline, ranks: Sequence[_RankOp]) -> None:
+    for key, member, score in ranks:
+        if score is None:
+            pipe.zrem(key, member)
+        else:
+            pipe.zadd(key, {member: score})  # exact: a write replaces the member's score
+
+
+def _queue_writes(pipe: _AnyPipeline, plan: _Plan, *, only_new: bool = False) -> None:
+    # Buffered (MULTI or a plain pipeline), every pipeline flavour only queues
     # commands, so this is synchronous for the asyncio one too; the caller awaits
     # execute(). ``only_new`` is SET NX: never overwrite a live key.
     for key, data, ttl_ms in plan.sets:
         pipe.set(key, data, px=ttl_ms, nx=only_new)
     if plan.deletes:
         pipe.delete(*plan.deletes)
+    _queue_ranks(pipe, plan.ranks)
 
 
-def _describe(client: redis.Redis) -> str:
+def _describe(client: SyncClient) -> str:
     # Where the cache lives, for error messages; never includes credentials.
+    if isinstance(client, RedisCluster):
+        node = client.get_default_node()  # type: ignore[no-untyped-call]
+        return f"{node.host}:{node.port} (cluster)"
     kw = client.connection_pool.connection_kwargs
     if "path" in kw:
         return f"unix://{kw['path']}?db={kw.get('db', 0)}"

@@ -1,4 +1,5 @@
-"""Reachability checks and per-test isolation for the PostgreSQL and Redis servers.
+"""Reachability checks and per-test isolation for the PostgreSQL and Redis servers and
+the local Redis Cluster (three primaries on 127.0.0.1:7101-7103, started by ``.ci/run``).
 
 A missing server skips its tests with a hint, except under ``STM_REQUIRE_SERVICES=1``
 (CI), where it fails them: a green CI must mean the server tests really ran.
@@ -21,13 +22,17 @@ import sqlalchemy as sa
 
 __all__ = [
     "DEFAULT_POSTGRES_URL",
+    "DEFAULT_REDIS_CLUSTER_URL",
     "DEFAULT_REDIS_URL",
     "PostgresSchemas",
     "base_postgres_url",
+    "base_redis_cluster_url",
     "base_redis_url",
+    "exclusive_redis_cluster",
     "exclusive_redis_db",
     "new_schema_name",
     "postgres_problem",
+    "redis_cluster_problem",
     "redis_problem",
     "service_missing",
     "with_search_path",
@@ -35,6 +40,7 @@ __all__ = [
 
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/15"
+DEFAULT_REDIS_CLUSTER_URL = "redis://127.0.0.1:7101/0"
 
 
 def base_postgres_url() -> str:
@@ -43,6 +49,10 @@ def base_postgres_url() -> str:
 
 def base_redis_url() -> str:
     return os.environ.get("STM_TEST_REDIS_URL") or DEFAULT_REDIS_URL
+
+
+def base_redis_cluster_url() -> str:
+    return os.environ.get("STM_TEST_REDIS_CLUSTER_URL") or DEFAULT_REDIS_CLUSTER_URL
 
 
 def service_missing(message: str) -> None:
@@ -80,6 +90,63 @@ def redis_problem(url: str) -> str | None:
     finally:
         client.close()
     return None
+
+
+@cache
+def redis_cluster_problem(url: str) -> str | None:
+    """None when ``url`` reaches a formed Redis Cluster that redis-py can run
+    transactions on, else why not (checked once per session)."""
+    try:
+        import redis
+        from redis.cluster import RedisCluster
+    except ImportError:
+        return 'the redis package is missing: pip install "stm-memory[redis]"'
+    try:
+        client = RedisCluster.from_url(url, socket_connect_timeout=1, socket_timeout=2)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    try:
+        state = client.cluster_info().get("cluster_state")
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        client.close()
+    if state != "ok":
+        return f"cluster_state is {state!r}, not 'ok'"
+    if not hasattr(redis.cluster, "TransactionStrategy"):
+        return f"redis-py {redis.__version__} has no cluster transactions (6.1 or later needed)"
+    return None
+
+
+@contextmanager
+def exclusive_redis_cluster(url: str) -> Iterator[str]:
+    """``url``, held exclusively by this process and flushed on every primary before
+    and after.
+
+    A cluster has only database 0, so there are no spare numbers to move to as
+    :func:`exclusive_redis_db` does: test sessions on the machine take turns instead
+    (a blocking file lock per cluster address).
+    """
+    from redis.cluster import RedisCluster
+
+    parts = urlsplit(url)
+    where = f"{parts.hostname or 'localhost'}-{parts.port or 6379}"
+    path = os.path.join(tempfile.gettempdir(), f"stm-memory-test-redis-cluster-{where}.lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        client = RedisCluster.from_url(url, socket_timeout=5)
+        try:
+            client.flushall(target_nodes=RedisCluster.PRIMARIES)
+            try:
+                yield url
+            finally:
+                client.flushall(target_nodes=RedisCluster.PRIMARIES)
+        finally:
+            client.close()
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
 
 @contextmanager
