@@ -17,10 +17,14 @@ cleared flag on its next call and goes back to the primary — no write lands in
 after the drain. A circuit breaker (``retry_after``) keeps calls from paying the
 connect timeout while the primary is away.
 
-Not covered: a *partial* partition, where some hosts reach Redis while others do not.
-The hosts that reach it never read the flag, so the two groups diverge until the
-degraded ones drain (their later writes win). A cluster or sentinel setup with
-health checks is the place to solve that; docs/design.md says more.
+Partial outages (one node of a cluster down, a host cut off from Redis alone): hosts
+that still reach Redis read the flag at most every ``check_every`` seconds (one SQL
+read) and join degraded mode when another host set it, so every host moves to SQL.
+A drain moves every value the SQL cache holds, so it cannot succeed while any of
+them is unreachable: nobody leaves degraded mode before the outage is over. What is
+not covered is the first ``check_every`` seconds of an outage, in which a host that
+has not failed yet may still write to Redis a key another host already writes in
+SQL; the drain then keeps the SQL copy.
 
 The last resort, when SQL fails as well: a process-local cache that hydrates from
 whatever can be read; the keys written there are deleted from the primary and the SQL
@@ -64,6 +68,7 @@ class ResilientCache(LiveCache):
         *,
         shared: SqlLiveCache | None = None,
         retry_after: float = 5.0,
+        check_every: float = 1.0,
         probe: Callable[[], object] | None = None,
         replay: ReplayFn | None = None,
     ) -> None:
@@ -73,8 +78,10 @@ class ResilientCache(LiveCache):
         self.shared = shared
         self.local = InMemoryLiveCache()
         self.retry_after = retry_after
+        self.check_every = check_every
         self.replay: ReplayFn = replay or _no_replay
         self._down_since: float | None = None
+        self._checked = time.monotonic()
         self._local_warned = False
         # What the local cache did, to undo on the way back (see the module docstring).
         self._dirty: set[str] = set()
@@ -100,6 +107,30 @@ class ResilientCache(LiveCache):
                 self._down_since = time.monotonic() - self.retry_after
         except CacheError:
             pass
+
+    def _poll(self) -> float | None:
+        """Join degraded mode if another host set the flag (read every ``check_every``
+        seconds); returns when this host went down, None while it is not."""
+        if self.shared is None:
+            return None
+        now = time.monotonic()
+        if now - self._checked < self.check_every:
+            return None
+        self._checked = now
+        try:
+            degraded = self.shared.is_degraded()
+        except CacheError:
+            return None
+        if not degraded:
+            return None
+        with self._lock:
+            if self._down_since is None:
+                self._down_since = now
+        log.warning(
+            "stm-memory: another host lost the live cache; this host uses the live cache "
+            "on SQL too until it returns"
+        )
+        return self._down_since
 
     def _trip(self, exc: CacheError, action: str) -> None:
         with self._lock:
@@ -161,6 +192,8 @@ class ResilientCache(LiveCache):
         # goes to the primary, and fails over again only if the primary fails again.
         for _ in range(2):
             down = self._down_since
+            if down is None:
+                down = self._poll()
             if down is None or time.monotonic() - down >= self.retry_after:
                 try:
                     if down is not None:

@@ -241,3 +241,35 @@ def test_redis_and_sql_down_then_back_keeps_sql_the_truth(
     assert not resilient(mem).degraded and not shared(mem).is_degraded()
     stored = row(mem, SCOPE.server_key)
     assert stored is not None and stored.summary == "with both down"
+
+
+def test_a_host_that_still_reaches_redis_joins_the_degraded_ones(
+    open_mem: OpenMem, postgres_url: str, redis_proxy: Proxied, redis_url: str
+) -> None:
+    """A partial outage: host A is cut off from Redis, host B is not. B reads the
+    degraded flag (here on every call) and moves to SQL too, so the two never count
+    one channel apart; A's drain brings both back."""
+    cut_off = open_mem(postgres_url, redis_url=redis_proxy.url, timeout=1)
+    reaches = open_mem(postgres_url, redis_url=redis_url, timeout=1)
+    resilient(cut_off).retry_after = 3600.0
+    resilient(reaches).retry_after = 3600.0
+    resilient(reaches).check_every = 0.0
+    refresh(reaches, SCOPE, "before")
+    redis_proxy.proxy.stop()
+    end_turns(cut_off, SCOPE, 2)  # fails over and sets the flag
+    end_turns(reaches, SCOPE, 3)
+    assert resilient(reaches).degraded
+    end_turns(cut_off, SCOPE, 1)
+    for mem in (cut_off, reaches):
+        live = mem.get(SCOPE)
+        assert live is not None and (live.summary, live.turns_since_refresh) == ("before", 6)
+    redis_proxy.proxy.start()
+    resilient(cut_off).retry_after = 0.0
+    end_turns(cut_off, SCOPE, 1)  # drains
+    end_turns(reaches, SCOPE, 1)  # turned away by the fence: back on Redis
+    assert not resilient(cut_off).degraded and not resilient(reaches).degraded
+    for mem in (cut_off, reaches):
+        live = mem.get(SCOPE)
+        assert live is not None and live.turns_since_refresh == 8
+    stored = row(reaches, SCOPE.server_key)
+    assert stored is not None and stored.turns_since_refresh == 8
