@@ -22,7 +22,7 @@ import redis.asyncio
 
 from stm_memory import CacheError, ConfigurationError, Scope, ShortTermMemory
 from stm_memory.cache.base import AtomicFn, CacheValue, Write
-from stm_memory.cache.redis import RedisLiveCache
+from stm_memory.cache.redis import RedisLiveCache, redis_key
 from stm_memory.cache.resilient import ResilientCache
 
 # Set for each test to the isolated database of the shared ``redis_url`` fixture (which
@@ -90,16 +90,16 @@ def test_round_trip_is_compact_utf8_json(cache: RedisLiveCache, raw: redis.Redis
     assert cache.get_many(["k1", "missing"]) == {"k1": value}
     assert cache.get_many([]) == {}
     expected = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
-    assert raw.get("k1") == expected
+    assert raw.get(redis_key("k1")) == expected
 
 
 def test_native_ttls(cache: RedisLiveCache, raw: redis.Redis) -> None:
     cache.atomic(["a", "b"], lambda cur: {"a": Write({"x": 1}, 60), "b": Write({"x": 2})})
     cache.add_many({"c": Write({"x": 3}, 1.5)})
 
-    assert 0 < raw.pttl("a") <= 60_000
-    assert raw.pttl("b") == -1  # no TTL given: no expiry
-    assert 0 < raw.pttl("c") <= 1_500
+    assert 0 < raw.pttl(redis_key("a")) <= 60_000
+    assert raw.pttl(redis_key("b")) == -1  # no TTL given: no expiry
+    assert 0 < raw.pttl(redis_key("c")) <= 1_500
     assert cache.expire() == 0
 
 
@@ -144,7 +144,7 @@ def test_atomic_under_threads_loses_no_increment(raw: redis.Redis) -> None:
         c.close()
 
     assert errors == []
-    assert json.loads(raw.get("ctr") or b"{}") == {"n": 400}
+    assert json.loads(raw.get(redis_key("ctr")) or b"{}") == {"n": 400}
 
 
 def test_atomic_fn_error_propagates_and_writes_nothing(
@@ -167,7 +167,7 @@ def test_atomic_gives_up_after_bounded_retries(raw: redis.Redis) -> None:
     def always_raced(current: Mapping[str, CacheValue | None]) -> dict[str, Write]:
         nonlocal calls
         calls += 1
-        raw.set("hot", b'{"other":true}')  # a rival writer between WATCH and EXEC
+        raw.set(redis_key("hot"), b'{"other":true}')  # a rival writer between WATCH and EXEC
         return {"hot": Write({"mine": True})}
 
     with pytest.raises(CacheError, match="3 races"):
@@ -224,7 +224,9 @@ def test_prefix_namespaces_and_is_stripped(raw: redis.Redis) -> None:
     assert list(one.iter_keys("shortterm:")) == ["shortterm:x"]
     assert one.get("shortterm:x") == {"v": 1}
     assert two.get("shortterm:x") == {"v": 2}
-    assert sorted(raw.keys()) == [b"app2:shortterm:x", b"app[1]*:shortterm:x"]
+    assert sorted(raw.keys()) == sorted(
+        redis_key("shortterm:x", p).encode() for p in ("app2:", "app[1]*:")
+    )
     assert one.delete_many(["shortterm:x"]) == 1
     assert two.get("shortterm:x") == {"v": 2}
     one.close()
@@ -243,8 +245,8 @@ def test_decode_responses_clients_work(raw: redis.Redis) -> None:
 
 
 def test_foreign_value_is_a_cache_error(cache: RedisLiveCache, raw: redis.Redis) -> None:
-    raw.set("bad", b"\x80 not json")
-    raw.set("arr", b"[1]")
+    raw.set(redis_key("bad"), b"\x80 not json")
+    raw.set(redis_key("arr"), b"[1]")
 
     with pytest.raises(CacheError, match="'bad' does not hold a JSON value"):
         cache.get("bad")
@@ -302,7 +304,7 @@ def test_missing_redis_names_the_install_command() -> None:
 async def test_async_twins_round_trip(acache: RedisLiveCache, raw: redis.Redis) -> None:
     result = await acache.aatomic(["a"], lambda cur: {"a": Write({"v": "ü"}, 30)})
     assert result == {"a": {"v": "ü"}}
-    assert 0 < raw.pttl("a") <= 30_000
+    assert 0 < raw.pttl(redis_key("a")) <= 30_000
 
     assert await acache.aget("a") == {"v": "ü"}
     assert await acache.aget_many(["a", "nope"]) == {"a": {"v": "ü"}}
@@ -392,7 +394,7 @@ def test_engine_update_get_and_restart(db_url: str, raw: redis.Redis) -> None:
         _remember(stm, "We planned the trip to Lyon.")
         entry = stm.get(SCOPE)
         assert entry is not None and entry.summary == "We planned the trip to Lyon."
-    assert raw.exists(SCOPE.live_key)
+    assert raw.exists(redis_key(SCOPE.live_key))
 
     # Restart with the cache still warm.
     with ShortTermMemory.from_url(db_url, redis_url=REDIS_URL) as stm:
@@ -404,7 +406,7 @@ def test_engine_update_get_and_restart(db_url: str, raw: redis.Redis) -> None:
     with ShortTermMemory.from_url(db_url, redis_url=REDIS_URL) as stm:
         entry = stm.get(SCOPE)
         assert entry is not None and entry.summary == "We planned the trip to Lyon."
-    assert raw.exists(SCOPE.live_key)
+    assert raw.exists(redis_key(SCOPE.live_key))
 
 
 def test_two_engines_share_redis_and_sqlite(db_url: str, raw: redis.Redis) -> None:
