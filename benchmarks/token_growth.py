@@ -13,6 +13,11 @@ history** (``caller_history: "full"``): no caller-side window for anyone.
 - **LangChain ``SummarizationMiddleware``** + ``InMemorySaver``, ``trigger=("tokens",
   4000)``, ``keep=("messages", 20)``, with a fake summarizer that records its calls.
 - **full history**: the system prompt and the channel's whole dialogue.
+- **OpenAI Agents SDK**: ``Runner.run`` with ``stm_memory_openai_agents.ShortTermMemorySession``
+  (its ``agent()`` copy carries the memory tool) against ``Runner.run`` with the SDK's
+  ``SQLiteSession`` (full replay), one session per channel, the same offline model behind
+  a real ``openai.AsyncOpenAI`` (Responses API, the SDK's default model class); every
+  request body the client sends is counted.
 
 Counted for each model request: its messages and tool schemas (input), and the output
 tokens spent on memory — the memory-tool calls' arguments (ours) and the summaries
@@ -441,6 +446,142 @@ def run_full(texts: Sequence[str]) -> Series:
     return series
 
 
+# -- OpenAI Agents SDK: ShortTermMemorySession vs SQLiteSession ---------------------------
+
+
+def _chat_form(body: dict[str, Any]) -> Request:
+    """A Responses request body as Chat-style messages and tools, for the one tokenizer."""
+    from stm_memory.capture import message_text
+
+    messages: list[dict[str, Any]] = []
+    if body.get("instructions"):
+        messages.append({"role": "system", "content": body["instructions"]})
+    for item in body.get("input") or []:
+        kind = item.get("type")
+        if kind == "function_call":
+            call = {"name": item["name"], "arguments": item.get("arguments") or ""}
+            calls = [{"id": item["call_id"], "type": "function", "function": call}]
+            messages.append({"role": "assistant", "content": "", "tool_calls": calls})
+        elif kind == "function_call_output":
+            output = str(item.get("output", ""))
+            messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": output})
+        elif "role" in item:
+            role = "system" if item["role"] == "developer" else item["role"]
+            messages.append({"role": role, "content": message_text(item.get("content"))})
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": t["name"],
+                "description": t.get("description", ""),
+                "parameters": t.get("parameters") or {},
+            },
+        }
+        for t in body.get("tools") or []
+    ]
+    return Request(tuple(messages), tuple(tools))
+
+
+def _recording_client(
+    model: Any, bodies: list[dict[str, Any]], replies: list[dict[str, Any]]
+) -> Any:
+    """A real ``openai.AsyncOpenAI`` served in-process by the offline model (Responses),
+    keeping every request body it sends and every response body it gets."""
+    import openai
+
+    from stm_memory.testing.offline import openai_responses_body
+
+    try:
+        import httpx2 as httpx
+    except ImportError:  # older openai releases ship on httpx
+        import httpx  # type: ignore[no-redef]
+
+    async def handle(request: Any) -> Any:
+        await request.aread()
+        body = json.loads(request.content or b"{}")
+        bodies.append(body)
+        replies.append(openai_responses_body(model, body))
+        return httpx.Response(200, json=replies[-1])
+
+    http = openai.DefaultAsyncHttpxClient(transport=httpx.MockTransport(handle))
+    return openai.AsyncOpenAI(
+        api_key="offline", base_url="http://offline.invalid/v1", max_retries=0, http_client=http
+    )
+
+
+def run_agents_sessions(root: Path, texts: Sequence[str]) -> dict[str, Any]:
+    """The same conversation through ``Runner.run`` twice: with ``ShortTermMemorySession``
+    and with ``SQLiteSession`` (full replay)."""
+    import asyncio
+
+    from agents import Agent, OpenAIResponsesModel, RunConfig, Runner, SQLiteSession
+
+    from stm_memory.testing.clock import FrozenClock
+    from stm_memory.testing.offline import OfflineModel
+    from stm_memory_openai_agents import ShortTermMemorySession
+
+    run_config = RunConfig(tracing_disabled=True)
+
+    async def conversation(with_memory: bool) -> tuple[Series, int, int]:
+        offline = OfflineModel(answers=answer_for)
+        bodies: list[dict[str, Any]] = []
+        replies: list[dict[str, Any]] = []
+        client = _recording_client(offline, bodies, replies)
+        model = OpenAIResponsesModel("offline", client)
+        base = Agent(name="Mira", instructions=SYSTEM, model=model)
+        clock = FrozenClock()
+        series = Series()
+        updates = 0
+        name = "agents-stm" if with_memory else "agents-sqlite"
+        with open_memory(root, name, clock=clock) as mem:
+            sessions: dict[str, Any] = {}
+            agents: dict[str, Any] = {}
+            for channel in CHANNELS:
+                if with_memory:
+                    stm = ShortTermMemorySession(
+                        mem, _scope(channel), db_path=root / f"{name}.sessions.db"
+                    )
+                    sessions[channel], agents[channel] = stm, stm.agent(base)
+                else:
+                    sessions[channel] = SQLiteSession(channel, root / f"{name}.sessions.db")
+                    agents[channel] = base
+            for i, text in enumerate(texts):
+                channel = CHANNELS[i % len(CHANNELS)]
+                before = len(bodies)
+                await Runner.run(
+                    agents[channel], text, session=sessions[channel], run_config=run_config
+                )
+                requests = [_chat_form(b) for b in bodies[before:]]
+                outputs = [{"input": r["output"]} for r in replies[before:]]
+                said = [m for o in outputs for m in _chat_form(o).messages]
+                series.add(
+                    channel,
+                    requests,
+                    extra=len(requests) - 1,
+                    memory_output=_memory_call_tokens(said),
+                )
+                clock.advance(minutes=3)
+            for session in sessions.values():
+                session.close()
+            if with_memory:
+                updates = sum(
+                    (e.last_refreshed_turn if (e := mem.get(_scope(c))) else 0) for c in CHANNELS
+                )
+        await client.close()
+        return series, offline.calls, updates
+
+    async def both() -> tuple[tuple[Series, int, int], tuple[Series, int, int]]:
+        return await conversation(True), await conversation(False)
+
+    (ours, ours_calls, updates), (sqlite, sqlite_calls, _) = asyncio.run(both())
+    return {
+        "ours": ours,
+        "sqlite": sqlite,
+        "model_calls": {"agents_session": ours_calls, "sqlite_session": sqlite_calls},
+        "updates": updates,
+    }
+
+
 # -- plot ------------------------------------------------------------------------------
 
 STYLES: dict[str, dict[str, Any]] = {
@@ -490,6 +631,7 @@ def run(cfg: Config) -> CaseResult:
     ours_mw = run_ours_middleware(root / "middleware", texts)
     summ = run_summarization(texts)
     full = run_full(texts)
+    agents_sdk = run_agents_sessions(root / "agents", texts)
     ours: Series = loop["series"]
     mw: Series = ours_mw["series"]
     sm: Series = summ["series"]
@@ -540,6 +682,13 @@ def run(cfg: Config) -> CaseResult:
         Metric(f"tokens_{t}_summarization_mw", sm.per_turn[-1], unit="tokens"),
         Metric(f"tokens_{t}_full", full.per_turn[-1], unit="tokens"),
         Metric("stm_updates_ours", loop["updates"]),
+        Metric(
+            "tokens_last50_agents_session_vs_sqlite_session",
+            agents_sdk["ours"].mean(*last) / agents_sdk["sqlite"].mean(*last),
+            "<=",
+            0.2,
+        ),
+        Metric("extra_llm_calls_agents_session", sum(agents_sdk["ours"].extra), "==", 0),
     ]
     return CaseResult(
         NAME,
@@ -579,6 +728,20 @@ def run(cfg: Config) -> CaseResult:
                 "ours_minimal": loop["minimal"],
             },
             "plot": str(cfg.png_path.name),
+            "agents_sdk": {
+                "api": "responses",
+                "totals": {
+                    "agents_session": agents_sdk["ours"].total,
+                    "sqlite_session": agents_sdk["sqlite"].total,
+                },
+                "model_calls": agents_sdk["model_calls"],
+                "stm_updates": agents_sdk["updates"],
+                "memory_output_tokens": sum(agents_sdk["ours"].memory_output),
+                "prefix_reuse": {
+                    "agents_session": _mean(agents_sdk["ours"].reuse),
+                    "sqlite_session": _mean(agents_sdk["sqlite"].reuse),
+                },
+            },
         },
     )
 

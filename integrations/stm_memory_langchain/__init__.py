@@ -4,8 +4,12 @@
   (needs ``pip install "stm-memory[langchain]"``).
 - :class:`ShortTermMemoryBuffer`: a classic ``BaseMemory`` for chains (needs
   ``pip install "stm-memory[classic]"``).
+- :class:`ShortTermMemoryHistory`: a ``BaseChatMessageHistory`` for LCEL chains under
+  ``RunnableWithMessageHistory`` (``ShortTermMemoryHistory.factory(...)`` is their
+  ``get_session_history``), and :func:`with_short_term_memory`, which gives the
+  chain's chat model the memory tool (langchain-core only).
 
-Both are imported on first use, so either works without the other's extra; a missing
+Each is imported on first use, so one works without another's extra; a missing
 extra raises :class:`ImportError` naming the ``pip install`` that fixes it.
 """
 
@@ -17,21 +21,31 @@ from ._scope import ScopeResolver, ScopeSource, resolve_scope
 
 if TYPE_CHECKING:
     from ._buffer import ShortTermMemoryBuffer
+    from ._chain import ShortTermMemoryChatModel, with_short_term_memory
+    from ._history import ShortTermMemoryHistory, ShortTermMemoryHistoryFactory
     from ._middleware import ShortTermMemoryMiddleware, ShortTermMemoryState
 
 __all__ = [
     "ScopeResolver",
     "ScopeSource",
     "ShortTermMemoryBuffer",
+    "ShortTermMemoryChatModel",
+    "ShortTermMemoryHistory",
+    "ShortTermMemoryHistoryFactory",
     "ShortTermMemoryMiddleware",
     "ShortTermMemoryState",
     "resolve_scope",
+    "with_short_term_memory",
 ]
 
 _LAZY = {
     "ShortTermMemoryMiddleware": "._middleware",
     "ShortTermMemoryState": "._middleware",
     "ShortTermMemoryBuffer": "._buffer",
+    "ShortTermMemoryHistory": "._history",
+    "ShortTermMemoryHistoryFactory": "._history",
+    "ShortTermMemoryChatModel": "._chain",
+    "with_short_term_memory": "._chain",
 }
 
 

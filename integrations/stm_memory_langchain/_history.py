@@ -1,0 +1,567 @@
+"""``ShortTermMemoryHistory``: a chat message history for ``RunnableWithMessageHistory``.
+
+An LCEL chain with history (``RunnableWithMessageHistory(prompt | model,
+get_session_history)``) reads ``history.messages`` before the chain runs and calls
+``history.add_messages(input + output)`` after it. Here the two bracket one memory
+turn:
+
+- ``messages`` begins the turn (lazily, once) and returns what the model should be
+  sent: the memory block, the turns the memory does not cover (the same history cut
+  as the provider loops, :func:`stm_memory.history.cut_history`, without earlier
+  memory-tool calls) and the nudge when it is due. The view is kept for the turn, so
+  reading it twice (``RunnableWithMessageHistory`` does) gives the same list.
+- ``add_messages`` stores the exchange in the full record, captures the recent
+  dialogue and ends the turn (it counts towards the refresh cadence). An added
+  ``AIMessage`` carrying an ``update_short_term_memory`` call is applied here (one
+  update per turn, every guard, the same results) and its result is stored as a
+  ``ToolMessage``, so the record stays valid for the provider.
+- ``clear`` empties the record and forgets the channel (the "/refresh" command).
+
+The full record lives in a wrapped history of your choice (``history=``; default an
+list in memory), as a checkpointer keeps a LangChain thread: only
+what the model is sent is cut. :func:`~stm_memory_langchain.with_short_term_memory`
+gives the chain's chat model the memory tool of the current turn and keeps the
+memory call out of the chain's output.
+
+The user's message reaches the history only in ``add_messages``, after ``messages``
+began the turn; the chain wrapper hands it over before the model is called, so the
+long-term-intent guard ("remember this …") sees it in time. One history serves one
+conversation at a time (one turn open at once), like every chat history.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from langchain_core.chat_history import BaseChatMessageHistory
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    ToolMessage,
+    message_chunk_to_message,
+)
+from langchain_core.runnables import ConfigurableFieldSpec
+from langchain_core.tools import BaseTool
+
+from stm_memory import TOOL_NAME, Scope, ShortTermMemory, TurnContext, ValidationError
+from stm_memory.loop import Op, adrive, check_memory_role, drive
+from stm_memory.placement import MemoryContext, MemoryRole
+
+from ._dialogue import (
+    cut_short,
+    dialogue_for_capture,
+    is_summary_message,
+    needs_previous,
+    text_of,
+)
+from ._scope import scope_from_values
+from ._turns import attempt, content_of, note_user_message, op, run_memory_call
+
+__all__ = ["MessageRecord", "ShortTermMemoryHistory", "ShortTermMemoryHistoryFactory"]
+
+log = logging.getLogger("stm_memory.langchain")
+
+# The upcoming user message, while the view is placed: the chain appends the real one
+# after the history, so depths count from it and the cut treats it as the current turn.
+_STAND_IN = "stm-memory-upcoming-input"
+# Factories keep this many histories (one per conversation) before dropping the oldest.
+MAX_CACHED_HISTORIES = 10_000
+
+
+@dataclass(eq=False)
+class _Turn:
+    """The open turn: the engine's turn, its memory context and the cached view."""
+
+    turn: TurnContext | None  # None: memory is off for this turn (begin failed)
+    context: MemoryContext
+    view: list[BaseMessage] | None = None
+    seen: list[BaseMessage] | None = None  # the record the view was built from
+    known: list[BaseMessage] | None = None  # the record as this turn last knew it
+    # Set by the chain wrapper: the messages to store in place of the last AI message
+    # added (the memory exchange it ran), and whether that AI message is among them.
+    exchange: list[BaseMessage] | None = None
+    answer_in_exchange: bool = False
+
+
+class MessageRecord(BaseChatMessageHistory):
+    """The default full record: a list in memory (``InMemoryChatMessageHistory``
+    without its deprecation warning)."""
+
+    def __init__(self, messages: Sequence[BaseMessage] = ()) -> None:
+        self._messages: list[BaseMessage] = list(messages)
+        self._lock = threading.Lock()
+
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        with self._lock:
+            return list(self._messages)
+
+    async def aget_messages(self) -> list[BaseMessage]:
+        return self.messages
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        with self._lock:
+            self._messages.extend(messages)
+
+    async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
+        self.add_messages(messages)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._messages.clear()
+
+    async def aclear(self) -> None:
+        self.clear()
+
+
+def _is_ai(message: BaseMessage) -> bool:
+    return isinstance(message, AIMessage)
+
+
+def _memory_calls(message: AIMessage) -> list[dict[str, Any]]:
+    return [dict(c) for c in message.tool_calls if c.get("name") == TOOL_NAME]
+
+
+def _settled(message: BaseMessage) -> BaseMessage:
+    """A streamed chunk as the message it adds up to (what a record should hold)."""
+    if isinstance(message, AIMessageChunk):
+        return message_chunk_to_message(message)
+    return message
+
+
+class ShortTermMemoryHistory(BaseChatMessageHistory):
+    """A ``BaseChatMessageHistory`` whose ``messages`` are what the model should be sent.
+
+    Args:
+        memory: the :class:`~stm_memory.ShortTermMemory`.
+        scope: the conversation this history serves.
+        history: the full record (any ``BaseChatMessageHistory``: in memory, SQL,
+            Redis …); default a new :class:`MessageRecord` (in memory).
+        provider: the chat model's provider (``"anthropic"`` places memory in user
+            turns, as that API takes system text only at the top). The chain wrapper
+            fills it in from the model when left ``None``.
+        trim_history: ``False`` sends the whole record (memory and nudge are still
+            placed), for a caller that windows its history itself.
+        memory_role: ``"system"`` (default) or ``"user"``, as on the loops.
+    """
+
+    def __init__(
+        self,
+        memory: ShortTermMemory,
+        scope: Scope,
+        *,
+        history: BaseChatMessageHistory | None = None,
+        provider: str | None = None,
+        trim_history: bool = True,
+        memory_role: MemoryRole = "system",
+    ) -> None:
+        if not isinstance(memory, ShortTermMemory):
+            raise ValidationError(f"memory must be a ShortTermMemory, got {type(memory).__name__}")
+        if not isinstance(scope, Scope):
+            raise ValidationError(f"scope must be a Scope, got {type(scope).__name__}")
+        check_memory_role(memory_role)
+        self.memory = memory
+        self.scope = scope
+        self.record: BaseChatMessageHistory = history if history is not None else MessageRecord()
+        self.provider = provider
+        self.trim_history = bool(trim_history)
+        self.memory_role: MemoryRole = memory_role
+        # Whether anything binds this history's tool (memory_tool() was asked for):
+        # a nudge to call a tool the model does not have would only confuse it.
+        self.offers_tool = False
+        self._open: _Turn | None = None
+        self._lock = threading.RLock()
+
+    # -- BaseChatMessageHistory ----------------------------------------------------------
+
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        """What the model should be sent this turn (begins the turn; see the module
+        docstring)."""
+        return drive(self._view_steps())
+
+    async def aget_messages(self) -> list[BaseMessage]:
+        return await adrive(self._view_steps())
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """Store ``messages`` in the record; with an AI message among them, apply its
+        memory call, capture the dialogue and end the turn."""
+        drive(self._add_steps(messages))
+
+    async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
+        await adrive(self._add_steps(messages))
+
+    def clear(self) -> None:
+        """Empty the record and forget the channel's memory (the "/refresh")."""
+        with self._lock:
+            self._open = None
+        self.record.clear()
+        self.memory.clear_channel(self.scope.channel_id)
+
+    async def aclear(self) -> None:
+        with self._lock:
+            self._open = None
+        await self.record.aclear()
+        await self.memory.aclear_channel(self.scope.channel_id)
+
+    # -- the turn --------------------------------------------------------------------------
+
+    @property
+    def turn(self) -> TurnContext | None:
+        """The open turn (begun by ``messages`` or ``memory_tool``), or None."""
+        with self._lock:
+            return self._open.turn if self._open is not None else None
+
+    def memory_tool(self) -> BaseTool | None:
+        """The ``update_short_term_memory`` tool bound to the current turn (begun if
+        none is open), or None while a guard hides it. Binding it to the model is what
+        :func:`~stm_memory_langchain.with_short_term_memory` does."""
+        self.offers_tool = True
+        turn = drive(self._turn_steps()).turn
+        return self.memory.tool(turn) if turn is not None and turn.tool_offered else None
+
+    async def amemory_tool(self) -> BaseTool | None:
+        self.offers_tool = True
+        turn = (await adrive(self._turn_steps())).turn
+        return self.memory.tool(turn) if turn is not None and turn.tool_offered else None
+
+    def note_user_message(self, text: str | None) -> None:
+        """Hand the turn its user message before the model runs (the intent guard)."""
+        turn = self.turn
+        if turn is not None:
+            note_user_message(self.memory, turn, text)
+
+    def keep_exchange(self, exchange: Sequence[BaseMessage], *, answer_included: bool) -> None:
+        """For the chain wrapper: the memory exchange it ran this turn, stored in place
+        of the last AI message the chain returns (``answer_included``: that answer is
+        part of ``exchange``; else it follows it)."""
+        with self._lock:
+            if self._open is not None:
+                self._open.exchange = list(exchange)
+                self._open.answer_in_exchange = answer_included
+
+    def _run_call(
+        self, turn: TurnContext, call: Mapping[str, Any], *, truncated: bool
+    ) -> Generator[Op, Any, ToolMessage]:
+        result = yield from run_memory_call(
+            self.memory, turn, call.get("args"), truncated=truncated
+        )
+        return ToolMessage(
+            content=content_of(result), tool_call_id=call.get("id") or "", name=TOOL_NAME
+        )
+
+    # -- bodies (sync and async share them: generators of Op) ---------------------------
+
+    def _turn_steps(self) -> Generator[Op, Any, _Turn]:
+        with self._lock:
+            if self._open is not None:
+                return self._open
+        m = self.memory
+        turn = yield from attempt(
+            op(m.begin_turn, m.abegin_turn, self.scope, provider=self.provider),
+            "beginning the turn",
+        )
+        context: Any = None
+        if turn is not None:
+            context = yield from attempt(
+                op(m.build_context, m.abuild_context, turn), "assembling memory"
+            )
+        opened = _Turn(turn, context if isinstance(context, MemoryContext) else MemoryContext())
+        with self._lock:
+            if self._open is None:  # a concurrent reader may have opened it first
+                self._open = opened
+            return self._open
+
+    def _view_steps(self) -> Generator[Op, Any, list[BaseMessage]]:
+        record = list((yield op(lambda: self.record.messages, self.record.aget_messages)))
+        state = yield from self._turn_steps()
+        with self._lock:
+            if state.view is None or state.seen is None or len(state.seen) != len(record):
+                state.view = self._place(record, state)
+                state.seen = record
+            state.known = record
+            return list(state.view)
+
+    def _place(self, record: list[BaseMessage], state: _Turn) -> list[BaseMessage]:
+        context = replace(state.context, role=self.memory_role)
+        if state.turn is None or not state.turn.tool_offered or not self.offers_tool:
+            context = replace(context, nudge=None)
+        if not self.trim_history:
+            context = replace(context, history=None)
+        if context.is_empty:
+            return record
+        try:
+            placed = context.apply(
+                [*record, HumanMessage("", id=_STAND_IN)], provider=self.provider
+            )
+        except Exception:
+            log.exception("stm-memory: placing memory in the history failed; sending it whole")
+            return record
+        view: list[BaseMessage] = []
+        for message in placed:
+            if getattr(message, "id", None) != _STAND_IN:
+                view.append(message)
+            elif text_of(message):  # memory merged into the upcoming user turn
+                view.append(HumanMessage(message.content))
+        return view
+
+    def _add_steps(self, messages: Sequence[BaseMessage]) -> Generator[Op, Any, None]:
+        added = [_settled(m) for m in messages]
+        user_text = next(
+            (
+                text_of(m)
+                for m in reversed(added)
+                if isinstance(m, HumanMessage) and not is_summary_message(m)
+            ),
+            None,
+        )
+        state = yield from self._turn_steps()
+        turn = state.turn
+        if turn is not None:
+            note_user_message(self.memory, turn, user_text)
+        ai_at = next((i for i in range(len(added) - 1, -1, -1) if _is_ai(added[i])), None)
+        if ai_at is not None and state.exchange is not None:
+            kept = [] if state.answer_in_exchange else [added[ai_at]]
+            added[ai_at : ai_at + 1] = [*state.exchange, *kept]
+        stored = yield from self._apply_calls(turn, added)
+        record = self.record
+        yield op(record.add_messages, record.aadd_messages, stored)
+        with self._lock:
+            if state.known is not None:
+                state.known = [*state.known, *stored]
+        if ai_at is None:
+            return  # the user's message alone: the turn goes on
+        with self._lock:
+            if self._open is state:
+                self._open = None
+        if turn is None:
+            return
+        if state.known is not None:  # the record as this turn read it, plus what it added
+            full = state.known
+        else:
+            full = list((yield op(lambda: record.messages, record.aget_messages)))
+        yield from self._capture(full, len(full) - len(stored))
+        m = self.memory
+        yield from attempt(op(m.end_turn, m.aend_turn, turn), "ending the turn")
+
+    def _apply_calls(
+        self, turn: TurnContext | None, added: list[BaseMessage]
+    ) -> Generator[Op, Any, list[BaseMessage]]:
+        """``added`` with a result after every memory call nobody answered yet."""
+        answered = {m.tool_call_id for m in added if isinstance(m, ToolMessage)}
+        out: list[BaseMessage] = []
+        for message in added:
+            if not isinstance(message, AIMessage):
+                out.append(message)
+                continue
+            message = _without_invalid_memory_calls(message)
+            out.append(message)
+            for call in _memory_calls(message):
+                if call.get("id") in answered:
+                    continue
+                if turn is None:
+                    result = ToolMessage(
+                        content=content_of(_unavailable()),
+                        tool_call_id=call.get("id") or "",
+                        name=TOOL_NAME,
+                    )
+                else:
+                    result = yield from self._run_call(turn, call, truncated=cut_short(message))
+                out.append(result)
+        return out
+
+    def _capture(self, full: list[BaseMessage], start: int) -> Generator[Op, Any, None]:
+        m, scope = self.memory, self.scope
+        start = max(0, min(start, len(full)))
+        tail_from = _dialogue_tail(full, start, m.limits.messages_kept)
+        tail = full[tail_from:]
+        start -= tail_from
+        previous: Any = None
+        if tail_from == 0 and needs_previous(tail, start):
+            previous = yield from attempt(op(m.get, m.aget, scope), "reading memory")
+        dialogue = dialogue_for_capture(tail, start, previous.messages if previous else ())
+        yield from attempt(op(m.capture, m.acapture, scope, dialogue), "capturing dialogue")
+
+    # -- factory ---------------------------------------------------------------------------
+
+    @classmethod
+    def factory(
+        cls,
+        memory: ShortTermMemory,
+        *,
+        keys: Sequence[str] = ("session_id",),
+        scope: Callable[..., Scope] | None = None,
+        history: Callable[..., BaseChatMessageHistory] | None = None,
+        **options: Any,
+    ) -> ShortTermMemoryHistoryFactory:
+        """A ``get_session_history`` for ``RunnableWithMessageHistory`` (see
+        :class:`ShortTermMemoryHistoryFactory`)."""
+        return ShortTermMemoryHistoryFactory(
+            memory, keys=keys, scope=scope, history=history, **options
+        )
+
+
+def _unavailable() -> dict[str, Any]:
+    from stm_memory.turn import failure
+
+    return failure("Short-term memory is not available in this conversation.")
+
+
+def _without_invalid_memory_calls(message: AIMessage) -> AIMessage:
+    # A memory call whose arguments did not parse is never executed (SPEC §3); kept,
+    # the provider would be sent a call without a result on the next turn.
+    invalid = [c for c in message.invalid_tool_calls if c.get("name") == TOOL_NAME]
+    if not invalid:
+        return message
+    ids = {c.get("id") for c in invalid}
+    kwargs = dict(message.additional_kwargs)
+    raw = kwargs.get("tool_calls")
+    if isinstance(raw, list):
+        rest = [c for c in raw if not (isinstance(c, Mapping) and c.get("id") in ids)]
+        if rest:
+            kwargs["tool_calls"] = rest
+        else:
+            kwargs.pop("tool_calls")
+    content = message.content
+    if isinstance(content, list):
+        content = [
+            b
+            for b in content
+            if not (isinstance(b, Mapping) and b.get("type") == "tool_use" and b.get("id") in ids)
+        ]
+    return message.model_copy(
+        update={
+            "invalid_tool_calls": [c for c in message.invalid_tool_calls if c not in invalid],
+            "additional_kwargs": kwargs,
+            "content": content,
+        }
+    )
+
+
+def _is_dialogue(message: BaseMessage) -> bool:
+    return (
+        message.type in ("human", "ai")
+        and not is_summary_message(message)
+        and bool(text_of(message).strip())
+    )
+
+
+def _dialogue_tail(full: Sequence[BaseMessage], start: int, kept: int) -> int:
+    """Where to start reading the record for capture: early enough to hold ``kept``
+    dialogue messages before this turn (capture keeps only the last ones)."""
+    seen = 0
+    for i in range(start - 1, -1, -1):
+        if _is_dialogue(full[i]):
+            seen += 1
+            if seen >= kept:
+                return i
+    return 0
+
+
+class ShortTermMemoryHistoryFactory:
+    """``get_session_history`` for ``RunnableWithMessageHistory``: one
+    :class:`ShortTermMemoryHistory` per conversation, built from the keys the chain is
+    configured with.
+
+    ``RunnableWithMessageHistory`` calls it with ``config["configurable"]["session_id"]``
+    by default, or with the keys of its ``history_factory_config`` by name (pass the
+    same ``keys`` here, and ``history_factory_config=factory.config_specs``). The
+    scope is built from those values and the scope fields given as keyword options
+    (``user_id``, ``server_id``, ``persona_id``, names …): ``channel_id`` is the
+    ``channel_id`` key, else ``thread_id``, else ``session_id``. Integer ids are
+    turned into strings. Or pass ``scope=`` a callable taking the keys by name.
+
+    ``history=`` builds each conversation's full record from the same keys (default:
+    in memory). Other options (``provider``, ``trim_history``, ``memory_role``) go to
+    every history. The factory keeps the histories it built (the most recent
+    ``MAX_CACHED_HISTORIES``), so an in-memory record lives as long as it does.
+    """
+
+    def __init__(
+        self,
+        memory: ShortTermMemory,
+        *,
+        keys: Sequence[str] = ("session_id",),
+        scope: Callable[..., Scope] | None = None,
+        history: Callable[..., BaseChatMessageHistory] | None = None,
+        **options: Any,
+    ) -> None:
+        if isinstance(keys, str) or not keys or not all(isinstance(k, str) for k in keys):
+            raise ValidationError("keys must be a non-empty sequence of names")
+        if len(set(keys)) != len(keys):
+            raise ValidationError(f"keys must be distinct, got {list(keys)}")
+        self.memory = memory
+        self.keys = tuple(keys)
+        self.scope = scope
+        self.history = history
+        self._history_options = {
+            k: options.pop(k) for k in ("provider", "trim_history", "memory_role") if k in options
+        }
+        self.scope_defaults = options  # user_id=, server_id=, …
+        self._built: OrderedDict[tuple[Any, ...], ShortTermMemoryHistory] = OrderedDict()
+        self._lock = threading.Lock()
+        self.__signature__ = inspect.Signature(
+            [inspect.Parameter(k, inspect.Parameter.POSITIONAL_OR_KEYWORD) for k in self.keys]
+        )
+
+    @property
+    def config_specs(self) -> list[ConfigurableFieldSpec]:
+        """``history_factory_config`` for ``RunnableWithMessageHistory``."""
+        return [
+            ConfigurableFieldSpec(
+                id=k,
+                annotation=str,
+                name=k.replace("_", " ").title(),
+                description=f"The conversation's {k} (short-term memory scope).",
+                default="",
+                is_shared=True,
+            )
+            for k in self.keys
+        ]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> ShortTermMemoryHistory:
+        if len(args) > len(self.keys):
+            raise TypeError(f"expected at most {len(self.keys)} arguments ({self.keys})")
+        values = dict(zip(self.keys, args, strict=False))
+        values.update(kwargs)
+        missing = [k for k in self.keys if k not in values]
+        if missing:
+            raise TypeError(f"missing {', '.join(missing)}")
+        key = tuple(values[k] for k in self.keys)
+        with self._lock:
+            built = self._built.get(key)
+            if built is not None:
+                self._built.move_to_end(key)
+                return built
+        history = ShortTermMemoryHistory(
+            self.memory,
+            self._scope(values),
+            history=self.history(**values) if self.history is not None else None,
+            **self._history_options,
+        )
+        with self._lock:
+            built = self._built.setdefault(key, history)
+            while len(self._built) > MAX_CACHED_HISTORIES:
+                self._built.popitem(last=False)
+            return built
+
+    def _scope(self, values: Mapping[str, Any]) -> Scope:
+        if self.scope is not None:
+            scope = self.scope(**values)
+            if not isinstance(scope, Scope):
+                raise ValidationError(
+                    f"the scope callable must return a Scope, got {type(scope).__name__}"
+                )
+            return scope
+        merged = {**self.scope_defaults, **values}
+        if merged.get("channel_id") is None and merged.get("thread_id") is None:
+            merged["channel_id"] = merged.get("session_id")
+        return scope_from_values(None, merged)

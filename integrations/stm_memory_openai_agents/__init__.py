@@ -1,0 +1,31 @@
+"""Short-term memory for the OpenAI Agents SDK (``pip install "stm-memory[openai-agents]"``).
+
+    from agents import Agent, Runner
+    from stm_memory import ShortTermMemory, Scope
+    from stm_memory_openai_agents import ShortTermMemorySession
+
+    mem = ShortTermMemory.from_url("sqlite:///stm.db")
+    session = ShortTermMemorySession(mem, Scope(channel_id="c1", user_id="u1", server_id="g1"),
+                                     db_path="conversations.db")
+    agent = session.agent(Agent(name="Mira", instructions="You are a co-writer."))
+    result = await Runner.run(agent, "Let's plan chapter two.", session=session)
+
+:class:`ShortTermMemorySession` implements the SDK's ``Session`` protocol over a wrapped
+session that keeps the full record (default ``SQLiteSession``); each run is sent the
+memory block and only the items the memory does not cover, and the model writes the
+memory with ``session.memory_tool()`` during the run, with no extra model call.
+"""
+
+from __future__ import annotations
+
+try:
+    import agents  # noqa: F401
+except ImportError as exc:  # pragma: no cover - the extra is installed in the tests
+    raise ImportError(
+        "stm_memory_openai_agents needs the OpenAI Agents SDK: "
+        'pip install "stm-memory[openai-agents]"'
+    ) from exc
+
+from ._session import ShortTermMemorySession
+
+__all__ = ["ShortTermMemorySession"]

@@ -1,0 +1,290 @@
+"""``ShortTermMemorySession`` against the Agents SDK's own session expectations and test
+doubles: the ``Session`` protocol, the behaviour the SDK's tests ask of
+``SQLiteSession`` (tests/memory/test_session.py upstream, ported here: the SDK wheel
+ships no tests, but ships ``agents.testing.ScriptedModel``), and the memory turn
+around ``Runner`` — the epilogue, one update per turn, the intent guard, a failed run.
+No provider, no network."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import Agent, RunConfig, Runner, TResponseInputItem, function_tool
+from agents.memory import Session
+from agents.testing import ScriptedModel, assistant_message, function_call
+
+from stm_memory import TOOL_NAME, Scope, ShortTermMemory
+from stm_memory_openai_agents import ShortTermMemorySession
+
+SCOPE = Scope(channel_id="c1", user_id="u1", server_id="g1")
+RUN_CONFIG = RunConfig(tracing_disabled=True)
+
+
+def session_of(memory: ShortTermMemory, scope: Scope = SCOPE, **kw: Any) -> ShortTermMemorySession:
+    return ShortTermMemorySession(memory, scope, **kw)
+
+
+async def run_agent(method: str, agent: Agent[Any], text: Any, **kwargs: Any) -> Any:
+    kwargs.setdefault("run_config", RUN_CONFIG)
+    if method == "run":
+        return await Runner.run(agent, text, **kwargs)
+    if method == "run_sync":
+
+        def in_thread() -> Any:
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            try:
+                return Runner.run_sync(agent, text, **kwargs)
+            finally:
+                loop.close()
+
+        return await asyncio.to_thread(in_thread)
+    result = Runner.run_streamed(agent, text, **kwargs)
+    async for _ in result.stream_events():
+        pass
+    return result
+
+
+def tool_names(call: Any) -> list[str]:
+    return [t.name for t in call.tools]
+
+
+# -- the SDK's session expectations -----------------------------------------------------
+
+
+def test_it_implements_the_session_protocol(stm_memory: ShortTermMemory) -> None:
+    session = session_of(stm_memory)
+    assert isinstance(session, Session)
+    assert session.session_id == SCOPE.live_key
+    assert session_of(stm_memory, session_id="s-1").session_id == "s-1"
+
+
+async def test_add_get_and_clear(stm_memory: ShortTermMemory) -> None:
+    session = session_of(stm_memory)
+    items: list[TResponseInputItem] = [
+        {"role": "user", "content": "Hello"},
+        {"role": "assistant", "content": "Hi there!"},
+    ]
+    await session.add_items(items)
+    retrieved = await session.get_items()
+    assert [(i.get("role"), i.get("content")) for i in retrieved] == [
+        ("user", "Hello"),
+        ("assistant", "Hi there!"),
+    ]
+    await session.clear_session()
+    assert await session.get_items() == []
+    session.close()
+
+
+async def test_pop_item(stm_memory: ShortTermMemory, tmp_path: Path) -> None:
+    session = session_of(stm_memory, db_path=tmp_path / "pop.db")
+    assert await session.pop_item() is None
+    await session.add_items(
+        [
+            {"role": "user", "content": "Hello"},
+            {"role": "assistant", "content": "Hi there!"},
+            {"role": "user", "content": "How are you?"},
+        ]
+    )
+    assert len(await session.get_items()) == 3
+    popped = await session.pop_item()
+    assert popped is not None and popped.get("content") == "How are you?"
+    assert [i.get("content") for i in await session.get_items()] == ["Hello", "Hi there!"]
+    assert (await session.pop_item() or {}).get("content") == "Hi there!"
+    assert (await session.pop_item() or {}).get("content") == "Hello"
+    assert await session.pop_item() is None
+    assert await session.get_items() == []
+    session.close()
+
+
+async def test_get_items_with_limit(stm_memory: ShortTermMemory) -> None:
+    session = session_of(stm_memory)
+    items: list[TResponseInputItem] = []
+    for n in (1, 2, 3):
+        items += [
+            {"role": "user", "content": f"Message {n}"},
+            {"role": "assistant", "content": f"Response {n}"},
+        ]
+    await session.add_items(items)
+    contents = [i.get("content") for i in await session.get_items()]
+    assert contents[0] == "Message 1" and contents[-1] == "Response 3" and len(contents) == 6
+    assert [i.get("content") for i in await session.get_items(limit=2)] == [
+        "Message 3",
+        "Response 3",
+    ]
+    assert len(await session.get_items(limit=4)) == 4
+    assert len(await session.get_items(limit=10)) == 6
+    assert await session.get_items(limit=0) == []
+
+
+async def test_sessions_of_two_conversations_stay_apart(stm_memory: ShortTermMemory) -> None:
+    # (Two channels of one server would each be shown the other's memory, by design.)
+    one = session_of(stm_memory)
+    two = session_of(stm_memory, Scope(channel_id="c2", user_id="u2", server_id="g2"))
+    await one.add_items([{"role": "user", "content": "Session 1 message"}])
+    await two.add_items(
+        [
+            {"role": "user", "content": "Session 2 message 1"},
+            {"role": "user", "content": "Session 2 message 2"},
+        ]
+    )
+    assert (await two.pop_item() or {}).get("content") == "Session 2 message 2"
+    assert [i.get("content") for i in await one.get_items()] == ["Session 1 message"]
+    assert [i.get("content") for i in await two.get_items()] == ["Session 2 message 1"]
+
+
+@pytest.mark.parametrize("method", ["run", "run_sync", "run_streamed"])
+async def test_runner_sees_the_conversation(method: str, stm_memory: ShortTermMemory) -> None:
+    model = ScriptedModel([[assistant_message("San Francisco")], [assistant_message("California")]])
+    session = session_of(stm_memory)
+    agent = Agent(name="test", model=model)
+    first = await run_agent(method, agent, "Where is the Golden Gate Bridge?", session=session)
+    assert first.final_output == "San Francisco"
+    second = await run_agent(method, agent, "What state is it in?", session=session)
+    assert second.final_output == "California"
+    assert model.last_call is not None and len(model.last_call.input) == 3
+    entry = stm_memory.get(SCOPE)
+    assert entry is not None and entry.turns_since_refresh == 2
+    assert [m.content for m in entry.messages] == [
+        "Where is the Golden Gate Bridge?",
+        "San Francisco",
+        "What state is it in?",
+        "California",
+    ]
+
+
+@pytest.mark.parametrize("method", ["run", "run_sync", "run_streamed"])
+async def test_list_input_is_appended_to_the_history(
+    method: str, stm_memory: ShortTermMemory
+) -> None:
+    session = session_of(stm_memory)
+    initial: list[TResponseInputItem] = [
+        {"role": "user", "content": "Earlier message"},
+        {"role": "assistant", "content": "Saved reply"},
+    ]
+    await session.add_items(initial)
+    model = ScriptedModel([[assistant_message("This should run")]])
+    list_input = [{"role": "user", "content": "Test message"}]
+    await run_agent(method, Agent(name="test", model=model), list_input, session=session)
+    assert model.last_call is not None and model.last_call.input == initial + list_input
+
+
+# -- the memory turn around Runner ------------------------------------------------------
+
+
+def memory_call(summary: str, call_id: str = "call_m") -> Any:
+    return function_call(TOOL_NAME, {"summary": summary}, call_id=call_id)
+
+
+async def outputs(session: ShortTermMemorySession) -> list[dict[str, Any]]:
+    return [
+        json.loads(str(i["output"]))
+        for i in await session.session.get_items()
+        if i.get("type") == "function_call_output"
+    ]
+
+
+@pytest.mark.parametrize("method", ["run", "run_streamed"])
+async def test_an_answer_with_the_memory_call_ends_the_run(
+    method: str, stm_memory: ShortTermMemory
+) -> None:
+    model = ScriptedModel([[assistant_message("Friday it is."), memory_call("Heist: Friday.")]])
+    session = session_of(stm_memory)
+    agent = session.agent(Agent(name="test", model=model))
+    result = await run_agent(method, agent, "The heist is on Friday.", session=session)
+
+    assert result.final_output == "Friday it is."
+    assert len(model.calls) == 1  # no second model call for the memory call
+    assert tool_names(model.calls[0]) == [TOOL_NAME]
+    assert await outputs(session) == [{"status": "completed"}]
+    entry = stm_memory.get(SCOPE)
+    assert entry is not None and entry.summary == "Heist: Friday."
+    assert entry.turns_since_refresh == 0 and entry.last_refreshed_turn == 1
+    # The next run is sent the memory, not the memory call.
+    model.enqueue([assistant_message("Noted.")])
+    await run_agent(method, agent, "And the getaway car?", session=session)
+    sent = model.calls[-1].input
+    assert not any(i.get("type") in ("function_call", "function_call_output") for i in sent)
+    assert any(i.get("role") == "system" and "Heist: Friday." in i["content"] for i in sent)
+
+
+async def test_a_memory_call_alone_gets_one_more_model_call(
+    stm_memory: ShortTermMemory,
+) -> None:
+    model = ScriptedModel([[memory_call("Heist: Friday.")], [assistant_message("Done.")]])
+    session = session_of(stm_memory)
+    agent = session.agent(Agent(name="test", model=model))
+    result = await run_agent("run", agent, "The heist is on Friday.", session=session)
+
+    assert result.final_output == "Done."
+    assert [tool_names(c) for c in model.calls] == [[TOOL_NAME], []]  # updated: hidden
+    entry = stm_memory.get(SCOPE)
+    assert entry is not None and entry.summary == "Heist: Friday."
+
+
+async def test_a_second_update_in_one_turn_fails(stm_memory: ShortTermMemory) -> None:
+    model = ScriptedModel(
+        [
+            [memory_call("First.", "call_1"), memory_call("Second.", "call_2")],
+            [assistant_message("ok")],
+        ]
+    )
+    session = session_of(stm_memory)
+    agent = Agent(name="test", model=model, tools=[session.memory_tool()])
+    await run_agent("run", agent, "Summarise, please.", session=session)
+
+    results = await outputs(session)
+    assert [r["status"] for r in results] == ["completed", "tool_execution_failed"]
+    assert "already updated this turn" in results[1]["reason"]
+    entry = stm_memory.get(SCOPE)
+    assert entry is not None and entry.summary == "First."
+
+
+async def test_remember_this_hides_the_tool(stm_memory: ShortTermMemory) -> None:
+    model = ScriptedModel([[assistant_message("I'll keep that in mind.")]])
+    session = session_of(stm_memory)
+    agent = session.agent(Agent(name="test", model=model))
+    await run_agent("run", agent, "Please remember that I hate the sea.", session=session)
+    assert tool_names(model.calls[0]) == []
+
+
+async def test_the_agents_own_tools_and_behaviour_stay(stm_memory: ShortTermMemory) -> None:
+    @function_tool
+    def lookup(q: str) -> str:
+        """Look something up."""
+        return f"found {q}"
+
+    model = ScriptedModel([[function_call("lookup", {"q": "map"}, call_id="c_1")]])
+    session = session_of(stm_memory)
+    agent = session.agent(
+        Agent(name="test", model=model, tools=[lookup], tool_use_behavior="stop_on_first_tool")
+    )
+    result = await run_agent("run", agent, "Where is the map?", session=session)
+    assert result.final_output == "found map"
+    assert sorted(tool_names(model.calls[0])) == sorted(["lookup", TOOL_NAME])
+    assert stm_memory.get(SCOPE) is not None  # the turn ended with the run's last step
+
+
+async def test_a_failed_run_is_still_a_turn(stm_memory: ShortTermMemory) -> None:
+    model = ScriptedModel([RuntimeError("provider down"), [assistant_message("Back.")]])
+    session = session_of(stm_memory)
+    agent = session.agent(Agent(name="test", model=model))
+    with pytest.raises(RuntimeError):
+        await run_agent("run", agent, "Hello?", session=session)
+    await run_agent("run", agent, "Hello again?", session=session)
+    entry = stm_memory.get(SCOPE)
+    assert entry is not None and entry.turns_since_refresh == 2
+
+
+async def test_the_tool_is_hidden_outside_a_run(stm_memory: ShortTermMemory) -> None:
+    session = session_of(stm_memory)
+    tool = session.memory_tool()
+    assert tool is session.memory_tool()
+    assert tool.name == TOOL_NAME and tool.params_json_schema["required"] == ["summary"]
+    assert session._tool_enabled(None, None) is False
+    result = await tool.on_invoke_tool(None, '{"summary": "x"}')  # type: ignore[arg-type]
+    assert json.loads(result)["status"] == "tool_execution_failed"
