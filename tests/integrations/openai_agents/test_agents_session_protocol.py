@@ -17,7 +17,7 @@ from agents import Agent, RunConfig, Runner, TResponseInputItem, function_tool
 from agents.memory import Session
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from stm_memory import TOOL_NAME, Scope, ShortTermMemory
+from stm_memory import TOOL_NAME, Category, Scope, ShortTermMemory
 from stm_memory_openai_agents import ShortTermMemorySession
 
 SCOPE = Scope(channel_id="c1", user_id="u1", server_id="g1")
@@ -237,11 +237,20 @@ async def test_a_second_update_in_one_turn_fails(stm_memory: ShortTermMemory) ->
     agent = Agent(name="test", model=model, tools=[session.memory_tool()])
     await run_agent("run", agent, "Summarise, please.", session=session)
 
+    # The SDK runs the two calls concurrently: exactly one of them writes.
     results = await outputs(session)
-    assert [r["status"] for r in results] == ["completed", "tool_execution_failed"]
-    assert "already updated this turn" in results[1]["reason"]
+    statuses = [r["status"] for r in results]
+    assert sorted(statuses) == ["completed", "tool_execution_failed"]
+    failed = results[statuses.index("tool_execution_failed")]
+    assert "already updated this turn" in failed["reason"]
+    by_call = {
+        i["call_id"]: json.loads(str(i["output"]))["status"]
+        for i in await session.session.get_items()
+        if i.get("type") == "function_call_output"
+    }
+    written = "First." if by_call["call_1"] == "completed" else "Second."
     entry = stm_memory.get(SCOPE)
-    assert entry is not None and entry.summary == "First."
+    assert entry is not None and entry.summary == written
 
 
 async def test_remember_this_hides_the_tool(stm_memory: ShortTermMemory) -> None:
@@ -288,3 +297,23 @@ async def test_the_tool_is_hidden_outside_a_run(stm_memory: ShortTermMemory) -> 
     assert session._tool_enabled(None, None) is False
     result = await tool.on_invoke_tool(None, '{"summary": "x"}')  # type: ignore[arg-type]
     assert json.loads(result)["status"] == "tool_execution_failed"
+
+
+async def test_the_tool_follows_the_schema_of_the_turn(stm_memory: ShortTermMemory) -> None:
+    session = session_of(stm_memory)
+    tool = session.memory_tool()
+    assert tool.params_json_schema["required"] == ["summary"]
+    stm_memory.set_categories("g1", [Category("Plot", "What happened"), Category("Mood", "Tone")])
+    model = ScriptedModel(
+        [
+            [
+                assistant_message("Noted."),
+                function_call(TOOL_NAME, {"plot": "A heist.", "mood": "Tense."}, call_id="c"),
+            ]
+        ]
+    )
+    agent = session.agent(Agent(name="test", model=model))
+    await run_agent("run", agent, "The heist is on.", session=session)
+    assert tool.params_json_schema["required"] == ["plot", "mood"]
+    entry = stm_memory.get(SCOPE)
+    assert entry is not None and entry.categories == {"plot": "A heist.", "mood": "Tense."}
