@@ -65,10 +65,12 @@ try:
     import redis.asyncio
     import redis.cluster
     from redis.asyncio.client import Pipeline as AsyncPipeline
+    from redis.backoff import NoBackoff
     from redis.client import Pipeline as SyncPipeline
     from redis.cluster import ClusterPipeline, RedisCluster
     from redis.connection import parse_url
     from redis.exceptions import RedisClusterException
+    from redis.retry import Retry
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         'The Redis live cache needs the redis package: pip install "stm-memory[redis]"'
@@ -164,6 +166,14 @@ def _tag(name: str) -> str:
     if group is None:
         return _COMMON_TAG
     return hashlib.blake2b(group.encode("utf-8"), digest_size=6).hexdigest()
+
+
+def _cluster_retry() -> Retry:
+    # redis-py's default retries a failed node three times with exponential backoff
+    # and a topology refresh between tries: about 4 s per call while a node is down.
+    # One immediate retry still rides out a failover's refresh; beyond that the
+    # resilient wrapper's degraded mode is the better answer than a stalled turn.
+    return Retry(NoBackoff(), 1)
 
 
 def redis_key(key: str, prefix: str = "") -> str:
@@ -719,7 +729,8 @@ class _Connector:
                     return client, redis.asyncio.Redis.from_url(self.url, **self.options)
                 client.close()
                 self.check_cluster()
-            return RedisCluster.from_url(self.url, **self.options), None
+            options = {"retry": _cluster_retry(), **self.options}
+            return RedisCluster.from_url(self.url, **options), None
 
     def _is_cluster_node(self, client: redis.Redis) -> bool:
         """Connect ``client`` and, unless told, ask whether it reached a cluster node

@@ -118,9 +118,11 @@ def _open(config: dict[str, Any], clock: _Clock) -> ShortTermMemory:
         outbox_path=config.get("outbox_path"),
         clock=clock,
         timeout=float(config.get("timeout", 2.0)),
+        settings_ttl=float(config.get("settings_ttl", 5.0)),
     )
     if isinstance(mem.cache, ResilientCache):
-        mem.cache.retry_after = 0.0
+        mem.cache.retry_after = float(config.get("retry_after", 0.0))
+        mem.cache.check_every = float(config.get("check_every", 1.0))
     return mem
 
 
@@ -184,6 +186,7 @@ def _handlers(mem: ShortTermMemory, clock: _Clock) -> dict[str, Callable[..., An
         "outbox": lambda: len(mem.outbox),
         "crash": _arm,
         "pid": os.getpid,
+        "degraded": lambda: isinstance(mem.cache, ResilientCache) and mem.cache.degraded,
     }
 
 
