@@ -312,12 +312,6 @@ class ShortTermMemory:
             raise ValidationError("user_message must be a string or None")
         settings = self.server_settings(scope.server_id) if scope.server_id else ServerSettings()
         cats = tuple(self.categories(scope.server_id)) if scope.server_id else (DEFAULT_CATEGORY,)
-        intent = False
-        if user_message:
-            try:
-                intent = bool(self.intent_detector(user_message))
-            except Exception:  # a custom detector must not break the turn
-                log.exception("stm-memory: intent detector failed; assuming no intent")
         return TurnContext(
             scope=scope,
             provider=provider,
@@ -325,11 +319,32 @@ class ShortTermMemory:
             settings=settings,
             categories=cats,
             user_settings=self.user_settings(scope.user_id),
-            long_term_intent=intent,
+            long_term_intent=self._long_term_intent(user_message),
             provider_excluded=(provider or "").lower() in self.excluded_providers,
             tools_available=tools_available,
             started_at=self.now(),
         )
+
+    def note_user_message(self, turn: TurnContext, text: str | None) -> None:
+        """Give a turn begun before its user message existed that message (a chat
+        history or an Agents SDK session is read before it is handed the new input),
+        so the long-term-intent guard sees it before the tool is offered or runs. A
+        turn that has a user message keeps it, as ``begin_turn`` takes only one."""
+        if text is not None and not isinstance(text, str):
+            raise ValidationError("the user message must be a string or None")
+        if not text or turn.user_message is not None:
+            return
+        turn.user_message = text
+        turn.long_term_intent = self._long_term_intent(text)
+
+    def _long_term_intent(self, text: str | None) -> bool:
+        if not text:
+            return False
+        try:
+            return bool(self.intent_detector(text))
+        except Exception:  # a custom detector must not break the turn
+            log.exception("stm-memory: intent detector failed; assuming no intent")
+            return False
 
     def tool(self, turn: TurnContext) -> BaseTool | None:
         """The LangChain tool bound to this turn, or None when a guard hides it."""

@@ -63,7 +63,7 @@ from ._dialogue import (
     text_of,
 )
 from ._scope import scope_from_values
-from ._turns import attempt, content_of, note_user_message, op, run_memory_call
+from ._turns import attempt, content_of, op, run_memory_call
 
 __all__ = ["MessageRecord", "ShortTermMemoryHistory", "ShortTermMemoryHistoryFactory"]
 
@@ -237,7 +237,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         """Hand the turn its user message before the model runs (the intent guard)."""
         turn = self.turn
         if turn is not None:
-            note_user_message(self.memory, turn, text)
+            self.memory.note_user_message(turn, text)
 
     def keep_exchange(self, exchange: Sequence[BaseMessage], *, answer_included: bool) -> None:
         """For the chain wrapper: the memory exchange it ran this turn, stored in place
@@ -326,7 +326,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         state = yield from self._turn_steps()
         turn = state.turn
         if turn is not None:
-            note_user_message(self.memory, turn, user_text)
+            self.memory.note_user_message(turn, user_text)
         ai_at = next((i for i in range(len(added) - 1, -1, -1) if _is_ai(added[i])), None)
         if ai_at is not None and state.exchange is not None:
             kept = [] if state.answer_in_exchange else [added[ai_at]]

@@ -12,7 +12,7 @@ from stm_memory import ShortTermMemory, TurnContext
 from stm_memory.loop import Op
 from stm_memory.toolcalls import check_tool_call
 
-__all__ = ["attempt", "content_of", "note_user_message", "op", "run_memory_call"]
+__all__ = ["attempt", "content_of", "op", "run_memory_call"]
 
 log = logging.getLogger("stm_memory.langchain")
 
@@ -34,23 +34,6 @@ def attempt(step: Op, what: str) -> Generator[Op, Any, Any]:
 def content_of(result: Mapping[str, Any]) -> str:
     """A tool result as the JSON text a ``ToolMessage`` carries."""
     return json.dumps(result, ensure_ascii=False, sort_keys=True)
-
-
-def note_user_message(memory: ShortTermMemory, turn: TurnContext, text: str | None) -> None:
-    """Tell a turn begun before its user message arrived what the user said.
-
-    A chat history (and an Agents SDK session) is read before the chain (or the SDK)
-    hands it the new input, so the turn begins without it; the long-term-intent guard
-    ("remember this …") still has to see it before the tool runs or is offered. Only
-    the first message counts, as in ``begin_turn``.
-    """
-    if not text or turn.user_message is not None:
-        return
-    turn.user_message = text
-    try:
-        turn.long_term_intent = bool(memory.intent_detector(text))
-    except Exception:  # a custom detector must not break the turn (as begin_turn)
-        log.exception("stm-memory: intent detector failed; assuming no intent")
 
 
 def run_memory_call(

@@ -211,7 +211,7 @@ class ShortTermMemorySession:
             state = await self._begin(wrapper)
         if state.turn is not None:
             user = next((_text(i) for i in reversed(items) if _role(i) == "user"), None)
-            _note_user_message(self.memory, state.turn, user)
+            self.memory.note_user_message(state.turn, user)
         state.added += len(items)
         if state.finishing or (items and _is_answer(items[-1])):
             await self._end(state)
@@ -395,18 +395,6 @@ class ShortTermMemorySession:
         state = self._current()
         if state is not None:
             state.finishing = True
-
-
-def _note_user_message(memory: ShortTermMemory, turn: TurnContext, text: str | None) -> None:
-    """Hand a turn begun before its input arrived the user's message, so the
-    long-term-intent guard sees it before the model runs (first message only)."""
-    if not text or turn.user_message is not None:
-        return
-    turn.user_message = text
-    try:
-        turn.long_term_intent = bool(memory.intent_detector(text))
-    except Exception:  # a custom detector must not break the turn (as begin_turn)
-        log.exception("stm-memory: intent detector failed; assuming no intent")
 
 
 class _Epilogue:

@@ -19,6 +19,7 @@ from stm_memory import (
     ShortTermMemory,
     TurnContext,
     UserSettings,
+    ValidationError,
 )
 from stm_memory.tool import build_tool
 
@@ -104,6 +105,21 @@ def test_intent_hides_and_blocks(mem: ShortTermMemory, message: str) -> None:
     assert turn.long_term_intent
     assert mem.tool(turn) is None
     assert_failed(mem.update(turn, {"summary": "x"}), "long-term memory")
+    assert nothing_stored(mem)
+
+
+def test_a_user_message_noted_after_begin_turn_applies_the_intent_guard(
+    mem: ShortTermMemory,
+) -> None:
+    turn = begin(mem)  # a chat history or a session reads memory before the input
+    assert mem.tool(turn) is not None
+    mem.note_user_message(turn, "note this: I work nights")
+    assert turn.long_term_intent and mem.tool(turn) is None
+    assert_failed(mem.update(turn, {"summary": "x"}), "long-term memory")
+    mem.note_user_message(turn, "a second message does not replace the first")
+    assert turn.user_message == "note this: I work nights"
+    with pytest.raises(ValidationError):
+        mem.note_user_message(begin(mem), 42)  # type: ignore[arg-type]
     assert nothing_stored(mem)
 
 
