@@ -111,7 +111,7 @@ def test_intent_hides_and_blocks(mem: ShortTermMemory, message: str) -> None:
 def test_a_user_message_noted_after_begin_turn_applies_the_intent_guard(
     mem: ShortTermMemory,
 ) -> None:
-    turn = begin(mem)  # a chat history or a session reads memory before the input
+    turn = begin(mem, user_message=None)  # a history or a session is read before the input
     assert mem.tool(turn) is not None
     mem.note_user_message(turn, "note this: I work nights")
     assert turn.long_term_intent and mem.tool(turn) is None
@@ -119,7 +119,7 @@ def test_a_user_message_noted_after_begin_turn_applies_the_intent_guard(
     mem.note_user_message(turn, "a second message does not replace the first")
     assert turn.user_message == "note this: I work nights"
     with pytest.raises(ValidationError):
-        mem.note_user_message(begin(mem), 42)  # type: ignore[arg-type]
+        mem.note_user_message(begin(mem, user_message=None), 42)  # type: ignore[arg-type]
     assert nothing_stored(mem)
 
 
