@@ -36,6 +36,7 @@ CASES: dict[str, str] = {
     "scale": "benchmarks.scale",
     "multiprocess": "benchmarks.multiprocess",
     "erasure": "benchmarks.erasure",
+    "bulk": "benchmarks.bulk",
 }
 
 README_START = "<!-- bench:table:start -->"

@@ -12,11 +12,11 @@ revision the other side already holds.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from itertools import islice
 
+from ._bulk import CACHE_BATCH, REPAIR_CACHED, Tally, batched, cached_entry_keys
 from ._live import LiveEntries
 from .cache.base import CacheValue, Write
 from .errors import StorageError
@@ -40,14 +40,9 @@ class Repaired:
     entries_dropped: int = 0
 
 
-def _batched(keys: Iterable[str], size: int) -> Iterator[list[str]]:
-    it = iter(keys)
-    while chunk := list(islice(it, size)):
-        yield chunk
-
-
-def reconcile(live: LiveEntries, at: datetime, *, batch: int = 500) -> Repaired:
-    """Compare every cached entry with its row, in batches, and move the older side on.
+def reconcile(live: LiveEntries, at: datetime, *, batch: int = CACHE_BATCH) -> Repaired:
+    """Compare every cached entry with its row, in batches drawn from the cache's scan
+    as they are needed, and move the older side on.
 
     - cache ahead of its row: the row takes the cached snapshot (update only, so a row
       deleted meanwhile stays deleted);
@@ -58,11 +53,15 @@ def reconcile(live: LiveEntries, at: datetime, *, batch: int = 500) -> Repaired:
       is given up rather than risk resurrecting deleted data.
 
     Callers run it only with an empty outbox: queued writes are newer than their rows.
+    Progress (see ``_bulk``): the entries checked, after every batch.
     """
-    checked = rows_advanced = entries_advanced = 0
+    checked = rows_advanced = entries_advanced = dropped = 0
+    # Entries without a row, dropped once a batch of them has gathered: re-checked
+    # then, a while after they were read, as a first write in flight may have landed.
     orphans: list[str] = []
+    tally = Tally(REPAIR_CACHED)
     try:
-        for chunk in _batched(live.entry_keys(lambda _kind, _owner, _channel: True), batch):
+        for chunk in batched(cached_entry_keys(live.cache), batch):
             cached = {k: MemoryEntry.from_dict(v) for k, v in live.cache.get_many(chunk).items()}
             rows = live.store.load_many(list(cached))
             checked += len(cached)
@@ -73,9 +72,14 @@ def reconcile(live: LiveEntries, at: datetime, *, batch: int = 500) -> Repaired:
             if behind:
                 entries_advanced += _adopt(live, behind)
             orphans.extend(k for k in cached if k not in rows)
+            if len(orphans) >= batch:
+                dropped += _drop_orphans(live, orphans)
+                orphans = []
+            tally.add(len(chunk))
     except StorageError as exc:
         log.warning("stm-memory: reconciliation stopped early: %s", exc)
-    dropped = _drop_orphans(live, orphans)
+    dropped += _drop_orphans(live, orphans)
+    tally.end()
     repaired = Repaired(checked, rows_advanced, entries_advanced, dropped)
     if rows_advanced or entries_advanced or dropped:
         log.warning("stm-memory: cache and SQL disagreed; repaired: %s", repaired)

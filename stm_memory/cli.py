@@ -18,11 +18,20 @@ try:
     import typer
     from platformdirs import user_data_dir
     from rich.console import Console
-    from rich.progress import Progress
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        TaskID,
+        TextColumn,
+        TimeElapsedColumn,
+    )
     from rich.table import Table
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError('The stm-memory CLI needs its extra: pip install "stm-memory[cli]"') from exc
 
+from ._bulk import CACHE_BATCH, ProgressCallback, batched, cached_entry_keys
 from .engine import ShortTermMemory
 from .errors import ConfigurationError, StmError, StorageError, ValidationError
 from .types import Category, MemoryEntry, Scope
@@ -106,6 +115,45 @@ def _memory() -> Iterator[ShortTermMemory]:
         mem.close()
 
 
+class _PhaseBars:
+    """A progress callback (see ``stm_memory._bulk``) drawing a bar per phase."""
+
+    def __init__(self, bars: Progress) -> None:
+        self._bars = bars
+        self._tasks: dict[str, TaskID] = {}
+        self._done: dict[str, int] = {}
+
+    def __call__(self, phase: str, done: int, total: int | None) -> None:
+        task = self._tasks.get(phase)
+        # A phase counting from the start again is another operation (a delete queued
+        # earlier, replayed first): it gets a bar of its own.
+        if task is None or done < self._done[phase]:
+            task = self._tasks[phase] = self._bars.add_task(phase, total=total)
+        self._done[phase] = done
+        self._bars.update(task, completed=done, total=total)
+
+
+@contextmanager
+def _progress(quiet: bool) -> Iterator[ProgressCallback | None]:
+    """Progress bars on stderr while a bulk operation runs; none with ``--quiet`` or
+    when stderr is not a terminal, so piped or captured output stays as it was."""
+    if quiet or not err_console.is_terminal:
+        yield None
+        return
+    with Progress(*_columns(), console=err_console) as bars:
+        yield _PhaseBars(bars)
+
+
+def _columns() -> tuple[ProgressColumn, ...]:
+    """A bar's columns: the phase, the bar, rows done of the total, time taken."""
+    return (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+
+
 def _scope(channel: str, user: str, server: str | None, persona: str | None) -> Scope:
     try:
         return Scope(channel_id=channel, user_id=user, server_id=server, persona_id=persona)
@@ -142,6 +190,7 @@ UserOpt = Annotated[str, typer.Option("--user", "-u", help="User id.")]
 ServerOpt = Annotated[str | None, typer.Option("--server", "-s", help="Server id (omit: DM).")]
 PersonaOpt = Annotated[str | None, typer.Option("--persona", help="Persona id.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 
 
 @app.command()
@@ -177,19 +226,23 @@ def list_entries(
 
 
 @app.command("clear-channel")
-def clear_channel(channel: ChannelArg) -> None:
+def clear_channel(channel: ChannelArg, quiet: QuietOpt = False) -> None:
     """Forget a channel everywhere (the /refresh command)."""
     with _memory() as mem:
-        rows = mem.clear_channel(channel)
+        with _progress(quiet) as progress:
+            rows = mem.clear_channel(channel, progress=progress)
         console.print(f"cleared channel {channel!r}: {rows} row(s) deleted")
 
 
 @app.command("forget-user")
-def forget_user(user: Annotated[str, typer.Argument(help="User id.")]) -> None:
+def forget_user(
+    user: Annotated[str, typer.Argument(help="User id.")], quiet: QuietOpt = False
+) -> None:
     """Erase a user: their own memories everywhere, their words in shared channels, and
     every summary their words may have reached."""
     with _memory() as mem:
-        rows = mem.clear_user(user)
+        with _progress(quiet) as progress:
+            rows = mem.clear_user(user, progress=progress)
         console.print(f"erased user {user!r}: {rows} row(s) deleted or cleared")
 
 
@@ -205,16 +258,34 @@ def clear_summary(
 
 
 @app.command()
-def janitor() -> None:
-    """Replay queued writes and delete rows idle past the retention period."""
-    with _memory() as mem, Progress(console=console, transient=True) as progress:
-        task = progress.add_task("flushing the outbox", total=2)
+def janitor(quiet: QuietOpt = False) -> None:
+    """Replay queued writes, repair the cache against SQL, and delete rows idle past the
+    retention period."""
+    with _memory() as mem:
         landed = mem.flush()
-        # run_janitor also reclaims expired cache space.
-        progress.update(task, advance=1, description="deleting idle rows")
-        deleted = mem.run_janitor()
-        progress.update(task, advance=1)
+        # run_janitor also repairs, and reclaims expired cache space.
+        with _progress(quiet) as progress:
+            deleted = mem.run_janitor(progress=progress)
     console.print(f"janitor: {landed} queued write(s) landed, {deleted} idle row(s) deleted")
+
+
+@app.command()
+def repair(quiet: QuietOpt = False) -> None:
+    """Compare the live cache with SQL and move the older side forward (what a start-up
+    after a crash and every janitor run do)."""
+    with _memory() as mem:
+        mem.flush()
+        if mem.outbox.has_pending():
+            # Queued writes are newer than their rows: repairing now would undo them.
+            raise _fail("queued writes could not be replayed yet (is the database up?)", 3)
+        with _progress(quiet) as progress:
+            done = mem.reconcile(progress=progress)
+    # Orphans: cached entries whose row does not exist.
+    console.print(
+        f"repair: {done.checked} checked, {done.rows_advanced} row(s) and"
+        f" {done.entries_advanced} entr(ies) moved forward, {done.entries_dropped} orphan(s)"
+        " dropped"
+    )
 
 
 @app.command()
@@ -224,20 +295,20 @@ def stats(as_json: JsonOpt = False) -> None:
         data = dict(mem.stats())
         now = mem.now()
         buckets = {"expired": 0, "< 1 h": 0, "< 6 h": 0, "< 24 h": 0}
-        keys = [k for k in mem.cache.iter_keys("shortterm:") if ":index:" not in k]
-        for entry in mem.live.get_many(keys).values():
-            left = (
-                entry.expires_at(summary_ttl=mem.limits.summary_ttl, bare_ttl=mem.limits.bare_ttl)
-                - now
-            )
-            if left <= timedelta(0):
-                buckets["expired"] += 1
-            elif left < timedelta(hours=1):
-                buckets["< 1 h"] += 1
-            elif left < timedelta(hours=6):
-                buckets["< 6 h"] += 1
-            else:
-                buckets["< 24 h"] += 1
+        limits = mem.limits
+        for keys in batched(cached_entry_keys(mem.cache), CACHE_BATCH):
+            for entry in mem.live.get_many(keys).values():
+                left = (
+                    entry.expires_at(summary_ttl=limits.summary_ttl, bare_ttl=limits.bare_ttl) - now
+                )
+                if left <= timedelta(0):
+                    buckets["expired"] += 1
+                elif left < timedelta(hours=1):
+                    buckets["< 1 h"] += 1
+                elif left < timedelta(hours=6):
+                    buckets["< 6 h"] += 1
+                else:
+                    buckets["< 24 h"] += 1
         data["expiry"] = buckets
     if as_json:
         console.print_json(json.dumps(data))

@@ -3,14 +3,17 @@
 Row writes carry the whole entry and its revision, so they are idempotent and
 ordered by themselves (see :meth:`MemoryStore.put_rows`). Deletes take an optional
 ``op_id``: when given (outbox replay), the store records it in the same transaction
-and skips an id it has already applied, which makes their replay exactly-once.
+as the delete's last change and skips an id it has already applied, which makes
+their replay exactly-once. A bulk delete (a channel, a user, the janitor's sweep)
+runs in batches of bounded size, one transaction each: interrupted between two, it
+has not been applied, and its replay finishes it.
 """
 
 from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 
 from ..types import Category, MemoryEntry, ServerSettings, UserSettings
@@ -59,7 +62,8 @@ class MemoryStore(ABC):
         self, channel_id: str, *, op_id: str | None = None, at: datetime | None = None
     ) -> int:
         """Delete every row of a channel (any server, user, persona) and record, in
-        the same transaction, that the channel was reset (at ``at``, default now)."""
+        the same transactions, that the channel was reset (at ``at``, default now).
+        Returns the rows deleted."""
 
     @abstractmethod
     def channel_reset_at(self, channel_id: str) -> datetime | None:
@@ -67,15 +71,16 @@ class MemoryStore(ABC):
 
     @abstractmethod
     def delete_user(self, user_id: str, *, op_id: str | None = None) -> int:
-        """Delete every user-scope row of a user."""
+        """Delete every user-scope row of a user; returns how many."""
 
     @abstractmethod
     def forget_user(self, user_id: str, at: datetime, *, op_id: str | None = None) -> int:
-        """Erase a user in one transaction: delete their user-scope rows, and clear the
-        distilled memory (summary, categories, provenance) of every row whose provenance
-        names them (``rev`` moves on as in :meth:`clear_summary` at ``at``; the rows'
-        ``last_updated`` and ``updated_at`` stay: an erasure is not activity and extends
-        neither an entry's life nor a row's). Returns the rows deleted or cleared."""
+        """Erase a user: delete their user-scope rows (recording their DM channels as
+        reset), and clear the distilled memory (summary, categories, provenance) of
+        every row whose provenance names them (``rev`` moves on as in
+        :meth:`clear_summary` at ``at``; the rows' ``last_updated`` and ``updated_at``
+        stay: an erasure is not activity and extends neither an entry's life nor a
+        row's). Returns the rows deleted or cleared."""
 
     def compact(self) -> None:  # noqa: B027 - optional hook: a server database has its own
         """Make deleted rows leave the database's files (an embedded SQLite file
@@ -87,12 +92,15 @@ class MemoryStore(ABC):
         ``rev`` moves on as a cache mutation at ``at`` would move it)."""
 
     @abstractmethod
-    def keys_older_than(self, cutoff: datetime) -> list[str]:
-        """Janitor: keys of the rows whose ``updated_at`` is before ``cutoff``."""
+    def keys_older_than(self, cutoff: datetime) -> Iterator[list[str]]:
+        """Janitor: the (entry) keys of the rows whose ``updated_at`` is before
+        ``cutoff``, in batches read one at a time as the iterator is advanced (each
+        batch a read of its own: nothing is held open between them)."""
 
     @abstractmethod
     def delete_older_than(self, cutoff: datetime) -> int:
-        """Janitor: delete rows whose ``updated_at`` is before ``cutoff``."""
+        """Janitor: delete rows whose ``updated_at`` is before ``cutoff``, and the
+        applied-op ids recorded before it; returns the rows deleted."""
 
     @abstractmethod
     def count_rows(self) -> int: ...

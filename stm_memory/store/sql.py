@@ -8,15 +8,17 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.pool import StaticPool
 
+from .._bulk import DELETE_ROWS, ERASE_ROWS, Tally, listening
 from ..errors import DatabaseError, RejectedWriteError
 from ..types import (
     Category,
@@ -39,7 +41,7 @@ from .schema import (
     user_settings,
 )
 
-__all__ = ["SqlStore", "create_sql_engine"]
+__all__ = ["BATCH_SIZE", "SqlStore", "create_sql_engine"]
 
 log = logging.getLogger("stm_memory.store")
 T = TypeVar("T")
@@ -50,6 +52,13 @@ T = TypeVar("T")
 # past the key column (2,200) and PostgreSQL's b-tree entry limit (2,704 bytes).
 _MAX_KEY_BYTES = 1024
 _DIGEST_PREFIX = "sha256:"
+
+#: Rows a bulk delete, erasure or janitor sweep changes (or scans) per transaction.
+#: Large enough that per-transaction costs (a commit, the op-id claim) vanish next to
+#: the rows, small enough that one batch holds SQLite's write lock for tens of
+#: milliseconds (turns queue behind it rather than time out) and its keys stay well
+#: under the bound-parameter limits (SQLite 32,766; PostgreSQL 65,535).
+BATCH_SIZE = 5000
 
 
 def _db_key(key: str) -> str:
@@ -139,8 +148,20 @@ def _tune_sqlite(engine: sa.Engine, *, timeout: float, wal: bool) -> None:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """One transaction's share of a bulk operation."""
+
+    changed: int  # rows deleted or cleared: what the operation returns
+    scanned: int  # rows gone through: its progress
+    last: bool  # nothing is left to do in its phase
+
+
 class SqlStore(MemoryStore):
-    """Rows of :mod:`stm_memory.store.schema` through SQLAlchemy Core."""
+    """Rows of :mod:`stm_memory.store.schema` through SQLAlchemy Core.
+
+    ``batch_size``: the rows a bulk delete, erasure or janitor sweep handles per
+    transaction (:data:`BATCH_SIZE` by default; see "bulk deletes" below)."""
 
     def __init__(
         self,
@@ -148,8 +169,12 @@ class SqlStore(MemoryStore):
         *,
         clock: Callable[[], datetime] | None = None,
         timeout: float = 5.0,
+        batch_size: int = BATCH_SIZE,
     ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         self.engine = engine
+        self.batch_size = batch_size
         # The engine's injectable clock: applied-op stamps are pruned by the janitor
         # against that same clock.
         self._clock = clock or (lambda: datetime.now(UTC))
@@ -296,15 +321,24 @@ class SqlStore(MemoryStore):
         }
 
     @staticmethod
-    def _entry(row: Mapping[Any, Any]) -> MemoryEntry:
-        kind: ScopeKind = "server" if row["scope_kind"] == "server" else "user"
-        key = row["key"]
-        if key.startswith(_DIGEST_PREFIX):  # rebuilt from the ids the row holds
-            owner = row["server_id"] if kind == "server" else row["user_id"]
-            key = key_for(kind, owner, row["channel_id"], row["persona_id"])
+    def _kind(row: Mapping[Any, Any]) -> ScopeKind:
+        return "server" if row["scope_kind"] == "server" else "user"
+
+    @classmethod
+    def _cache_key(cls, row: Mapping[Any, Any]) -> str:
+        """The entry's key (a digest key is rebuilt from the ids the row holds)."""
+        key: str = row["key"]
+        if not key.startswith(_DIGEST_PREFIX):
+            return key
+        kind = cls._kind(row)
+        owner = row["server_id"] if kind == "server" else row["user_id"]
+        return key_for(kind, owner, row["channel_id"], row["persona_id"])
+
+    @classmethod
+    def _entry(cls, row: Mapping[Any, Any]) -> MemoryEntry:
         return MemoryEntry(
-            key=key,
-            kind=kind,
+            key=cls._cache_key(row),
+            kind=cls._kind(row),
             channel_id=row["channel_id"],
             server_id=row["server_id"],
             user_id=row["user_id"],
@@ -381,23 +415,86 @@ class SqlStore(MemoryStore):
         stmt = self._select.where(*clauses).order_by(memories.c.updated_at.desc()).limit(limit)
         return [self._entry(r) for r in self._read(lambda c: c.execute(stmt).mappings().all())]
 
-    def _delete(self, where: Any, op_id: str | None) -> int:
-        with self._tx(op_id) as conn:
-            if conn is None:
-                return 0
-            return int(conn.execute(sa.delete(memories).where(where)).rowcount)
+    # -- bulk deletes ------------------------------------------------------------------
+    #
+    # A delete of a channel, of a user or of the idle rows may reach a million rows: it
+    # runs as a series of transactions of ``batch_size`` rows each. Replay stays
+    # exactly-once. Every one of those transactions claims the operation's ``op_id``
+    # (see _tx) and all but the last release the claim before they commit, so a crash
+    # (or a database failure) between two batches leaves the operation unapplied and
+    # still queued in the outbox, and its replay finishes what is left; once the last
+    # batch has committed, a replay does nothing, and never deletes rows written
+    # since. Two replays running at once queue on the claim batch by batch; the one
+    # that comes second after the last batch stops there.
+
+    def _batches(
+        self,
+        op_id: str | None,
+        tally: Tally,
+        work: Callable[[Connection], _Batch],
+        *,
+        completes: bool = True,
+    ) -> int:
+        """Run ``work`` in one transaction per batch until it returns its phase's last
+        batch; returns the rows changed. With ``completes``, the phase's last batch is
+        the operation's last one (it keeps the ``op_id`` claim). Stops early when the
+        operation was applied meanwhile, by a concurrent replay."""
+        changed = 0
+        while True:
+            with self._tx(op_id) as conn:
+                if conn is None:
+                    return changed
+                batch = work(conn)
+                if op_id is not None and not (batch.last and completes):
+                    conn.execute(sa.delete(applied_ops).where(applied_ops.c.op_id == op_id))
+            changed += batch.changed
+            tally.add(batch.scanned, last=batch.last)
+            if batch.last:
+                return changed
+
+    def _count(self, where: Any) -> int | None:
+        """How many rows match ``where``: a progress total (None when nobody listens)."""
+        if not listening():
+            return None
+        stmt = sa.select(sa.func.count()).select_from(memories).where(where)
+        return int(self._read(lambda c: c.execute(stmt).scalar_one()))
+
+    def _fetch(self, stmt: Any) -> Sequence[RowMapping]:
+        return self._read(lambda c: c.execute(stmt).mappings().all())
+
+    def _delete_rows(
+        self,
+        where: Any,
+        op_id: str | None,
+        *,
+        also: Callable[[Connection], None] | None = None,
+    ) -> int:
+        """Delete the rows matching ``where``, ``batch_size`` per transaction (``also``
+        runs in each of them). Each batch takes the first rows left: the rows of the
+        batches before are gone, so no key needs remembering."""
+        m = memories.c
+        size = self.batch_size
+        some = sa.delete(memories).where(m.key.in_(sa.select(m.key).where(where).limit(size)))
+
+        def work(conn: Connection) -> _Batch:
+            if also is not None:
+                also(conn)
+            deleted = int(conn.execute(some).rowcount)
+            return _Batch(deleted, deleted, last=deleted < size)
+
+        return self._batches(op_id, Tally(DELETE_ROWS, self._count(where)), work)
 
     def delete_channel(
         self, channel_id: str, *, op_id: str | None = None, at: datetime | None = None
     ) -> int:
-        with self._tx(op_id) as conn:
-            if conn is None:
-                return 0
-            deleted = conn.execute(sa.delete(memories).where(memories.c.channel_id == channel_id))
-            # The reset is remembered in the same transaction as the delete, so no
-            # reader ever sees the rows gone without the reset point.
-            self._mark_reset(conn, [channel_id], at or self._clock())
-            return int(deleted.rowcount)
+        stamp = at or self._clock()
+        # Every transaction that deletes rows of the channel records the reset with
+        # them, so no reader ever sees the rows gone without the reset point.
+        return self._delete_rows(
+            memories.c.channel_id == channel_id,
+            op_id,
+            also=lambda conn: self._mark_reset(conn, [channel_id], stamp),
+        )
 
     def _mark_reset(self, conn: Connection, channel_ids: Sequence[str], at: datetime) -> None:
         stamp = self._stamp(at)
@@ -416,53 +513,86 @@ class SqlStore(MemoryStore):
 
     def delete_user(self, user_id: str, *, op_id: str | None = None) -> int:
         m = memories.c
-        return self._delete(sa.and_(m.user_id == user_id, m.scope_kind == "user"), op_id)
+        return self._delete_rows(sa.and_(m.user_id == user_id, m.scope_kind == "user"), op_id)
 
     def forget_user(self, user_id: str, at: datetime, *, op_id: str | None = None) -> int:
-        with self._tx(op_id) as conn:
-            if conn is None:
-                return 0
-            m = memories.c
-            own = sa.and_(m.user_id == user_id, m.scope_kind == "user")
+        m = memories.c
+        size = self.batch_size
+        own = sa.and_(m.user_id == user_id, m.scope_kind == "user")
+        some_own = sa.select(m.key, m.channel_id, m.server_id).where(own).limit(size)
+
+        def delete_own(conn: Connection) -> _Batch:
+            rows = conn.execute(some_own).all()
             # The user's DMs are theirs alone: like a cleared channel, each starts
             # afresh, so a caller's own transcript of it is not sent to the model again.
-            dms = conn.execute(
-                sa.select(m.channel_id).distinct().where(own, m.server_id.is_(None))
-            ).scalars()
-            self._mark_reset(conn, list(dms), at)
-            deleted = int(conn.execute(sa.delete(memories).where(own)).rowcount)
-            # Rows whose provenance may hold the user: found by the id's text in the
-            # JSON list (as written, or JSON-escaped), then checked exactly.
-            text = sa.cast(m.provenance, sa.Text)
-            patterns = {_like_pattern(user_id), _like_pattern(json.dumps(user_id)[1:-1])}
+            # (Marked in the transaction that deletes their rows, as delete_channel.)
+            dms = sorted({channel for _key, channel, server in rows if server is None})
+            self._mark_reset(conn, dms, at)
+            keys = [key for key, _channel, _server in rows]
+            if keys:
+                conn.execute(sa.delete(memories).where(m.key.in_(keys)))
+            return _Batch(len(keys), len(keys), last=len(keys) < size)
+
+        deleted = self._batches(
+            op_id, Tally(DELETE_ROWS, self._count(own)), delete_own, completes=False
+        )
+        return deleted + self._erase_provenance(user_id, at, op_id)
+
+    def _erase_provenance(self, user_id: str, at: datetime, op_id: str | None) -> int:
+        """forget_user's second phase: clear the distilled memory of the rows whose
+        provenance may hold the user. No index can answer that (a LIKE over JSON
+        text), so the table is scanned in key order, ``batch_size`` rows per
+        transaction: one statement over a million rows would hold the write lock for
+        as long as it takes."""
+        m = memories.c
+        size = self.batch_size
+        # Rows whose provenance may hold the user: found by the id's text in the JSON
+        # list (as written, or JSON-escaped), then checked exactly.
+        text = sa.cast(m.provenance, sa.Text)
+        patterns = {_like_pattern(user_id), _like_pattern(json.dumps(user_id)[1:-1])}
+        named = sa.or_(*(text.like(p, escape="!") for p in patterns))
+        # Rows written before provenance was kept (NULL) may hold anyone's words:
+        # their distilled memory goes too (it is short-term: a day at most).
+        distilled = sa.or_(m.summary.is_not(None), sa.cast(m.categories, sa.Text) != "{}")
+        unknown = sa.and_(m.provenance.is_(None), distilled)
+        clock = next_rev(0, at)
+        clear = sa.update(memories).values(
+            summary=None,
+            categories={},
+            # Rows keep no captured turns: nobody's words are left in them.
+            provenance=[],
+            # Neither last_updated nor updated_at moves: an erasure is not activity,
+            # and extends neither the entry's life nor the row's.
+            rev=sa.case((m.rev + 1 > clock, m.rev + 1), else_=clock),
+        )
+        after: str | None = None  # the last key of the window before
+
+        def erase(conn: Connection) -> _Batch:
+            nonlocal after
+            window = [] if after is None else [m.key > after]
+            # The window ends at the batch_size-th key on (None: the rest of the table).
+            upper = conn.execute(
+                sa.select(m.key).where(*window).order_by(m.key).offset(size - 1).limit(1)
+            ).scalar()
+            if upper is None:
+                count = sa.select(sa.func.count()).select_from(memories).where(*window)
+                scanned = int(conn.execute(count).scalar_one())
+            else:
+                window.append(m.key <= upper)
+                scanned = size
             candidates = conn.execute(
-                sa.select(m.key, m.provenance).where(
-                    sa.or_(*(text.like(p, escape="!") for p in patterns))
-                )
+                sa.select(m.key, m.provenance).where(*window, sa.or_(named, unknown))
             ).all()
-            keys = [k for k, provenance in candidates if user_id in (provenance or ())]
-            # Rows written before provenance was kept (NULL) may hold anyone's words:
-            # their distilled memory goes too (it is short-term: a day at most).
-            distilled = sa.or_(m.summary.is_not(None), sa.cast(m.categories, sa.Text) != "{}")
-            unknown = sa.and_(m.provenance.is_(None), distilled)
-            keys += [k for (k,) in conn.execute(sa.select(m.key).where(unknown)).all()]
-            if not keys:
-                return deleted
-            clock = next_rev(0, at)
-            conn.execute(
-                sa.update(memories)
-                .where(m.key.in_(keys))
-                .values(
-                    summary=None,
-                    categories={},
-                    # Rows keep no captured turns: nobody's words are left in them.
-                    provenance=[],
-                    # Neither last_updated nor updated_at moves: an erasure is not
-                    # activity, and extends neither the entry's life nor the row's.
-                    rev=sa.case((m.rev + 1 > clock, m.rev + 1), else_=clock),
-                )
-            )
-            return deleted + len(keys)
+            # A NULL provenance only matches ``unknown``; the others are checked exactly.
+            keys = [
+                k for k, provenance in candidates if provenance is None or user_id in provenance
+            ]
+            if keys:
+                conn.execute(clear.where(m.key.in_(keys)))
+            after = upper
+            return _Batch(len(keys), scanned, last=upper is None)
+
+        return self._batches(op_id, Tally(ERASE_ROWS, self._count(sa.true())), erase)
 
     def compact(self) -> None:
         if self.dialect != "sqlite" or self.engine.url.database in (None, "", ":memory:"):
@@ -495,17 +625,36 @@ class SqlStore(MemoryStore):
             )
             return int(conn.execute(stmt).rowcount)
 
-    def keys_older_than(self, cutoff: datetime) -> list[str]:
-        entries = self._load_where(memories.c.updated_at < self._stamp(cutoff))
-        return [e.key for e in entries]
+    def keys_older_than(self, cutoff: datetime) -> Iterator[list[str]]:
+        m = memories.c
+        size = self.batch_size
+        # Keyset pagination by primary key, the idle test a filter: each run reads the
+        # table once in key order (about a second per million rows). No index orders
+        # the idle rows by anything unique: on the updated_at one, every page would
+        # sort all the rows that share a stamp (a bulk import shares one). Key order
+        # also groups each owner's entries, so evicting a batch edits few indexes.
+        page = (
+            sa.select(m.key, m.scope_kind, m.server_id, m.user_id, m.channel_id, m.persona_id)
+            .where(m.updated_at < self._stamp(cutoff))
+            .order_by(m.key)
+            .limit(size)
+        )
+        stmt = page
+        while True:
+            rows = self._fetch(stmt)
+            if rows:
+                yield [self._cache_key(r) for r in rows]
+            if len(rows) < size:
+                return
+            stmt = page.where(m.key > rows[-1]["key"])
 
     def delete_older_than(self, cutoff: datetime) -> int:
+        stamp = self._stamp(cutoff)
+        deleted = self._delete_rows(memories.c.updated_at < stamp, None)
         with self._tx(None) as conn:
             assert conn is not None
-            stamp = self._stamp(cutoff)
-            deleted = conn.execute(sa.delete(memories).where(memories.c.updated_at < stamp))
             conn.execute(sa.delete(applied_ops).where(applied_ops.c.applied_at < stamp))
-            return int(deleted.rowcount)
+        return deleted
 
     def count_rows(self) -> int:
         stmt = sa.select(sa.func.count()).select_from(memories)
