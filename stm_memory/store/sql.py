@@ -467,33 +467,40 @@ class SqlStore(MemoryStore):
         where: Any,
         op_id: str | None,
         *,
-        also: Callable[[Connection], None] | None = None,
+        first: Callable[[Connection], None] | None = None,
+        completes: bool = True,
     ) -> int:
-        """Delete the rows matching ``where``, ``batch_size`` per transaction (``also``
-        runs in each of them). Each batch takes the first rows left: the rows of the
-        batches before are gone, so no key needs remembering."""
+        """Delete the rows matching ``where``, ``batch_size`` per transaction (``first``
+        runs in the first of them; ``completes``: see _batches). Each batch takes the
+        first rows left: the rows of the batches before are gone, so no key needs
+        remembering, and the database picks them by its index, with no sort."""
         m = memories.c
         size = self.batch_size
         some = sa.delete(memories).where(m.key.in_(sa.select(m.key).where(where).limit(size)))
+        started = False
 
         def work(conn: Connection) -> _Batch:
-            if also is not None:
-                also(conn)
+            nonlocal started
+            if first is not None and not started:
+                first(conn)
             deleted = int(conn.execute(some).rowcount)
+            started = True
             return _Batch(deleted, deleted, last=deleted < size)
 
-        return self._batches(op_id, Tally(DELETE_ROWS, self._count(where)), work)
+        tally = Tally(DELETE_ROWS, self._count(where))
+        return self._batches(op_id, tally, work, completes=completes)
 
     def delete_channel(
         self, channel_id: str, *, op_id: str | None = None, at: datetime | None = None
     ) -> int:
         stamp = at or self._clock()
-        # Every transaction that deletes rows of the channel records the reset with
-        # them, so no reader ever sees the rows gone without the reset point.
+        # The reset is recorded in the transaction of the first batch, so no reader
+        # ever sees rows of the channel gone without the reset point. (A replay after
+        # an interruption records it again, at the same instant.)
         return self._delete_rows(
             memories.c.channel_id == channel_id,
             op_id,
-            also=lambda conn: self._mark_reset(conn, [channel_id], stamp),
+            first=lambda conn: self._mark_reset(conn, [channel_id], stamp),
         )
 
     def _mark_reset(self, conn: Connection, channel_ids: Sequence[str], at: datetime) -> None:
@@ -517,25 +524,23 @@ class SqlStore(MemoryStore):
 
     def forget_user(self, user_id: str, at: datetime, *, op_id: str | None = None) -> int:
         m = memories.c
-        size = self.batch_size
         own = sa.and_(m.user_id == user_id, m.scope_kind == "user")
-        some_own = sa.select(m.key, m.channel_id, m.server_id).where(own).limit(size)
-
-        def delete_own(conn: Connection) -> _Batch:
-            rows = conn.execute(some_own).all()
-            # The user's DMs are theirs alone: like a cleared channel, each starts
-            # afresh, so a caller's own transcript of it is not sent to the model again.
-            # (Marked in the transaction that deletes their rows, as delete_channel.)
-            dms = sorted({channel for _key, channel, server in rows if server is None})
-            self._mark_reset(conn, dms, at)
-            keys = [key for key, _channel, _server in rows]
-            if keys:
-                conn.execute(sa.delete(memories).where(m.key.in_(keys)))
-            return _Batch(len(keys), len(keys), last=len(keys) < size)
-
-        deleted = self._batches(
-            op_id, Tally(DELETE_ROWS, self._count(own)), delete_own, completes=False
+        c = channel_resets.c
+        stamp = self._stamp(at)
+        # The user's DMs are theirs alone: like a cleared channel, each starts afresh, so
+        # a caller's own transcript of it is not sent to the model again. Recorded for
+        # all of them (in SQL: no list of them is read) with the first batch, as
+        # delete_channel records its reset.
+        dms = sa.select(m.channel_id, sa.literal(stamp, c.reset_at.type))
+        mark = self._insert(channel_resets).from_select(
+            [c.channel_id, c.reset_at], dms.where(own, m.server_id.is_(None)).distinct()
         )
+        mark = mark.on_conflict_do_update(index_elements=[c.channel_id], set_={"reset_at": stamp})
+
+        def mark_dms(conn: Connection) -> None:
+            conn.execute(mark)
+
+        deleted = self._delete_rows(own, op_id, first=mark_dms, completes=False)
         return deleted + self._erase_provenance(user_id, at, op_id)
 
     def _erase_provenance(self, user_id: str, at: datetime, op_id: str | None) -> int:

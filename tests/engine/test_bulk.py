@@ -195,6 +195,11 @@ def test_an_erasure_reports_its_deletes_then_its_scan(
     # Totals are known up front (a count), and every row is scanned once.
     assert calls[0] == (DELETE_ROWS, BATCH, own)
     assert assert_well_reported(calls) == {DELETE_ROWS: own, ERASE_ROWS: total - own}
+    # Each of the user's DMs starts afresh, whichever batch deleted its rows.
+    dms = {e.channel_id for e in population() if e.user_id == "u1" and e.server_id is None}
+    assert len(dms) > 1
+    assert {store.channel_reset_at(ch) for ch in dms} == {START}
+    assert store.channel_reset_at("c2") is None
 
 
 def test_idle_keys_come_in_batches_of_cache_keys(open_store: Callable[[int], SqlStore]) -> None:
