@@ -477,6 +477,7 @@ class SqlStore(MemoryStore):
         m = memories.c
         size = self.batch_size
         some = sa.delete(memories).where(m.key.in_(sa.select(m.key).where(where).limit(size)))
+        any_left = sa.select(m.key).where(where).limit(1)
         started = False
 
         def work(conn: Connection) -> _Batch:
@@ -485,7 +486,10 @@ class SqlStore(MemoryStore):
                 first(conn)
             deleted = int(conn.execute(some).rowcount)
             started = True
-            return _Batch(deleted, deleted, last=deleted < size)
+            # Fewer than a batch is the last batch, unless a concurrent delete took rows
+            # this one had picked (PostgreSQL runs them side by side) and more are left.
+            last = deleted < size and conn.execute(any_left).first() is None
+            return _Batch(deleted, deleted, last=last)
 
         tally = Tally(DELETE_ROWS, self._count(where))
         return self._batches(op_id, tally, work, completes=completes)

@@ -5,6 +5,8 @@ as in one, an interruption between two batches is finished by the outbox's repla
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
@@ -280,6 +282,38 @@ def test_a_replay_beside_another_stops_once_the_other_has_finished(
     assert first == BATCH  # its first batch only: the claim of its second one failed
     assert other[0] > 0
     assert store.load_many([newer.key]) == {newer.key: newer}
+
+
+@pytest.mark.postgres
+def test_a_delete_beside_another_deletes_everything(
+    postgres_schemas: PostgresSchemas,
+) -> None:
+    store = SqlStore(create_sql_engine(postgres_schemas.new_url()), batch_size=BATCH)
+    try:
+        store.setup()
+        fill(store)
+        in_c1 = [e.key for e in population() if e.channel_id == "c1"]
+        m = memories.c
+        first_rows = sa.select(m.key).where(m.channel_id == "c1").limit(3)
+        locked = threading.Event()
+
+        def concurrent_delete() -> None:
+            # Another delete takes the rows this one's first batch is about to pick,
+            # and commits while that batch waits on them.
+            with store.engine.begin() as conn:
+                conn.execute(sa.delete(memories).where(m.key.in_(first_rows)))
+                locked.set()
+                time.sleep(0.5)
+
+        other = threading.Thread(target=concurrent_delete)
+        other.start()
+        assert locked.wait(5)
+        # The first batch deletes 4 of its 7: not the last one, as rows are left.
+        assert store.delete_channel("c1") == len(in_c1) - 3
+        other.join()
+        assert store.load_many(in_c1) == {}
+    finally:
+        store.close()
 
 
 # -- the engine ------------------------------------------------------------------------
