@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from ._bulk import CACHE_BATCH, REPAIR_CACHED, Tally, batched, cached_entry_keys
-from ._live import LiveEntries
+from ._live import LiveEntries, ranked_write
 from .cache.base import CacheValue, Write
 from .errors import StorageError
 from .types import MemoryEntry
@@ -87,23 +87,33 @@ def reconcile(live: LiveEntries, at: datetime, *, batch: int = CACHE_BATCH) -> R
 
 
 def _adopt(live: LiveEntries, rows: Mapping[str, MemoryEntry]) -> int:
-    """Move cache entries forward to their rows, unless a writer moved them first."""
+    """Move cache entries forward to their rows, unless a writer moved them first (and
+    their place in the owner's index with them). One atomic write per channel: the
+    keys of one channel are what a Redis Cluster can update together."""
+    by_channel: dict[str, dict[str, MemoryEntry]] = {}
+    for key, row in rows.items():
+        by_channel.setdefault(row.channel_id, {})[key] = row
     adopted = 0
+    for group in by_channel.values():
+        taken = 0
 
-    def take(current: Mapping[str, CacheValue | None]) -> dict[str, Write]:
-        nonlocal adopted
-        adopted = 0
-        writes = {}
-        for key, row in rows.items():
-            value = current[key]
-            if value is None or int(value.get("rev") or 0) >= row.rev:
-                continue
-            entry = replace(row, messages=MemoryEntry.from_dict(value).messages)
-            writes[key] = Write(entry.to_dict(), live.native_ttl(entry))
-            adopted += 1
-        return writes
+        def take(
+            current: Mapping[str, CacheValue | None], group: dict[str, MemoryEntry] = group
+        ) -> dict[str, Write]:
+            nonlocal taken
+            taken = 0
+            writes = {}
+            for key, row in group.items():
+                value = current[key]
+                if value is None or int(value.get("rev") or 0) >= row.rev:
+                    continue
+                entry = replace(row, messages=MemoryEntry.from_dict(value).messages)
+                writes[key] = ranked_write(entry, entry.to_dict(), live.native_ttl(entry))
+                taken += 1
+            return writes
 
-    live.cache.atomic(list(rows), take)
+        live.cache.atomic(list(group), take)
+        adopted += taken
     return adopted
 
 
