@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import replace
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from .cache.base import CacheValue, LiveCache, Rank, Write
@@ -45,7 +46,10 @@ log = logging.getLogger("stm_memory")
 Change = Callable[[MemoryEntry], dict[str, Any]]
 
 
+@lru_cache(maxsize=4096)
 def owner_index(entry_key: str) -> str:
+    # Memoised: every write that moves an entry names its index (the keys of a busy
+    # host are few and hot).
     kind, owner, _channel, _persona = parse_key(entry_key)
     return index_key(kind, owner)
 

@@ -159,6 +159,14 @@ class Transaction:
         else:
             self._con.execute(_RANK_RAISE if higher_only else _RANK_SET, (index, member, score))
 
+    def set_ranks(self, ranks: Sequence[tuple[str, str, float]]) -> None:
+        """Set the scores of ``(index, member, score)`` rows: one statement for all (an
+        update moves two entries)."""
+        if len(ranks) == 1:
+            self._con.execute(_RANK_SET, ranks[0])
+        elif ranks:
+            self._con.executemany(_RANK_SET, ranks)
+
 
 class CacheRows:
     """Per-thread connections to the ``Cache`` table of one diskcache directory."""

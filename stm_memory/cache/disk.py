@@ -117,15 +117,21 @@ class DiskLiveCache(LiveCache):
             extra = [k for k in writes if k not in current]
             if extra:
                 found.update(tx.select(extra))
+            ranks: list[tuple[str, str, float]] = []
             for key, write in writes.items():
                 row = found.get(key)
                 if write.value is not None:
                     tx.put(key, row, write.value, write.ttl)
                 elif row is not None:
                     tx.delete(row)
-                if write.rank is not None:
-                    tx.rank(write.rank.index, key, write.rank.score, higher_only=False)
+                rank = write.rank
+                if rank is not None:
+                    if rank.score is None:
+                        tx.rank(rank.index, key, None, higher_only=False)
+                    else:
+                        ranks.append((rank.index, key, rank.score))
                 current[key] = write.value
+            tx.set_ranks(ranks)
             for key in unreadable:
                 if key not in writes:
                     tx.delete(found[key])
