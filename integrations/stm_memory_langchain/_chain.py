@@ -8,27 +8,33 @@
 
 The chat model of the chain is wrapped (the other steps stay as they are). On each
 call the wrapper finds the turn of the :class:`ShortTermMemoryHistory` that
-``RunnableWithMessageHistory`` put in the run's config, binds that turn's
-``update_short_term_memory`` tool next to the model's own tools (hidden while a guard
-hides it) and calls the model:
+``RunnableWithMessageHistory`` put in the run's config, hands it the user's message
+(the "remember this" guard), binds that turn's ``update_short_term_memory`` tool next
+to the model's own tools (hidden while a guard hides it), places the nudge when it is
+due (:meth:`ShortTermMemoryHistory.model_messages`) and calls the model:
 
 - a reply with text and a memory call: the call runs at once (one update per turn,
   every guard), and the chain returns the reply *without* the call; the turn ends
   there (SPEC §8), with no second model call;
 - a reply that only calls the memory tool: the call runs, the model is called again
-  with its result (up to ``max_steps`` calls), and the chain returns that answer;
+  with its result (up to ``max_steps`` calls), and the chain returns that answer
+  (Anthropic is sent the tool with ``tool_choice`` none then, as the Messages API
+  wants ``tools`` beside tool blocks);
 - the memory call and its result are kept for the history, which stores them in its
   full record (the next turns' cut drops them again).
 
 Other tool calls are returned untouched, as a plain chain does. ``invoke``,
 ``ainvoke``, ``stream`` and ``astream`` all work; streamed chunks of the memory call
-are held back.
+are held back. A call that fails (the model raises, the stream is abandoned) ends its
+turn, as the loops do; so does the next input after a chain that failed past the
+model without reaching ``add_messages``.
 
 Without a :class:`ShortTermMemoryHistory` in the config (a chain called directly),
 the wrapper runs the turn itself when it was given ``memory``: the scope comes from
 ``scope=`` or ``config["configurable"]`` (``channel_id`` / ``thread_id``, ``user_id``
-…), the input messages are the history, and the exchange is captured. Without
-``memory`` it calls the model unchanged.
+…; none of them is a :class:`~stm_memory.ValidationError`), the input messages are the
+history, and the exchange is captured. Without ``memory`` it calls the model
+unchanged.
 """
 
 from __future__ import annotations
@@ -58,17 +64,27 @@ from langchain_core.runnables import (
 from langchain_core.tools import BaseTool
 from pydantic import ConfigDict
 
-from stm_memory import TOOL_NAME, ShortTermMemory, ValidationError
+from stm_memory import TOOL_NAME, Scope, ShortTermMemory, ValidationError
 from stm_memory.history import strip_memory_calls
 from stm_memory.loop import Op, adrive, drive
+from stm_memory.tool import build_tool
 
 from ._dialogue import cut_short, is_summary_message, provider_of, text_of
-from ._history import MessageRecord, ShortTermMemoryHistory, _without_invalid_memory_calls
+from ._history import (
+    MessageRecord,
+    ShortTermMemoryHistory,
+    _Turn,
+    _without_invalid_memory_calls,
+)
 from ._scope import ScopeSource, resolve_scope
+from ._turns import memory_calls
 
 __all__ = ["ShortTermMemoryChatModel", "with_short_term_memory"]
 
 log = logging.getLogger("stm_memory.langchain")
+
+# config["configurable"] keys naming the channel of a call without a history.
+_CHANNEL_KEYS = ("channel_id", "thread_id")
 
 
 def _base_model(runnable: Runnable[Any, Any]) -> BaseChatModel | None:
@@ -93,22 +109,35 @@ def _bindings(runnable: Runnable[Any, Any]) -> tuple[dict[str, Any], list[Runnab
     return kwargs, configs
 
 
-def _with_tool(model: Runnable[Any, Any], tool: BaseTool | None) -> Runnable[Any, Any]:
-    """``model`` with ``tool`` beside the tools it already has (its own options win)."""
+def _with_tool(
+    model: Runnable[Any, Any], tool: BaseTool | None, tool_choice: Any = None
+) -> Runnable[Any, Any]:
+    """``model`` with ``tool`` beside the tools it already has (its own options win,
+    but for a ``tool_choice`` given here)."""
     if tool is None:
         return model
     base = _base_model(model)
     if base is None:  # pragma: no cover - with_short_term_memory checked it
         return model
     kwargs, configs = _bindings(model)
-    ours = base.bind_tools([tool])
+    ours = (
+        base.bind_tools([tool], tool_choice=tool_choice) if tool_choice else base.bind_tools([tool])
+    )
     own_kwargs = ours.kwargs if isinstance(ours, RunnableBinding) else {}
     theirs = [t for t in kwargs.get("tools") or [] if _tool_name(t) != TOOL_NAME]
     merged = {**own_kwargs, **kwargs, "tools": [*theirs, *own_kwargs.get("tools", [])]}
+    if tool_choice and "tool_choice" in own_kwargs:
+        merged["tool_choice"] = own_kwargs["tool_choice"]
     bound: Runnable[Any, Any] = base.bind(**merged)
     for config in configs:
         bound = bound.with_config(config)
     return bound
+
+
+def _own_tools(model: Runnable[Any, Any]) -> bool:
+    """Whether the caller bound tools of their own to ``model``."""
+    tools = _bindings(model)[0].get("tools") or []
+    return any(_tool_name(t) != TOOL_NAME for t in tools)
 
 
 def _tool_name(tool: Any) -> str | None:
@@ -136,12 +165,8 @@ def _last_user_text(messages: Sequence[BaseMessage]) -> str | None:
     return None
 
 
-def _memory_calls(message: AIMessage) -> list[dict[str, Any]]:
-    return [dict(c) for c in message.tool_calls if c.get("name") == TOOL_NAME]
-
-
 def _has_memory_call(message: AIMessage) -> bool:
-    return bool(_memory_calls(message)) or any(
+    return bool(memory_calls(message)) or any(
         c.get("name") == TOOL_NAME for c in message.invalid_tool_calls
     )
 
@@ -196,12 +221,15 @@ def _strip_chunk(chunk: AIMessageChunk, memory_indexes: set[Any]) -> AIMessageCh
 
 @dataclass
 class _Plan:
-    """One call's memory: its history, the messages to send and, when the wrapper
-    runs the turn itself (no history in the config), the turn's own input."""
+    """One call's memory: its history and turn, the messages to send (before the
+    nudge, which each step places) and, when the wrapper runs the turn itself (no
+    history in the config), the turn's own input."""
 
     history: ShortTermMemoryHistory
+    state: _Turn
     messages: list[BaseMessage]
     current: list[BaseMessage] | None = None
+    provider: str | None = None
 
 
 class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
@@ -235,29 +263,33 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         if plan is None:
             yield from self.model.stream(input, config, **kwargs)
             return
-        history, messages = plan.history, plan.messages
-        exchange: list[BaseMessage] = []
-        answer: AIMessage | None = None
-        for step in range(self.max_steps):
-            tool = drive(self._tool_steps(history))
-            model = _with_tool(self.model, tool)
-            memory_indexes: set[Any] = set()
-            total: AIMessageChunk | None = None
-            for chunk in model.stream(messages, config, **kwargs):
-                if not isinstance(chunk, AIMessageChunk):
-                    yield chunk
-                    continue
-                total = chunk if total is None else total + chunk
-                out = _strip_chunk(chunk, memory_indexes)
-                if out is not None:
-                    yield out
-            reply = cast(AIMessage, message_chunk_to_message(total)) if total else AIMessage("")
-            more = drive(self._after_reply(history, reply, exchange, step))
-            if more is None:
-                answer = reply
-                break
-            messages = [*messages, *more]
-        drive(self._finish(plan, exchange, answer))
+        try:
+            messages = plan.messages
+            exchange: list[BaseMessage] = []
+            answer: AIMessage | None = None
+            for step in range(self.max_steps):
+                model = _with_tool(self.model, *self._tool_for(plan, step))
+                memory_indexes: set[Any] = set()
+                total: AIMessageChunk | None = None
+                sent = plan.history._for_model(plan.state, messages)
+                for chunk in model.stream(sent, config, **kwargs):
+                    if not isinstance(chunk, AIMessageChunk):
+                        yield chunk
+                        continue
+                    total = chunk if total is None else total + chunk
+                    out = _strip_chunk(chunk, memory_indexes)
+                    if out is not None:
+                        yield out
+                reply = cast(AIMessage, message_chunk_to_message(total)) if total else AIMessage("")
+                more = drive(self._after_reply(plan, reply, exchange, step))
+                if more is None:
+                    answer = reply
+                    break
+                messages = [*messages, *more]
+            drive(self._finish(plan, exchange, answer))
+        except BaseException:  # the consumer stopping early included
+            drive(plan.history._abandon_steps(plan.state))
+            raise
 
     async def astream(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
@@ -268,29 +300,33 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
             async for chunk in self.model.astream(input, config, **kwargs):
                 yield chunk
             return
-        history, messages = plan.history, plan.messages
-        exchange: list[BaseMessage] = []
-        answer: AIMessage | None = None
-        for step in range(self.max_steps):
-            tool = await adrive(self._tool_steps(history))
-            model = _with_tool(self.model, tool)
-            memory_indexes: set[Any] = set()
-            total: AIMessageChunk | None = None
-            async for chunk in model.astream(messages, config, **kwargs):
-                if not isinstance(chunk, AIMessageChunk):
-                    yield chunk
-                    continue
-                total = chunk if total is None else total + chunk
-                out = _strip_chunk(chunk, memory_indexes)
-                if out is not None:
-                    yield out
-            reply = cast(AIMessage, message_chunk_to_message(total)) if total else AIMessage("")
-            more = await adrive(self._after_reply(history, reply, exchange, step))
-            if more is None:
-                answer = reply
-                break
-            messages = [*messages, *more]
-        await adrive(self._finish(plan, exchange, answer))
+        try:
+            messages = plan.messages
+            exchange: list[BaseMessage] = []
+            answer: AIMessage | None = None
+            for step in range(self.max_steps):
+                model = _with_tool(self.model, *self._tool_for(plan, step))
+                memory_indexes: set[Any] = set()
+                total: AIMessageChunk | None = None
+                sent = plan.history._for_model(plan.state, messages)
+                async for chunk in model.astream(sent, config, **kwargs):
+                    if not isinstance(chunk, AIMessageChunk):
+                        yield chunk
+                        continue
+                    total = chunk if total is None else total + chunk
+                    out = _strip_chunk(chunk, memory_indexes)
+                    if out is not None:
+                        yield out
+                reply = cast(AIMessage, message_chunk_to_message(total)) if total else AIMessage("")
+                more = await adrive(self._after_reply(plan, reply, exchange, step))
+                if more is None:
+                    answer = reply
+                    break
+                messages = [*messages, *more]
+            await adrive(self._finish(plan, exchange, answer))
+        except BaseException:  # the consumer stopping early included
+            await adrive(plan.history._abandon_steps(plan.state))
+            raise
 
     # -- the body, written once ---------------------------------------------------------
 
@@ -300,23 +336,32 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         plan = yield from self._plan(input, config)
         if plan is None:
             return (yield _model_op(self.model, input, config, kwargs))  # type: ignore[no-any-return]
-        history, messages = plan.history, plan.messages
-        exchange: list[BaseMessage] = []
-        answer: AIMessage | None = None
-        visible: AIMessage | None = None
-        for step in range(self.max_steps):
-            tool = yield from self._tool_steps(history)
-            model = _with_tool(self.model, tool)
-            reply = yield _model_op(model, messages, config, kwargs)
-            if not isinstance(reply, AIMessage):
-                return reply  # type: ignore[no-any-return]
-            more = yield from self._after_reply(history, reply, exchange, step)
-            visible = _visible(reply)
-            if more is None:
-                answer = reply
-                break
-            messages = [*messages, *more]
-        yield from self._finish(plan, exchange, answer)
+        try:
+            messages = plan.messages
+            exchange: list[BaseMessage] = []
+            answer: AIMessage | None = None
+            visible: AIMessage | None = None
+            for step in range(self.max_steps):
+                model = _with_tool(self.model, *self._tool_for(plan, step))
+                sent = plan.history._for_model(plan.state, messages)
+                reply = yield _model_op(model, sent, config, kwargs)
+                if not isinstance(reply, AIMessage):
+                    yield from self._finish(plan, exchange, None)
+                    return reply  # type: ignore[no-any-return]
+                more = yield from self._after_reply(plan, reply, exchange, step)
+                visible = _visible(reply)
+                if more is None:
+                    answer = reply
+                    break
+                messages = [*messages, *more]
+            yield from self._finish(plan, exchange, answer)
+        except GeneratorExit:  # closed unfinished: nothing can run any more
+            raise
+        except BaseException:
+            # The model (or memory) failed: end the turn, as the loops do, so the next
+            # input begins its own (counted, its own user message for the guards).
+            yield from plan.history._abandon_steps(plan.state)
+            raise
         return visible if visible is not None else AIMessage("")
 
     def _plan(self, input: Any, config: RunnableConfig) -> Generator[Op, Any, _Plan | None]:
@@ -331,15 +376,21 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
             history, current = self._standalone(messages, config)
             if history is None:
                 return None
+        provider = provider_of(_base_model(self.model))
         if history.provider is None:
-            history.provider = provider_of(_base_model(self.model))
-        history.offers_tool = True
-        yield from history._turn_steps()
+            history.provider = provider
+        state = yield from history._turn_steps()
+        if state.planned:
+            # This history's last run called the model and never reached add_messages
+            # (the chain failed after the model): that turn is over; this is a new one.
+            yield from history._abandon_steps(state)
+            state = yield from history._turn_steps()
+        state.planned = True
         history.note_user_message(_last_user_text(messages))
         if current is not None:
             view = yield from history._view_steps()
             messages = [*view, *current]
-        return _Plan(history, messages, current)
+        return _Plan(history, state, messages, current, provider)
 
     def _standalone(
         self, messages: list[BaseMessage], config: RunnableConfig
@@ -347,12 +398,24 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         """A one-call history over the input messages: earlier ones are its record,
         the trailing user messages the current turn (returned)."""
         assert self.memory is not None
-        try:
-            scope = resolve_scope(cast(ScopeSource, self.scope), None, config)
-        except ValidationError as exc:
-            log.warning("stm-memory: short-term memory is off for this call: %s", exc)
-            return None, None
-        if scope is None:
+        if self.scope is None:
+            configurable = config.get("configurable") or {}
+            missing = [
+                name
+                for name, keys in (("user_id", ("user_id",)), ("channel_id", _CHANNEL_KEYS))
+                if all(configurable.get(k) is None for k in keys)
+            ]
+            if missing:
+                raise ValidationError(
+                    f"with_short_term_memory: no {' and '.join(missing)} for this call. "
+                    "Called without a ShortTermMemoryHistory in its config (as "
+                    "RunnableWithMessageHistory puts it), the wrapper needs the "
+                    "conversation: pass with_short_term_memory(..., scope=Scope(...)) (or "
+                    "a callable (runtime, config) -> Scope | None), or user_id and "
+                    "channel_id (or thread_id) in config['configurable']"
+                )
+        scope = resolve_scope(cast(ScopeSource, self.scope), None, config)
+        if scope is None:  # a resolver declined: no memory for this call
             return None, None
         split = len(messages)
         while split > 0 and isinstance(messages[split - 1], HumanMessage):
@@ -360,16 +423,24 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         record = MessageRecord(messages[:split])
         return ShortTermMemoryHistory(self.memory, scope, history=record), messages[split:]
 
-    def _tool_steps(self, history: ShortTermMemoryHistory) -> Generator[Op, Any, BaseTool | None]:
-        state = yield from history._turn_steps()
-        turn = state.turn
-        if turn is None or not turn.tool_offered:
-            return None
-        return history.memory.tool(turn)
+    def _tool_for(self, plan: _Plan, step: int) -> tuple[BaseTool | None, Any]:
+        """The memory tool to bind for this step, and the ``tool_choice`` to bind it
+        with (None: the model's own)."""
+        turn = plan.state.turn
+        if turn is None:
+            return None, None
+        if turn.tool_offered:
+            return plan.history.memory.tool(turn), None
+        if step > 0 and plan.provider == "anthropic" and not _own_tools(self.model):
+            # The request carries this turn's tool_use/tool_result blocks, which the
+            # Messages API refuses without `tools`: the tool goes along, uncallable
+            # (as the Anthropic loop sends it).
+            return build_tool(plan.history.memory, turn), {"type": "none"}
+        return None, None
 
     def _after_reply(
         self,
-        history: ShortTermMemoryHistory,
+        plan: _Plan,
         reply: AIMessage,
         exchange: list[BaseMessage],
         step: int,
@@ -378,13 +449,14 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         or None when this reply is the answer."""
         if not _has_memory_call(reply):
             return None
-        turn = history.turn
+        turn = plan.state.turn
         stored = _without_invalid_memory_calls(reply)
         results: list[BaseMessage] = []
-        for call in _memory_calls(stored):
+        for call in memory_calls(stored):
             if turn is None:  # pragma: no cover - the tool is only offered with a turn
                 continue
-            results.append((yield from history._run_call(turn, call, truncated=cut_short(reply))))
+            truncated = cut_short(reply)
+            results.append((yield from plan.history._run_call(turn, call, truncated=truncated)))
         exchange.extend([stored, *results])
         others = [c for c in reply.tool_calls if c.get("name") != TOOL_NAME]
         if text_of(reply).strip() or others or step + 1 >= self.max_steps:
@@ -432,6 +504,15 @@ def with_short_term_memory(
     :class:`ShortTermMemoryHistory` in the config."""
     if memory is not None and not isinstance(memory, ShortTermMemory):
         raise ValidationError(f"memory must be a ShortTermMemory, got {type(memory).__name__}")
+    if scope is not None and not isinstance(scope, Scope) and not callable(scope):
+        raise ValidationError(
+            "scope must be a Scope or a callable (runtime, config) -> Scope | None, "
+            f"got {type(scope).__name__}"
+        )
+    if scope is not None and memory is None:
+        raise ValidationError(
+            "scope= serves calls without a ShortTermMemoryHistory, which need memory= too"
+        )
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise ValidationError("max_steps must be an integer >= 1")
 

@@ -6,10 +6,10 @@ get_session_history)``) reads ``history.messages`` before the chain runs and cal
 turn:
 
 - ``messages`` begins the turn (lazily, once) and returns what the model should be
-  sent: the memory block, the turns the memory does not cover (the same history cut
-  as the provider loops, :func:`stm_memory.history.cut_history`, without earlier
-  memory-tool calls) and the nudge when it is due. The view is kept for the turn, so
-  reading it twice (``RunnableWithMessageHistory`` does) gives the same list.
+  sent: the memory block and the turns the memory does not cover (the same history
+  cut as the provider loops, :func:`stm_memory.history.cut_history`, without earlier
+  memory-tool calls). The view is kept for the turn, so reading it twice
+  (``RunnableWithMessageHistory`` does) gives the same list.
 - ``add_messages`` stores the exchange in the full record, captures the recent
   dialogue and ends the turn (it counts towards the refresh cadence). An added
   ``AIMessage`` carrying an ``update_short_term_memory`` call is applied here (one
@@ -20,13 +20,17 @@ turn:
 The full record lives in a wrapped history of your choice (``history=``; default an
 list in memory), as a checkpointer keeps a LangChain thread: only
 what the model is sent is cut. :func:`~stm_memory_langchain.with_short_term_memory`
-gives the chain's chat model the memory tool of the current turn and keeps the
-memory call out of the chain's output.
+gives the chain's chat model the memory tool of the current turn, keeps the memory
+call out of the chain's output, and ends the turn when the chain fails.
 
-The user's message reaches the history only in ``add_messages``, after ``messages``
-began the turn; the chain wrapper hands it over before the model is called, so the
-long-term-intent guard ("remember this …") sees it in time. One history serves one
-conversation at a time (one turn open at once), like every chat history.
+The nudge (the reminder to call the tool when the memory is due) is not part of
+``messages``: the user's message reaches the history only in ``add_messages``, and
+the tool is gone in a turn whose message asks to "remember" something (the
+long-term-intent guard) or that already updated. The chain wrapper hands the turn the
+user's message and then places the nudge in each model request
+(:meth:`ShortTermMemoryHistory.model_messages`), so a model is only ever asked to call
+a tool it has. One history serves one conversation at a time (one turn open at once),
+like every chat history.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from langchain_core.messages import (
     AIMessageChunk,
     BaseMessage,
     HumanMessage,
+    SystemMessage,
     ToolMessage,
     message_chunk_to_message,
 )
@@ -55,15 +60,18 @@ from stm_memory import TOOL_NAME, Scope, ShortTermMemory, TurnContext, Validatio
 from stm_memory.loop import Op, adrive, check_memory_role, drive
 from stm_memory.placement import MemoryContext, MemoryRole
 
-from ._dialogue import (
-    cut_short,
+from ._dialogue import cut_short, is_summary_message, text_of
+from ._scope import SCOPE_FIELDS, scope_from_values
+from ._turns import (
+    attempt,
+    content_of,
     dialogue_for_capture,
-    is_summary_message,
+    is_dialogue,
+    memory_calls,
     needs_previous,
-    text_of,
+    op,
+    run_memory_call,
 )
-from ._scope import scope_from_values
-from ._turns import attempt, content_of, op, run_memory_call
 
 __all__ = ["MessageRecord", "ShortTermMemoryHistory", "ShortTermMemoryHistoryFactory"]
 
@@ -72,6 +80,8 @@ log = logging.getLogger("stm_memory.langchain")
 # The upcoming user message, while the view is placed: the chain appends the real one
 # after the history, so depths count from it and the cut treats it as the current turn.
 _STAND_IN = "stm-memory-upcoming-input"
+# Options a factory passes to each history (the others are scope fields).
+_HISTORY_OPTIONS = ("provider", "trim_history", "memory_role")
 # Factories keep this many histories (one per conversation) before dropping the oldest.
 MAX_CACHED_HISTORIES = 10_000
 
@@ -85,6 +95,10 @@ class _Turn:
     view: list[BaseMessage] | None = None
     seen: list[BaseMessage] | None = None  # the record the view was built from
     known: list[BaseMessage] | None = None  # the record as this turn last knew it
+    view_provider: str | None = None  # the provider the view's memory was placed for
+    # The chain wrapper called the model in this turn: another call on it is a new
+    # input after a run that never reached add_messages (it failed after the model).
+    planned: bool = False
     # Set by the chain wrapper: the messages to store in place of the last AI message
     # added (the memory exchange it ran), and whether that AI message is among them.
     exchange: list[BaseMessage] | None = None
@@ -124,10 +138,6 @@ class MessageRecord(BaseChatMessageHistory):
 
 def _is_ai(message: BaseMessage) -> bool:
     return isinstance(message, AIMessage)
-
-
-def _memory_calls(message: AIMessage) -> list[dict[str, Any]]:
-    return [dict(c) for c in message.tool_calls if c.get("name") == TOOL_NAME]
 
 
 def _settled(message: BaseMessage) -> BaseMessage:
@@ -174,9 +184,6 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         self.provider = provider
         self.trim_history = bool(trim_history)
         self.memory_role: MemoryRole = memory_role
-        # Whether anything binds this history's tool (memory_tool() was asked for):
-        # a nudge to call a tool the model does not have would only confuse it.
-        self.offers_tool = False
         self._open: _Turn | None = None
         self._lock = threading.RLock()
 
@@ -223,13 +230,12 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
     def memory_tool(self) -> BaseTool | None:
         """The ``update_short_term_memory`` tool bound to the current turn (begun if
         none is open), or None while a guard hides it. Binding it to the model is what
-        :func:`~stm_memory_langchain.with_short_term_memory` does."""
-        self.offers_tool = True
+        :func:`~stm_memory_langchain.with_short_term_memory` does; a loop of your own
+        also calls :meth:`note_user_message` first and sends :meth:`model_messages`."""
         turn = drive(self._turn_steps()).turn
         return self.memory.tool(turn) if turn is not None and turn.tool_offered else None
 
     async def amemory_tool(self) -> BaseTool | None:
-        self.offers_tool = True
         turn = (await adrive(self._turn_steps())).turn
         return self.memory.tool(turn) if turn is not None and turn.tool_offered else None
 
@@ -238,6 +244,51 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         turn = self.turn
         if turn is not None:
             self.memory.note_user_message(turn, text)
+
+    def model_messages(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+        """``messages`` (the model's whole input: prompt, this history's ``messages``,
+        the new user message) as the model should get them in this step of the turn:
+        with the nudge placed while it is due and the tool is offered (after the user's
+        message is known, so never in a "remember this" turn, and no longer once the
+        memory was updated); memory placed for a provider the view did not know of
+        moved where that provider takes it. Unchanged without an open turn."""
+        with self._lock:
+            state = self._open
+        if state is None:
+            return list(messages)
+        return self._for_model(state, messages)
+
+    def _for_model(self, state: _Turn, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+        out = list(messages)
+        turn = state.turn
+        if turn is None:
+            return out
+        context = replace(state.context, role=self.memory_role, history=None)
+        content = context.content
+        misplaced = [
+            i
+            for i, m in enumerate(out)
+            if content
+            and isinstance(m, SystemMessage)
+            and m.content == content
+            and any(not isinstance(p, SystemMessage) for p in out[:i])
+        ]
+        if misplaced and state.view_provider != self.provider:
+            # The view was placed before the chain's model was known; this provider
+            # takes no system message below the top (Anthropic …): place it again.
+            out = [m for i, m in enumerate(out) if i not in misplaced]
+        else:
+            context = replace(context, content=None)
+        if not turn.tool_offered or not context.nudge:
+            context = replace(context, nudge=None)
+        if context.is_empty:
+            return out
+        try:
+            placed: list[BaseMessage] = context.apply(out, provider=self.provider, trim=False)
+        except Exception:
+            log.exception("stm-memory: placing the nudge failed; sending the input as is")
+            return list(messages)
+        return placed
 
     def keep_exchange(self, exchange: Sequence[BaseMessage], *, answer_included: bool) -> None:
         """For the chain wrapper: the memory exchange it ran this turn, stored in place
@@ -280,6 +331,19 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
                 self._open = opened
             return self._open
 
+    def _abandon_steps(self, state: _Turn) -> Generator[Op, Any, None]:
+        """End ``state``'s turn, uncaptured, if it is still open: its run failed (or
+        never reached ``add_messages``). It counted as a turn, as in the loops, whose
+        turn ends when the model call raises."""
+        with self._lock:
+            if self._open is not state:
+                return
+            self._open = None
+        turn = state.turn
+        if turn is not None:
+            m = self.memory
+            yield from attempt(op(m.end_turn, m.aend_turn, turn), "ending the turn")
+
     def _view_steps(self) -> Generator[Op, Any, list[BaseMessage]]:
         record = list((yield op(lambda: self.record.messages, self.record.aget_messages)))
         state = yield from self._turn_steps()
@@ -291,9 +355,9 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
             return list(state.view)
 
     def _place(self, record: list[BaseMessage], state: _Turn) -> list[BaseMessage]:
-        context = replace(state.context, role=self.memory_role)
-        if state.turn is None or not state.turn.tool_offered or not self.offers_tool:
-            context = replace(context, nudge=None)
+        # The nudge waits for the user's message (see the module docstring).
+        context = replace(state.context, role=self.memory_role, nudge=None)
+        state.view_provider = self.provider
         if not self.trim_history:
             context = replace(context, history=None)
         if context.is_empty:
@@ -364,7 +428,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
                 continue
             message = _without_invalid_memory_calls(message)
             out.append(message)
-            for call in _memory_calls(message):
+            for call in memory_calls(message):
                 if call.get("id") in answered:
                     continue
                 if turn is None:
@@ -446,20 +510,12 @@ def _without_invalid_memory_calls(message: AIMessage) -> AIMessage:
     )
 
 
-def _is_dialogue(message: BaseMessage) -> bool:
-    return (
-        message.type in ("human", "ai")
-        and not is_summary_message(message)
-        and bool(text_of(message).strip())
-    )
-
-
 def _dialogue_tail(full: Sequence[BaseMessage], start: int, kept: int) -> int:
     """Where to start reading the record for capture: early enough to hold ``kept``
     dialogue messages before this turn (capture keeps only the last ones)."""
     seen = 0
     for i in range(start - 1, -1, -1):
-        if _is_dialogue(full[i]):
+        if is_dialogue(full[i]):
             seen += 1
             if seen >= kept:
                 return i
@@ -494,17 +550,33 @@ class ShortTermMemoryHistoryFactory:
         history: Callable[..., BaseChatMessageHistory] | None = None,
         **options: Any,
     ) -> None:
+        if not isinstance(memory, ShortTermMemory):
+            raise ValidationError(f"memory must be a ShortTermMemory, got {type(memory).__name__}")
         if isinstance(keys, str) or not keys or not all(isinstance(k, str) for k in keys):
             raise ValidationError("keys must be a non-empty sequence of names")
         if len(set(keys)) != len(keys):
             raise ValidationError(f"keys must be distinct, got {list(keys)}")
+        for name, value in (("scope", scope), ("history", history)):
+            if value is not None and not callable(value):
+                raise ValidationError(f"{name} must be a callable, got {type(value).__name__}")
+        unknown = sorted(set(options) - {*SCOPE_FIELDS, *_HISTORY_OPTIONS})
+        if unknown:
+            raise ValidationError(
+                f"unknown option(s) {', '.join(unknown)}: the factory takes the scope fields "
+                f"({', '.join(SCOPE_FIELDS)}) and {', '.join(_HISTORY_OPTIONS)}"
+            )
+        if scope is not None and any(k in SCOPE_FIELDS for k in options):
+            raise ValidationError("give either scope= or scope fields, not both")
+        if "memory_role" in options:
+            check_memory_role(options["memory_role"])
+        provider = options.get("provider")
+        if provider is not None and not isinstance(provider, str):
+            raise ValidationError(f"provider must be a string, got {type(provider).__name__}")
         self.memory = memory
         self.keys = tuple(keys)
         self.scope = scope
         self.history = history
-        self._history_options = {
-            k: options.pop(k) for k in ("provider", "trim_history", "memory_role") if k in options
-        }
+        self._history_options = {k: options.pop(k) for k in _HISTORY_OPTIONS if k in options}
         self.scope_defaults = options  # user_id=, server_id=, …
         self._built: OrderedDict[tuple[Any, ...], ShortTermMemoryHistory] = OrderedDict()
         self._lock = threading.Lock()

@@ -13,7 +13,13 @@
 :class:`ShortTermMemorySession` implements the SDK's ``Session`` protocol over a wrapped
 session that keeps the full record (default ``SQLiteSession``); each run is sent the
 memory block and only the items the memory does not cover, and the model writes the
-memory with ``session.memory_tool()`` during the run, with no extra model call.
+memory with ``session.memory_tool()`` during the run.
+
+Use ``session.agent(agent)``: with it a reply that answers *and* calls the memory tool
+ends the run there, so writing the memory costs no extra model call. A plain
+``Agent(tools=[session.memory_tool()])`` works too, but the SDK calls the model once
+more after every tool call, the memory call included. One run at a time per session
+(:class:`SessionBusyError` otherwise).
 """
 
 from __future__ import annotations
@@ -26,6 +32,6 @@ except ImportError as exc:  # pragma: no cover - the extra is installed in the t
         'pip install "stm-memory[openai-agents]"'
     ) from exc
 
-from ._session import ShortTermMemorySession
+from ._session import SessionBusyError, ShortTermMemorySession
 
-__all__ = ["ShortTermMemorySession"]
+__all__ = ["SessionBusyError", "ShortTermMemorySession"]

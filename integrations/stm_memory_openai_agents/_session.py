@@ -4,21 +4,28 @@
 reads the session once before the first model call and appends to it as the run goes
 (the new input first, then each step's items). Here that brackets one memory turn:
 
-- ``get_items`` begins the turn (a fresh one each time, until something is recorded
-  in it) and returns what the model should be sent: the memory block, the items the
+- the run's first ``get_items`` (the SDK passes the run's context wrapper) begins the
+  turn and returns what the model should be sent: the memory block, the items the
   memory does not cover (the history cut of the provider loops, without earlier
   memory-tool calls) and the nudge when it is due — placed as if the new input were
-  already there, since the SDK appends it right after;
-- ``add_items`` records the items in the wrapped session; the new input hands the
-  turn its user message (the long-term-intent guard) before the model runs; the
-  step that ends the run (an assistant message last) captures the dialogue and ends
-  the turn;
+  already there, since the SDK appends it right after. Every other read (the SDK's
+  tail checks during the run, your own code's ``get_items``) returns the wrapped
+  session's items, and never touches the turn;
+- the turn learns its user message from the run's input before the tool list is
+  built (the long-term-intent guard: no tool in a "remember this" turn);
+- ``add_items`` records the items in the wrapped session; the step that ends the run
+  (an assistant message last) captures the dialogue and ends the turn;
 - ``memory_tool()`` is ``update_short_term_memory`` as an Agents SDK
   ``FunctionTool`` bound to the session's current turn: the turn's schema, hidden
   while a guard hides it (``is_enabled``), one update per turn;
 - ``agent(agent)`` is a copy of the agent with that tool, and with the run ending
   right after the memory call when the model already answered in the same response
-  (SPEC §8: no second model call for it), so a run costs no extra model call;
+  (SPEC §8: no second model call for it), so a run costs no extra model call. Its
+  hooks also take the nudge out of a request once the tool is gone (a "remember
+  this" turn, or after the update). A plain agent with ``tools=[memory_tool()]``
+  keeps the tool in a turn whose input carried the nudge instead, so a call the nudge
+  asked for is answered with the engine's failed result, never the SDK's "tool not
+  found" error;
 - ``pop_item`` pops from the wrapped session; ``clear_session`` clears it and
   forgets the channel (the "/refresh").
 
@@ -26,17 +33,19 @@ The full record stays in the wrapped session (default the SDK's ``SQLiteSession`
 in memory, or in a file with ``db_path=``), as a checkpointer keeps a LangChain
 thread: only what the model is sent is cut. A run that fails before its last step
 leaves its turn open; the next run ends it (counted, captured) before beginning its
-own. One session serves one conversation, one run at a time.
+own. One session serves one conversation, one run at a time: a run that starts while
+another run's task is still going raises :class:`SessionBusyError`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
-import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -46,28 +55,38 @@ from agents.items import ModelResponse, TResponseInputItem
 from agents.memory import Session, SessionSettings
 from agents.tool import FunctionToolResult, Tool
 
-from stm_memory import TOOL_NAME, Scope, ShortTermMemory, TurnContext, ValidationError
+from stm_memory import (
+    DEFAULT_CATEGORY,
+    TOOL_NAME,
+    Scope,
+    ServerSettings,
+    ShortTermMemory,
+    StmError,
+    TurnContext,
+    UserSettings,
+    ValidationError,
+)
 from stm_memory.capture import message_text
-from stm_memory.loop import check_memory_role
+from stm_memory.loop import adrive, check_memory_role
 from stm_memory.placement import MemoryContext, MemoryRole
 from stm_memory.schema import tool_description, tool_parameters
-from stm_memory.toolcalls import check_tool_call
+from stm_memory.toolcalls import run_memory_call, tool_result_text
 from stm_memory.turn import failure
+from stm_memory_langchain._turns import dialogue_for_capture, is_dialogue, needs_previous
 from stm_memory_openai._responses import place_memory
 
-__all__ = ["ShortTermMemorySession"]
+__all__ = ["SessionBusyError", "ShortTermMemorySession"]
 
 log = logging.getLogger("stm_memory.openai_agents")
 
 #: Items read back for capture at the end of a turn (more only when they hold too
 #: little dialogue).
 CAPTURE_WINDOW = 80
-_SUMMARY_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"summary": {"type": "string"}},
-    "required": ["summary"],
-    "additionalProperties": False,
-}
+
+
+class SessionBusyError(StmError, RuntimeError):
+    """A run started on a :class:`ShortTermMemorySession` while another run on it is
+    still going (in another task): one session serves one run at a time."""
 
 
 @dataclass(eq=False)
@@ -76,14 +95,14 @@ class _Turn:
 
     turn: TurnContext | None
     context: MemoryContext
-    run: Any  # the RunContextWrapper of the run that began it (None: a direct call)
+    run: Any  # the RunContextWrapper of the run (None: items added outside a run)
+    task: asyncio.Task[Any] | None  # the task that started the run
+    view_len: int = 0  # items of the view the run's first read returned
+    nudge: str | None = None  # the nudge that view carries
     added: int = 0  # items recorded in this turn
     finishing: bool = False  # the next add_items is the run's last (the epilogue)
     answered: str = ""  # visible text of the model's last response (agent() hooks)
-
-
-def _content(result: Mapping[str, Any]) -> str:
-    return json.dumps(result, ensure_ascii=False, sort_keys=True)
+    ended: bool = False
 
 
 def _role(item: Any) -> Any:
@@ -98,14 +117,14 @@ def _text(item: Any) -> str:
         return ""
 
 
+def _user_text(items: Sequence[Any]) -> str | None:
+    return next((_text(i) for i in reversed(items) if _role(i) == "user"), None)
+
+
 def _is_answer(item: Any) -> bool:
     """An assistant message: the item a run's last step ends with."""
     kind = item.get("type") if isinstance(item, Mapping) else getattr(item, "type", None)
     return _role(item) == "assistant" and kind in (None, "message")
-
-
-def _is_dialogue(item: Any) -> bool:
-    return _role(item) in ("user", "assistant") and bool(_text(item).strip())
 
 
 def _accepts_wrapper(method: Callable[..., Any]) -> bool:
@@ -122,6 +141,35 @@ async def _call(method: Callable[..., Awaitable[Any]], *args: Any, wrapper: Any)
     return await method(*args)
 
 
+def _current_task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no running loop
+        return None
+
+
+def _running_elsewhere(task: asyncio.Task[Any] | None) -> bool:
+    """``task`` (a run's) is still going, and it is not the caller's: a run that failed
+    in the caller's task, or whose task is over, is not running."""
+    return task is not None and task is not _current_task() and not task.done()
+
+
+def _drop_nudge(items: list[Any], nudge: str, end: int) -> None:
+    """Take ``nudge`` out of ``items[:end]`` (the view), in place."""
+    for i in range(min(end, len(items)) - 1, -1, -1):
+        item = items[i]
+        if not isinstance(item, Mapping) or _role(item) not in ("system", "developer", "user"):
+            continue
+        content = item.get("content")
+        if content == nudge:
+            del items[i]
+            return
+        joined = "\n\n" + nudge  # memory_role="user": content and nudge in one message
+        if isinstance(content, str) and content.endswith(joined):
+            items[i] = {**item, "content": content[: -len(joined)]}
+            return
+
+
 def _response_text(response: ModelResponse) -> str:
     parts: list[str] = []
     for item in response.output:
@@ -134,8 +182,8 @@ def _response_text(response: ModelResponse) -> str:
 
 
 class ShortTermMemorySession:
-    """An Agents SDK ``Session`` whose items are what the model should be sent (see the
-    module docstring).
+    """An Agents SDK ``Session`` whose items, at the start of a run, are what the model
+    should be sent (see the module docstring).
 
     Args:
         memory: the :class:`~stm_memory.ShortTermMemory`.
@@ -191,15 +239,15 @@ class ShortTermMemorySession:
     async def get_items(
         self, limit: int | None = None, wrapper: RunContextWrapper[Any] | None = None
     ) -> list[TResponseInputItem]:
-        """The model's view of the conversation: memory, uncovered items, nudge."""
-        state = self._current()
-        if state is not None and state.added and (wrapper is None or wrapper is not state.run):
-            await self._end(state)  # a run that never finished: its turn still happened
-            state = None
-        if state is None or not state.added:
-            state = await self._begin(wrapper)
+        """At the start of a run: the model's view of the conversation (memory,
+        uncovered items, nudge). Any other read: the wrapped session's items."""
+        if wrapper is None or self._in_run(wrapper):
+            return list(await _call(self.session.get_items, limit, wrapper=wrapper))
+        state = await self._start(wrapper)
         items = await _call(self.session.get_items, limit, wrapper=wrapper)
-        return self._view(list(items), state)
+        view = self._view(list(items), state)
+        state.view_len = len(view)
+        return view
 
     async def add_items(
         self, items: list[TResponseInputItem], wrapper: RunContextWrapper[Any] | None = None
@@ -207,11 +255,16 @@ class ShortTermMemorySession:
         """Record ``items``; the run's last step captures the dialogue and ends the turn."""
         await _call(self.session.add_items, items, wrapper=wrapper)
         state = self._current()
-        if state is None:  # items added without a read first: still a turn
-            state = await self._begin(wrapper)
+        if wrapper is not None and not self._in_run(wrapper):
+            state = await self._start(wrapper)  # a run whose first read we did not see
+        elif wrapper is None:
+            if state is not None and state.run is not None:
+                return  # recorded beside a run: the run's turn is not this caller's
+            if state is None:  # items added outside a run: still a turn
+                state = await self._start(None)
+        assert state is not None
         if state.turn is not None:
-            user = next((_text(i) for i in reversed(items) if _role(i) == "user"), None)
-            self.memory.note_user_message(state.turn, user)
+            self.memory.note_user_message(state.turn, _user_text(items))
         state.added += len(items)
         if state.finishing or (items and _is_answer(items[-1])):
             await self._end(state)
@@ -246,21 +299,16 @@ class ShortTermMemorySession:
 
     def memory_tool(self) -> FunctionTool:
         """``update_short_term_memory`` as a ``FunctionTool`` bound to this session's
-        current turn (the same object every time; its schema follows the turn)."""
+        current turn (the same object every time; its schema follows the turn, set
+        when each run begins — no I/O here)."""
         with self._lock:
             if self._tool is not None:
                 return self._tool
-        turn = self.turn
-        if turn is None:
-            try:
-                turn = self.memory.begin_turn(self.scope, provider=self.provider)
-            except Exception:
-                log.exception("stm-memory: reading the server's categories failed")
-        limit = self.memory.limits.max_summary_length
+        turn = self.turn or self._placeholder_turn()
         tool = FunctionTool(
             name=TOOL_NAME,
-            description=tool_description(turn, limit=limit) if turn else TOOL_NAME,
-            params_json_schema=tool_parameters(turn) if turn else dict(_SUMMARY_SCHEMA),
+            description=tool_description(turn, limit=self.memory.limits.max_summary_length),
+            params_json_schema=tool_parameters(turn),
             on_invoke_tool=self._invoke_tool,
             strict_json_schema=True,
             is_enabled=self._tool_enabled,
@@ -272,32 +320,54 @@ class ShortTermMemorySession:
 
     def agent(self, agent: Agent[Any]) -> Agent[Any]:
         """A copy of ``agent`` with the memory tool, ending the run right after the
-        memory call when the model already answered in the same response."""
+        memory call when the model already answered in the same response (an agent
+        that came from ``agent()`` before is unwrapped first)."""
+        behavior = agent.tool_use_behavior
+        if isinstance(behavior, _Epilogue):
+            behavior = behavior.inner
+        hooks = agent.hooks
+        if isinstance(hooks, _Hooks):
+            hooks = hooks.inner
         tools = [t for t in agent.tools if getattr(t, "name", None) != TOOL_NAME]
         return agent.clone(
             tools=[*tools, self.memory_tool()],
-            tool_use_behavior=_Epilogue(self, agent.tool_use_behavior, agent.output_type),
-            hooks=_Hooks(self, agent.hooks),
+            tool_use_behavior=_Epilogue(self, behavior, agent.output_type),
+            hooks=_Hooks(self, hooks),
+        )
+
+    def _placeholder_turn(self) -> TurnContext:
+        """The schema before the first run (summary mode; each run sets its own)."""
+        return TurnContext(
+            scope=self.scope,
+            provider=self.provider,
+            user_message=None,
+            settings=ServerSettings(),
+            categories=(DEFAULT_CATEGORY,),
+            user_settings=UserSettings(),
+            long_term_intent=False,
+            provider_excluded=False,
+            started_at=datetime.now(UTC),
         )
 
     async def _invoke_tool(self, ctx: Any, arguments: str) -> str:
         state = self._current()
         if state is None or state.turn is None:
-            return _content(failure("update_short_term_memory is not bound to a turn here."))
-        check = check_tool_call(arguments)
-        if not check.ok or check.args is None:
-            return _content(check.result or failure("The call was not executed."))
-        args = {k: v for k, v in check.args.items() if v is not None}
-        try:
-            result = await self.memory.aupdate(state.turn, args)
-        except Exception as exc:  # the engine returns failures; this is a bug
-            log.exception("stm-memory: update_short_term_memory failed")
-            result = failure(f"Internal error: {type(exc).__name__}: {exc}")
-        return _content(result)
+            return tool_result_text(failure(f"{TOOL_NAME} is not bound to a turn here."))
+        return tool_result_text(await adrive(run_memory_call(self.memory, state.turn, arguments)))
 
     def _tool_enabled(self, ctx: Any, agent: Any) -> bool:
-        turn = self.turn
-        return turn is not None and turn.tool_offered
+        state = self._current()
+        if state is None or state.turn is None:
+            return False
+        self._note_input(state, getattr(ctx, "turn_input", None))
+        if state.turn.tool_offered:
+            return True
+        # A plain agent was sent this turn's nudge (placed before the user's message was
+        # known): keep the tool, so a call the nudge asked for gets the engine's failed
+        # result instead of the SDK's "tool not found". agent()'s hooks take the nudge
+        # out instead (_before_model).
+        hooks = getattr(agent, "hooks", None)
+        return state.nudge is not None and not (isinstance(hooks, _Hooks) and hooks.session is self)
 
     # -- the turn --------------------------------------------------------------------------
 
@@ -305,22 +375,36 @@ class ShortTermMemorySession:
         with self._lock:
             return self._open
 
-    async def _begin(self, run: Any) -> _Turn:
+    def _in_run(self, wrapper: Any) -> bool:
+        state = self._current()
+        return state is not None and state.run is not None and state.run is wrapper
+
+    async def _start(self, run: Any) -> _Turn:
+        """Open the turn of ``run`` (None: items added outside a run), ending the turn of
+        a run that never finished first."""
+        with self._lock:
+            old = self._open
+            if old is not None and old.run is not None and _running_elsewhere(old.task):
+                raise SessionBusyError(
+                    "another run on this session is still going: one ShortTermMemorySession "
+                    "serves one run at a time (await it, or give each conversation its own "
+                    "session)"
+                )
+            state = _Turn(None, MemoryContext(), run, _current_task() if run is not None else None)
+            self._open = state
+        if old is not None and old.added:
+            await self._end(old)  # a run that never finished: its turn still happened
         m = self.memory
-        turn: TurnContext | None = None
-        context: MemoryContext = MemoryContext()
         try:
-            turn = await m.abegin_turn(self.scope, provider=self.provider)
-            context = await m.abuild_context(turn)
+            state.turn = await m.abegin_turn(self.scope, provider=self.provider)
+            state.context = await m.abuild_context(state.turn)
         except Exception:
             log.exception("stm-memory: beginning the turn failed; no memory this time")
-        state = _Turn(turn, context, run)
         with self._lock:
-            self._open = state
             tool = self._tool
-        if tool is not None and turn is not None:  # the schema of this turn's snapshot
-            tool.params_json_schema = tool_parameters(turn)
-            tool.description = tool_description(turn, limit=m.limits.max_summary_length)
+        if tool is not None and state.turn is not None:  # the schema of this turn's snapshot
+            tool.params_json_schema = tool_parameters(state.turn)
+            tool.description = tool_description(state.turn, limit=m.limits.max_summary_length)
         return state
 
     def _view(self, items: list[Any], state: _Turn) -> list[Any]:
@@ -338,19 +422,38 @@ class ShortTermMemorySession:
         except Exception:
             log.exception("stm-memory: placing memory failed; sending the whole session")
             return items
+        state.nudge = context.nudge
         return [item for item in placed if item is not stand_in]
+
+    def _note_input(self, state: _Turn, items: Any) -> None:
+        """Hand the turn the user message of the run's new input (``items``: the
+        model's input, the view first)."""
+        if state.turn is None or not isinstance(items, Sequence) or isinstance(items, str):
+            return
+        self.memory.note_user_message(state.turn, _user_text(list(items)[state.view_len :]))
+
+    def _before_model(self, items: Any) -> None:
+        """agent()'s hooks, before each model call: the input as it will be sent."""
+        state = self._current()
+        if state is None or state.turn is None or not isinstance(items, list):
+            return
+        self._note_input(state, items)
+        if state.nudge is not None and not state.turn.tool_offered:
+            _drop_nudge(items, state.nudge, state.view_len)
 
     async def _end(self, state: _Turn) -> None:
         with self._lock:
             if self._open is state:
                 self._open = None
+            if state.ended:
+                return
+            state.ended = True
         turn = state.turn
         if turn is None:
             return
         m = self.memory
         try:
-            dialogue = await self._dialogue(state.added)
-            await m.acapture(self.scope, dialogue)
+            await m.acapture(self.scope, await self._dialogue(state.added))
         except Exception:
             log.exception("stm-memory: capturing the dialogue failed")
         try:
@@ -364,18 +467,15 @@ class ShortTermMemorySession:
         kept = self.memory.limits.messages_kept
         window = max(CAPTURE_WINDOW, added + 4 * kept)
         items = list(await self.session.get_items(window))
-        before = items[: max(0, len(items) - added)]
-        if len(items) >= window and sum(map(_is_dialogue, before)) < kept:
+        start = max(0, len(items) - added)
+        if len(items) >= window and sum(map(is_dialogue, items[:start])) < kept:
             items = list(await self.session.get_items())
-            before = items[: max(0, len(items) - added)]
-        if len(items) < window and not any(map(_is_dialogue, before)):
+            start = max(0, len(items) - added)
+        previous: Any = ()
+        if needs_previous(items, start):
             entry = await self.memory.aget(self.scope)
-            previous = [
-                {"role": s.role, "content": s.content, "name": s.name, "user_id": s.user_id}
-                for s in (entry.messages if entry else ())
-            ]
-            return [*previous, *items[len(before) :]]
-        return items
+            previous = entry.messages if entry else ()
+        return dialogue_for_capture(items, start, previous)
 
     def _answered(self, response: ModelResponse) -> None:
         state = self._current()
@@ -446,8 +546,9 @@ async def _delegate(
 
 
 class _Hooks(AgentHooks[Any]):
-    """The agent's own hooks, plus noting the text of each model response (for the
-    epilogue)."""
+    """The agent's own hooks, plus: before each model call, the turn's user message
+    from the input and the nudge taken out once the tool is gone; after it, the text
+    of the response (for the epilogue)."""
 
     def __init__(self, session: ShortTermMemorySession, inner: Any) -> None:
         self.session = session
@@ -475,6 +576,7 @@ class _Hooks(AgentHooks[Any]):
     async def on_llm_start(
         self, context: Any, agent: Any, system_prompt: Any, input_items: Any
     ) -> None:
+        self.session._before_model(input_items)
         await self._forward("on_llm_start", context, agent, system_prompt, input_items)
 
     async def on_llm_end(self, context: Any, agent: Any, response: ModelResponse) -> None:

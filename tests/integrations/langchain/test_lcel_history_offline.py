@@ -1,24 +1,36 @@
 """``ShortTermMemoryHistory`` and ``with_short_term_memory`` with the offline chat model
 (no provider, no cassette): the record, the memory call in ``add_messages``, the
-factory's keys, ``clear``, a chain with an output parser, and the wrapper running the
-turn itself without ``RunnableWithMessageHistory``."""
+factory's keys, ``clear``, a chain with an output parser, the wrapper running the
+turn itself without ``RunnableWithMessageHistory``, failed runs, the nudge placed
+after the user's message is known, and the errors of a wrong set-up."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from helpers.dialogues import earlier_memory_calls, turn_count, validity_errors
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_anthropic import ChatAnthropic
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    ToolMessage,
+)
 from langchain_core.output_parsers import StrOutputParser
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+from langchain_core.runnables import RunnableLambda
 from langchain_core.runnables.history import RunnableWithMessageHistory
 
 from stm_memory import TOOL_NAME, Scope, ShortTermMemory, ValidationError
 from stm_memory.render import CONTENT_HEADER
 from stm_memory.testing.chat_model import OfflineChatModel
 from stm_memory_langchain import ShortTermMemoryHistory, with_short_term_memory
+from stm_memory_langchain._history import MessageRecord
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore::langchain_core._api.deprecation.LangChainDeprecationWarning"
@@ -59,17 +71,258 @@ def test_add_messages_applies_a_memory_call_and_the_next_view_drops_it(
     assert history.messages == view  # read twice in one turn: the same list
 
 
+def nudged(prompt: list[BaseMessage]) -> bool:
+    """The prompt asks the model to call the memory tool (the nudge)."""
+    return any(f"call {TOOL_NAME}" in m.text for m in prompt if not isinstance(m, AIMessage))
+
+
+def history_chain(model: Any, get_history: Any) -> Any:
+    prompt = ChatPromptTemplate.from_messages(
+        [("system", "sys"), MessagesPlaceholder("history"), ("human", "{input}")]
+    )
+    return RunnableWithMessageHistory(
+        with_short_term_memory(prompt | model),
+        get_history,
+        input_messages_key="input",
+        history_messages_key="history",
+    )
+
+
 def test_a_plain_chain_without_the_tool_is_never_nudged(stm_memory: ShortTermMemory) -> None:
     model = OfflineChatModel()
     chain = RunnableWithMessageHistory(model, lambda session_id: history)
     history = ShortTermMemoryHistory(stm_memory, SCOPE)
     for i in range(8):
         chain.invoke(text(i), {"configurable": {"session_id": "c1"}})
-    assert all(TOOL_NAME not in m.text for prompt in model.prompts for m in prompt)
+    # The nudge has been due since turn 5, but this model has no tool to call.
+    assert stm_memory.build_context(stm_memory.begin_turn(SCOPE)).nudge is not None
+    assert not any(nudged(prompt) for prompt in model.prompts)
     assert all(names == [] for names in model.tools_seen)
     entry = stm_memory.get(SCOPE)
     assert entry is not None and entry.turns_since_refresh == 8
     assert [m.content for m in entry.messages][-2:] == [text(7), "Understood: " + text(7)]
+    # The same history under the wrapper: the tool is bound and the nudge sent.
+    wrapped = history_chain(model, lambda session_id: history)
+    wrapped.invoke({"input": text(8)}, {"configurable": {"session_id": "c1"}})
+    assert nudged(model.prompts[-1]) and model.tools_seen[-1] == [TOOL_NAME]
+
+
+def test_a_history_built_for_each_call_is_nudged_and_writes_the_memory(
+    stm_memory: ShortTermMemory,
+) -> None:
+    # The usual get_session_history: a new history object per call over a kept record.
+    records: dict[str, MessageRecord] = {}
+
+    def get_history(session_id: str) -> ShortTermMemoryHistory:
+        record = records.setdefault(session_id, MessageRecord())
+        return ShortTermMemoryHistory(stm_memory, SCOPE, history=record)
+
+    model = OfflineChatModel()
+    chain = history_chain(model, get_history)
+    for i in range(12):
+        chain.invoke({"input": text(i)}, {"configurable": {"session_id": "c1"}})
+    assert sum(map(nudged, model.prompts)) == 2  # turns 5 and 11 (cadence 5)
+    entry = stm_memory.get(SCOPE)
+    assert entry is not None and entry.last_refreshed_turn == 2 and entry.summary
+    assert entry.turns_since_refresh == 0
+
+
+def test_the_nudge_waits_for_the_users_message(stm_memory: ShortTermMemory) -> None:
+    stm_memory.configure_server("g1", refresh_cadence=1)
+    model = OfflineChatModel()
+    factory = ShortTermMemoryHistory.factory(stm_memory, user_id="u1", server_id="g1")
+    chain = history_chain(model, factory)
+    config: Any = {"configurable": {"session_id": "c1"}}
+    chain.invoke({"input": "Hello."}, config)
+    chain.invoke({"input": "Please remember that I hate the sea."}, config)
+    # Due (cadence 1), but the tool is gone in a "remember this" turn: so is the nudge.
+    assert model.tools_seen[-1] == [] and not nudged(model.prompts[-1])
+    chain.invoke({"input": "What next?"}, config)
+    assert model.tools_seen[-1] == [TOOL_NAME] and nudged(model.prompts[-1])
+    # The nudge is in the request only, never in the record or the history's view.
+    assert not nudged(factory("c1").record.messages) and not nudged(factory("c1").messages)
+
+
+class Flaky(OfflineChatModel):
+    """Raises on its next ``fail`` calls, then answers as the offline model."""
+
+    fail: int = 0
+
+    def _check(self) -> None:
+        if self.fail:
+            self.fail -= 1
+            raise RuntimeError("provider down")
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self._check()
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        self._check()
+        yield from super()._stream(messages, stop, run_manager, **kwargs)
+
+
+async def call(chain: Any, value: Any, config: Any, mode: str) -> Any:
+    if mode == "invoke":
+        return chain.invoke(value, config)
+    if mode == "ainvoke":
+        return await chain.ainvoke(value, config)
+    if mode == "stream":
+        return list(chain.stream(value, config))
+    return [c async for c in chain.astream(value, config)]
+
+
+MODES = ["invoke", "ainvoke", "stream", "astream"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_failed_model_call_ends_its_turn(mode: str, stm_memory: ShortTermMemory) -> None:
+    model = Flaky()
+    factory = ShortTermMemoryHistory.factory(stm_memory, user_id="u1", server_id="g1")
+    chain = history_chain(model, factory)
+    config: Any = {"configurable": {"session_id": "c1"}}
+    await call(chain, {"input": "Hello."}, config, mode)
+    model.fail = 1
+    with pytest.raises(RuntimeError, match="provider down"):
+        await call(chain, {"input": "Hello again."}, config, mode)
+    assert factory("c1").turn is None  # ended, as the loops end a failed turn
+    entry = stm_memory.get(SCOPE)
+    assert entry is not None and entry.turns_since_refresh == 2
+    # The retry is a turn of its own, with its own user message for the guards.
+    await call(chain, {"input": "Please remember that I hate the sea."}, config, mode)
+    assert model.tools_seen[-1] == []
+    entry = stm_memory.get(SCOPE)
+    assert entry is not None and entry.turns_since_refresh == 3
+    assert [m.content for m in factory("c1").record.messages if isinstance(m, HumanMessage)] == [
+        "Hello.",
+        "Please remember that I hate the sea.",
+    ]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_failed_call_without_a_history_is_still_a_turn(
+    mode: str, stm_memory: ShortTermMemory
+) -> None:
+    model = Flaky(fail=1)
+    chain = with_short_term_memory(model, stm_memory, scope=SCOPE)
+    with pytest.raises(RuntimeError):
+        await call(chain, [HumanMessage("Hello.")], {}, mode)
+    entry = stm_memory.get(SCOPE)
+    assert entry is not None and entry.turns_since_refresh == 1
+
+
+def test_a_chain_that_fails_after_the_model_ends_the_turn_at_the_next_input(
+    stm_memory: ShortTermMemory,
+) -> None:
+    failures = [1]
+
+    def parser(message: BaseMessage) -> str:
+        if failures:
+            failures.pop()
+            raise ValueError("cannot parse")
+        return message.text
+
+    model = OfflineChatModel()
+    prompt = ChatPromptTemplate.from_messages([MessagesPlaceholder("history"), ("human", "{q}")])
+    factory = ShortTermMemoryHistory.factory(stm_memory, user_id="u1", server_id="g1")
+    chain = RunnableWithMessageHistory(
+        with_short_term_memory(prompt | model) | RunnableLambda(parser),
+        factory,
+        input_messages_key="q",
+        history_messages_key="history",
+    )
+    config: Any = {"configurable": {"session_id": "c1"}}
+    with pytest.raises(ValueError):
+        chain.invoke({"q": "Hello."}, config)
+    assert factory("c1").turn is not None  # the model answered; add_messages never came
+    answer = chain.invoke({"q": "Please remember that I hate the sea."}, config)
+    assert answer == "Understood: Please remember that I hate the sea."
+    assert model.tools_seen == [[TOOL_NAME], []]  # the new input's own guard
+    entry = stm_memory.get(SCOPE)
+    assert entry is not None and entry.turns_since_refresh == 2
+    assert factory("c1").turn is None
+
+
+def test_a_memory_call_alone_at_the_last_step_is_still_run(
+    stm_memory: ShortTermMemory,
+) -> None:
+    class MemoryOnly(OfflineChatModel):
+        def _generate(self, messages: list[BaseMessage], *a: Any, **k: Any) -> ChatResult:
+            self.prompts.append(list(messages))
+            call = {"name": TOOL_NAME, "args": {"summary": "Heist: Friday."}, "id": "m1"}
+            return ChatResult(
+                generations=[ChatGeneration(message=AIMessage("", tool_calls=[call]))]
+            )
+
+    model = MemoryOnly()
+    chain = with_short_term_memory(model, stm_memory, scope=SCOPE, max_steps=1)
+    reply = chain.invoke([HumanMessage("The heist is on Friday.")])
+    assert isinstance(reply, AIMessage) and reply.tool_calls == [] and reply.text == ""
+    assert len(model.prompts) == 1
+    entry = stm_memory.get(SCOPE)
+    assert entry is not None and entry.summary == "Heist: Friday."
+
+
+def test_memory_placed_before_the_model_was_known_moves_for_anthropic(
+    stm_memory: ShortTermMemory,
+) -> None:
+    """A history built per call reads its view before the chain's model is known; a
+    fresh memory sits below the top there, which Anthropic takes in user turns only."""
+    payloads: list[dict[str, Any]] = []
+
+    class Recording(ChatAnthropic):
+        def _generate(self, messages: list[BaseMessage], *a: Any, **k: Any) -> ChatResult:
+            payloads.append(self._get_request_payload(messages, **k))
+            return ChatResult(generations=[ChatGeneration(message=AIMessage("Noted."))])
+
+    turn = stm_memory.begin_turn(SCOPE, user_message="x")
+    stm_memory.update(turn, {"summary": "The heist is on Friday."})
+    stm_memory.end_turn(turn)
+    record = MessageRecord([HumanMessage("The heist is on Friday."), AIMessage("Friday it is.")])
+    model = Recording(model="claude-haiku-4-5", api_key="test")  # type: ignore[call-arg]
+    chain = history_chain(
+        model, lambda session_id: ShortTermMemoryHistory(stm_memory, SCOPE, history=record)
+    )
+    chain.invoke({"input": "And the car?"}, {"configurable": {"session_id": "c1"}})
+    sent = payloads[0]
+    assert "Friday" in json.dumps(sent["messages"])  # the memory, in a user turn
+    assert [m["role"] for m in sent["messages"]] == ["user", "assistant", "user"]
+
+
+def test_a_wrong_set_up_is_refused_at_once(stm_memory: ShortTermMemory) -> None:
+    model = OfflineChatModel()
+    with pytest.raises(ValidationError, match="scope must be a Scope"):
+        with_short_term_memory(model, stm_memory, scope="c1")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="memory="):
+        with_short_term_memory(model, scope=SCOPE)
+    with pytest.raises(ValidationError, match="memory must be a ShortTermMemory"):
+        ShortTermMemoryHistory.factory("not-a-memory", user_id="u1")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="unknown option"):
+        ShortTermMemoryHistory.factory(stm_memory, user="u1")
+    with pytest.raises(ValidationError, match="memory_role"):
+        ShortTermMemoryHistory.factory(stm_memory, user_id="u1", memory_role="admin")
+    # Called without a history and without a scope: an error naming the fix, not a
+    # warning and a silent call without memory.
+    chain = with_short_term_memory(model, stm_memory)
+    with pytest.raises(ValidationError, match="with_short_term_memory: no user_id") as info:
+        chain.invoke([HumanMessage("hi")])
+    assert "middleware" not in str(info.value)
+    assert model.prompts == []
+    # A resolver that declines is a deliberate "no memory here".
+    declined = with_short_term_memory(model, stm_memory, scope=lambda runtime, config: None)
+    assert declined.invoke([HumanMessage("hi")]).text == "Understood: hi"
 
 
 def test_the_factory_builds_the_scope_from_the_configured_keys(

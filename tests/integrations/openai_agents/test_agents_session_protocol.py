@@ -2,8 +2,8 @@
 doubles: the ``Session`` protocol, the behaviour the SDK's tests ask of
 ``SQLiteSession`` (tests/memory/test_session.py upstream, ported here: the SDK wheel
 ships no tests, but ships ``agents.testing.ScriptedModel``), and the memory turn
-around ``Runner`` — the epilogue, one update per turn, the intent guard, a failed run.
-No provider, no network."""
+around ``Runner`` — the epilogue, one update per turn, the intent guard and the nudge,
+reads during a run, a failed run, two runs at once. No provider, no network."""
 
 from __future__ import annotations
 
@@ -13,12 +13,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Agent, RunConfig, Runner, TResponseInputItem, function_tool
+from agents import (
+    Agent,
+    RunConfig,
+    RunContextWrapper,
+    RunHooks,
+    Runner,
+    TResponseInputItem,
+    function_tool,
+)
 from agents.memory import Session
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from stm_memory import TOOL_NAME, Category, Scope, ShortTermMemory
-from stm_memory_openai_agents import ShortTermMemorySession
+from stm_memory_openai_agents import SessionBusyError, ShortTermMemorySession
+from stm_memory_openai_agents._session import _Epilogue, _Hooks
 
 SCOPE = Scope(channel_id="c1", user_id="u1", server_id="g1")
 RUN_CONFIG = RunConfig(tracing_disabled=True)
@@ -204,6 +213,12 @@ async def test_an_answer_with_the_memory_call_ends_the_run(
     entry = stm_memory.get(SCOPE)
     assert entry is not None and entry.summary == "Heist: Friday."
     assert entry.turns_since_refresh == 0 and entry.last_refreshed_turn == 1
+    # The run's last step ended the turn (not a later read) and captured the exchange.
+    assert session.turn is None
+    assert [(m.role, m.content) for m in entry.messages] == [
+        ("user", "The heist is on Friday."),
+        ("assistant", "Friday it is."),
+    ]
     # The next run is sent the memory, not the memory call.
     model.enqueue([assistant_message("Noted.")])
     await run_agent(method, agent, "And the getaway car?", session=session)
@@ -253,12 +268,57 @@ async def test_a_second_update_in_one_turn_fails(stm_memory: ShortTermMemory) ->
     assert entry is not None and entry.summary == written
 
 
-async def test_remember_this_hides_the_tool(stm_memory: ShortTermMemory) -> None:
-    model = ScriptedModel([[assistant_message("I'll keep that in mind.")]])
+def nudged(call: Any) -> bool:
+    """The model's input asks it to call the memory tool (the nudge)."""
+    return any(
+        f"call {TOOL_NAME}" in str(i.get("content"))
+        for i in call.input
+        if i.get("role") != "assistant"
+    )
+
+
+@pytest.mark.parametrize("method", ["run", "run_streamed"])
+async def test_remember_this_hides_the_tool_and_the_nudge(
+    method: str, stm_memory: ShortTermMemory
+) -> None:
+    stm_memory.configure_server("g1", refresh_cadence=1)
+    model = ScriptedModel(
+        [[assistant_message("Hi.")], [assistant_message("I'll keep that in mind.")]]
+    )
     session = session_of(stm_memory)
     agent = session.agent(Agent(name="test", model=model))
-    await run_agent("run", agent, "Please remember that I hate the sea.", session=session)
-    assert tool_names(model.calls[0]) == []
+    await run_agent(method, agent, "Hello.", session=session)
+    await run_agent(method, agent, "Please remember that I hate the sea.", session=session)
+    # The nudge is due (cadence 1), but not in a turn whose message asks to remember.
+    assert tool_names(model.calls[1]) == [] and not nudged(model.calls[1])
+    model.enqueue([assistant_message("Sure.")])
+    await run_agent(method, agent, "What next?", session=session)
+    assert tool_names(model.calls[2]) == [TOOL_NAME] and nudged(model.calls[2])
+
+
+async def test_a_plain_agent_following_the_nudge_gets_a_failed_result(
+    stm_memory: ShortTermMemory,
+) -> None:
+    # A plain agent has no hooks to take the nudge out once the user's message asks to
+    # remember: the tool stays, and the engine refuses the call (no SDK crash).
+    stm_memory.configure_server("g1", refresh_cadence=1)
+    model = ScriptedModel(
+        [
+            [assistant_message("Hi.")],
+            [assistant_message("Noted."), memory_call("The sea.")],
+            [assistant_message("Noted.")],
+        ]
+    )
+    session = session_of(stm_memory)
+    agent = Agent(name="test", model=model, tools=[session.memory_tool()])
+    await run_agent("run", agent, "Hello.", session=session)
+    result = await run_agent("run", agent, "Please remember that I hate the sea.", session=session)
+    assert result.final_output == "Noted."
+    assert nudged(model.calls[1])
+    [failed] = await outputs(session)
+    assert failed["status"] == "tool_execution_failed" and "remember" in failed["reason"]
+    entry = stm_memory.get(SCOPE)
+    assert entry is not None and entry.summary is None
 
 
 async def test_the_agents_own_tools_and_behaviour_stay(stm_memory: ShortTermMemory) -> None:
@@ -284,9 +344,95 @@ async def test_a_failed_run_is_still_a_turn(stm_memory: ShortTermMemory) -> None
     agent = session.agent(Agent(name="test", model=model))
     with pytest.raises(RuntimeError):
         await run_agent("run", agent, "Hello?", session=session)
+    assert session.turn is not None  # nothing tells a session that a run failed …
     await run_agent("run", agent, "Hello again?", session=session)
+    entry = stm_memory.get(SCOPE)  # … the next run ends that turn first
+    assert entry is not None and entry.turns_since_refresh == 2
+    assert [m.content for m in entry.messages] == ["Hello?", "Hello again?", "Back."]
+
+
+async def test_reads_during_a_run_are_the_records_and_keep_the_turn(
+    stm_memory: ShortTermMemory,
+) -> None:
+    turns: list[Any] = []
+    tails: list[list[Any]] = []
+
+    @function_tool
+    async def peek() -> str:
+        """Look at the conversation."""
+        turns.append(session.turn)
+        tails.append(await session.get_items(limit=1))  # your own code: no wrapper
+        return "peeked"
+
+    class Tail(RunHooks[Any]):
+        async def on_llm_start(self, context: Any, agent: Any, *args: Any) -> None:
+            # The SDK's own tail checks read with the run's context wrapper.
+            assert isinstance(context, RunContextWrapper)
+            tails.append(await session.get_items(limit=1, wrapper=context))
+
+    session = session_of(stm_memory)
+    turn = stm_memory.begin_turn(SCOPE, user_message="x")
+    stm_memory.update(turn, {"summary": "The heist is on Friday."})
+    stm_memory.end_turn(turn)
+    await session.add_items(
+        [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi!"}]
+    )
+    model = ScriptedModel([[function_call("peek", {}, call_id="p1")], [assistant_message("Seen.")]])
+    agent = session.agent(Agent(name="test", model=model, tools=[peek]))
+    await run_agent("run", agent, "What do you see?", session=session, hooks=Tail())
+
+    assert len(await session.get_items(limit=1)) == 1  # the record's last item
+    assert all(len(tail) == 1 for tail in tails) and len(tails) == 3
+    assert not any("Friday" in str(tail) for tail in tails)  # never the memory view
+    assert turns[0] is not None  # the run's turn was open while the tool ran
+    assert session.turn is None
+    entry = stm_memory.get(SCOPE)
+    assert entry is not None and entry.turns_since_refresh == 2  # add_items + the run
+    assert [m.content for m in entry.messages] == ["Hello", "Hi!", "What do you see?", "Seen."]
+
+
+async def test_a_second_run_at_once_is_refused(stm_memory: ShortTermMemory) -> None:
+    class Slow(ScriptedModel):
+        async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+            await asyncio.sleep(0.05)
+            return await super().get_response(*args, **kwargs)
+
+    session = session_of(stm_memory)
+    model = Slow([[assistant_message("one")], [assistant_message("two")]])
+    agent = session.agent(Agent(name="test", model=model))
+    first, second = await asyncio.gather(
+        run_agent("run", agent, "First.", session=session),
+        run_agent("run", agent, "Second.", session=session),
+        return_exceptions=True,
+    )
+    assert first.final_output == "one"
+    assert isinstance(second, SessionBusyError)
+    entry = stm_memory.get(SCOPE)
+    assert entry is not None and entry.turns_since_refresh == 1
+    assert [m.content for m in entry.messages] == ["First.", "one"]
+    # Once it is over, the session takes the next run.
+    await run_agent("run", agent, "Third.", session=session)
     entry = stm_memory.get(SCOPE)
     assert entry is not None and entry.turns_since_refresh == 2
+
+
+async def test_memory_tool_does_no_io_and_agent_does_not_nest(
+    stm_memory: ShortTermMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = session_of(stm_memory)
+    with monkeypatch.context() as patch:
+        patch.setattr(stm_memory, "begin_turn", lambda *a, **k: pytest.fail("blocking I/O"))
+        tool = session.memory_tool()
+    assert tool.params_json_schema["required"] == ["summary"]
+    model = ScriptedModel([[assistant_message("Friday it is."), memory_call("Friday.")]])
+    once = session.agent(Agent(name="test", model=model))
+    twice = session.agent(once)
+    assert isinstance(twice.tool_use_behavior, _Epilogue) and isinstance(twice.hooks, _Hooks)
+    assert not isinstance(twice.tool_use_behavior.inner, _Epilogue)
+    assert twice.hooks.inner is None
+    assert [t.name for t in twice.tools] == [TOOL_NAME]
+    result = await run_agent("run", twice, "The heist is on Friday.", session=session)
+    assert result.final_output == "Friday it is." and len(model.calls) == 1
 
 
 async def test_the_tool_is_hidden_outside_a_run(stm_memory: ShortTermMemory) -> None:
