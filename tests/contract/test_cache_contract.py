@@ -19,6 +19,8 @@ from stm_memory.cache.base import CacheValue, LiveCache, Rank, Write
 from stm_memory.cache.disk import DiskLiveCache
 from stm_memory.cache.memory import InMemoryLiveCache
 from stm_memory.cache.redis import RedisLiveCache
+from stm_memory.cache.sql import SqlLiveCache
+from stm_memory.store.sql import SqlStore, create_sql_engine
 from stm_memory.types import index_key
 
 BACKENDS = [
@@ -26,7 +28,31 @@ BACKENDS = [
     pytest.param("disk", id="disk"),
     pytest.param("redis", id="redis", marks=pytest.mark.redis),
     pytest.param("redis-cluster", id="redis-cluster", marks=pytest.mark.redis),
+    # Degraded mode's live cache in the rows database (cache/sql.py), unfenced here.
+    pytest.param("sql-sqlite", id="sql-sqlite"),
+    pytest.param("sql-postgres", id="sql-postgres", marks=pytest.mark.postgres),
 ]
+
+
+def _sql_cache(request: pytest.FixtureRequest, tmp_path: Path) -> LiveCache:
+    if request.node.callspec.params["backend"] == "sql-postgres":
+        url = request.getfixturevalue("postgres_url")
+    else:
+        url = f"sqlite:///{tmp_path / 'rows.db'}"
+    store = SqlStore(create_sql_engine(url))
+    store.setup()  # a handle per open: each its own engine, as hosts have
+    return _ClosingSql(store)
+
+
+class _ClosingSql(SqlLiveCache):
+    """The SQL live cache on its own store's engine, disposed with it."""
+
+    def __init__(self, store: SqlStore) -> None:
+        super().__init__(store.engine)
+        self._store = store
+
+    def close(self) -> None:
+        self._store.close()
 
 
 def _redis_cache(request: pytest.FixtureRequest, *, cluster: bool) -> LiveCache:
@@ -54,6 +80,8 @@ def open_cache(
             cache: LiveCache = shared_memory
         elif backend == "disk":
             cache = DiskLiveCache(tmp_path / "cache")
+        elif backend.startswith("sql-"):
+            cache = _sql_cache(request, tmp_path)
         else:
             cache = _redis_cache(request, cluster=backend == "redis-cluster")
         opened.append(cache)
