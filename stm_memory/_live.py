@@ -23,7 +23,7 @@ from typing import Any
 
 from .cache.base import CacheValue, LiveCache, Rank, Write
 from .config import Limits
-from .erasure import erase_user
+from .erasure import erase_user, unknown_provenance
 from .errors import DatabaseError
 from .outbox import Outbox
 from .store.base import MemoryStore
@@ -102,7 +102,7 @@ def evict_deleted(cache: LiveCache, deletions: Sequence[tuple[str, str]]) -> Non
         if users and kept:
             for key, raw in cache.get_many(kept).items():
                 entry = MemoryEntry.from_dict(raw)
-                legacy = "provenance" not in raw and (entry.summary or entry.categories)
+                legacy = unknown_provenance(raw) is not None
                 if legacy or any(erase_user(entry, u) is not None for u in users):
                     doomed.append(key)
         if doomed:

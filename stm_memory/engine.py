@@ -35,7 +35,7 @@ from .cache.reopen import ReopeningCache
 from .cache.sql import SqlLiveCache
 from .capture import all_dialogue
 from .config import Limits
-from .erasure import erase_user, speakers
+from .erasure import erase_user, speakers, unknown_provenance
 from .errors import CacheError, ConfigurationError, StmError, ValidationError
 from .intent import IntentDetector, detect_long_term_intent
 from .outbox import Outbox
@@ -89,14 +89,6 @@ def _scope_of(key: str, value: Mapping[str, Any]) -> Scope:
     return Scope(
         channel_id=channel, user_id=owner, server_id=value.get("server_id"), persona_id=persona
     )
-
-
-def _unknown_provenance(value: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A value written before provenance was kept may hold anyone's words: its
-    distilled memory goes on any erasure (it is short-term: a day at most)."""
-    if "provenance" in value or not (value.get("summary") or value.get("categories")):
-        return None
-    return {"summary": None, "categories": {}}
 
 
 def _degradable(primary: LiveCache, store: SqlStore, *, probe: Callable[[], object]) -> LiveCache:
@@ -574,7 +566,7 @@ class ShortTermMemory:
 
         def redact(snapshot: dict[str, Any]) -> dict[str, Any] | None:
             entry = MemoryEntry.from_dict(snapshot)
-            changes = erase_user(entry, user_id) or _unknown_provenance(snapshot)
+            changes = erase_user(entry, user_id) or unknown_provenance(snapshot)
             return entry.evolve(changes).to_dict() if changes else None
 
         self.outbox.rewrite_rows(redact)
@@ -585,7 +577,7 @@ class ShortTermMemory:
             batch = self.cache.get_many(keys)
             expired: list[str] = []
             for key, raw in batch.items():
-                legacy = _unknown_provenance(raw)
+                legacy = unknown_provenance(raw)
                 cached = MemoryEntry.from_dict(raw)
                 if erase_user(cached, user_id) is None and legacy is None:
                     continue

@@ -10,12 +10,12 @@ whom. The provenance then falls back to the speakers of the turns left.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .types import MemoryEntry, StoredMessage
 
-__all__ = ["erase_user", "speakers"]
+__all__ = ["erase_user", "speakers", "unknown_provenance"]
 
 
 def speakers(messages: Iterable[StoredMessage]) -> frozenset[str]:
@@ -36,3 +36,12 @@ def erase_user(entry: MemoryEntry, user_id: str) -> dict[str, Any] | None:
     else:
         changes["provenance"] = entry.provenance
     return changes
+
+
+def unknown_provenance(value: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The changes for a cached value written before provenance was kept: it may hold
+    anyone's words, so its distilled memory goes on any erasure (it is short-term: a
+    day at most). None for a value that knows its provenance or has no memory."""
+    if "provenance" in value or not (value.get("summary") or value.get("categories")):
+        return None
+    return {"summary": None, "categories": {}}
