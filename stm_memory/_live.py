@@ -11,7 +11,6 @@ otherwise the first write after a restart would leave older channels unlisted.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -21,6 +20,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
+from ._bulk import CACHE_BATCH, batched, cached_entry_keys
 from .cache.base import CacheValue, LiveCache, Rank, Write
 from .config import Limits
 from .erasure import erase_user, unknown_provenance
@@ -77,10 +77,6 @@ def unrank(cache: LiveCache, keys: Iterable[str]) -> None:
         cache.rank_many(ikey, members)
 
 
-# Keys read per round trip when a cache is scanned for what deletions reached.
-_SCAN_BATCH = 500
-
-
 def evict_deleted(cache: LiveCache, deletions: Sequence[tuple[str, str]]) -> None:
     """Evict from ``cache`` what channel and user deletions made elsewhere reached (its
     copies are older than the deletions): a deleted channel's entries; a forgotten
@@ -89,8 +85,7 @@ def evict_deleted(cache: LiveCache, deletions: Sequence[tuple[str, str]]) -> Non
     the erased state, and the next read hydrates it."""
     channels = {target for kind, target in deletions if kind == "channel"}
     users = {target for kind, target in deletions if kind == "user"}
-    keys = (k for k in cache.iter_keys("shortterm:") if not k.startswith("shortterm:index:"))
-    while batch := list(itertools.islice(keys, _SCAN_BATCH)):
+    for batch in batched(cached_entry_keys(cache), CACHE_BATCH):
         doomed: list[str] = []
         kept: list[str] = []
         for key in batch:
@@ -279,10 +274,6 @@ class LiveEntries:
         self.cache.add_many({ikey: Write(_COMPLETE)})
         return added
 
-    def ensure_index(self, kind: ScopeKind, owner_id: str) -> None:
-        """Warm the owner's ordered index unless it is complete."""
-        self._complete_indexes([(kind, owner_id)], self.cache.get_many([index_key(kind, owner_id)]))
-
     def _complete_indexes(
         self, owners: Sequence[tuple[ScopeKind, str]], markers: Mapping[str, CacheValue]
     ) -> None:
@@ -424,8 +415,8 @@ class LiveEntries:
         """Hydrate the entry keys and complete their owners' indexes; returns the keys
         that exist nowhere (new entries)."""
         found = self.hydrate(keys)
-        for ikey in sorted({owner_index(k) for k in keys}):
-            self.ensure_index(*parse_index_key(ikey))
+        ikeys = sorted({owner_index(k) for k in keys})
+        self._complete_indexes([parse_index_key(k) for k in ikeys], self.cache.get_many(ikeys))
         return set(keys) - set(found)
 
     def evict(self, keys: Sequence[str]) -> int:
@@ -435,14 +426,3 @@ class LiveEntries:
         removed = self.cache.delete_many(keys)
         unrank(self.cache, keys)
         return removed
-
-    def entry_keys(self, predicate: Callable[[ScopeKind, str, str], bool]) -> list[str]:
-        """Cache keys whose (kind, owner, channel) match — an administrative scan."""
-        out = []
-        for key in self.cache.iter_keys("shortterm:"):
-            if key.startswith("shortterm:index:"):
-                continue
-            kind, owner, channel, _ = parse_key(key)
-            if predicate(kind, owner, channel):
-                out.append(key)
-        return out
