@@ -19,7 +19,7 @@ from typing import Any
 import diskcache
 
 from stm_memory import ShortTermMemory
-from stm_memory.types import MemoryEntry
+from stm_memory.model import MemoryEntry
 
 __all__ = [
     "UPSERT_PLAIN",

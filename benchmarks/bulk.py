@@ -36,7 +36,7 @@ from typing import Any
 
 from stm_memory import MemoryEntry, ShortTermMemory, StoredMessage
 from stm_memory.cache.base import Rank, Write
-from stm_memory.types import ScopeKind, index_key, key_for
+from stm_memory.model import ScopeKind, index_key, key_for
 
 from ._harness import CaseResult, Config, Metric, rss_breakdown_mb, rss_mb
 
@@ -153,11 +153,11 @@ def _populate(mem: ShortTermMemory, n: int, now: datetime) -> int:
     cached = 0
     for first, end, at, make in _segments(n, now):
         for chunk in _chunks(first, end, make):
-            mem.store.put_rows(chunk, at)
+            mem._store.put_rows(chunk, at)
             if at != now:
                 continue  # idle rows are long gone from a live cache
             live = chunk[::CACHED_SHARE]
-            mem.cache.add_many({e.key: _cached(mem, e) for e in live})
+            mem._cache.add_many({e.key: _cached(mem, e) for e in live})
             cached += len(live)
     return cached
 
@@ -167,7 +167,7 @@ def _cached(mem: ShortTermMemory, entry: MemoryEntry) -> Write:
     owner = entry.server_id if entry.kind == "server" else entry.user_id
     assert owner is not None
     rank = Rank(index_key(entry.kind, owner), entry.last_updated.timestamp())
-    return Write(entry.to_dict(), mem.live.native_ttl(entry), rank=rank)
+    return Write(entry.to_dict(), mem._live.native_ttl(entry), rank=rank)
 
 
 def _measure(run: Callable[[], int]) -> dict[str, Any]:
@@ -201,7 +201,7 @@ def operate(root: Path, now: datetime) -> dict[str, Any]:
             "janitor": mem.run_janitor,
         }
         out |= {name: _measure(op) for name, op in runs.items()}
-        out["rows_left"] = mem.store.count_rows()
+        out["rows_left"] = mem._store.count_rows()
     out["max_rss_mb"] = round(_peak_rss_mb(), 1)
     return out
 

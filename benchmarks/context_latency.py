@@ -61,17 +61,17 @@ def add_channels(mem: ShortTermMemory, rng: random.Random, start: int, stop: int
 def keys_read(mem: ShortTermMemory, call: Any) -> list[str]:
     """The cache keys read while running ``call()`` (in order, duplicates kept)."""
     seen: list[str] = []
-    original = mem.cache.get_many
+    original = mem._cache.get_many
 
     def spy(keys: Sequence[str]) -> Any:
         seen.extend(keys)
         return original(keys)
 
-    mem.cache.get_many = spy  # type: ignore[method-assign]
+    mem._cache.get_many = spy  # type: ignore[method-assign]
     try:
         call()
     finally:
-        del mem.cache.get_many
+        del mem._cache.get_many
     return seen
 
 
@@ -86,7 +86,7 @@ def run(cfg: Config) -> CaseResult:
             ctx = mem.build_context(turn)
             assert ctx.content and all(f"#{c}" in ctx.content for c in OTHERS), ctx.content
             keys = keys_read(mem, lambda: mem.build_context(turn))
-            values = mem.cache.get_many(keys)
+            values = mem._cache.get_many(keys)
             floor.seed(values)
             raw_cache = floor.cache
 

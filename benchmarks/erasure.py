@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 from stm_memory import MemoryEntry, ShortTermMemory, StoredMessage
 from stm_memory.cache.base import Write
-from stm_memory.types import key_for
+from stm_memory.model import key_for
 
 from ._harness import CaseResult, Config, Metric
 
@@ -52,10 +52,10 @@ def _populate(mem: ShortTermMemory, n: int, now: datetime) -> None:
                 rev=1,
             )
         )
-    mem.store.put_rows(entries, now)
-    ttl = mem.live.native_ttl(entries[0])
-    mem.cache.add_many({e.key: Write(e.to_dict(), ttl) for e in entries})
-    mem.live.warm("server", SERVER)  # the owner index; adds nothing already cached
+    mem._store.put_rows(entries, now)
+    ttl = mem._live.native_ttl(entries[0])
+    mem._cache.add_many({e.key: Write(e.to_dict(), ttl) for e in entries})
+    mem._live.warm("server", SERVER)  # the owner index; adds nothing already cached
 
 
 def run(cfg: Config) -> CaseResult:

@@ -1,7 +1,7 @@
 """Case 4 — hydration: bulk warm of 10,000 rows into an empty cache.
 
 10,000 server-scope rows of one server are inserted through the store, then
-``mem.live.warm("server", server_id)`` loads them into an empty cache directory (a
+``mem._live.warm("server", server_id)`` loads them into an empty cache directory (a
 fresh one per round). Reported: rows per second (median of rounds).
 
 For orientation, the floor — the same rows read with raw sqlite3 and added to a raw
@@ -21,7 +21,7 @@ from pathlib import Path
 import diskcache
 
 from stm_memory import ShortTermMemory
-from stm_memory.types import MemoryEntry, key_for
+from stm_memory.model import MemoryEntry, key_for
 
 from ._fixtures import summary_text
 from ._harness import CaseResult, Config, Metric, timed
@@ -84,9 +84,9 @@ def run(cfg: Config) -> CaseResult:
     db = root / "stm.db"
     rows = make_rows(n, rng)
     with _open(db, root / "setup-cache") as mem:
-        mem.store.put_rows(rows, rows[0].last_updated)
-        assert mem.store.count_rows() == n
-        ttl = mem.live.native_ttl(rows[0])
+        mem._store.put_rows(rows, rows[0].last_updated)
+        assert mem._store.count_rows() == n
+        ttl = mem._live.native_ttl(rows[0])
     repeats = cfg.pick(5, 2)
     ours: list[float] = []
     floors: list[float] = []
@@ -96,7 +96,7 @@ def run(cfg: Config) -> CaseResult:
 
             def warm(_: int, mem: ShortTermMemory = mem) -> None:
                 nonlocal added
-                added = mem.live.warm("server", SERVER)
+                added = mem._live.warm("server", SERVER)
 
             elapsed = timed(warm, range(1))
             assert added == n, added

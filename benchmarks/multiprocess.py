@@ -58,8 +58,8 @@ def counters(root: Path) -> tuple[int, int]:
     """Sum of ``last_refreshed_turn`` over the live keys: (cache, SQL)."""
     keys = [s.live_key for s in scopes()]
     with _open(root) as mem:
-        cached = mem.cache.get_many(keys)
-        rows = mem.store.load_many(keys)
+        cached = mem._cache.get_many(keys)
+        rows = mem._store.load_many(keys)
     assert len(cached) == len(rows) == SCOPES
     return (
         sum(int(v["last_refreshed_turn"]) for v in cached.values()),

@@ -64,7 +64,7 @@ def _target(name: str, root: Path, n: int) -> Iterator[Callable[[], Callable[[],
     elif name == "hydrate":
         rows = hydration.make_rows(10_000, rng)
         with open_memory(root, "setup") as mem:
-            mem.store.put_rows(rows, rows[0].last_updated)
+            mem._store.put_rows(rows, rows[0].last_updated)
         caches = iter(range(1000))
 
         def hydrate() -> Callable[[], None]:
@@ -72,7 +72,7 @@ def _target(name: str, root: Path, n: int) -> Iterator[Callable[[], Callable[[],
             mem = hydration._open(root / "setup.db", root / f"cache-{next(caches)}")
 
             def loop() -> None:
-                mem.live.warm("server", hydration.SERVER)
+                mem._live.warm("server", hydration.SERVER)
                 mem.close()
 
             return loop

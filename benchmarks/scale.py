@@ -44,7 +44,7 @@ def populate(root: Path, n: int) -> float:
     """Create ``n`` scopes under ``root``; returns seconds taken."""
     from stm_memory import ShortTermMemory
     from stm_memory.cache.base import Write
-    from stm_memory.types import MemoryEntry, StoredMessage, index_key, key_for
+    from stm_memory.model import MemoryEntry, StoredMessage, index_key, key_for
 
     start = time.perf_counter()
     rng = random.Random(6)
@@ -77,10 +77,12 @@ def populate(root: Path, n: int) -> float:
                         )
                     )
                     indexes.setdefault(index_key(kind, owner), {})[key] = 1  # type: ignore[arg-type]
-            mem.store.put_rows(entries, now)
-            mem.cache.add_many({e.key: Write(e.to_dict(), mem.live.native_ttl(e)) for e in entries})
-        mem.cache.add_many({k: Write({"members": v}) for k, v in indexes.items()})
-        assert mem.store.count_rows() == 2 * n
+            mem._store.put_rows(entries, now)
+            mem._cache.add_many(
+                {e.key: Write(e.to_dict(), mem._live.native_ttl(e)) for e in entries}
+            )
+        mem._cache.add_many({k: Write({"members": v}) for k, v in indexes.items()})
+        assert mem._store.count_rows() == 2 * n
     return time.perf_counter() - start
 
 

@@ -50,7 +50,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
 from stm_memory import TOOL_NAME, Scope
-from stm_memory.render import CONTENT_HEADER
+from stm_memory.prompt.render import CONTENT_HEADER
 
 from ._fixtures import open_memory, sentence
 from ._harness import CaseResult, Config, Metric
@@ -451,7 +451,7 @@ def run_full(texts: Sequence[str]) -> Series:
 
 def _chat_form(body: dict[str, Any]) -> Request:
     """A Responses request body as Chat-style messages and tools, for the one tokenizer."""
-    from stm_memory.capture import message_text
+    from stm_memory.model.messages import message_text
 
     messages: list[dict[str, Any]] = []
     if body.get("instructions"):

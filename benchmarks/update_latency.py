@@ -53,9 +53,9 @@ def measure(
         return elapsed
 
     # The floor writes exactly what our update wrote: the same entry values and rows.
-    entries = mem.live.get_many(list(scope.keys))
+    entries = mem._live.get_many(list(scope.keys))
     values = [(k, entries[k].to_dict()) for k in scope.keys]
-    ttl = mem.live.native_ttl(entries[scope.live_key])
+    ttl = mem._live.native_ttl(entries[scope.live_key])
     rows = [
         (UPSERT_RESET if k == scope.live_key else UPSERT_PLAIN, row_params(entries[k]))
         for k in scope.keys

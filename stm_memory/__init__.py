@@ -3,9 +3,9 @@
 The public surface is re-exported here; everything else is private.
 """
 
-from .config import Limits
-from .engine import ShortTermMemory
-from .errors import (
+from stm_memory.config import Limits
+from stm_memory.engine import ShortTermMemory
+from stm_memory.errors import (
     CacheError,
     ConfigurationError,
     DatabaseError,
@@ -14,9 +14,8 @@ from .errors import (
     StorageError,
     ValidationError,
 )
-from .settings import DEFAULT_CATEGORY
-from .turn import TOOL_NAME, TurnContext
-from .types import (
+from stm_memory.model import (
+    DEFAULT_CATEGORY,
     Category,
     MemoryEntry,
     Scope,
@@ -24,6 +23,7 @@ from .types import (
     StoredMessage,
     UserSettings,
 )
+from stm_memory.tool.turn import TOOL_NAME, TurnContext
 
 __all__ = [
     "DEFAULT_CATEGORY",

@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields, replace
 from datetime import timedelta
 from typing import Any
 
-from .errors import ConfigurationError
+from stm_memory.errors import ConfigurationError
 
 __all__ = ["ENV_VARS", "Limits"]
 

@@ -8,12 +8,18 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from ._bulk import (
+from stm_memory.cache.base import LiveCache
+from stm_memory.cache.disk import DiskLiveCache
+from stm_memory.cache.memory import InMemoryLiveCache
+from stm_memory.cache.reopen import ReopeningCache
+from stm_memory.cache.sql import SqlLiveCache
+from stm_memory.config import Limits
+from stm_memory.durability.bulk import (
     CACHE_BATCH,
     ERASE_CACHED,
     ProgressCallback,
@@ -23,47 +29,54 @@ from ._bulk import (
     evict_in_batches,
     reporting,
 )
-from ._live import LiveEntries, evict_deleted
-from ._persistence import Persister
-from ._reconcile import Repaired, reconcile
-from ._writers import WriterLease, dead_writers, forget_writers
-from .arguments import UpdateArgs, parse_update_arguments
-from .cache.base import LiveCache
-from .cache.disk import DiskLiveCache
-from .cache.memory import InMemoryLiveCache
-from .cache.reopen import ReopeningCache
-from .cache.sql import SqlLiveCache
-from .capture import all_dialogue
-from .config import Limits
-from .erasure import erase_user, speakers, unknown_provenance
-from .errors import CacheError, ConfigurationError, StmError, ValidationError
-from .intent import IntentDetector, detect_long_term_intent
-from .outbox import Outbox
-from .settings import DEFAULT_CATEGORY, SettingsBook, check_owner_id
-from .store.base import MemoryStore
-from .store.sql import SqlStore, create_sql_engine
-from .turn import TurnContext, failure, success
-from .types import (
+from stm_memory.durability.outbox import Outbox
+from stm_memory.durability.persister import Persister
+from stm_memory.durability.repair import Repaired, reconcile
+from stm_memory.durability.writers import WriterLease, dead_writers, forget_writers
+from stm_memory.errors import CacheError, ConfigurationError, StmError, ValidationError
+from stm_memory.live.entries import LiveEntries, evict_deleted
+from stm_memory.live.settings import SettingsBook
+from stm_memory.model import (
+    DEFAULT_CATEGORY,
     Category,
     MemoryEntry,
     Scope,
     ServerSettings,
     UserSettings,
+    check_owner_id,
     key_for,
     parse_key,
 )
+from stm_memory.model.erasure import erase_user, speakers, unknown_provenance
+from stm_memory.model.messages import all_dialogue
+from stm_memory.store.base import MemoryStore
+from stm_memory.store.sql import SqlStore, create_sql_engine
+from stm_memory.tool.arguments import UpdateArgs, parse_update_arguments
+from stm_memory.tool.intent import IntentDetector, detect_long_term_intent
+from stm_memory.tool.turn import TurnContext, failure, success
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
 
-    from .context import MemoryContext
-    from .janitor import Janitor
+    from stm_memory.durability.janitor import Janitor
+    from stm_memory.prompt.assembly import MemoryContext
 
 __all__ = ["ShortTermMemory"]
 
 log = logging.getLogger("stm_memory")
 
 Clock = Callable[[], datetime]
+
+
+_EXPIRY_BUCKETS = ("expired", "< 1 h", "< 6 h", "< 24 h")
+
+
+def _expiry_bucket(left: timedelta) -> str:
+    if left <= timedelta(0):
+        return "expired"
+    if left < timedelta(hours=1):
+        return "< 1 h"
+    return "< 6 h" if left < timedelta(hours=6) else "< 24 h"
 
 
 def _system_clock() -> datetime:
@@ -94,7 +107,7 @@ def _scope_of(key: str, value: Mapping[str, Any]) -> Scope:
 def _degradable(primary: LiveCache, store: SqlStore, *, probe: Callable[[], object]) -> LiveCache:
     """``primary`` behind degraded mode: while it is unreachable, the live cache lives
     in the rows database, shared by every host (see ``cache/resilient.py``)."""
-    from .cache.resilient import ResilientCache
+    from stm_memory.cache.resilient import ResilientCache
 
     # The SQL live cache's tables must exist before the first call can fail over.
     store.setup()
@@ -136,18 +149,18 @@ class ShortTermMemory:
         excluded_providers: Iterable[str] = ("novelai",),
         settings_ttl: float = 5.0,
     ) -> None:
-        self.store = store
-        self.cache = cache
-        self.outbox = outbox
+        self._store = store
+        self._cache = cache
+        self._outbox = outbox
         self.limits = limits or Limits.from_env()
         self._clock = clock or _system_clock
         self.now()  # a naive clock is refused here, not in the middle of a turn
         self.intent_detector: IntentDetector = intent_detector or detect_long_term_intent
         self.excluded_providers = frozenset(p.lower() for p in excluded_providers)
-        self.store.setup()
-        self.settings = SettingsBook(store, self.now, ttl=settings_ttl)
-        self.live = LiveEntries(cache, store, outbox, self.limits, self.now)
-        self.persister = Persister(store, outbox, self.now)
+        self._store.setup()
+        self._settings = SettingsBook(store, self.now, ttl=settings_ttl)
+        self._live = LiveEntries(cache, store, outbox, self.limits, self.now)
+        self._persister = Persister(store, outbox, self.now)
         self._janitor: Janitor | None = None
         self._closed = False
         # Start-up: replay what an earlier run queued; then, if a process of this host
@@ -155,7 +168,7 @@ class ShortTermMemory:
         # SQL write may have left behind (see _reconcile and _writers).
         crashed = dead_writers(cache)
         self._lease = WriterLease(cache)
-        if self.persister.flush_all() and crashed:
+        if self._persister.flush_all() and crashed:
             self.reconcile()
             forget_writers(cache, crashed)
 
@@ -192,7 +205,7 @@ class ShortTermMemory:
         )
         cache: LiveCache
         if redis_url is not None:
-            from .cache.redis import RedisLiveCache
+            from stm_memory.cache.redis import RedisLiveCache
 
             redis_cache = RedisLiveCache.from_url(redis_url, ping=False)
             cache = _degradable(
@@ -254,38 +267,38 @@ class ShortTermMemory:
         self._closed = True
         self.stop_janitor()
         self._lease.release()
-        self.cache.close()
-        self.outbox.close()
-        self.store.close()
+        self._cache.close()
+        self._outbox.close()
+        self._store.close()
 
     # -- settings (see settings.py) ------------------------------------------------------
 
     def server_settings(self, server_id: str) -> ServerSettings:
         """The server's settings (defaults for a server never configured)."""
-        return self.settings.server_settings(server_id)
+        return self._settings.server_settings(server_id)
 
     def configure_server(self, server_id: str, **settings: Any) -> ServerSettings:
         """Change server settings (SPEC §2); unknown names or bad values raise
         :class:`ConfigurationError` and nothing is written."""
-        return self.settings.configure_server(server_id, **settings)
+        return self._settings.configure_server(server_id, **settings)
 
     def categories(self, server_id: str) -> list[Category]:
         """The server's categories, or the single default ``summary`` category."""
-        return self.settings.categories(server_id)
+        return self._settings.categories(server_id)
 
     def set_categories(
         self, server_id: str, categories: Sequence[Category | str]
     ) -> list[Category]:
         """Replace a server's categories (at most 5, non-empty labels). Slugs follow
         SPEC §3. An empty list restores the default summary mode."""
-        return self.settings.set_categories(server_id, categories)
+        return self._settings.set_categories(server_id, categories)
 
     def user_settings(self, user_id: str) -> UserSettings:
-        return self.settings.user_settings(user_id)
+        return self._settings.user_settings(user_id)
 
     def configure_user(self, user_id: str, **settings: Any) -> UserSettings:
         """Change a user's privacy settings (``cross_server_opt_in``, ``full_privacy``)."""
-        return self.settings.configure_user(user_id, **settings)
+        return self._settings.configure_user(user_id, **settings)
 
     # -- turns ---------------------------------------------------------------------------
 
@@ -340,7 +353,7 @@ class ShortTermMemory:
 
     def tool(self, turn: TurnContext) -> BaseTool | None:
         """The LangChain tool bound to this turn, or None when a guard hides it."""
-        from .tool import build_tool
+        from stm_memory.tool.memory_tool import build_tool
 
         return build_tool(self, turn) if turn.tool_offered else None
 
@@ -422,8 +435,8 @@ class ShortTermMemory:
                 fields |= _one_more_turn_since_reset(entry)
             return fields
 
-        entries = list(self.live.mutate(scope, keys, change).values())
-        self.persister.write(entries, now)
+        entries = list(self._live.mutate(scope, keys, change).values())
+        self._persister.write(entries, now)
 
     def capture(self, scope: Scope, messages: Sequence[Any]) -> MemoryEntry | None:
         """Store the last dialogue turns of the channel (SPEC §5); returns the live entry."""
@@ -457,8 +470,8 @@ class ShortTermMemory:
                 "provenance": entry.provenance | voices,
             }
 
-        entries = self.live.mutate(scope, scope.keys, change)
-        self.persister.write(list(entries.values()), now)
+        entries = self._live.mutate(scope, scope.keys, change)
+        self._persister.write(list(entries.values()), now)
         return entries.get(scope.live_key)
 
     def end_turn(self, turn: TurnContext) -> None:
@@ -478,8 +491,8 @@ class ShortTermMemory:
                 **_one_more_turn_since_reset(entry),
             }
 
-        entry = self.live.mutate(scope, [scope.live_key], bump)[scope.live_key]
-        self.persister.write([entry], now)
+        entry = self._live.mutate(scope, [scope.live_key], bump)[scope.live_key]
+        self._persister.write([entry], now)
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -488,14 +501,14 @@ class ShortTermMemory:
         return self.get_key(scope.live_key)
 
     def get_key(self, key: str) -> MemoryEntry | None:
-        entry = self.live.get_many([key]).get(key)
-        if entry is None or not self.live.is_live(entry, self.now()):
+        entry = self._live.get_many([key]).get(key)
+        if entry is None or not self._live.is_live(entry, self.now()):
             return None
         return entry
 
     def build_context(self, turn: TurnContext) -> MemoryContext:
         """Memory content and nudge for this turn, with their injection depths."""
-        from .context import assemble_context
+        from stm_memory.prompt.assembly import assemble_context
 
         return assemble_context(self, turn)
 
@@ -508,17 +521,17 @@ class ShortTermMemory:
         ``_bulk``)."""
         Scope(channel_id=channel_id, user_id="_")
         payload = {"channel_id": channel_id, "at": self.now().isoformat()}
-        item = self.persister.begin_delete("delete_channel", payload, channel_id=channel_id)
+        item = self._persister.begin_delete("delete_channel", payload, channel_id=channel_id)
         with reporting(progress):
             # Before and after the scan: a fallback cache that may miss copies held by
             # the primary keeps the deletion for them whichever side of an outage it
             # ran on.
-            self.cache.record_deletion("channel", channel_id)
-            keys = cached_entry_keys(self.cache)
-            evict_in_batches(self.live.evict, (k for k in keys if parse_key(k)[2] == channel_id))
-            self.cache.record_deletion("channel", channel_id)
-            self.outbox.purge_channel(channel_id)
-            return self.persister.finish_delete(item) or 0
+            self._cache.record_deletion("channel", channel_id)
+            keys = cached_entry_keys(self._cache)
+            evict_in_batches(self._live.evict, (k for k in keys if parse_key(k)[2] == channel_id))
+            self._cache.record_deletion("channel", channel_id)
+            self._outbox.purge_channel(channel_id)
+            return self._persister.finish_delete(item) or 0
 
     def clear_user(self, user_id: str, *, progress: ProgressCallback | None = None) -> int:
         """Erase a user (see ``erasure.py``): delete their user-scope entries in every
@@ -531,20 +544,20 @@ class ShortTermMemory:
         each (see ``_bulk``)."""
         check_owner_id("user_id", user_id)
         now = self.now()
-        item = self.persister.begin_delete(
+        item = self._persister.begin_delete(
             "forget_user", {"user_id": user_id, "at": now.isoformat()}, user_id=user_id
         )
         with reporting(progress):
-            self.cache.record_deletion("user", user_id)  # before and after: see clear_channel
+            self._cache.record_deletion("user", user_id)  # before and after: see clear_channel
             # The user's own entries are exactly the keys under this prefix (ids are
             # escaped: an owner id never holds the ":" that ends it).
             evict_in_batches(
-                self.live.evict, cached_entry_keys(self.cache, key_for("user", user_id, ""))
+                self._live.evict, cached_entry_keys(self._cache, key_for("user", user_id, ""))
             )
-            self.outbox.purge_user(user_id)
+            self._outbox.purge_user(user_id)
             erased = self._erase_from_shared(user_id)
-            self.cache.record_deletion("user", user_id)
-            count = self.persister.finish_delete(item) or 0
+            self._cache.record_deletion("user", user_id)
+            count = self._persister.finish_delete(item) or 0
         # The erased entries' rows are written after the SQL erasure, behind it in
         # the outbox if it is queued (a row it cleared refuses an equal revision,
         # which is right: the row then holds no distilled memory and no one's words).
@@ -552,9 +565,9 @@ class ShortTermMemory:
         # janitor's clock does not move (as SqlStore.forget_user leaves it). Written
         # as the cache holds them now: an entry deleted since gets no row back.
         for batch in batched(erased, CACHE_BATCH):
-            for raw in self.cache.get_many(batch).values():
+            for raw in self._cache.get_many(batch).values():
                 entry = MemoryEntry.from_dict(raw)
-                self.persister.write([entry], entry.last_updated)
+                self._persister.write([entry], entry.last_updated)
         self._compact()
         return count
 
@@ -569,19 +582,19 @@ class ShortTermMemory:
             changes = erase_user(entry, user_id) or unknown_provenance(snapshot)
             return entry.evolve(changes).to_dict() if changes else None
 
-        self.outbox.rewrite_rows(redact)
+        self._outbox.rewrite_rows(redact)
         erased: list[str] = []
         scanned = Tally(ERASE_CACHED)
         now = self.now()
-        for keys in batched(cached_entry_keys(self.cache), _ERASE_BATCH):
-            batch = self.cache.get_many(keys)
+        for keys in batched(cached_entry_keys(self._cache), _ERASE_BATCH):
+            batch = self._cache.get_many(keys)
             expired: list[str] = []
             for key, raw in batch.items():
                 legacy = unknown_provenance(raw)
                 cached = MemoryEntry.from_dict(raw)
                 if erase_user(cached, user_id) is None and legacy is None:
                     continue
-                if not self.live.is_live(cached, now):
+                if not self._live.is_live(cached, now):
                     # Its content is gone already; rewriting it would revive it as a
                     # fresh entry. Evicted: its counters live on in the row.
                     expired.append(key)
@@ -594,8 +607,8 @@ class ShortTermMemory:
                     return erase_user(entry, user_id) or legacy or {}
 
                 scope = _scope_of(key, raw)
-                erased += self.live.mutate(scope, [key], change, existing_only=True)
-            self.live.evict(expired)
+                erased += self._live.mutate(scope, [key], change, existing_only=True)
+            self._live.evict(expired)
             scanned.add(len(keys))
         scanned.end()
         return erased
@@ -603,7 +616,7 @@ class ShortTermMemory:
     def _compact(self) -> None:
         """Checkpoint the embedded stores after an erasure (best effort: a failure is
         logged; the next erasure or checkpoint catches up)."""
-        for part in (self.store, self.cache, self.outbox):
+        for part in (self._store, self._cache, self._outbox):
             try:
                 part.compact()
             except Exception as exc:
@@ -613,24 +626,24 @@ class ShortTermMemory:
         """Drop the distilled memory (summary and categories) of a scope, keep the rest."""
         keys = list(scope.keys)
         now = self.now()
-        item = self.persister.begin_delete(
+        item = self._persister.begin_delete(
             "clear_summary", {"keys": keys, "at": now.isoformat()}, row_key=scope.live_key
         )
 
         def clear(entry: MemoryEntry) -> dict[str, Any]:
             return {"summary": None, "categories": {}, "last_updated": now}
 
-        present = self.cache.get_many(keys)
+        present = self._cache.get_many(keys)
         if present:
-            self.live.mutate(scope, list(present), clear)
-        self.outbox.purge_keys(keys)
-        return self.persister.finish_delete(item) or 0
+            self._live.mutate(scope, list(present), clear)
+        self._outbox.purge_keys(keys)
+        return self._persister.finish_delete(item) or 0
 
     # -- maintenance ---------------------------------------------------------------------
 
     def flush(self) -> int:
         """Replay queued writes now; returns how many landed."""
-        return self.persister.flush()
+        return self._persister.flush()
 
     def reconcile(self, *, progress: ProgressCallback | None = None) -> Repaired:
         """Compare the live cache with SQL and move the older side forward (run at
@@ -638,11 +651,11 @@ class ShortTermMemory:
         while the outbox holds writes: they are newer than their rows, and the cache
         would look ahead of SQL for the wrong reason. The cache is read in batches;
         ``progress(phase, done, total)`` is called after each (see ``_bulk``)."""
-        if self.outbox.has_pending():
+        if self._outbox.has_pending():
             log.info("stm-memory: repair skipped, the outbox still holds writes")
             return Repaired()
         with reporting(progress):
-            return reconcile(self.live, self.now())
+            return reconcile(self._live, self.now())
 
     def run_janitor(self, *, progress: ProgressCallback | None = None) -> int:
         """Replay the outbox, repair cache/SQL disagreements, delete rows idle past the
@@ -650,27 +663,27 @@ class ShortTermMemory:
         eviction and deletion go in batches; ``progress(phase, done, total)`` is
         called after each (see ``_bulk``)."""
         with reporting(progress):
-            self.persister.flush()
-            if not self.outbox.has_pending():
-                crashed = dead_writers(self.cache)
+            self._persister.flush()
+            if not self._outbox.has_pending():
+                crashed = dead_writers(self._cache)
                 self.reconcile()
-                forget_writers(self.cache, crashed)
+                forget_writers(self._cache, crashed)
             cutoff = self.now() - self.limits.janitor_retention
             # Evict first, as SQL lists the idle rows batch by batch: a cached entry
             # outliving its row would carry its counters into a row SQL re-creates from
             # zero. (Evicting a row that turns out to be kept is harmless: it hydrates
             # again.)
-            stale = (key for keys in self.store.keys_older_than(cutoff) for key in keys)
-            evict_in_batches(self.live.evict, stale)
-            deleted = self.store.delete_older_than(cutoff)
-            self.cache.expire()
+            stale = (key for keys in self._store.keys_older_than(cutoff) for key in keys)
+            evict_in_batches(self._live.evict, stale)
+            deleted = self._store.delete_older_than(cutoff)
+            self._cache.expire()
         log.info("stm-memory: janitor deleted %d rows idle since %s", deleted, cutoff)
         return deleted
 
     def start_janitor(self) -> Janitor:
         """Run the janitor in a background thread (first run after
         ``janitor_first_run``, then every ``janitor_interval``); ``stop()`` ends it."""
-        from .janitor import Janitor
+        from stm_memory.durability.janitor import Janitor
 
         if self._janitor is None or not self._janitor.is_alive():
             self._janitor = Janitor(
@@ -736,9 +749,31 @@ class ShortTermMemory:
         return await asyncio.to_thread(self.run_janitor)
 
     def stats(self) -> Mapping[str, Any]:
-        """Counts for the CLI and dashboards."""
+        """Counts for the CLI and dashboards: cached entries, rows, queued writes, and the
+        cached entries by time left before they expire."""
+        now = self.now()
+        buckets = dict.fromkeys(_EXPIRY_BUCKETS, 0)
+        entries = 0
+        for keys in batched(cached_entry_keys(self._cache), CACHE_BATCH):
+            for entry in self._live.get_many(keys).values():
+                entries += 1
+                left = entry.expires_at(
+                    summary_ttl=self.limits.summary_ttl, bare_ttl=self.limits.bare_ttl
+                )
+                buckets[_expiry_bucket(left - now)] += 1
         return {
-            "cache_entries": sum(1 for _ in cached_entry_keys(self.cache)),
-            "rows": self.store.count_rows(),
-            "queued_writes": len(self.outbox),
+            "cache_entries": entries,
+            "rows": self._store.count_rows(),
+            "queued_writes": len(self._outbox),
+            "expiry": buckets,
         }
+
+    def stored_rows(
+        self, *, server_id: str | None = None, user_id: str | None = None, limit: int = 1000
+    ) -> list[MemoryEntry]:
+        """Rows of a server or a user as SQL holds them, newest first (administration)."""
+        return self._store.list_rows(server_id=server_id, user_id=user_id, limit=limit)
+
+    def has_queued_writes(self) -> bool:
+        """Whether writes or deletes wait in the outbox (the database was unreachable)."""
+        return self._outbox.has_pending()

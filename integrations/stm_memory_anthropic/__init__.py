@@ -15,7 +15,7 @@ Needs the optional extra: ``pip install "stm-memory[anthropic]"``.
 
 from __future__ import annotations
 
-from stm_memory.loop import TurnResult
+from stm_memory.providers.loop import TurnResult
 
 from ._messages import (
     AnthropicLoop,

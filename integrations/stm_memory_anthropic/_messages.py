@@ -1,9 +1,9 @@
-"""The Anthropic Messages tool loop: a thin adapter over :mod:`stm_memory.loop`.
+"""The Anthropic Messages tool loop: a thin adapter over :mod:`stm_memory.providers.loop`.
 
 The turn itself (begin → assemble → model ↔ tools → capture → end) lives once in
-:func:`stm_memory.loop.run_turn_steps`; this module only knows the Messages wire
+:func:`stm_memory.providers.loop.run_turn_steps`; this module only knows the Messages wire
 shape: where memory goes in a request, how a response becomes a
-:class:`~stm_memory.loop.ModelReply`, and how tool results are sent back.
+:class:`~stm_memory.providers.loop.ModelReply`, and how tool results are sent back.
 
 Request shape, per step:
 
@@ -35,9 +35,10 @@ import json
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from stm_memory.capture import message_text
 from stm_memory.errors import ValidationError
-from stm_memory.loop import (
+from stm_memory.model.messages import message_text
+from stm_memory.prompt.placement import MemoryRole
+from stm_memory.providers.loop import (
     ModelReply,
     Op,
     ToolCall,
@@ -49,9 +50,8 @@ from stm_memory.loop import (
     drive,
     run_turn_steps,
 )
-from stm_memory.placement import MemoryRole
-from stm_memory.schema import anthropic_tool
-from stm_memory.turn import TOOL_NAME, TurnContext
+from stm_memory.tool.schema import anthropic_tool
+from stm_memory.tool.turn import TOOL_NAME, TurnContext
 
 try:
     import anthropic
@@ -62,8 +62,8 @@ except ImportError as exc:  # the SDK is an optional extra
 
 if TYPE_CHECKING:
     from stm_memory.engine import ShortTermMemory
-    from stm_memory.placement import MemoryContext
-    from stm_memory.types import Scope
+    from stm_memory.model import Scope
+    from stm_memory.prompt.placement import MemoryContext
 
 __all__ = [
     "PROVIDER",
@@ -192,11 +192,11 @@ def _system_value(system: System) -> str | list[dict[str, Any]] | None:
 
 
 class AnthropicMessagesAdapter:
-    """The Messages API half of a turn (:class:`stm_memory.loop.ProviderAdapter`).
+    """The Messages API half of a turn (:class:`stm_memory.providers.loop.ProviderAdapter`).
 
     ``send``/``asend`` take the request dict and return an ``anthropic.types.Message``;
     the loops below provide them. Use this class directly only to drive
-    :func:`stm_memory.loop.run_turn_steps` yourself.
+    :func:`stm_memory.providers.loop.run_turn_steps` yourself.
     """
 
     provider = PROVIDER
@@ -471,8 +471,10 @@ def _astreamer(client: _MessagesClient, on_text: TextCallback) -> ASend:
 
 
 def _sync_only(request: dict[str, Any]) -> Awaitable[Any]:
-    raise TypeError("AnthropicLoop is synchronous; drive it with stm_memory.loop.drive")
+    raise TypeError("AnthropicLoop is synchronous; drive it with stm_memory.providers.loop.drive")
 
 
 def _async_only(request: dict[str, Any]) -> Any:
-    raise TypeError("AsyncAnthropicLoop is asynchronous; drive it with stm_memory.loop.adrive")
+    raise TypeError(
+        "AsyncAnthropicLoop is asynchronous; drive it with stm_memory.providers.loop.adrive"
+    )

@@ -65,9 +65,9 @@ from langchain_core.tools import BaseTool
 from pydantic import ConfigDict
 
 from stm_memory import TOOL_NAME, Scope, ShortTermMemory, ValidationError
-from stm_memory.history import strip_memory_calls
-from stm_memory.loop import Op, adrive, drive
-from stm_memory.tool import build_tool
+from stm_memory.prompt.cut import strip_memory_calls
+from stm_memory.providers.loop import Op, adrive, drive
+from stm_memory.tool.memory_tool import build_tool
 
 from ._dialogue import cut_short, is_summary_message, provider_of, text_of
 from ._history import (

@@ -12,8 +12,8 @@ from langchain_core.messages import AIMessage
 from langchain_core.tools import BaseTool
 
 from stm_memory import TOOL_NAME, StoredMessage
-from stm_memory.capture import message_text
-from stm_memory.toolcalls import is_truncated
+from stm_memory.model.messages import message_text
+from stm_memory.tool.vetting import is_truncated
 
 __all__ = [
     "ai_messages",

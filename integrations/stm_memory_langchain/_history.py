@@ -7,7 +7,7 @@ turn:
 
 - ``messages`` begins the turn (lazily, once) and returns what the model should be
   sent: the memory block and the turns the memory does not cover (the same history
-  cut as the provider loops, :func:`stm_memory.history.cut_history`, without earlier
+  cut as the provider loops, :func:`stm_memory.prompt.cut.cut_history`, without earlier
   memory-tool calls). The view is kept for the turn, so reading it twice
   (``RunnableWithMessageHistory`` does) gives the same list.
 - ``add_messages`` stores the exchange in the full record, captures the recent
@@ -57,8 +57,8 @@ from langchain_core.runnables import ConfigurableFieldSpec
 from langchain_core.tools import BaseTool
 
 from stm_memory import TOOL_NAME, Scope, ShortTermMemory, TurnContext, ValidationError
-from stm_memory.loop import Op, adrive, check_memory_role, drive
-from stm_memory.placement import MemoryContext, MemoryRole
+from stm_memory.prompt.placement import MemoryContext, MemoryRole
+from stm_memory.providers.loop import Op, adrive, check_memory_role, drive
 
 from ._dialogue import cut_short, is_summary_message, text_of
 from ._scope import SCOPE_FIELDS, scope_from_values
@@ -474,7 +474,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
 
 
 def _unavailable() -> dict[str, Any]:
-    from stm_memory.turn import failure
+    from stm_memory.tool.turn import failure
 
     return failure("Short-term memory is not available in this conversation.")
 

@@ -27,7 +27,7 @@ the entry the crashed run left behind. A run resumed in a new process (after an
 interrupt) rebuilds its turn lazily.
 
 Sync and async hooks share one body: each hook is a generator of
-:class:`stm_memory.loop.Op` run by ``drive`` (blocking) or ``adrive`` (awaiting).
+:class:`stm_memory.providers.loop.Op` run by ``drive`` (blocking) or ``adrive`` (awaiting).
 """
 
 from __future__ import annotations
@@ -42,11 +42,11 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
 from stm_memory import TOOL_NAME, ShortTermMemory, ValidationError
-from stm_memory.loop import Op, adrive, check_memory_role, drive
-from stm_memory.placement import MemoryContext, MemoryRole
-from stm_memory.tool import build_tool
-from stm_memory.toolcalls import check_tool_call
-from stm_memory.turn import failure
+from stm_memory.prompt.placement import MemoryContext, MemoryRole
+from stm_memory.providers.loop import Op, adrive, check_memory_role, drive
+from stm_memory.tool.memory_tool import build_tool
+from stm_memory.tool.turn import failure
+from stm_memory.tool.vetting import check_tool_call
 
 from ._dialogue import (
     ai_messages,
@@ -196,7 +196,7 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
             last message of such a run is the memory ``ToolMessage``.
         trim_history: send the model only what the memory does not cover: the memory
             block, the turns since it was last written (plus a small overlap) and the
-            current turn, without earlier memory-tool calls (:mod:`stm_memory.history`).
+            current turn, without earlier memory-tool calls (:mod:`stm_memory.prompt.cut`).
             Only the model request is cut; the checkpointed thread keeps every
             message. ``False`` sends the whole thread.
         memory_role: ``"system"`` (default: system messages, or user turns where the

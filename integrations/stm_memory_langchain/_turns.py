@@ -9,10 +9,10 @@ from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
 from typing import Any
 
 from stm_memory import TOOL_NAME, StoredMessage
-from stm_memory.capture import message_text
-from stm_memory.loop import Op
-from stm_memory.roles import message_role
-from stm_memory.toolcalls import run_memory_call, tool_result_text
+from stm_memory.model.messages import message_text
+from stm_memory.model.roles import message_role
+from stm_memory.providers.loop import Op
+from stm_memory.tool.vetting import run_memory_call, tool_result_text
 
 from ._dialogue import is_summary_message
 

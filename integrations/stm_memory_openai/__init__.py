@@ -9,7 +9,7 @@
                            [{"role": "user", "content": "hi"}], system="You are helpful.")
     result.text, result.messages, result.stm_updated
 
-Each loop is a thin adapter over :func:`stm_memory.loop.run_turn_steps`: it only shapes
+Each loop is a thin adapter over :func:`stm_memory.providers.loop.run_turn_steps`: it only shapes
 requests, parses replies and formats tool results for its API.
 """
 
@@ -22,7 +22,7 @@ except ImportError as exc:
         'stm_memory_openai needs the OpenAI SDK: pip install "stm-memory[openai]"'
     ) from exc
 
-from stm_memory.loop import TurnResult, Usage
+from stm_memory.providers.loop import TurnResult, Usage
 
 from ._chat import AsyncOpenAIChatLoop, OpenAIChatLoop
 from ._responses import AsyncOpenAIResponsesLoop, OpenAIResponsesLoop

@@ -1,8 +1,8 @@
 """What the Chat Completions and Responses loops share: construction, the sync and async
-``run_turn`` shells around :func:`stm_memory.loop.run_turn_steps`, and adapter basics.
+``run_turn`` shells around :func:`stm_memory.providers.loop.run_turn_steps`, and adapter basics.
 
 The turn itself (begin → assemble → model ↔ tools → capture → end) lives in
-``stm_memory.loop``; nothing here re-implements it.
+``stm_memory.providers.loop``; nothing here re-implements it.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import openai
 
-from stm_memory.capture import message_text
 from stm_memory.errors import ValidationError
-from stm_memory.loop import (
+from stm_memory.model.messages import message_text
+from stm_memory.prompt.placement import MemoryRole
+from stm_memory.providers.loop import (
     Op,
     ProviderAdapter,
     TurnResult,
@@ -25,11 +26,10 @@ from stm_memory.loop import (
     drive,
     run_turn_steps,
 )
-from stm_memory.placement import MemoryRole
 
 if TYPE_CHECKING:
     from stm_memory.engine import ShortTermMemory
-    from stm_memory.types import Scope
+    from stm_memory.model import Scope
 
 __all__ = ["AdapterBase", "AsyncLoop", "BaseLoop", "OnText", "SyncLoop", "ToolHandler"]
 
@@ -106,7 +106,7 @@ class BaseLoop(ABC, Generic[ClientT]):
 
     ``messages`` given to ``run_turn`` may be the whole history (``result.messages`` fed
     back): each request carries the memory block, the turns the memory does not cover
-    and the current turn (:mod:`stm_memory.history`). ``trim_history=False`` sends
+    and the current turn (:mod:`stm_memory.prompt.cut`). ``trim_history=False`` sends
     every message given, for a caller that keeps its own window. ``memory_role="user"``
     injects memory and nudge as user messages instead of system messages.
 

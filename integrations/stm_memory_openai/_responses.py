@@ -18,16 +18,16 @@ from typing import TYPE_CHECKING, Any
 
 import openai
 
-from stm_memory.capture import without_speaker_ids
-from stm_memory.loop import ModelReply, Op, ProviderAdapter, ToolCall, Usage
-from stm_memory.schema import openai_responses_tool
-from stm_memory.toolcalls import is_truncated
+from stm_memory.model.messages import without_speaker_ids
+from stm_memory.providers.loop import ModelReply, Op, ProviderAdapter, ToolCall, Usage
+from stm_memory.tool.schema import openai_responses_tool
+from stm_memory.tool.vetting import is_truncated
 
 from ._base import AdapterBase, AsyncLoop, BaseLoop, ClientT, OnText, SyncLoop
 
 if TYPE_CHECKING:
-    from stm_memory.placement import MemoryContext
-    from stm_memory.turn import TurnContext
+    from stm_memory.prompt.placement import MemoryContext
+    from stm_memory.tool.turn import TurnContext
 
 __all__ = ["AsyncOpenAIResponsesLoop", "OpenAIResponsesLoop", "ResponsesAdapter", "place_memory"]
 
@@ -76,7 +76,7 @@ def _usage(usage: Any) -> Usage:
 
 
 class ResponsesAdapter(AdapterBase):
-    """:class:`~stm_memory.loop.ProviderAdapter` for the Responses API."""
+    """:class:`~stm_memory.providers.loop.ProviderAdapter` for the Responses API."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -66,12 +66,12 @@ from stm_memory import (
     UserSettings,
     ValidationError,
 )
-from stm_memory.capture import message_text
-from stm_memory.loop import adrive, check_memory_role
-from stm_memory.placement import MemoryContext, MemoryRole
-from stm_memory.schema import tool_description, tool_parameters
-from stm_memory.toolcalls import run_memory_call, tool_result_text
-from stm_memory.turn import failure
+from stm_memory.model.messages import message_text
+from stm_memory.prompt.placement import MemoryContext, MemoryRole
+from stm_memory.providers.loop import adrive, check_memory_role
+from stm_memory.tool.schema import tool_description, tool_parameters
+from stm_memory.tool.turn import failure
+from stm_memory.tool.vetting import run_memory_call, tool_result_text
 from stm_memory_langchain._turns import dialogue_for_capture, is_dialogue, needs_previous
 from stm_memory_openai._responses import place_memory
 

@@ -1,8 +1,8 @@
 """Live-cache backends. Redis lives in ``cache.redis`` and is imported only on demand."""
 
-from .base import AtomicFn, CacheValue, LiveCache, Rank, Write
-from .disk import DiskLiveCache
-from .memory import InMemoryLiveCache
+from stm_memory.cache.base import AtomicFn, CacheValue, LiveCache, Rank, Write
+from stm_memory.cache.disk import DiskLiveCache
+from stm_memory.cache.memory import InMemoryLiveCache
 
 __all__ = [
     "AtomicFn",

@@ -30,7 +30,7 @@ from typing import Any, Final, TypeAlias, TypeVar
 import diskcache
 from diskcache.core import DBNAME
 
-from .._sqlite_connections import ThreadConnections
+from stm_memory._sqlite.connections import ThreadConnections
 
 __all__ = ["CacheRows", "Row", "SchemaMismatch", "Transaction", "live_at"]
 

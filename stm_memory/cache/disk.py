@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 
 import diskcache
 
-from ..errors import CacheError
-from ._disk_rows import CacheRows, Row, SchemaMismatch, Transaction, live_at
-from .base import AtomicFn, CacheValue, LiveCache, Write
+from stm_memory.cache._disk_rows import CacheRows, Row, SchemaMismatch, Transaction, live_at
+from stm_memory.cache.base import AtomicFn, CacheValue, LiveCache, Write
+from stm_memory.errors import CacheError
 
 __all__ = ["DiskLiveCache"]
 

@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 
-from .base import AtomicFn, CacheValue, LiveCache, Rank, Write
+from stm_memory.cache.base import AtomicFn, CacheValue, LiveCache, Rank, Write
 
 __all__ = ["InMemoryLiveCache"]
 

@@ -57,8 +57,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from typing import Any, TypeAlias, cast
 
-from ..errors import CacheError, ConfigurationError, ValidationError
-from ..types import parse_index_key, parse_key
+from stm_memory.errors import CacheError, ConfigurationError, ValidationError
+from stm_memory.model import parse_index_key, parse_key
 
 try:
     import redis
@@ -76,7 +76,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         'The Redis live cache needs the redis package: pip install "stm-memory[redis]"'
     ) from exc
 
-from .base import AtomicFn, CacheValue, LiveCache, Rank, Write
+from stm_memory.cache.base import AtomicFn, CacheValue, LiveCache, Rank, Write
 
 __all__ = ["RedisLiveCache", "redis_key"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from .base import AtomicFn, CacheValue, LiveCache, Write
+from stm_memory.cache.base import AtomicFn, CacheValue, LiveCache, Write
 
 __all__ = ["ReopeningCache"]
 

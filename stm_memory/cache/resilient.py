@@ -40,10 +40,10 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
-from ..errors import CacheError
-from .base import AtomicFn, CacheValue, LiveCache, Write
-from .memory import InMemoryLiveCache
-from .sql import Deletion, PrimaryHealed, SqlLiveCache
+from stm_memory.cache.base import AtomicFn, CacheValue, LiveCache, Write
+from stm_memory.cache.memory import InMemoryLiveCache
+from stm_memory.cache.sql import Deletion, PrimaryHealed, SqlLiveCache
+from stm_memory.errors import CacheError
 
 __all__ = ["ReplayFn", "ResilientCache"]
 

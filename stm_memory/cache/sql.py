@@ -31,10 +31,10 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
-from ..errors import CacheError
-from ..store.schema import live_deletions, live_ranks, live_state, live_values
-from ..store.sql import _db_key
-from .base import AtomicFn, CacheValue, LiveCache, Write
+from stm_memory.cache.base import AtomicFn, CacheValue, LiveCache, Write
+from stm_memory.errors import CacheError
+from stm_memory.store.schema import live_deletions, live_ranks, live_state, live_values
+from stm_memory.store.sql import _db_key
 
 __all__ = ["Deletion", "PrimaryHealed", "SqlLiveCache"]
 

@@ -1,6 +1,6 @@
 """Durable stores."""
 
-from .base import MemoryStore
-from .sql import SqlStore, create_sql_engine
+from stm_memory.store.base import MemoryStore
+from stm_memory.store.sql import SqlStore, create_sql_engine
 
 __all__ = ["MemoryStore", "SqlStore", "create_sql_engine"]

@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 
-from ..types import Category, MemoryEntry, ServerSettings, UserSettings
+from stm_memory.model import Category, MemoryEntry, ServerSettings, UserSettings
 
 __all__ = ["MemoryStore"]
 

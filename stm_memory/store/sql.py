@@ -18,9 +18,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.pool import StaticPool
 
-from .._bulk import DELETE_ROWS, ERASE_ROWS, Tally, listening
-from ..errors import DatabaseError, RejectedWriteError
-from ..types import (
+from stm_memory._sqlite.raw import CompiledSql, RawSqlite
+from stm_memory.durability.bulk import DELETE_ROWS, ERASE_ROWS, Tally, listening
+from stm_memory.errors import DatabaseError, RejectedWriteError
+from stm_memory.model import (
     Category,
     MemoryEntry,
     ScopeKind,
@@ -29,9 +30,8 @@ from ..types import (
     key_for,
     next_rev,
 )
-from ._sqlite_raw import CompiledSql, RawSqlite
-from .base import MemoryStore
-from .schema import (
+from stm_memory.store.base import MemoryStore
+from stm_memory.store.schema import (
     applied_ops,
     categories,
     channel_resets,

@@ -24,10 +24,10 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from .clock import FrozenClock
+from stm_memory.testing.clock import FrozenClock
 
 if TYPE_CHECKING:
-    from .assertions import (
+    from stm_memory.testing.assertions import (
         MemoryPart,
         StmAssertions,
         assert_memory_contains,
@@ -38,10 +38,15 @@ if TYPE_CHECKING:
         injected_memory,
         offered_tools,
     )
-    from .chat_model import OfflineChatModel
-    from .clients import offline_anthropic_client, offline_openai_client
-    from .offline import OfflineModel, OfflineReply, anthropic_message_body, openai_chat_body
-    from .plugin import MemoryFactory
+    from stm_memory.testing.chat_model import OfflineChatModel
+    from stm_memory.testing.clients import offline_anthropic_client, offline_openai_client
+    from stm_memory.testing.offline import (
+        OfflineModel,
+        OfflineReply,
+        anthropic_message_body,
+        openai_chat_body,
+    )
+    from stm_memory.testing.plugin import MemoryFactory
 
 __all__ = [
     "FrozenClock",

@@ -22,7 +22,7 @@ What each looks at:
   (OpenAI Chat Completions / Responses, Anthropic Messages; a dict, or its JSON text
   or bytes, or a recorded request with a ``body``) its ``tools``, where a
   ``tool_choice`` of ``none`` means nothing is callable; for a
-  :class:`~stm_memory.loop.TurnResult` any of its requests; for a list of tools
+  :class:`~stm_memory.providers.loop.TurnResult` any of its requests; for a list of tools
   (LangChain tools, tool dicts) or an object with ``tools`` (a LangChain
   ``ModelRequest``) their names.
 - **The memory a request carries** is every text part injected by stm-memory: the
@@ -31,7 +31,7 @@ What each looks at:
   the user's words after it are part of that text). They are found in OpenAI ``messages``,
   Responses ``input`` and ``instructions``, Anthropic ``system`` and ``messages``
   (text blocks too), LangChain message lists (``SystemMessage`` or text merged into a
-  ``HumanMessage``), a :class:`~stm_memory.loop.TurnResult` (all its requests) or a
+  ``HumanMessage``), a :class:`~stm_memory.providers.loop.TurnResult` (all its requests) or a
   list of request bodies.
 
 Texts are matched as substrings (case-sensitive); pass a compiled :mod:`re` pattern
@@ -51,11 +51,11 @@ from typing import Any, Literal, TypeAlias
 
 from langchain_core.messages import BaseMessage
 
-from ..engine import ShortTermMemory
-from ..loop import TurnResult
-from ..render import CONTENT_HEADER
-from ..turn import TOOL_NAME, TurnContext
-from ..types import MemoryEntry, Scope
+from stm_memory.engine import ShortTermMemory
+from stm_memory.model import MemoryEntry, Scope
+from stm_memory.prompt.render import CONTENT_HEADER
+from stm_memory.providers.loop import TurnResult
+from stm_memory.tool.turn import TOOL_NAME, TurnContext
 
 __all__ = [
     "MemoryPart",
@@ -158,7 +158,7 @@ def _hours(delta: timedelta) -> str:
 def _why_missing(memory: ShortTermMemory, scope: Scope) -> str:
     key = scope.live_key
     now = memory.now()
-    stored = memory.live.get_many([key]).get(key)
+    stored = memory._live.get_many([key]).get(key)
     if stored is None:
         return "none: nothing was stored for this scope"
     ttl = memory.limits.ttl_for(has_summary=stored.has_summary)

@@ -13,8 +13,8 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field, SkipValidation
 
-from ..capture import message_text
-from .offline import OfflineModel
+from stm_memory.model.messages import message_text
+from stm_memory.testing.offline import OfflineModel
 
 __all__ = ["OfflineChatModel", "stream_chunk"]
 

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .offline import (
+from stm_memory.testing.offline import (
     OfflineModel,
     anthropic_message_body,
     openai_chat_body,

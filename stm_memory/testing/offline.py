@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..capture import message_text
-from ..render import CONTENT_HEADER
-from ..turn import TOOL_NAME
+from stm_memory.model.messages import message_text
+from stm_memory.prompt.render import CONTENT_HEADER
+from stm_memory.tool.turn import TOOL_NAME
 
 __all__ = [
     "OfflineModel",

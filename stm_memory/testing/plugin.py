@@ -42,13 +42,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..config import Limits
-from ..engine import ShortTermMemory
-from ..types import Scope
-from .clock import FrozenClock
+from stm_memory.config import Limits
+from stm_memory.engine import ShortTermMemory
+from stm_memory.model import Scope
+from stm_memory.testing.clock import FrozenClock
 
 if TYPE_CHECKING:  # imported by the fixture: every pytest run loads this plugin
-    from .assertions import StmAssertions
+    from stm_memory.testing.assertions import StmAssertions
 
 __all__ = [
     "MemoryFactory",
@@ -185,6 +185,6 @@ def stm_assert(stm_memory: ShortTermMemory) -> StmAssertions:
     """The assertion helpers bound to ``stm_memory``: ``stm_assert.memory_contains(scope,
     "Friday")``, ``stm_assert.tool_offered(scope)``, ``stm_assert.tool_not_offered(turn)``,
     ``stm_assert.request_carries_memory(body, "Friday")``, ``request_lacks_memory``."""
-    from .assertions import StmAssertions
+    from stm_memory.testing.assertions import StmAssertions
 
     return StmAssertions(stm_memory)

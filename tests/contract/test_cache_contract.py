@@ -20,8 +20,8 @@ from stm_memory.cache.disk import DiskLiveCache
 from stm_memory.cache.memory import InMemoryLiveCache
 from stm_memory.cache.redis import RedisLiveCache
 from stm_memory.cache.sql import SqlLiveCache
+from stm_memory.model import index_key
 from stm_memory.store.sql import SqlStore, create_sql_engine
-from stm_memory.types import index_key
 
 BACKENDS = [
     pytest.param("memory", id="memory"),

@@ -15,9 +15,7 @@ from helpers.sqlite_lock import SqliteWriteLock
 from helpers.threads import run_threads
 
 from stm_memory.errors import RejectedWriteError
-from stm_memory.store.schema import MIGRATIONS, memories, schema_version
-from stm_memory.store.sql import SqlStore, create_sql_engine
-from stm_memory.types import (
+from stm_memory.model import (
     Category,
     MemoryEntry,
     Scope,
@@ -25,6 +23,8 @@ from stm_memory.types import (
     UserSettings,
     next_rev,
 )
+from stm_memory.store.schema import MIGRATIONS, memories, schema_version
+from stm_memory.store.sql import SqlStore, create_sql_engine
 
 T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 

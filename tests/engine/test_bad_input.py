@@ -17,7 +17,7 @@ from stm_memory import (
     StmError,
     ValidationError,
 )
-from stm_memory.types import Scope
+from stm_memory.model import Scope
 
 
 @pytest.fixture
@@ -28,11 +28,11 @@ def memory(make_mem: MemFactory) -> ShortTermMemory:
 def stored_state(memory: ShortTermMemory) -> tuple[Any, ...]:
     """Everything administration can change, read straight from the store."""
     return (
-        memory.store.count_rows(),
-        memory.store.get_server_settings("g1"),
-        memory.store.get_categories("g1"),
-        memory.store.get_user_settings("u1"),
-        len(memory.outbox),
+        memory._store.count_rows(),
+        memory._store.get_server_settings("g1"),
+        memory._store.get_categories("g1"),
+        memory._store.get_user_settings("u1"),
+        len(memory._outbox),
     )
 
 
@@ -137,7 +137,7 @@ def test_unknown_server_settings_are_named(memory: ShortTermMemory) -> None:
 def test_unknown_user_settings_are_named(memory: ShortTermMemory) -> None:
     with pytest.raises(ConfigurationError, match=r"unknown user setting.*privacy"):
         memory.configure_user("u1", privacy=True)
-    assert memory.store.get_user_settings("u1") is None
+    assert memory._store.get_user_settings("u1") is None
 
 
 @pytest.mark.parametrize(
@@ -165,7 +165,7 @@ def test_invalid_server_setting_values_are_refused(
 def test_invalid_user_setting_values_are_refused(memory: ShortTermMemory) -> None:
     with pytest.raises(ConfigurationError, match="full_privacy: must be true or false"):
         memory.configure_user("u1", full_privacy="yes")
-    assert memory.store.get_user_settings("u1") is None
+    assert memory._store.get_user_settings("u1") is None
 
 
 def test_bad_turn_and_capture_arguments(memory: ShortTermMemory) -> None:
@@ -180,7 +180,7 @@ def test_bad_turn_and_capture_arguments(memory: ShortTermMemory) -> None:
     with pytest.raises(ValidationError, match="a message must be a dict"):
         memory.capture(SERVER, [42])
     assert memory.get(SERVER) is None
-    assert memory.store.count_rows() == 0
+    assert memory._store.count_rows() == 0
     assert row(memory, SERVER.server_key) is None
 
 

@@ -21,7 +21,8 @@ from helpers.factory import MemFactory
 from helpers.services import PostgresSchemas
 
 from stm_memory import DatabaseError, MemoryEntry, Scope, ShortTermMemory, StoredMessage
-from stm_memory._bulk import (
+from stm_memory.cache.base import Write
+from stm_memory.durability.bulk import (
     DELETE_ROWS,
     ERASE_CACHED,
     ERASE_ROWS,
@@ -29,8 +30,7 @@ from stm_memory._bulk import (
     REPAIR_CACHED,
     reporting,
 )
-from stm_memory._reconcile import reconcile
-from stm_memory.cache.base import Write
+from stm_memory.durability.repair import reconcile
 from stm_memory.store.schema import channel_resets, memories
 from stm_memory.store.sql import SqlStore, create_sql_engine
 
@@ -322,26 +322,26 @@ def test_a_delete_beside_another_deletes_everything(
 @pytest.fixture
 def small_caches(monkeypatch: pytest.MonkeyPatch) -> None:
     """Cache scans in batches of 7 keys too."""
-    import stm_memory._bulk
+    import stm_memory.durability.bulk
     import stm_memory.engine
 
-    monkeypatch.setattr(stm_memory._bulk, "CACHE_BATCH", BATCH)
+    monkeypatch.setattr(stm_memory.durability.bulk, "CACHE_BATCH", BATCH)
     monkeypatch.setattr(stm_memory.engine, "CACHE_BATCH", BATCH)
     monkeypatch.setattr(stm_memory.engine, "_ERASE_BATCH", BATCH)
 
 
 def engine(make_mem: MemFactory, backend: str, **kw: Any) -> ShortTermMemory:
     mem = make_mem(backend, timeout=0.5, **kw)
-    assert isinstance(mem.store, SqlStore)
-    mem.store.batch_size = BATCH
+    assert isinstance(mem._store, SqlStore)
+    mem._store.batch_size = BATCH
     return mem
 
 
 def seed(mem: ShortTermMemory, *, idle_cached: int = 0) -> list[MemoryEntry]:
     """The population in SQL; its recent entries (and ``idle_cached`` idle ones) in
     the live cache too, with their speakers' captured turns."""
-    assert isinstance(mem.store, SqlStore)
-    fill(mem.store)
+    assert isinstance(mem._store, SqlStore)
+    fill(mem._store)
     entries = population()
     # (Legacy rows are not cached: a value hydrated from one has no provenance.)
     entries = [e for e in entries if e.key not in legacy()]
@@ -351,7 +351,7 @@ def seed(mem: ShortTermMemory, *, idle_cached: int = 0) -> list[MemoryEntry]:
         replace(e, messages=tuple(said(user, e.last_updated) for user in sorted(e.provenance)))
         for e in live
     ]
-    mem.cache.add_many({e.key: Write(e.to_dict(), mem.live.native_ttl(e)) for e in live})
+    mem._cache.add_many({e.key: Write(e.to_dict(), mem._live.native_ttl(e)) for e in live})
     return live
 
 
@@ -360,11 +360,11 @@ def said(user: str, at: datetime) -> StoredMessage:
 
 
 def cached(mem: ShortTermMemory) -> set[str]:
-    return {k for k in mem.cache.iter_keys("shortterm:") if not k.startswith("shortterm:index:")}
+    return {k for k in mem._cache.iter_keys("shortterm:") if not k.startswith("shortterm:index:")}
 
 
 def rows_of(mem: ShortTermMemory, keys: Iterable[str]) -> dict[str, MemoryEntry]:
-    return mem.store.load_many(list(keys))
+    return mem._store.load_many(list(keys))
 
 
 def interrupt_in(phase: str, error: Exception) -> Callable[[str, int, int | None], None]:
@@ -395,7 +395,7 @@ def test_clear_channel_in_batches(make_mem: MemFactory, backend: str) -> None:
     }
     assert cached(mem) == {e.key for e in live} - in_c1
     assert rows_of(mem, in_c1) == {}
-    assert mem.store.count_rows() == ROWS + 1 - len(in_c1)
+    assert mem._store.count_rows() == ROWS + 1 - len(in_c1)
 
 
 @pytest.mark.usefixtures("small_caches")
@@ -419,7 +419,7 @@ def test_clear_user_in_batches(
 def assert_erased(mem: ShortTermMemory, user: str) -> None:
     """Nothing of ``user`` is left, in the cache or in SQL; everyone else's is."""
     entries = population()
-    assert mem.store.load_user(user) == []
+    assert mem._store.load_user(user) == []
     assert not [k for k in cached(mem) if k.startswith(f"shortterm:user:{user}:")]
     reached = {e.key for e in entries if user in e.provenance}
     stored = rows_of(mem, (e.key for e in entries))
@@ -427,7 +427,7 @@ def assert_erased(mem: ShortTermMemory, user: str) -> None:
         assert user not in entry.provenance
         if key in reached:
             assert entry.summary is None, key
-    for key, value in mem.cache.get_many(list(cached(mem))).items():
+    for key, value in mem._cache.get_many(list(cached(mem))).items():
         assert user not in value["provenance"] and f"{user} was here" not in str(value)
         if key in reached:
             assert value["summary"] is None
@@ -450,16 +450,16 @@ def test_an_interrupted_clear_channel_is_finished_by_the_replay(
         with pytest.raises(Interrupted):
             mem.clear_channel("c1", progress=progress)
     assert 0 < len(rows_of(mem, in_c1)) < len(in_c1)  # two batches went
-    assert [i.kind for i in mem.outbox.pending()] == ["delete_channel"]
+    assert [i.kind for i in mem._outbox.pending()] == ["delete_channel"]
     # Nothing of the channel comes back meanwhile, even from the rows still there.
     assert all(mem.get_key(k) is None for k in in_c1)
     mem.close()
     # The next start replays the outbox first, which finishes the delete.
     again = engine(make_mem, backend, cache_dir=make_mem.tmp_path / "fresh-cache")
-    assert len(again.outbox) == 0
+    assert len(again._outbox) == 0
     assert rows_of(again, in_c1) == {}
     assert all(again.get_key(k) is None for k in in_c1)
-    assert again.store.count_rows() == ROWS + 1 - len(in_c1)
+    assert again._store.count_rows() == ROWS + 1 - len(in_c1)
 
 
 @pytest.mark.usefixtures("small_caches")
@@ -470,8 +470,8 @@ def test_an_interrupted_erasure_is_finished_by_the_replay(
     seed(mem)
     with pytest.raises(Interrupted):
         mem.clear_user("u1", progress=interrupt_in(ERASE_ROWS, Interrupted()))
-    assert [i.kind for i in mem.outbox.pending()] == ["forget_user"]
-    assert mem.store.load_user("u1") == []  # the first phase is done
+    assert [i.kind for i in mem._outbox.pending()] == ["forget_user"]
+    assert mem._store.load_user("u1") == []  # the first phase is done
     reached = [
         e.key
         for e in population()
@@ -479,8 +479,8 @@ def test_an_interrupted_erasure_is_finished_by_the_replay(
     ]
     assert any(r.summary for r in rows_of(mem, reached).values())  # the second is not
     # Read from SQL again meanwhile, they show what the queued erasure will leave.
-    mem.live.evict(reached)
-    shown = mem.live.get_many(reached)
+    mem._live.evict(reached)
+    shown = mem._live.get_many(reached)
     assert shown and all(e.summary is None for e in shown.values())
     assert mem.flush() == 1
     assert_erased(mem, "u1")
@@ -502,7 +502,7 @@ def test_the_janitor_in_batches(make_mem: MemFactory, backend: str) -> None:
     }
     assert cached(mem) == {e.key for e in live} - idle
     assert rows_of(mem, idle) == {}
-    assert mem.store.count_rows() == ROWS + 1 - len(idle)
+    assert mem._store.count_rows() == ROWS + 1 - len(idle)
 
 
 def test_repair_in_batches(make_mem: MemFactory, backend: str) -> None:
@@ -513,13 +513,13 @@ def test_repair_in_batches(make_mem: MemFactory, backend: str) -> None:
     ahead, orphans = live[::5], live[1::5]
     for entry in ahead:
         bumped = replace(entry, summary="cached only", rev=entry.rev + 1)
-        mem.cache.atomic([entry.key], lambda _c, e=bumped: {e.key: Write(e.to_dict())})
-    with mem.store.engine.begin() as conn:
+        mem._cache.atomic([entry.key], lambda _c, e=bumped: {e.key: Write(e.to_dict())})
+    with mem._store.engine.begin() as conn:
         keys = [e.key for e in orphans]
         conn.execute(sa.delete(memories).where(memories.c.key.in_(keys)))
     calls, progress = recorder()
     with reporting(progress):
-        repaired = reconcile(mem.live, START, batch=BATCH)
+        repaired = reconcile(mem._live, START, batch=BATCH)
     assert assert_well_reported(calls) == {REPAIR_CACHED: len(live)}
     assert len(calls) > len(live) // BATCH
     assert (repaired.checked, repaired.rows_advanced, repaired.entries_dropped) == (
@@ -532,7 +532,7 @@ def test_repair_in_batches(make_mem: MemFactory, backend: str) -> None:
 
 
 def test_a_stop_ends_a_running_sweep_between_two_batches() -> None:
-    from stm_memory.janitor import Janitor
+    from stm_memory.durability.janitor import Janitor
 
     steps: list[int] = []
 

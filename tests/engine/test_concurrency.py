@@ -44,7 +44,7 @@ def test_threads_counting_turns_lose_nothing(make_mem: MemFactory, cache: str) -
     stored = row(memory, SCOPE.server_key)
     assert live is not None and stored is not None
     assert live.turns_since_refresh == stored.turns_since_refresh == 120
-    assert len(memory.outbox) == 0
+    assert len(memory._outbox) == 0
 
 
 @pytest.mark.slow
@@ -66,7 +66,7 @@ def test_processes_and_threads_counting_turns_lose_nothing(
     stored = row(memory, SCOPE.server_key)
     assert live is not None and stored is not None
     assert live.turns_since_refresh == stored.turns_since_refresh == 2 * 30 + 4 * 15
-    assert len(memory.outbox) == 0
+    assert len(memory._outbox) == 0
 
 
 @pytest.mark.slow
@@ -99,4 +99,4 @@ def test_concurrent_refreshes_and_turns_lose_no_refresh(
     assert live.summary is not None and "refresh" in live.summary
     user_row = row(memory, SCOPE.user_key)
     assert user_row is not None and user_row.summary is not None
-    assert len(memory.outbox) == 0
+    assert len(memory._outbox) == 0

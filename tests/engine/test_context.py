@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from stm_memory import Category, Scope, ShortTermMemory
-from stm_memory.history import HistoryWindow
-from stm_memory.placement import MemoryContext
-from stm_memory.render import CONTENT_HEADER, FRAMING
+from stm_memory.prompt.cut import HistoryWindow
+from stm_memory.prompt.placement import MemoryContext
+from stm_memory.prompt.render import CONTENT_HEADER, FRAMING
 
 START = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 # How every memory block opens: the header and the framing line.
@@ -389,7 +389,7 @@ def test_assembly_error_yields_empty_memory_and_a_log_record(
     def boom(keys: Sequence[str]) -> dict[str, Any]:
         raise RuntimeError("cache on fire")
 
-    monkeypatch.setattr(mem.cache, "get_many", boom)
+    monkeypatch.setattr(mem._cache, "get_many", boom)
     with caplog.at_level(logging.ERROR, logger="stm_memory"):
         ctx = context(mem, here())
     assert ctx.is_empty and ctx.content is None and ctx.nudge is None

@@ -88,7 +88,7 @@ def test_full_privacy_users_are_not_counted_or_captured(memory: ShortTermMemory)
     turn(memory, SERVER)
     assert memory.capture(SERVER, dialogue(2)) is None
     assert memory.get(SERVER) is None
-    assert memory.store.count_rows() == 0
+    assert memory._store.count_rows() == 0
 
 
 def test_async_end_turn_counts(memory: ShortTermMemory) -> None:
@@ -147,7 +147,7 @@ def test_capture_of_nothing_stores_nothing(memory: ShortTermMemory) -> None:
     assert memory.capture(SERVER, [{"role": "system", "content": "x"}]) is None
     assert memory.capture(SERVER, [{"role": "user", "content": "   "}]) is None
     assert memory.get(SERVER) is None
-    assert memory.store.count_rows() == 0
+    assert memory._store.count_rows() == 0
 
 
 def test_capture_respects_messages_kept(make_mem: MemFactory) -> None:

@@ -37,7 +37,7 @@ def test_clear_channel_removes_entries_rows_of_every_user(memory: ShortTermMemor
         assert memory.get_key(scope.user_key) is None
         assert row(memory, scope.server_key) is None
         assert row(memory, scope.user_key) is None
-    assert not [k for k in memory.cache.iter_keys("shortterm:") if ":c1" in k.split("index")[0]]
+    assert not [k for k in memory._cache.iter_keys("shortterm:") if ":c1" in k.split("index")[0]]
     for scope in (OTHER_CHANNEL, ELSEWHERE, DM):
         live = memory.get(scope)
         assert live is not None and live.summary == f"summary of {scope.live_key}"
@@ -87,16 +87,16 @@ def test_deletes_purge_queued_writes(memory: ShortTermMemory, make_mem: MemFacto
         turn(memory, SERVER, {"summary": "queued while locked"})
         memory.capture(SERVER, dialogue(2))
         turn(memory, OTHER_CHANNEL, {"summary": "other channel, also queued"})
-        queued = len(memory.outbox)
+        queued = len(memory._outbox)
         assert queued >= 3
         assert memory.clear_channel("c1") == 0  # queued itself, behind nothing of c1
         assert memory.get(SERVER) is None
         # Only c2's writes and the delete itself remain.
-        kinds = [(i.kind, i.channel_id) for i in memory.outbox.pending()]
+        kinds = [(i.kind, i.channel_id) for i in memory._outbox.pending()]
         assert ("delete_channel", "c1") in kinds
         assert all(ch == "c2" for kind, ch in kinds if kind != "delete_channel")
     assert memory.flush() == len(kinds)
-    assert len(memory.outbox) == 0
+    assert len(memory._outbox) == 0
     assert rows(memory, *SERVER.keys) == {}
     assert memory.get(SERVER) is None
     other = row(memory, OTHER_CHANNEL.server_key)
@@ -136,7 +136,7 @@ def test_a_delete_made_while_the_database_is_down_survives_a_restart(
         # A restart with an empty cache while the delete is still queued: the rows
         # are readable (WAL) but must not be hydrated back.
         second = make_mem(cache_dir=make_mem.tmp_path / "fresh-cache", timeout=0.2)
-        assert len(second.outbox) == 2
+        assert len(second._outbox) == 2
         assert second.get(SERVER) is None
         assert second.get(DM) is None
         assert second.get_key(SERVER.user_key) is None
@@ -144,7 +144,7 @@ def test_a_delete_made_while_the_database_is_down_survives_a_restart(
     finally:
         lock.release()
     assert second.flush() == 2
-    assert second.store.count_rows() == 0
+    assert second._store.count_rows() == 0
     assert second.get(SERVER) is None and second.get(DM) is None
     second.close()
     third = make_mem(cache_dir=make_mem.tmp_path / "third-cache")
@@ -182,7 +182,7 @@ def test_a_failed_delete_is_retried_by_the_next_write(
         assert memory.clear_channel("c1") == 0
     # No explicit flush: the next write replays the queue first, in order.
     turn(memory, OTHER_CHANNEL)
-    assert len(memory.outbox) == 0
+    assert len(memory._outbox) == 0
     assert rows(memory, *SERVER.keys) == {}
 
 
@@ -215,7 +215,7 @@ def test_a_summary_clear_during_an_outage_keeps_queued_counters(
         turn(memory, SERVER)
         memory.clear_summary(SERVER)
         # The queued writes no longer carry the cleared text.
-        assert all("written during" not in str(i.payload) for i in memory.outbox.pending())
+        assert all("written during" not in str(i.payload) for i in memory._outbox.pending())
     memory.flush()
     live = memory.get(SERVER)
     stored = row(memory, SERVER.server_key)

@@ -165,9 +165,9 @@ def test_queued_writes_lose_the_users_words(make_mem: MemFactory) -> None:
     mem = make_mem(timeout=0.2)
     with SqliteWriteLock(make_mem.sqlite_path):
         the_scenario(mem)  # every row write queued
-        assert any(PHONE in str(i.payload) for i in mem.outbox.pending())
+        assert any(PHONE in str(i.payload) for i in mem._outbox.pending())
         mem.clear_user("u-ann")
-        assert not any(PHONE in str(i.payload) for i in mem.outbox.pending())
+        assert not any(PHONE in str(i.payload) for i in mem._outbox.pending())
     mem.flush()
     stored = row(mem, ANN.server_key)
     assert stored is None or stored.summary is None
@@ -191,7 +191,7 @@ def test_two_hosts_on_postgres_and_redis(make_mem: MemFactory) -> None:
 def test_the_cli_forgets_a_user(make_mem: MemFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
-    from stm_memory.cli import app
+    from stm_memory.cli.commands import app
 
     mem = make_mem()
     the_scenario(mem)

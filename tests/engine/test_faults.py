@@ -39,12 +39,12 @@ def outage_conversation(memory: ShortTermMemory) -> None:
     memory.capture(SERVER, dialogue(2))
     turn(memory, SERVER)
     turn(memory, SERVER)
-    assert len(memory.outbox) > 0
+    assert len(memory._outbox) > 0
 
 
 def check_recovered(memory: ShortTermMemory, queued: int) -> None:
     assert memory.flush() == queued
-    assert len(memory.outbox) == 0
+    assert len(memory._outbox) == 0
     assert memory.flush() == 0
     stored = row(memory, SERVER.server_key)
     assert stored is not None and stored.summary == "written during the outage"
@@ -66,11 +66,11 @@ def test_sqlite_locked_during_an_update(make_mem: MemFactory, cache: str) -> Non
 
     with SqliteWriteLock(make_mem.sqlite_path):
         outage_conversation(memory)
-        queued = len(memory.outbox)
+        queued = len(memory._outbox)
         stored = row(memory, SERVER.server_key)  # reads still work under the lock
         assert stored is not None and stored.summary == "before the outage"
         assert memory.flush() == 0  # still locked: nothing lands, nothing is lost
-        assert len(memory.outbox) == queued
+        assert len(memory._outbox) == queued
     check_recovered(memory, queued)
 
 
@@ -82,10 +82,10 @@ def test_a_replay_interrupted_after_the_write_is_not_applied_twice(
     with SqliteWriteLock(make_mem.sqlite_path):
         for _ in range(3):
             turn(memory, SERVER)
-    items = memory.outbox.pending()
+    items = memory._outbox.pending()
     assert [i.kind for i in items] == ["put_rows"] * 3
     # A worker applied the first item and died before removing it from the outbox.
-    memory.persister.apply(items[0].kind, items[0].payload, items[0].op_id)
+    memory._persister.apply(items[0].kind, items[0].payload, items[0].op_id)
     assert sql_counters(memory) == (1, 1)
     assert memory.flush() == 3
     assert sql_counters(memory) == (3, 1) == live_counters(memory)
@@ -97,7 +97,7 @@ def test_writes_wait_behind_a_queued_write(make_mem: MemFactory) -> None:
         refresh(memory, SERVER, "first")
     # The next write lands the queued one first, then itself: order is kept.
     refresh(memory, SERVER, "second")
-    assert len(memory.outbox) == 0
+    assert len(memory._outbox) == 0
     stored = row(memory, SERVER.server_key)
     assert stored is not None and (stored.summary, stored.last_refreshed_turn) == ("second", 2)
 
@@ -107,7 +107,7 @@ def test_the_janitor_replays_the_outbox(make_mem: MemFactory) -> None:
     with SqliteWriteLock(make_mem.sqlite_path):
         refresh(memory, SERVER, "queued")
     memory.run_janitor()
-    assert len(memory.outbox) == 0
+    assert len(memory._outbox) == 0
     stored = row(memory, SERVER.server_key)
     assert stored is not None and stored.summary == "queued"
 
@@ -139,9 +139,9 @@ def test_postgres_unreachable_during_an_update(make_mem: MemFactory) -> None:
 
         proxy.stop()
         outage_conversation(memory)
-        queued = len(memory.outbox)
+        queued = len(memory._outbox)
         assert memory.flush() == 0
-        assert len(memory.outbox) == queued
+        assert len(memory._outbox) == queued
 
         proxy.start()
         check_recovered(memory, queued)
@@ -192,8 +192,8 @@ POISON = Scope(channel_id="poison", user_id="u1")
 
 def refuse_channel(memory: ShortTermMemory, channel_id: str) -> None:
     """A database-side rule that rejects every row of one channel (a constraint error)."""
-    assert isinstance(memory.store, SqlStore)
-    with memory.store.engine.begin() as conn:
+    assert isinstance(memory._store, SqlStore)
+    with memory._store.engine.begin() as conn:
         conn.exec_driver_sql(
             "CREATE TRIGGER refuse BEFORE INSERT ON short_term_memories"
             f" WHEN NEW.channel_id = '{channel_id}' BEGIN SELECT RAISE(ABORT, 'refused'); END"
@@ -206,7 +206,7 @@ def test_a_refused_write_is_not_queued(make_mem: MemFactory) -> None:
     assert turn(memory, POISON, {"summary": "refused"}) == COMPLETED
     live = memory.get(POISON)
     assert live is not None and live.summary == "refused"  # the live entry still works
-    assert len(memory.outbox) == 0
+    assert len(memory._outbox) == 0
     refresh(memory, SERVER, "lands at once")
     assert row(memory, SERVER.server_key) is not None
 
@@ -219,10 +219,10 @@ def test_a_refused_queued_write_does_not_block_the_ones_behind_it(
     with SqliteWriteLock(make_mem.sqlite_path):
         turn(memory, POISON, {"summary": "refused"})
         refresh(memory, SERVER, "queued behind it")
-        queued = len(memory.outbox)
+        queued = len(memory._outbox)
     assert memory.flush() == queued - 1  # only the refused write is dropped
-    assert len(memory.outbox) == 0
+    assert len(memory._outbox) == 0
     stored = row(memory, SERVER.server_key)
     assert stored is not None and stored.summary == "queued behind it"
     refresh(memory, SERVER, "and later writes land directly")
-    assert len(memory.outbox) == 0
+    assert len(memory._outbox) == 0

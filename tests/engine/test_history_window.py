@@ -114,7 +114,7 @@ def test_a_reset_queued_while_the_database_is_down_still_starts_afresh(
         assert keep(mem) == 1
     assert mem.flush() >= 1
     assert keep(mem) == 1
-    assert mem.store.channel_reset_at("c1") is not None
+    assert mem._store.channel_reset_at("c1") is not None
 
 
 def scope_json(scope: Scope) -> dict[str, str | None]:

@@ -31,7 +31,7 @@ def test_rows_idle_for_90_days_are_deleted(memory: ShortTermMemory, fake_clock: 
     assert row(memory, SERVER.user_key) is None
     assert row(memory, DM.user_key) is None
     assert row(memory, RECENT.server_key) is not None
-    assert memory.store.count_rows() == 2
+    assert memory._store.count_rows() == 2
     assert memory.get(SERVER) is None
     # A later turn in a swept channel starts from a new row.
     turn(memory, SERVER)
@@ -45,7 +45,7 @@ def test_rows_younger_than_the_retention_stay(
     refresh(memory, SERVER, "young")
     fake_clock.advance(days=90)  # exactly 90 days is not older than 90 days
     assert memory.run_janitor() == 0
-    assert memory.store.count_rows() == 2
+    assert memory._store.count_rows() == 2
 
 
 def test_activity_renews_a_row(memory: ShortTermMemory, fake_clock: FakeClock) -> None:
@@ -83,14 +83,14 @@ def test_background_janitor_runs_on_schedule_and_stops(
     janitor = memory.start_janitor()
     assert memory.start_janitor() is janitor  # already running: the same thread
     assert wait_until(lambda: janitor.runs >= 2, timeout=5)
-    assert memory.store.count_rows() == 0
+    assert memory._store.count_rows() == 0
     memory.stop_janitor()
     assert not janitor.is_alive()
     runs = janitor.runs
     refresh(memory, SERVER, "new rows")
     fake_clock.advance(days=91)
     assert not wait_until(lambda: janitor.runs > runs, timeout=0.3)
-    assert memory.store.count_rows() == 2
+    assert memory._store.count_rows() == 2
 
 
 def test_closing_the_memory_stops_the_janitor(make_mem: MemFactory) -> None:
@@ -114,7 +114,7 @@ def test_a_failing_sweep_does_not_kill_the_schedule(
             raise RuntimeError("database hiccup")
         return 0
 
-    monkeypatch.setattr(memory.store, "delete_older_than", flaky)
+    monkeypatch.setattr(memory._store, "delete_older_than", flaky)
     janitor = memory.start_janitor()
     assert wait_until(lambda: len(calls) >= 3, timeout=5)
     memory.stop_janitor()

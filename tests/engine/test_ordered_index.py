@@ -4,7 +4,7 @@ would show — ties, expiry, privacy skips, personas, cross-server entries — a
 restart and from a cache an older release filled too.
 
 The reference is the pure selection over *every* entry of the owner
-(:func:`stm_memory.context.build_memory_context` given the whole pool), which is what
+(:func:`stm_memory.prompt.assembly.build_memory_context` given the whole pool), which is what
 assembly did before it had an ordered index.
 """
 
@@ -20,10 +20,10 @@ from helpers.clock import FakeClock
 from stm_memory import Scope, ShortTermMemory
 from stm_memory.cache.base import Write
 from stm_memory.cache.memory import InMemoryLiveCache
-from stm_memory.context import build_memory_context, history_window
-from stm_memory.outbox import Outbox
+from stm_memory.durability.outbox import Outbox
+from stm_memory.model import index_key
+from stm_memory.prompt.assembly import build_memory_context, history_window
 from stm_memory.store.sql import SqlStore, create_sql_engine
-from stm_memory.types import index_key
 
 BACKENDS = ["disk", "memory"]
 
@@ -71,22 +71,22 @@ def reference(mem: ShortTermMemory, scope: Scope) -> str | None:
     turn = mem.begin_turn(scope)
     keys = [
         k
-        for k in mem.cache.iter_keys("shortterm:")
+        for k in mem._cache.iter_keys("shortterm:")
         if not k.startswith("shortterm:index:") and k != scope.live_key
     ]
-    found = mem.live.get_many(keys)
+    found = mem._live.get_many(keys)
     now = mem.now()
     sids = sorted({e.server_id for e in found.values() if e.server_id})
-    live = mem.live.get_many([scope.live_key]).get(scope.live_key)
+    live = mem._live.get_many([scope.live_key]).get(scope.live_key)
     ctx = build_memory_context(
         turn,
         live=live,
-        shown_live=live if live is not None and mem.live.is_live(live, now) else None,
+        shown_live=live if live is not None and mem._live.is_live(live, now) else None,
         others=found.values(),
         server_settings={s: mem.server_settings(s) for s in sids},
         categories={s: mem.categories(s) for s in sids},
         now=now,
-        is_live=lambda e: mem.live.is_live(e, now),
+        is_live=lambda e: mem._live.is_live(e, now),
         limit=mem.limits.other_channels_shown,
         freshness_window=mem.limits.freshness_window,
         history=history_window(turn, live, reset=False, overlap=1, max_raw_turns=30),
@@ -201,15 +201,15 @@ def test_an_index_written_by_an_older_release_is_replaced(
         write(mem, server(f"c{i}"), f"summary {i}")
         fake_clock.advance(minutes=1)
     # The older index: a member list under the same key, no ordered index.
-    members = {k: 1 for k in mem.cache.iter_keys("shortterm:server:")}
+    members = {k: 1 for k in mem._cache.iter_keys("shortterm:server:")}
     ikey = index_key("server", "g1")
-    mem.cache.atomic([ikey], lambda _cur: {ikey: Write({"members": members})})
+    mem._cache.atomic([ikey], lambda _cur: {ikey: Write({"members": members})})
     for key in members:
-        mem.cache.rank_many(ikey, {key: None})
-    assert mem.cache.ranked(ikey, count=10) == []
+        mem._cache.rank_many(ikey, {key: None})
+    assert mem._cache.ranked(ikey, count=10) == []
     here = server("main")
     assert channels_in(shown(mem, here)) == ["#c5", "#c4", "#c3"]
-    assert mem.cache.get(ikey) == {"ranked": 1}
+    assert mem._cache.get(ikey) == {"ranked": 1}
 
 
 @pytest.mark.parametrize("seed", range(8))

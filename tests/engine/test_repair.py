@@ -24,10 +24,10 @@ from helpers.memory import SERVER, dialogue, refresh, row, turn
 from helpers.sqlite_lock import SqliteWriteLock
 
 from stm_memory import ShortTermMemory
-from stm_memory._reconcile import Repaired
-from stm_memory._writers import REGISTRY_KEY, dead_writers
 from stm_memory.cache.base import Write
-from stm_memory.types import MemoryEntry
+from stm_memory.durability.repair import Repaired
+from stm_memory.durability.writers import REGISTRY_KEY, dead_writers
+from stm_memory.model import MemoryEntry
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -37,7 +37,7 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 def cache_only(mem: ShortTermMemory, monkeypatch: pytest.MonkeyPatch) -> None:
     """From now on the SQL writes of ``mem`` vanish, as if the process died before each."""
-    monkeypatch.setattr(mem.persister, "write", lambda *_a, **_k: True)
+    monkeypatch.setattr(mem._persister, "write", lambda *_a, **_k: True)
 
 
 def leave_the_cache_ahead(mem: ShortTermMemory, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -49,7 +49,7 @@ def leave_the_cache_ahead(mem: ShortTermMemory, monkeypatch: pytest.MonkeyPatch)
 
 
 def cached(mem: ShortTermMemory, key: str) -> MemoryEntry:
-    value = mem.cache.get(key)
+    value = mem._cache.get(key)
     assert value is not None
     return MemoryEntry.from_dict(value)
 
@@ -61,10 +61,10 @@ def dead_pid() -> int:
 
 
 def plant_lease(mem: ShortTermMemory, pid: int, host: str | None = None) -> None:
-    registry = mem.cache.get(REGISTRY_KEY) or {"writers": {}}
+    registry = mem._cache.get(REGISTRY_KEY) or {"writers": {}}
     writers = dict(registry["writers"])
     writers["planted"] = {"host": host or socket.gethostname(), "pid": pid}
-    mem.cache.atomic([REGISTRY_KEY], lambda _cur: {REGISTRY_KEY: Write({"writers": writers})})
+    mem._cache.atomic([REGISTRY_KEY], lambda _cur: {REGISTRY_KEY: Write({"writers": writers})})
 
 
 def test_a_cache_ahead_of_its_rows_is_written_to_sql(
@@ -103,7 +103,7 @@ def test_a_cache_behind_its_rows_takes_them_and_keeps_its_messages(
     refresh(mem, SERVER, "old")
     mem.capture(SERVER, dialogue(2))
     newer = replace(cached(mem, SERVER.live_key), summary="newer", rev=10**18)
-    mem.store.put_rows([replace(newer, messages=())], newer.last_updated)
+    mem._store.put_rows([replace(newer, messages=())], newer.last_updated)
     assert mem.reconcile().entries_advanced == 1
     live = cached(mem, SERVER.live_key)
     assert (live.summary, live.rev) == ("newer", 10**18)
@@ -120,8 +120,8 @@ def test_an_entry_without_a_row_is_dropped_never_inserted(
         cache_only(mem, patch)
         refresh(mem, SERVER, "never landed")
     assert mem.reconcile().entries_dropped == 2
-    assert mem.cache.get_many(list(SERVER.keys)) == {}
-    assert mem.store.load_many(list(SERVER.keys)) == {}
+    assert mem._cache.get_many(list(SERVER.keys)) == {}
+    assert mem._store.load_many(list(SERVER.keys)) == {}
     assert mem.get(SERVER) is None
 
 
@@ -131,13 +131,13 @@ def test_a_start_up_repairs_after_a_dead_writer_of_this_host(
     mem = make_mem()
     leave_the_cache_ahead(mem, monkeypatch)
     plant_lease(mem, dead_pid())
-    assert dead_writers(mem.cache) == {"planted"}
+    assert dead_writers(mem._cache) == {"planted"}
     mem.close()
     caplog.set_level(logging.WARNING, logger="stm_memory")
     again = make_mem()
     assert row(again, SERVER.server_key).summary == "cached only"  # type: ignore[union-attr]
     assert "repaired" in caplog.text
-    assert dead_writers(again.cache) == set()  # the dead lease is forgotten
+    assert dead_writers(again._cache) == set()  # the dead lease is forgotten
 
 
 @pytest.mark.parametrize("holder", ["alive", "other host"])
@@ -161,10 +161,10 @@ def test_a_start_up_skips_the_repair_without_a_dead_writer(
 def test_a_closed_engine_releases_its_lease(make_mem: MemFactory) -> None:
     first = make_mem()
     second = make_mem()
-    registry: Any = second.cache.get(REGISTRY_KEY)
+    registry: Any = second._cache.get(REGISTRY_KEY)
     assert len(registry["writers"]) == 2
     first.close()
-    registry = second.cache.get(REGISTRY_KEY)
+    registry = second._cache.get(REGISTRY_KEY)
     assert list(registry["writers"]) == [second._lease.id]
 
 
@@ -178,7 +178,7 @@ def test_the_repair_is_safe_beside_a_live_writer(
     stale = cached(mem, SERVER.live_key)
     fake_clock.advance(seconds=1)
     refresh(mem, SERVER, "second")
-    assert mem.store.advance_rows([stale], fake_clock()) == 0
+    assert mem._store.advance_rows([stale], fake_clock()) == 0
     assert row(mem, SERVER.server_key).summary == "second"  # type: ignore[union-attr]
 
 
@@ -189,7 +189,7 @@ def test_no_repair_while_writes_wait_in_the_outbox(
     leave_the_cache_ahead(mem, monkeypatch)
     with SqliteWriteLock(make_mem.sqlite_path):
         turn(mem, SERVER)  # queued
-    assert len(mem.outbox) == 1
+    assert len(mem._outbox) == 1
     assert mem.reconcile() == Repaired()
     assert row(mem, SERVER.server_key).summary == "landed"  # type: ignore[union-attr]
     assert mem.flush() == 1  # the queued snapshot carries the cached state

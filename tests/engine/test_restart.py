@@ -61,7 +61,7 @@ def test_an_empty_cache_hydrates_from_sql(make_mem: MemFactory, fake_clock: Fake
 
     fake_clock.advance(minutes=30)
     second = make_mem(cache_dir=make_mem.tmp_path / "fresh-cache")
-    assert second.cache.count("shortterm:") == 0
+    assert second._cache.count("shortterm:") == 0
     entry = second.get(thread)
     assert entry is not None
     assert list(entry.categories.items()) == [("plot", "heist"), ("mood", "tense")]
@@ -73,13 +73,13 @@ def test_an_empty_cache_hydrates_from_sql(make_mem: MemFactory, fake_clock: Fake
     user_entry = second.get_key(thread.user_key)
     assert user_entry is not None and user_entry.categories["plot"] == "heist"
     # Hydrated entries are cached: the next read needs no SQL.
-    assert second.cache.get(thread.server_key or "") is not None
+    assert second._cache.get(thread.server_key or "") is not None
 
     # Counting continues from the hydrated value, in the cache and in SQL.
     turn(second, thread)
     again = second.get(thread)
     assert again is not None and again.turns_since_refresh == 3
-    stored = second.store.load_many([thread.server_key or ""])[thread.server_key or ""]
+    stored = second._store.load_many([thread.server_key or ""])[thread.server_key or ""]
     assert stored.turns_since_refresh == 3
 
 
@@ -103,11 +103,11 @@ def test_start_up_replays_writes_queued_by_an_earlier_run(
     first = make_mem(timeout=0.2)
     with SqliteWriteLock(make_mem.sqlite_path):
         refresh(first, SERVER, "written while the database was locked")
-        assert len(first.outbox) > 0
+        assert len(first._outbox) > 0
         first.close()
     second = make_mem(cache_dir=make_mem.tmp_path / "fresh-cache")
-    assert len(second.outbox) == 0
-    stored = second.store.load_many([SERVER.server_key or ""])
+    assert len(second._outbox) == 0
+    stored = second._store.load_many([SERVER.server_key or ""])
     assert stored[SERVER.server_key or ""].summary == "written while the database was locked"
     entry = second.get(SERVER)
     assert entry is not None and entry.summary == "written while the database was locked"

@@ -16,7 +16,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from stm_memory import TOOL_NAME, Category, Scope, ShortTermMemory, TurnContext
-from stm_memory.schema import anthropic_tool, openai_chat_tool, openai_responses_tool
+from stm_memory.tool.schema import anthropic_tool, openai_chat_tool, openai_responses_tool
 
 SERVER = Scope(channel_id="c1", user_id="u1", server_id="g1")
 DM = Scope(channel_id="d1", user_id="u1")

@@ -21,7 +21,7 @@ from stm_memory import (
     UserSettings,
     ValidationError,
 )
-from stm_memory.tool import build_tool
+from stm_memory.tool.memory_tool import build_tool
 
 SERVER = Scope(channel_id="c1", user_id="u1", server_id="g1")
 OTHER_SERVER = Scope(channel_id="c2", user_id="u1", server_id="g2")

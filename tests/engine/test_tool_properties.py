@@ -14,8 +14,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import ToolMessage
 
 from stm_memory import TOOL_NAME, Category, Scope, ShortTermMemory
-from stm_memory.arguments import storage_safe
-from stm_memory.text import clean_value
+from stm_memory.model.text import clean_value, storage_safe
 
 LIMIT = 1500
 SUMMARY_SCOPE = Scope(channel_id="c-summary", user_id="u1", server_id="g-summary")

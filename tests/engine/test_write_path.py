@@ -43,13 +43,13 @@ def test_update_in_a_server_writes_both_entries_and_both_rows(
     assert (user_row.kind, user_row.user_id) == ("user", "u1")
     assert (server_row.turns_since_refresh, server_row.last_refreshed_turn) == (0, 1)
     assert server_row.last_updated == fake_clock()
-    assert len(memory.outbox) == 0
+    assert len(memory._outbox) == 0
 
 
 def test_update_in_a_dm_writes_one_row(memory: ShortTermMemory) -> None:
     turn = memory.begin_turn(DM)
     assert memory.update(turn, {"summary": "Private chat about chess."}) == COMPLETED
-    assert memory.store.count_rows() == 1
+    assert memory._store.count_rows() == 1
     only = row(memory, DM.user_key)
     assert only is not None and only.summary == "Private chat about chess."
     assert (only.kind, only.server_id, only.last_refreshed_turn) == ("user", None, 1)
@@ -95,7 +95,7 @@ def test_rejected_arguments_write_nothing(memory: ShortTermMemory) -> None:
         result = memory.update(turn, bad)
         assert result["status"] == "tool_execution_failed", bad
     assert memory.get(SERVER) is None
-    assert memory.store.count_rows() == 0
+    assert memory._store.count_rows() == 0
     # The failures did not use up the turn's one update.
     assert memory.update(turn, {"summary": "ok"}) == COMPLETED
 
@@ -137,7 +137,7 @@ def test_persona_scopes_are_separate(memory: ShortTermMemory) -> None:
     assert a is not None and b is not None
     assert (a.summary, b.summary) == ("alice notes", "bob notes")
     assert memory.get(SERVER) is None
-    assert memory.store.count_rows() == 4
+    assert memory._store.count_rows() == 4
 
 
 def test_disabled_server_refuses_the_update(memory: ShortTermMemory) -> None:
@@ -145,7 +145,7 @@ def test_disabled_server_refuses_the_update(memory: ShortTermMemory) -> None:
     result = memory.update(memory.begin_turn(SERVER), {"summary": "nope"})
     assert result["status"] == "tool_execution_failed"
     assert "disabled" in result["reason"]
-    assert memory.store.count_rows() == 0
+    assert memory._store.count_rows() == 0
 
 
 def test_async_update_uses_the_same_path(memory: ShortTermMemory) -> None:

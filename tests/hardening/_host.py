@@ -24,9 +24,9 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from stm_memory import Scope, ShortTermMemory
-from stm_memory._persistence import Persister
 from stm_memory.cache.resilient import ResilientCache
-from stm_memory.outbox import Outbox
+from stm_memory.durability.outbox import Outbox
+from stm_memory.durability.persister import Persister
 
 CRASH_EXIT_CODE = 17
 
@@ -77,7 +77,7 @@ def _crash_after_statements(prefix: str, count: int) -> None:
 
     event.listen(Engine, "after_cursor_execute", after_execute)
     try:
-        from stm_memory.store._sqlite_raw import RawSqlite
+        from stm_memory._sqlite.raw import RawSqlite
     except ImportError:  # no raw path in this version: SQLAlchemy runs every write
         return
     original = RawSqlite._connection
@@ -120,9 +120,9 @@ def _open(config: dict[str, Any], clock: _Clock) -> ShortTermMemory:
         timeout=float(config.get("timeout", 2.0)),
         settings_ttl=float(config.get("settings_ttl", 5.0)),
     )
-    if isinstance(mem.cache, ResilientCache):
-        mem.cache.retry_after = float(config.get("retry_after", 0.0))
-        mem.cache.check_every = float(config.get("check_every", 1.0))
+    if isinstance(mem._cache, ResilientCache):
+        mem._cache.retry_after = float(config.get("retry_after", 0.0))
+        mem._cache.check_every = float(config.get("check_every", 1.0))
     return mem
 
 
@@ -183,10 +183,10 @@ def _handlers(mem: ShortTermMemory, clock: _Clock) -> dict[str, Callable[..., An
         "clear_summary": lambda scope: mem.clear_summary(Scope(**scope)),
         "flush": mem.flush,
         "janitor": mem.run_janitor,
-        "outbox": lambda: len(mem.outbox),
+        "outbox": lambda: len(mem._outbox),
         "crash": _arm,
         "pid": os.getpid,
-        "degraded": lambda: isinstance(mem.cache, ResilientCache) and mem.cache.degraded,
+        "degraded": lambda: isinstance(mem._cache, ResilientCache) and mem._cache.degraded,
     }
 
 

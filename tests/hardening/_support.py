@@ -157,7 +157,7 @@ def store_writes_fail(mem: ShortTermMemory, monkeypatch: pytest.MonkeyPatch) -> 
 
     with monkeypatch.context() as patch:
         for name in STORE_WRITES:
-            patch.setattr(mem.store, name, fail)
+            patch.setattr(mem._store, name, fail)
         yield
 
 
@@ -166,14 +166,14 @@ def store_writes_fail(mem: ShortTermMemory, monkeypatch: pytest.MonkeyPatch) -> 
 
 def cache_entry_keys(mem: ShortTermMemory) -> set[str]:
     """Every entry key the live cache holds (indexes excluded)."""
-    return {k for k in mem.cache.iter_keys("shortterm:") if not k.startswith("shortterm:index:")}
+    return {k for k in mem._cache.iter_keys("shortterm:") if not k.startswith("shortterm:index:")}
 
 
 def raw_rows(mem: ShortTermMemory, where: str = "", **params: Any) -> list[dict[str, Any]]:
     """Rows of ``short_term_memories`` read with plain SQL, bypassing the store's code."""
-    assert isinstance(mem.store, SqlStore)
+    assert isinstance(mem._store, SqlStore)
     sql = "SELECT * FROM short_term_memories" + (f" WHERE {where}" if where else "")
-    with mem.store.engine.connect() as conn:
+    with mem._store.engine.connect() as conn:
         return [dict(r) for r in conn.execute(sa.text(sql), params).mappings()]
 
 
@@ -191,8 +191,8 @@ def assert_cache_matches_sql(mem: ShortTermMemory, keys: list[str] | None = None
     """Every cached entry (or each of ``keys``) equals its SQL row in summary,
     categories and both counters."""
     keys = sorted(cache_entry_keys(mem)) if keys is None else keys
-    raw = mem.cache.get_many(keys)
-    stored = mem.store.load_many(keys)
+    raw = mem._cache.get_many(keys)
+    stored = mem._store.load_many(keys)
     mismatches = []
     for key in keys:
         if key not in raw:

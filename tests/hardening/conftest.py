@@ -93,8 +93,8 @@ def open_mem(tmp_path: Path, fake_clock: FakeClock) -> Iterator[OpenMem]:
             kw.setdefault("cache_dir", tmp_path / "cache")
         kw.setdefault("outbox_path", tmp_path / f"outbox-{len(opened)}.sqlite3")
         mem = ShortTermMemory.from_url(database_url, **kw)
-        if isinstance(mem.cache, ResilientCache):
-            mem.cache.retry_after = 0.0
+        if isinstance(mem._cache, ResilientCache):
+            mem._cache.retry_after = 0.0
         opened.append(mem)
         return mem
 

@@ -69,7 +69,7 @@ def test_an_unusable_cache_directory_starts_degraded_on_sql(
     caplog.set_level(logging.WARNING, logger="stm_memory")
     mem = open_mem(db, cache_dir=cache_dir)
     assert warnings_about(caplog, cache_dir)
-    cache = mem.cache
+    cache = mem._cache
     assert isinstance(cache, ResilientCache) and cache.degraded
     live = mem.get(SCOPE)
     assert live is not None and live.summary == "kept safe in SQL"
@@ -94,7 +94,7 @@ def test_a_directory_that_becomes_usable_takes_over_with_what_was_written_meanwh
     db = f"sqlite:///{tmp_path / 'stm.db'}"
     blocker = a_file(tmp_path)  # a regular file where the directory should be
     mem = open_mem(db, cache_dir=blocker)
-    cache = mem.cache
+    cache = mem._cache
     assert isinstance(cache, ResilientCache) and cache.degraded
     refresh(mem, SCOPE, "while the directory was unusable")
     mem.end_turn(mem.begin_turn(SCOPE))
@@ -148,13 +148,13 @@ def test_a_corrupt_cache_database_starts_degraded_and_loses_nothing(
     first.close()
     corrupt(cache_dir / "cache.db")
     degraded = open_mem(db, cache_dir=cache_dir)
-    assert isinstance(degraded.cache, ResilientCache) and degraded.cache.degraded
+    assert isinstance(degraded._cache, ResilientCache) and degraded._cache.degraded
     live = degraded.get(Scope(channel_id="c3", user_id="u1", server_id="g1"))
     assert live is not None and live.summary == "x" * 1000
     degraded.close()
     # Nothing was lost: the rows are intact and a new cache hydrates from them.
     after = open_mem(db, cache_dir=tmp_path / "fresh")
-    assert after.store.count_rows() == 80
+    assert after._store.count_rows() == 80
     live = after.get(Scope(channel_id="c7", user_id="u1", server_id="g1"))
     assert live is not None and live.summary == "x" * 1000
 

@@ -40,8 +40,8 @@ def direct(redis_cluster_url: str) -> Iterator[RedisLiveCache]:
 
 
 def primary(mem: ShortTermMemory) -> RedisLiveCache:
-    assert isinstance(mem.cache, ResilientCache)
-    cache = mem.cache.primary
+    assert isinstance(mem._cache, ResilientCache)
+    cache = mem._cache.primary
     assert isinstance(cache, RedisLiveCache)
     return cache
 
@@ -62,7 +62,7 @@ def test_two_hosts_on_a_cluster_count_every_turn(
     for worker in workers:
         worker.join()
     for mem in two_hosts:
-        assert primary(mem).cluster and not mem.cache.degraded  # type: ignore[attr-defined]
+        assert primary(mem).cluster and not mem._cache.degraded  # type: ignore[attr-defined]
         live = mem.get(SCOPE)
         assert live is not None and (live.summary, live.turns_since_refresh) == (
             "on the cluster",
@@ -137,9 +137,9 @@ def test_repair_on_a_cluster_adopts_newer_rows(
         stored = row(one, scope.server_key)
         assert stored is not None
         newer[scope.server_key] = stored.evolve({"summary": "from SQL", "rev": stored.rev + 10})
-    one.store.put_rows(list(newer.values()), one.now())
+    one._store.put_rows(list(newer.values()), one.now())
     repaired = one.reconcile()
-    assert not one.cache.degraded  # type: ignore[attr-defined]
+    assert not one._cache.degraded  # type: ignore[attr-defined]
     assert repaired.entries_advanced >= len(scopes)
     for scope in scopes:
         entry = one.get_key(scope.server_key or "")

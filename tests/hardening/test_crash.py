@@ -51,7 +51,7 @@ def restart(open_mem: OpenMem, setup: dict[str, Any]) -> ShortTermMemory:
 
 
 def stored(mem: ShortTermMemory) -> dict[str, tuple[Any, ...]]:
-    rows = mem.store.load_many(list(SCOPE.keys))
+    rows = mem._store.load_many(list(SCOPE.keys))
     return {k: (e.summary, e.turns_since_refresh, e.last_refreshed_turn) for k, e in rows.items()}
 
 
@@ -118,7 +118,7 @@ def test_killed_after_a_replayed_write_landed_it_lands_once(
     worker.call("crash", point="after_replay_write")
     crash_during(worker, "flush")
     mem = restart(open_mem, setup)
-    assert len(mem.outbox) == 0
+    assert len(mem._outbox) == 0
     assert stored(mem) == {
         SCOPE.user_key: ("queued", 0, 0),
         SCOPE.server_key: ("queued", 1, 2),

@@ -35,8 +35,8 @@ DEAD_REDIS = "redis://127.0.0.1:1/0"
 
 
 def resilient(mem: ShortTermMemory) -> ResilientCache:
-    assert isinstance(mem.cache, ResilientCache)
-    return mem.cache
+    assert isinstance(mem._cache, ResilientCache)
+    return mem._cache
 
 
 def shared(mem: ShortTermMemory) -> SqlLiveCache:
@@ -84,7 +84,7 @@ def test_two_hosts_with_redis_down_from_the_start_count_every_turn(
         assert live is not None and live.turns_since_refresh == 80
     stored = row(one, SCOPE.server_key)
     assert stored is not None and stored.turns_since_refresh == 80
-    assert len(one.outbox) == len(two.outbox) == 0
+    assert len(one._outbox) == len(two._outbox) == 0
 
 
 def test_a_summary_stored_by_one_host_survives_the_next_host_and_a_fresh_one(

@@ -39,8 +39,8 @@ FAILED = "tool_execution_failed"
 
 
 def table_counts(mem: ShortTermMemory) -> tuple[int, int]:
-    cats = sum(len(mem.store.get_categories(g)) for g in ("g1",))
-    return mem.store.count_rows(), cats
+    cats = sum(len(mem._store.get_categories(g)) for g in ("g1",))
+    return mem._store.count_rows(), cats
 
 
 # -- SQL injection --------------------------------------------------------------------------
@@ -64,21 +64,21 @@ def test_injection_strings_are_plain_data(deployment: Deployment) -> None:
             text,
             text,
         )
-    assert mem.store.count_rows() == 2 + 2 * len(INJECTIONS)
+    assert mem._store.count_rows() == 2 + 2 * len(INJECTIONS)
     # Labels, descriptions and settings are stored verbatim and read back equal.
     cats = mem.set_categories("g9", [Category(t[:200], t) for t in INJECTIONS[:5]])
     assert [(c.label, c.description) for c in mem.categories("g9")] == [
         (c.label, c.description) for c in cats
     ]
     mem.configure_server("g9", tool_description_override=INJECTIONS[0])
-    assert mem.store.get_server_settings("g9").tool_description_override == INJECTIONS[0]  # type: ignore[union-attr]
+    assert mem._store.get_server_settings("g9").tool_description_override == INJECTIONS[0]  # type: ignore[union-attr]
     # Deletions by hostile ids delete exactly their own rows.
     # clear_user deletes the user's own row and clears the distilled memory of the
     # server row they wrote (their provenance): two rows, and no row of anyone else.
     assert mem.clear_user("*") == 2
     assert mem.clear_channel("*#6") == 1  # the "*" scope's server row
     assert mem.clear_user("%' OR '%'='") == 2
-    assert mem.store.count_rows() == 2 + 2 * len(INJECTIONS) - 3
+    assert mem._store.count_rows() == 2 + 2 * len(INJECTIONS) - 3
     live = mem.get(bystander)
     assert live is not None and live.summary == "must survive"
     assert [c.label for c in mem.categories("g1")] == ["Plot"]
@@ -173,8 +173,8 @@ def test_oversized_developer_input_is_refused(
     refresh(mem, Scope(channel_id="c1", user_id="u1", server_id="g1"), "untouched")
     with pytest.raises(error):
         call(mem)
-    assert mem.store.count_rows() == 2
-    assert mem.store.get_categories("g1") == []
+    assert mem._store.count_rows() == 2
+    assert mem._store.get_categories("g1") == []
 
 
 # -- invalid Unicode and NUL ---------------------------------------------------------------
@@ -229,8 +229,8 @@ def refused_or_stored(mem: ShortTermMemory, where: str, text: str) -> None:
         ADMIN_TEXT[where](mem, text)
     except ConfigurationError:
         return
-    settings = mem.store.get_server_settings("g1")
-    cats = mem.store.get_categories("g1")
+    settings = mem._store.get_server_settings("g1")
+    cats = mem._store.get_categories("g1")
     stored: list[str | None] = [
         *(c.label for c in cats),
         *(c.description for c in cats),
@@ -258,7 +258,7 @@ def named_scope_round_trip(mem: ShortTermMemory, **names: str) -> None:
     mem.capture(scope, [{"role": "user", "content": "hi"}])
     rows = raw_rows(mem, "channel_id = 'c1'")
     assert sorted(r["summary"] for r in rows) == ["named", "named"], names
-    assert len(mem.outbox) == 0
+    assert len(mem._outbox) == 0
     assert_cache_matches_sql(mem)
 
 

@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stm_memory import MemoryEntry, Scope, ShortTermMemory
-from stm_memory.erasure import erase_user
-from stm_memory.types import index_key, key_for, parse_key
+from stm_memory.model import index_key, key_for, parse_key
+from stm_memory.model.erasure import erase_user
 
 from ._support import (
     COMPLETED,
@@ -38,9 +38,9 @@ NEIGHBOURS = [
 
 def snapshot(mem: ShortTermMemory, keys: list[str]) -> dict[str, Any]:
     """Cache values and SQL rows of ``keys``, for before/after comparisons."""
-    rows = mem.store.load_many(keys)
+    rows = mem._store.load_many(keys)
     return {
-        "cache": mem.cache.get_many(keys),
+        "cache": mem._cache.get_many(keys),
         "sql": {k: e.to_dict() for k, e in rows.items()},
     }
 
@@ -118,7 +118,7 @@ def test_ids_with_key_separators_never_collide(deployment: Deployment, group: li
     keys = all_keys(group)
     assert len(set(keys)) == len(keys)
     assert set(keys) <= cache_entry_keys(mem)
-    rows = mem.store.load_many(keys)
+    rows = mem._store.load_many(keys)
     assert sorted(rows) == sorted(keys)
     for i, scope in enumerate(group):
         for key in scope.keys:
@@ -128,7 +128,7 @@ def test_ids_with_key_separators_never_collide(deployment: Deployment, group: li
     # Deleting one lookalike leaves the other.
     first, second = group
     mem.clear_channel(first.channel_id)
-    assert mem.get(first) is None and mem.store.load_many(list(first.keys)) == {}
+    assert mem.get(first) is None and mem._store.load_many(list(first.keys)) == {}
     if second.channel_id != first.channel_id:
         live = mem.get(second)
         assert live is not None and live.summary == "memory 1"
@@ -191,22 +191,22 @@ def test_clear_user_removes_every_trace_and_nothing_else(
         for scope in U1 + OTHERS:
             assert turn(mem, scope, {"summary": f"queued for {scope.live_key}"}) == COMPLETED
             turn(mem, scope)
-        assert any(item.user_id == "u1" for item in mem.outbox.pending())
+        assert any(item.user_id == "u1" for item in mem._outbox.pending())
         other_keys = all_keys(OTHERS)
         before = snapshot(mem, other_keys)
         assert mem.clear_user("u1") == 0  # queued: the database is down
-        queued = mem.outbox.pending()
+        queued = mem._outbox.pending()
         assert [i.kind for i in queued if i.user_id == "u1"] == ["forget_user"]
     assert mem.flush() == len(queued)
-    assert len(mem.outbox) == 0
+    assert len(mem._outbox) == 0
 
     # SQL: no user-scope row of u1 anywhere, through the store and through plain SQL.
     assert user_rows(mem, "u1") == []
-    assert mem.store.list_rows(user_id="u1") == []
-    assert mem.store.load_user("u1") == []
+    assert mem._store.list_rows(user_id="u1") == []
+    assert mem._store.load_user("u1") == []
     # Cache: no entry and no index member of u1.
     assert not [k for k in cache_entry_keys(mem) if parse_key(k)[:2] == ("user", "u1")]
-    assert mem.cache.ranked(index_key("user", "u1"), count=100) == []
+    assert mem._cache.ranked(index_key("user", "u1"), count=100) == []
     for scope in U1:
         assert mem.get_key(scope.user_key) is None
         live = mem.get(scope)  # the channel's server entry stays, without u1's words

@@ -55,7 +55,7 @@ def during_the_outage(mem: ShortTermMemory) -> None:
 
 
 def after_recovery(mem: ShortTermMemory) -> None:
-    assert len(mem.outbox) == 0
+    assert len(mem._outbox) == 0
     assert mem.flush() == 0
     assert live_and_sql(mem) == ((2, 2), (2, 2))
     assert live_and_sql(mem, DM) == ((1, 2), (1, 2))
@@ -75,10 +75,10 @@ def test_postgres_behind_a_closed_port(
     before_the_outage(mem)
     pg_proxy.proxy.stop()
     during_the_outage(mem)
-    queued = len(mem.outbox)
-    kinds = {item.kind for item in mem.outbox.pending()}
+    queued = len(mem._outbox)
+    kinds = {item.kind for item in mem._outbox.pending()}
     assert kinds == {"put_rows"}
-    assert mem.flush() == 0 and len(mem.outbox) == queued  # still down: nothing lost
+    assert mem.flush() == 0 and len(mem._outbox) == queued  # still down: nothing lost
     pg_proxy.proxy.start()
     assert mem.flush() == queued
     after_recovery(mem)
@@ -155,7 +155,7 @@ def kill_on_statement(
     removers: list[Callable[[], None]] = []
 
     def arm(mem: ShortTermMemory, prefix: str, nth: int = 1) -> list[int]:
-        engine: sa.Engine = mem.store.engine  # type: ignore[attr-defined]
+        engine: sa.Engine = mem._store.engine  # type: ignore[attr-defined]
         seen = {"n": 0}
         killed: list[int] = []
 
@@ -187,7 +187,7 @@ def test_backend_killed_between_turns(
     # The pool notices the dead connection (pre-ping) and reconnects: nothing is queued.
     turn(mem, SCOPE)
     assert turn(mem, SCOPE, {"summary": "during"}) == COMPLETED
-    assert len(mem.outbox) == 0
+    assert len(mem._outbox) == 0
     assert live_and_sql(mem) == ((0, 2), (0, 2))
     assert_cache_matches_sql(mem)
 
@@ -203,7 +203,7 @@ def test_backend_killed_during_the_write(
     assert turn(mem, SCOPE, {"summary": "during"}) == COMPLETED
     assert killed
     # The transaction died with the connection: both rows are queued, neither landed.
-    assert [i.kind for i in mem.outbox.pending()] == ["put_rows", "put_rows"]
+    assert [i.kind for i in mem._outbox.pending()] == ["put_rows", "put_rows"]
     for key in SCOPE.keys:
         stored = row(mem, key)
         assert stored is not None and stored.summary == "before"
@@ -227,13 +227,13 @@ def test_backend_killed_during_the_replay(
     # Queue the outage conversation: every write fails while the database refuses us.
     with store_writes_fail(mem, monkeypatch):
         during_the_outage(mem)
-    queued = len(mem.outbox)
+    queued = len(mem._outbox)
     assert queued >= 6
     # The replay loses its connection in the middle (on the third row statement).
     killed = kill_on_statement(mem, "INSERT INTO short_term_memories", 3)
     first = mem.flush()
     assert killed and 0 < first < queued
-    assert len(mem.outbox) == queued - first
+    assert len(mem._outbox) == queued - first
     assert mem.flush() == queued - first
     after_recovery(mem)
 
@@ -243,7 +243,7 @@ def test_a_connection_lost_after_the_commit_is_applied_once(
 ) -> None:
     mem = killable
     before_the_outage(mem)
-    dialect = mem.store.engine.dialect  # type: ignore[attr-defined]
+    dialect = mem._store.engine.dialect  # type: ignore[attr-defined]
     original = dialect.do_commit
     armed = {"on": True}
 
@@ -256,6 +256,6 @@ def test_a_connection_lost_after_the_commit_is_applied_once(
 
     monkeypatch.setattr(dialect, "do_commit", do_commit)
     turn(mem, SCOPE)
-    assert len(mem.outbox) == 1  # the driver reported a failure: the write is queued
+    assert len(mem._outbox) == 1  # the driver reported a failure: the write is queued
     assert mem.flush() == 1
     assert live_and_sql(mem) == ((2, 1), (2, 1))

@@ -43,7 +43,7 @@ from hypothesis.stateful import (
 )
 
 from stm_memory import Scope, ShortTermMemory
-from stm_memory.types import parse_key
+from stm_memory.model import parse_key
 
 SERVERS = ("g1", "g2")
 USERS = ("u1", "u2")
@@ -145,7 +145,7 @@ class MemoryMachine(RuleBasedStateMachine):
 
     @initialize()
     def start(self) -> None:
-        assert self.mem.store.count_rows() == 0
+        assert self.mem._store.count_rows() == 0
 
     @rule(i=PICK, text=SUMMARIES)
     def update(self, i: int, text: str) -> None:
@@ -263,7 +263,7 @@ class MemoryMachine(RuleBasedStateMachine):
     @rule()
     def flush(self) -> None:
         self.mem.flush()
-        assert len(self.mem.outbox) == 0
+        assert len(self.mem._outbox) == 0
 
     # -- what must hold after every step -----------------------------------------------------
 
@@ -284,9 +284,9 @@ class MemoryMachine(RuleBasedStateMachine):
 
     @invariant()
     def sql_rows_match_the_model_when_nothing_is_queued(self) -> None:
-        if len(self.mem.outbox):
+        if len(self.mem._outbox):
             return
-        stored = self.mem.store.load_many(sorted(self.universe))
+        stored = self.mem._store.load_many(sorted(self.universe))
         got = {
             k: (e.summary, e.turns_since_refresh, e.last_refreshed_turn) for k, e in stored.items()
         }

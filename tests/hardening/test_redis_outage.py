@@ -52,8 +52,8 @@ def direct(open_mem: OpenMem, postgres_url: str, redis_url: str) -> ShortTermMem
 
 
 def resilient(mem: ShortTermMemory) -> ResilientCache:
-    assert isinstance(mem.cache, ResilientCache)
-    return mem.cache
+    assert isinstance(mem._cache, ResilientCache)
+    return mem._cache
 
 
 def redis_summary(cache: RedisLiveCache, key: str | None) -> str | None:
@@ -105,7 +105,7 @@ def test_turns_go_on_while_redis_is_down_and_use_it_again_after(
         assert stored is not None and stored.summary == "during the outage"
     stored = row(mem, SCOPE.server_key)
     assert stored is not None and (stored.turns_since_refresh, stored.last_refreshed_turn) == (1, 2)
-    assert len(mem.outbox) == 0
+    assert len(mem._outbox) == 0
     # Redis itself still holds the old copy: nobody could reach it.
     assert redis_summary(raw_redis, SCOPE.server_key) == "before the outage"
 
@@ -214,7 +214,7 @@ def test_redis_and_postgres_down_together(
     turn(mem, SCOPE)
     live = mem.get(SCOPE)
     assert live is not None and live.summary == "with both down"
-    queued = len(mem.outbox)
+    queued = len(mem._outbox)
     assert queued > 0
     pg_proxy.proxy.start()
     assert mem.flush() == queued

@@ -70,7 +70,7 @@ def test_a_restart_while_writes_are_queued_does_not_cache_the_older_row(
     refresh(mem, SCOPE, "landed")
     with SqliteWriteLock(make_mem.sqlite_path):
         refresh(mem, SCOPE, "queued")
-        assert len(mem.outbox) == 2
+        assert len(mem._outbox) == 2
         mem.close()
         again = restarted(make_mem, 1)
         again.get(SCOPE)  # a read while the database is still down
@@ -89,7 +89,7 @@ def test_a_restart_after_the_database_returned_replays_first(make_mem: MemFactor
         turn(mem, SCOPE)
         mem.close()
     again = restarted(make_mem, 1)  # start-up replay lands the queue before any read
-    assert len(again.outbox) == 0
+    assert len(again._outbox) == 0
     live = again.get(SCOPE)
     assert live is not None
     assert (live.summary, live.turns_since_refresh, live.last_refreshed_turn) == ("queued", 1, 2)

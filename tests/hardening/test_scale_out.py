@@ -30,8 +30,8 @@ def test_redis_url_selects_a_resilient_redis_cache(
     open_mem: OpenMem, postgres_url: str, redis_url: str
 ) -> None:
     mem = open_mem(postgres_url, redis_url=redis_url)
-    assert isinstance(mem.cache, ResilientCache)
-    assert isinstance(mem.cache.primary, RedisLiveCache)
+    assert isinstance(mem._cache, ResilientCache)
+    assert isinstance(mem._cache.primary, RedisLiveCache)
     refresh(mem, S1, "stored in redis")
     direct = RedisLiveCache.from_url(redis_url)  # Redis itself, not through the memory
     try:
@@ -39,7 +39,7 @@ def test_redis_url_selects_a_resilient_redis_cache(
     finally:
         direct.close()
     assert set(S1.keys) <= stored
-    assert not mem.cache.degraded
+    assert not mem._cache.degraded
 
 
 def test_two_processes_see_each_others_writes_and_deletions_at_once(
@@ -91,7 +91,7 @@ def test_two_processes_see_each_others_writes_and_deletions_at_once(
     assert all(m.user_id != "u1" for m in server_side.messages)
     assert b.get(OTHER_USER.user_key) is not None
     assert_cache_matches_sql(a)
-    assert b.call("outbox") == 0 and len(a.outbox) == 0
+    assert b.call("outbox") == 0 and len(a._outbox) == 0
 
 
 def _plan(*items: tuple[Scope, str]) -> list[dict[str, Any]]:
@@ -173,4 +173,4 @@ def test_concurrent_processes_lose_no_turn_and_no_refresh(
     # The refreshing scope's summary is left out: which concurrent refresh ends up in
     # SQL is the subject of test_write_ordering.py.
     assert_cache_matches_sql(a, [k for s in (*own, counting) for k in s.keys])
-    assert len(a.outbox) == 0
+    assert len(a._outbox) == 0

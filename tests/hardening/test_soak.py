@@ -28,7 +28,7 @@ from helpers.clock import FakeClock
 from helpers.sqlite_lock import SqliteWriteLock
 
 from stm_memory import Category, MemoryEntry, Scope, ShortTermMemory
-from stm_memory.types import parse_key
+from stm_memory.model import parse_key
 
 from ._support import COMPLETED, cache_entry_keys
 from .conftest import Deployment, Proxied
@@ -255,10 +255,10 @@ class SoakRun:
 
     def verify(self) -> None:
         mem = self.mem
-        assert mem.flush() == 0 and len(mem.outbox) == 0
+        assert mem.flush() == 0 and len(mem._outbox) == 0
         universe = [k for s in self.scopes for k in s.keys]
-        stored = mem.store.load_many(universe)
-        assert mem.store.count_rows() == len(self.rows)
+        stored = mem._store.load_many(universe)
+        assert mem._store.count_rows() == len(self.rows)
         mismatches: list[tuple[Any, ...]] = []
         for key in universe:
             expected = self.rows.get(key)

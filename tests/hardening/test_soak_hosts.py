@@ -237,7 +237,7 @@ def _verify(mem: ShortTermMemory, counters: dict[str, int], deleted: set[str]) -
     wrong = {}
     for key, expected in counters.items():
         live = mem.get_key(key)
-        stored = mem.store.load_many([key]).get(key)
+        stored = mem._store.load_many([key]).get(key)
         got = (
             None if live is None else live.turns_since_refresh,
             None if stored is None else stored.turns_since_refresh,
@@ -253,6 +253,6 @@ def _verify(mem: ShortTermMemory, counters: dict[str, int], deleted: set[str]) -
     assert wrong == {}
     for key in deleted:
         assert mem.get_key(key) is None, key
-        assert mem.store.load_many([key]).get(key) is None, key
-    seen = {k for k in mem.cache.iter_keys("shortterm:") if not k.startswith("shortterm:index:")}
+        assert mem._store.load_many([key]).get(key) is None, key
+    seen = {k for k in mem._cache.iter_keys("shortterm:") if not k.startswith("shortterm:index:")}
     assert not seen & deleted

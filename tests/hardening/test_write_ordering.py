@@ -36,7 +36,7 @@ def paused_first(
     def start(mem: ShortTermMemory, action: Callable[[], object]) -> Callable[[], None]:
         cached = threading.Event()
         go_on = threading.Event()
-        original = mem.persister.write
+        original = mem._persister.write
         errors: list[BaseException] = []
 
         def write(*args: Any, **kwargs: Any) -> bool:
@@ -45,7 +45,7 @@ def paused_first(
                 assert go_on.wait(10)
             return original(*args, **kwargs)
 
-        monkeypatch.setattr(mem.persister, "write", write)
+        monkeypatch.setattr(mem._persister, "write", write)
 
         def run() -> None:
             try:

@@ -266,14 +266,14 @@ def memory_call_count(fmt: str, messages: Sequence[Any]) -> int:
 
 def turn_count(messages: Sequence[Any]) -> int:
     """Dialogue turns in a request (leading system messages and injections aside)."""
-    from stm_memory.history import split_turns
+    from stm_memory.prompt.cut import split_turns
 
     return len(split_turns(messages)[1])
 
 
 def earlier_memory_calls(messages: Sequence[Any]) -> int:
     """Memory-tool calls left in the turns before the current one."""
-    from stm_memory.history import split_turns
+    from stm_memory.prompt.cut import split_turns
 
     turns = split_turns(messages)[1]
     return sum(memory_call_count("any", t) for t in turns[:-1])

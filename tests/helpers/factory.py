@@ -12,7 +12,7 @@ import pytest
 from stm_memory import ShortTermMemory
 from stm_memory.cache.memory import InMemoryLiveCache
 from stm_memory.config import Limits
-from stm_memory.outbox import Outbox
+from stm_memory.durability.outbox import Outbox
 from stm_memory.store.sql import SqlStore, create_sql_engine
 
 from .clock import FakeClock

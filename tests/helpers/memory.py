@@ -36,7 +36,7 @@ def dialogue(n: int, start: int = 1) -> list[dict[str, str]]:
 
 def rows(mem: ShortTermMemory, *keys: str) -> dict[str, MemoryEntry]:
     """SQL rows by key, read straight from the store (no cache)."""
-    return mem.store.load_many(list(keys))
+    return mem._store.load_many(list(keys))
 
 
 def row(mem: ShortTermMemory, key: str | None) -> MemoryEntry | None:

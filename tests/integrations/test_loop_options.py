@@ -134,7 +134,7 @@ def last_request(loop: Any, name: str, clock: FrozenClock, turns: int = 8) -> di
 def test_memory_role_user_puts_the_block_in_user_turns(
     name: str, tmp_path: Path, stm_clock: FrozenClock
 ) -> None:
-    from stm_memory.render import CONTENT_HEADER
+    from stm_memory.prompt.render import CONTENT_HEADER
 
     for role in ("system", "user"):
         with ShortTermMemory.from_url(f"sqlite:///{tmp_path}/{role}.db", clock=stm_clock) as memory:

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from stm_memory import Scope, ShortTermMemory
-from stm_memory.cli import app
+from stm_memory.cli.commands import app
 
 runner = CliRunner()
 

@@ -12,10 +12,16 @@ from rich.console import Console
 from rich.progress import Progress
 from typer.testing import CliRunner
 
-import stm_memory.cli as cli
+import stm_memory.cli.commands as cli
 from stm_memory import Scope, ShortTermMemory
-from stm_memory._bulk import DELETE_ROWS, ERASE_CACHED, ERASE_ROWS, EVICT_CACHED, REPAIR_CACHED
-from stm_memory._persistence import Persister
+from stm_memory.durability.bulk import (
+    DELETE_ROWS,
+    ERASE_CACHED,
+    ERASE_ROWS,
+    EVICT_CACHED,
+    REPAIR_CACHED,
+)
+from stm_memory.durability.persister import Persister
 
 runner = CliRunner()
 SCOPES = [Scope(channel_id="c1", user_id=f"u{i}", server_id="g1") for i in range(3)]
@@ -124,7 +130,7 @@ def test_repair_refuses_while_writes_are_queued(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with ShortTermMemory.from_url(env["STM_DATABASE_URL"], cache_dir=env["STM_CACHE_DIR"]) as mem:
-        mem.outbox.enqueue("delete_channel", {"channel_id": "c9"}, at=mem.now(), channel_id="c9")
+        mem._outbox.enqueue("delete_channel", {"channel_id": "c9"}, at=mem.now(), channel_id="c9")
     monkeypatch.setattr(Persister, "flush", lambda self, **_kw: 0)  # the database is down
     result = runner.invoke(cli.app, ["repair"], env=env)
     assert result.exit_code == 3

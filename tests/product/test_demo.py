@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from stm_memory.demo import CHANNELS, run_conversation, run_demo, script
+from stm_memory.cli.demo import CHANNELS, run_conversation, run_demo, script
 
 
 def test_script_is_multi_channel_and_sized() -> None:

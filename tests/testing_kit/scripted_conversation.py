@@ -32,7 +32,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 
 from stm_memory import Category, Scope, ShortTermMemory
-from stm_memory.capture import message_text
+from stm_memory.model.messages import message_text
 from stm_memory.testing import (
     FrozenClock,
     OfflineChatModel,

@@ -14,8 +14,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.tools import tool
 
 from stm_memory import Category, Scope, ShortTermMemory, TurnContext
-from stm_memory.loop import TurnResult, Usage
-from stm_memory.schema import anthropic_tool, openai_chat_tool, openai_responses_tool
+from stm_memory.providers.loop import TurnResult, Usage
 from stm_memory.testing import (
     FrozenClock,
     StmAssertions,
@@ -27,6 +26,7 @@ from stm_memory.testing import (
     injected_memory,
     offered_tools,
 )
+from stm_memory.tool.schema import anthropic_tool, openai_chat_tool, openai_responses_tool
 
 MakeScope = Callable[..., Scope]
 MEMORY = "[Short-term memory]\nThis channel:\nThe heist is on Friday."

@@ -148,7 +148,7 @@ def test_the_factory_restarts_and_shares(
     scope = stm_scope()
     stm_memory.update(stm_memory.begin_turn(scope), {"summary": "Survives restarts."})
     restarted = stm_memory_factory()  # fresh cache: hydrates from SQL
-    assert restarted.cache is not stm_memory.cache
+    assert restarted._cache is not stm_memory._cache
     assert_memory_contains(restarted, scope, "Survives")
     worker = stm_memory_factory(fresh_cache=False)
     assert_memory_contains(worker, scope, "Survives")

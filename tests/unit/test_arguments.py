@@ -1,4 +1,4 @@
-"""Tests for stm_memory.arguments: validation and cleaning of tool arguments (SPEC §3)."""
+"""Tests for stm_memory.tool.arguments: validation and cleaning of tool arguments (SPEC §3)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stm_memory.arguments import UpdateArgs, parse_update_arguments, storage_safe
-from stm_memory.types import Category
+from stm_memory.model import Category
+from stm_memory.model.text import storage_safe
+from stm_memory.tool.arguments import UpdateArgs, parse_update_arguments
 
 PLOT = Category("Plot", "What happened", "plot")
 MOOD = Category("Mood", "Tone of the scene", "mood")

@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stm_memory.render import (
+from stm_memory.model import Category, MemoryEntry, StoredMessage
+from stm_memory.prompt.render import (
     CONTENT_HEADER,
     FRAMING,
     INDENT,
@@ -20,7 +21,6 @@ from stm_memory.render import (
     other_channel_block,
     render_content,
 )
-from stm_memory.types import Category, MemoryEntry, StoredMessage
 
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 CATEGORIES = (Category("Plot", "What happened", "plot"), Category("Mood", "Tone", "mood"))

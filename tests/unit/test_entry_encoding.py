@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stm_memory import MemoryEntry
-from stm_memory.types import Messages, StoredMessage, turns_after
+from stm_memory.model import Messages, StoredMessage, turns_after
 
 T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 

@@ -1,4 +1,4 @@
-"""The history cut (stm_memory.history), table-driven for each wire format, and its
+"""The history cut (stm_memory.prompt.cut), table-driven for each wire format, and its
 properties for random dialogues: valid requests, the current turn whole, no covered
 turn beyond the window, no earlier memory call, idempotence."""
 
@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 
 from stm_memory import TOOL_NAME
-from stm_memory.history import HistoryWindow, cut_history, split_turns
+from stm_memory.prompt.cut import HistoryWindow, cut_history, split_turns
 
 MEM = TOOL_NAME
 

@@ -1,4 +1,4 @@
-"""Tests for stm_memory.intent: explicit long-term-memory intent detection."""
+"""Tests for stm_memory.tool.intent: explicit long-term-memory intent detection."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stm_memory.intent import (
+from stm_memory.tool.intent import (
     DEFAULT_INTENT_PATTERNS,
     IntentDetector,
     detect_long_term_intent,

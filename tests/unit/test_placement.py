@@ -1,4 +1,4 @@
-"""Placement of memory content and the nudge (stm_memory.placement): depths, tool pairs,
+"""Placement of memory content and the nudge (stm_memory.prompt.placement): depths, tool pairs,
 provider shapes (OpenAI dicts, Anthropic dicts, LangChain messages)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from langchain_core.messages import (
 )
 
 from stm_memory.errors import ValidationError
-from stm_memory.placement import (
+from stm_memory.prompt.placement import (
     MemoryContext,
     fresh_content_depth,
     insertion_index,
@@ -428,11 +428,11 @@ def test_fresh_content_depth() -> None:
     assert [fresh_content_depth(d) for d in (-1, 0, 1, 2, 3, 10)] == [2, 0, 1, 2, 2, 2]
 
 
-# -- token accounting of placed requests (stm_memory.tokens) --------------------------------
+# -- token accounting of placed requests (stm_memory.prompt.tokens) --------------------------------
 
 
 def test_count_tokens_accepts_every_request_shape() -> None:
-    from stm_memory.tokens import count_tokens
+    from stm_memory.prompt.tokens import count_tokens
 
     responses_items = [{"type": "function_call_output", "call_id": "k1", "output": "ok"}]
     for messages in (OPENAI_TOOLS, ANTHROPIC_TOOLS, LC_TOOLS, responses_items):
@@ -448,7 +448,7 @@ def test_count_tokens_accepts_every_request_shape() -> None:
 
 
 def test_count_tokens_with_a_real_tokenizer_callable() -> None:
-    from stm_memory.tokens import PER_MESSAGE_TOKENS, count_tokens, message_text
+    from stm_memory.prompt.tokens import PER_MESSAGE_TOKENS, count_tokens, message_text
 
     words = [{"role": "user", "content": "one two three"}, AIMessage("four")]
     assert message_text(words[0]) == "user\none two three"

@@ -389,8 +389,8 @@ def _remember(stm: ShortTermMemory, text: str) -> None:
 
 def test_engine_update_get_and_restart(db_url: str, raw: redis.Redis) -> None:
     with ShortTermMemory.from_url(db_url, redis_url=REDIS_URL) as stm:
-        assert isinstance(stm.cache, ResilientCache)
-        assert isinstance(stm.cache.primary, RedisLiveCache)
+        assert isinstance(stm._cache, ResilientCache)
+        assert isinstance(stm._cache.primary, RedisLiveCache)
         _remember(stm, "We planned the trip to Lyon.")
         entry = stm.get(SCOPE)
         assert entry is not None and entry.summary == "We planned the trip to Lyon."

@@ -1,4 +1,4 @@
-"""Golden tests for stm_memory.render: exact text of blocks, headers, times and nudges."""
+"""Golden tests for stm_memory.prompt.render: exact text of blocks, headers, times and nudges."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from stm_memory.render import (
+from stm_memory.model import Category, MemoryEntry, StoredMessage
+from stm_memory.prompt.render import (
     CONTENT_HEADER,
     CRUDE_MESSAGE_LIMIT,
     FRAMING,
@@ -20,7 +21,6 @@ from stm_memory.render import (
     render_content,
     where,
 )
-from stm_memory.types import Category, MemoryEntry, StoredMessage
 
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 PLOT = Category("Plot", "What happened", "plot")

@@ -1,4 +1,4 @@
-"""Tests for stm_memory.schema: the tool's JSON schema and its provider exports (SPEC §3)."""
+"""Tests for stm_memory.tool.schema: the tool's JSON schema and its provider exports (SPEC §3)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
-from stm_memory.schema import (
+from stm_memory.model import Category, Scope, ServerSettings, UserSettings
+from stm_memory.model.text import unique_slugs
+from stm_memory.tool.schema import (
     anthropic_tool,
     openai_chat_tool,
     openai_responses_tool,
     tool_description,
     tool_parameters,
 )
-from stm_memory.text import unique_slugs
-from stm_memory.turn import TOOL_NAME, TurnContext
-from stm_memory.types import Category, Scope, ServerSettings, UserSettings
+from stm_memory.tool.turn import TOOL_NAME, TurnContext
 
 # A disallowed placeholder: an identifier in braces whose name the host does not expand.
 DISALLOWED_PLACEHOLDER = re.compile(

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy.dialects import sqlite
 
-from stm_memory.store._sqlite_raw import CompiledSql, _converter
+from stm_memory._sqlite.raw import CompiledSql, _converter
 from stm_memory.store.schema import memories
 
 DIALECT = sqlite.dialect()

@@ -1,4 +1,4 @@
-"""Per-thread, per-process sqlite3 connections (``stm_memory._sqlite_connections``), as
+"""Per-thread, per-process sqlite3 connections (``stm_memory._sqlite.connections``), as
 used by the raw row writer and the diskcache table access."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stm_memory._sqlite_connections import ThreadConnections
+from stm_memory._sqlite.connections import ThreadConnections
 
 
 def open_connections(tmp_path: Path, setups: list[sqlite3.Connection]) -> ThreadConnections:

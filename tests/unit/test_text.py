@@ -1,4 +1,4 @@
-"""Tests for stm_memory.text: placeholder sanitiser, truncation, slugs."""
+"""Tests for stm_memory.model.text: placeholder sanitiser, truncation, slugs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stm_memory.text import (
+from stm_memory.model.text import (
     ALLOWED_PLACEHOLDERS,
     MAX_SLUG_LENGTH,
     clean_value,

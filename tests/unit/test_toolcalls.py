@@ -1,4 +1,4 @@
-"""Tests for stm_memory.toolcalls: a cut-short or malformed call is never executed (SPEC §3)."""
+"""Tests for stm_memory.tool.vetting: a cut-short or malformed call is never executed (SPEC §3)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stm_memory.toolcalls import ToolCallCheck, check_tool_call, is_truncated
-from stm_memory.turn import TOOL_NAME
+from stm_memory.tool.turn import TOOL_NAME
+from stm_memory.tool.vetting import ToolCallCheck, check_tool_call, is_truncated
 
 
 def assert_failed(check: ToolCallCheck, *fragments: str) -> str:

@@ -17,8 +17,8 @@ import pytest
 
 import stm_memory_anthropic
 from stm_memory import TOOL_NAME, Scope, ShortTermMemory, ValidationError
-from stm_memory.loop import ToolCall
-from stm_memory.placement import MemoryContext
+from stm_memory.prompt.placement import MemoryContext
+from stm_memory.providers.loop import ToolCall
 from stm_memory_anthropic import (
     AnthropicLoop,
     AnthropicMessagesAdapter,

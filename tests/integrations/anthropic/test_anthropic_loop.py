@@ -16,7 +16,7 @@ import anthropic
 import pytest
 
 from stm_memory import TOOL_NAME, MemoryEntry, Scope, ShortTermMemory
-from stm_memory.render import CONTENT_HEADER
+from stm_memory.prompt.render import CONTENT_HEADER
 from stm_memory.testing import FrozenClock
 from stm_memory_anthropic import AnthropicLoop, AsyncAnthropicLoop, TurnResult
 from tests.fakeprovider import Script

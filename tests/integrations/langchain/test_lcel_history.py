@@ -28,7 +28,7 @@ from langchain_core.runnables.history import RunnableWithMessageHistory
 from langchain_openai import ChatOpenAI
 
 from stm_memory import TOOL_NAME, Scope, ShortTermMemory
-from stm_memory.render import CONTENT_HEADER
+from stm_memory.prompt.render import CONTENT_HEADER
 from stm_memory_langchain import ShortTermMemoryHistory, with_short_term_memory
 from tests.fakeprovider import Reply, Script, ToolCall
 from tests.fakeprovider.offline import offline_replies

@@ -27,7 +27,7 @@ from langchain_core.runnables import RunnableLambda
 from langchain_core.runnables.history import RunnableWithMessageHistory
 
 from stm_memory import TOOL_NAME, Scope, ShortTermMemory, ValidationError
-from stm_memory.render import CONTENT_HEADER
+from stm_memory.prompt.render import CONTENT_HEADER
 from stm_memory.testing.chat_model import OfflineChatModel
 from stm_memory_langchain import ShortTermMemoryHistory, with_short_term_memory
 from stm_memory_langchain._history import MessageRecord

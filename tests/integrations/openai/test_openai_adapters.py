@@ -17,8 +17,8 @@ from openai.types.responses import Response
 
 import stm_memory_openai
 from stm_memory import Scope, ShortTermMemory
-from stm_memory.placement import MemoryContext
-from stm_memory.turn import TurnContext
+from stm_memory.prompt.placement import MemoryContext
+from stm_memory.tool.turn import TurnContext
 from stm_memory_openai import (
     AsyncOpenAIChatLoop,
     AsyncOpenAIResponsesLoop,

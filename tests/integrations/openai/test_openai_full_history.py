@@ -14,7 +14,7 @@ import pytest
 from helpers.dialogues import earlier_memory_calls, turn_count, validity_errors
 
 from stm_memory import Scope, ShortTermMemory
-from stm_memory.render import CONTENT_HEADER
+from stm_memory.prompt.render import CONTENT_HEADER
 from stm_memory_openai import OpenAIChatLoop, OpenAIResponsesLoop
 from tests.fakeprovider import Script
 from tests.fakeprovider.offline import offline_replies

@@ -19,7 +19,7 @@ from agents import Agent, OpenAIResponsesModel, RunConfig, Runner, SQLiteSession
 from helpers.dialogues import earlier_memory_calls, turn_count, validity_errors
 
 from stm_memory import TOOL_NAME, Scope, ShortTermMemory
-from stm_memory.render import CONTENT_HEADER
+from stm_memory.prompt.render import CONTENT_HEADER
 from stm_memory_openai_agents import ShortTermMemorySession
 from tests.fakeprovider import Script
 from tests.fakeprovider.offline import offline_replies

@@ -1,0 +1,3 @@
+from stm_memory.cli.commands import main
+
+main()

@@ -1,0 +1,408 @@
+"""The ``stm-memory`` command line: inspect and administer a memory store.
+
+Needs the ``cli`` extra (typer, rich, platformdirs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+try:
+    import typer
+    from platformdirs import user_data_dir
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        TaskID,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+    from rich.table import Table
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError('The stm-memory CLI needs its extra: pip install "stm-memory[cli]"') from exc
+
+from stm_memory.durability.bulk import ProgressCallback
+from stm_memory.engine import ShortTermMemory
+from stm_memory.errors import ConfigurationError, StmError, StorageError, ValidationError
+from stm_memory.model import Category, MemoryEntry, Scope
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="stm-memory",
+    help="Inspect and administer stm-memory short-term memory stores.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+categories_app = typer.Typer(help="Per-server memory categories.", no_args_is_help=True)
+settings_app = typer.Typer(help="Per-server settings.", no_args_is_help=True)
+app.add_typer(categories_app, name="categories")
+app.add_typer(settings_app, name="settings")
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+@dataclass
+class _Options:
+    database_url: str | None = None
+    cache_dir: str | None = None
+    redis_url: str | None = None
+
+
+_options = _Options()
+
+
+def _default_paths() -> tuple[str, str]:
+    base = user_data_dir("stm-memory", appauthor=False)
+    return f"sqlite:///{os.path.join(base, 'stm.db')}", os.path.join(base, "cache")
+
+
+@app.callback()
+def _root(
+    database_url: Annotated[
+        str | None,
+        typer.Option(envvar="STM_DATABASE_URL", help="SQLAlchemy URL of the store."),
+    ] = None,
+    cache_dir: Annotated[
+        str | None,
+        typer.Option(envvar="STM_CACHE_DIR", help="diskcache directory of the live cache."),
+    ] = None,
+    redis_url: Annotated[
+        str | None, typer.Option(envvar="STM_REDIS_URL", help="Redis URL (live cache).")
+    ] = None,
+) -> None:
+    _options.database_url = database_url
+    _options.cache_dir = cache_dir
+    _options.redis_url = redis_url
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    err_console.print(f"[bold red]error:[/] {message}")
+    return typer.Exit(code)
+
+
+@contextmanager
+def _memory() -> Iterator[ShortTermMemory]:
+    default_url, default_cache = _default_paths()
+    url = _options.database_url or default_url
+    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+        os.makedirs(os.path.dirname(os.path.abspath(url[len("sqlite:///") :])), exist_ok=True)
+    cache_dir = _options.cache_dir
+    if cache_dir is None and _options.redis_url is None and _options.database_url is None:
+        cache_dir = default_cache
+    try:
+        mem = ShortTermMemory.from_url(url, cache_dir=cache_dir, redis_url=_options.redis_url)
+    except StorageError as exc:
+        raise _fail(f"cannot open the store at {url}: {exc}", 3) from exc
+    try:
+        yield mem
+    except (ConfigurationError, ValidationError) as exc:
+        raise _fail(str(exc)) from exc
+    except StorageError as exc:
+        raise _fail(str(exc), 3) from exc
+    finally:
+        mem.close()
+
+
+class _PhaseBars:
+    """A progress callback (see ``stm_memory.durability.bulk``) drawing a bar per phase."""
+
+    def __init__(self, bars: Progress) -> None:
+        self._bars = bars
+        self._tasks: dict[str, TaskID] = {}
+        self._done: dict[str, int] = {}
+
+    def __call__(self, phase: str, done: int, total: int | None) -> None:
+        task = self._tasks.get(phase)
+        # A phase counting from the start again is another operation (a delete queued
+        # earlier, replayed first): it gets a bar of its own.
+        if task is None or done < self._done[phase]:
+            task = self._tasks[phase] = self._bars.add_task(phase, total=total)
+        self._done[phase] = done
+        self._bars.update(task, completed=done, total=total)
+
+
+@contextmanager
+def _progress(quiet: bool) -> Iterator[ProgressCallback | None]:
+    """Progress bars on stderr while a bulk operation runs; none with ``--quiet`` or
+    when stderr is not a terminal, so piped or captured output stays as it was."""
+    if quiet or not err_console.is_terminal:
+        yield None
+        return
+    with Progress(*_columns(), console=err_console) as bars:
+        yield _PhaseBars(bars)
+
+
+def _columns() -> tuple[ProgressColumn, ...]:
+    """A bar's columns: the phase, the bar, rows done of the total, time taken."""
+    return (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+
+
+def _scope(channel: str, user: str, server: str | None, persona: str | None) -> Scope:
+    try:
+        return Scope(channel_id=channel, user_id=user, server_id=server, persona_id=persona)
+    except ValidationError as exc:
+        raise _fail(str(exc)) from exc
+
+
+def _entry_dict(entry: MemoryEntry) -> dict[str, Any]:
+    return entry.to_dict()
+
+
+def _print_entries(entries: list[MemoryEntry], *, as_json: bool, title: str) -> None:
+    if as_json:
+        console.print_json(json.dumps([_entry_dict(e) for e in entries], ensure_ascii=False))
+        return
+    table = Table(title=title)
+    for column in ("key", "summary / categories", "msgs", "turns", "refreshes", "updated"):
+        table.add_column(column, overflow="fold")
+    for e in entries:
+        body = e.summary or "; ".join(f"{k}: {v}" for k, v in e.categories.items()) or "—"
+        table.add_row(
+            e.key,
+            body,
+            str(len(e.messages)),
+            str(e.turns_since_refresh),
+            str(e.last_refreshed_turn),
+            e.last_updated.isoformat(timespec="seconds"),
+        )
+    console.print(table)
+
+
+ChannelArg = Annotated[str, typer.Argument(help="Channel (or thread) id.")]
+UserOpt = Annotated[str, typer.Option("--user", "-u", help="User id.")]
+ServerOpt = Annotated[str | None, typer.Option("--server", "-s", help="Server id (omit: DM).")]
+PersonaOpt = Annotated[str | None, typer.Option("--persona", help="Persona id.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
+
+
+@app.command()
+def show(
+    channel: ChannelArg,
+    user: UserOpt,
+    server: ServerOpt = None,
+    persona: PersonaOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show the live memory of a scope (hydrating from SQL if needed)."""
+    scope = _scope(channel, user, server, persona)
+    with _memory() as mem:
+        entry = mem.get(scope)
+        if entry is None:
+            raise _fail(f"no live memory for {scope.live_key}", 1)
+        _print_entries([entry], as_json=as_json, title=scope.live_key)
+
+
+@app.command("list")
+def list_entries(
+    server: Annotated[str | None, typer.Option("--server", "-s")] = None,
+    user: Annotated[str | None, typer.Option("--user", "-u")] = None,
+    limit: Annotated[int, typer.Option(min=1)] = 100,
+    as_json: JsonOpt = False,
+) -> None:
+    """List stored rows of a server or a user, newest first."""
+    if server is None and user is None:
+        raise _fail("give --server or --user")
+    with _memory() as mem:
+        rows = mem.stored_rows(server_id=server, user_id=user, limit=limit)
+        _print_entries(rows, as_json=as_json, title=f"rows ({len(rows)})")
+
+
+@app.command("clear-channel")
+def clear_channel(channel: ChannelArg, quiet: QuietOpt = False) -> None:
+    """Forget a channel everywhere (the /refresh command)."""
+    with _memory() as mem:
+        with _progress(quiet) as progress:
+            rows = mem.clear_channel(channel, progress=progress)
+        console.print(f"cleared channel {channel!r}: {rows} row(s) deleted")
+
+
+@app.command("forget-user")
+def forget_user(
+    user: Annotated[str, typer.Argument(help="User id.")], quiet: QuietOpt = False
+) -> None:
+    """Erase a user: their own memories everywhere, their words in shared channels, and
+    every summary their words may have reached."""
+    with _memory() as mem:
+        with _progress(quiet) as progress:
+            rows = mem.clear_user(user, progress=progress)
+        console.print(f"erased user {user!r}: {rows} row(s) deleted or cleared")
+
+
+@app.command("clear-summary")
+def clear_summary(
+    channel: ChannelArg, user: UserOpt, server: ServerOpt = None, persona: PersonaOpt = None
+) -> None:
+    """Drop the summary and categories of a scope; raw recent messages stay."""
+    scope = _scope(channel, user, server, persona)
+    with _memory() as mem:
+        rows = mem.clear_summary(scope)
+        console.print(f"cleared the summary of {scope.live_key}: {rows} row(s) updated")
+
+
+@app.command()
+def janitor(quiet: QuietOpt = False) -> None:
+    """Replay queued writes, repair the cache against SQL, and delete rows idle past the
+    retention period."""
+    with _memory() as mem:
+        landed = mem.flush()
+        # run_janitor also repairs, and reclaims expired cache space.
+        with _progress(quiet) as progress:
+            deleted = mem.run_janitor(progress=progress)
+    console.print(f"janitor: {landed} queued write(s) landed, {deleted} idle row(s) deleted")
+
+
+@app.command()
+def repair(quiet: QuietOpt = False) -> None:
+    """Compare the live cache with SQL and move the older side forward (what a start-up
+    after a crash and every janitor run do)."""
+    with _memory() as mem:
+        mem.flush()
+        if mem.has_queued_writes():
+            # Queued writes are newer than their rows: repairing now would undo them.
+            raise _fail("queued writes could not be replayed yet (is the database up?)", 3)
+        with _progress(quiet) as progress:
+            done = mem.reconcile(progress=progress)
+    # Orphans: cached entries whose row does not exist.
+    console.print(
+        f"repair: {done.checked} checked, {done.rows_advanced} row(s) and"
+        f" {done.entries_advanced} entr(ies) moved forward, {done.entries_dropped} orphan(s)"
+        " dropped"
+    )
+
+
+@app.command()
+def stats(as_json: JsonOpt = False) -> None:
+    """Entries, rows, queued writes and expiry buckets."""
+    with _memory() as mem:
+        data = dict(mem.stats())
+    if as_json:
+        console.print_json(json.dumps(data))
+        return
+    table = Table(title="stm-memory")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key in ("cache_entries", "rows", "queued_writes"):
+        table.add_row(key, str(data[key]))
+    for name, count in data["expiry"].items():
+        table.add_row(f"expiry {name}", str(count))
+    console.print(table)
+
+
+@categories_app.command("get")
+def categories_get(server: Annotated[str, typer.Argument()], as_json: JsonOpt = False) -> None:
+    """Show a server's categories."""
+    with _memory() as mem:
+        cats = mem.categories(server)
+    if as_json:
+        rows = [{"label": c.label, "description": c.description, "slug": c.slug} for c in cats]
+        console.print_json(json.dumps(rows, ensure_ascii=False))
+        return
+    table = Table(title=f"categories of {server}")
+    for column in ("#", "label", "slug", "description"):
+        table.add_column(column)
+    for i, c in enumerate(cats):
+        table.add_row(str(i), c.label, c.slug, c.description)
+    console.print(table)
+
+
+@categories_app.command("set")
+def categories_set(
+    server: Annotated[str, typer.Argument()],
+    categories: Annotated[
+        list[str] | None,
+        typer.Argument(help='"Label: description" items (none restores summary mode).'),
+    ] = None,
+) -> None:
+    """Replace a server's categories (at most 5)."""
+    items = []
+    for raw in categories or []:
+        label, _, description = raw.partition(":")
+        items.append(Category(label.strip(), description.strip()))
+    with _memory() as mem:
+        final = mem.set_categories(server, items)
+    console.print(", ".join(f"{c.label} ({c.slug})" for c in final))
+
+
+def _parse_setting(raw: str) -> tuple[str, Any]:
+    name, sep, value = raw.partition("=")
+    if not sep:
+        raise _fail(f"settings are NAME=VALUE, got {raw!r}")
+    try:
+        parsed: Any = json.loads(value)
+    except ValueError:
+        parsed = value  # bare strings need no quotes
+    if name.strip() == "private_channel_ids" and isinstance(parsed, str):
+        parsed = [p for p in parsed.split(",") if p]
+    return name.strip(), parsed
+
+
+@settings_app.command("get")
+def settings_get(server: Annotated[str, typer.Argument()], as_json: JsonOpt = False) -> None:
+    """Show a server's settings."""
+    with _memory() as mem:
+        data = mem.server_settings(server).to_dict()
+    if as_json:
+        console.print_json(json.dumps(data))
+        return
+    table = Table(title=f"settings of {server}")
+    table.add_column("setting")
+    table.add_column("value")
+    for key, value in data.items():
+        table.add_row(key, json.dumps(value))
+    console.print(table)
+
+
+@settings_app.command("set")
+def settings_set(
+    server: Annotated[str, typer.Argument()],
+    assignments: Annotated[list[str], typer.Argument(help="NAME=VALUE (JSON values).")],
+) -> None:
+    """Change server settings, e.g. refresh_cadence=3 render_mode=supersede."""
+    changes = dict(_parse_setting(a) for a in assignments)
+    with _memory() as mem:
+        new = mem.configure_server(server, **changes)
+    console.print_json(json.dumps(new.to_dict()))
+
+
+@app.command()
+def demo(
+    plot: Annotated[
+        str | None, typer.Option(help="Write a PNG plot of prompt tokens per turn here.")
+    ] = None,
+    provider: Annotated[
+        str, typer.Option(help="offline (default), or openai / anthropic with an API key.")
+    ] = "offline",
+    turns: Annotated[int, typer.Option(min=4, max=400)] = 60,
+    model: Annotated[str | None, typer.Option(help="Model name for a real provider.")] = None,
+) -> None:
+    """A scripted multi-channel conversation showing what the memory saves."""
+    from stm_memory.cli.demo import run_demo
+
+    try:
+        run_demo(console, plot=plot, provider=provider, turns=turns, model=model)
+    except StmError as exc:
+        raise _fail(str(exc)) from exc
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:  # pragma: no cover
+        sys.exit(130)

@@ -1,0 +1,47 @@
+"""What erasing a user changes in an entry (``clear_user``). Pure.
+
+An entry holds a user's words in two places: the captured turns they spoke (removed
+one by one; other users' turns stay) and the distilled memory (summary, categories),
+which the model wrote from a dialogue their words may have been in. Which users that
+may be is the entry's provenance; the distilled memory of an entry whose provenance
+holds the user is cleared whole, because nothing can tell which sentence came from
+whom. The provenance then falls back to the speakers of the turns left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from stm_memory.model import MemoryEntry, StoredMessage
+
+__all__ = ["erase_user", "speakers", "unknown_provenance"]
+
+
+def speakers(messages: Iterable[StoredMessage]) -> frozenset[str]:
+    """The users who said any of ``messages``."""
+    return frozenset(m.user_id for m in messages if m.user_id is not None)
+
+
+def erase_user(entry: MemoryEntry, user_id: str) -> dict[str, Any] | None:
+    """The changes that remove ``user_id``'s words from ``entry``; None when it holds none."""
+    spoke = any(m.user_id == user_id for m in entry.messages)
+    reached = user_id in entry.provenance
+    if not spoke and not reached:
+        return None
+    kept = tuple(m for m in entry.messages if m.user_id != user_id)
+    changes: dict[str, Any] = {"messages": kept}
+    if reached:
+        changes |= {"summary": None, "categories": {}, "provenance": speakers(kept)}
+    else:
+        changes["provenance"] = entry.provenance
+    return changes
+
+
+def unknown_provenance(value: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The changes for a cached value written before provenance was kept: it may hold
+    anyone's words, so its distilled memory goes on any erasure (it is short-term: a
+    day at most). None for a value that knows its provenance or has no memory."""
+    if "provenance" in value or not (value.get("summary") or value.get("categories")):
+        return None
+    return {"summary": None, "categories": {}}

@@ -1,0 +1,362 @@
+"""Prompt assembly (SPEC §6): read the entries, choose what to show, render, place.
+
+:func:`assemble_context` is the only function here that does I/O (cache reads with
+hydration, settings look-ups); it gathers what the pure functions below need and
+never raises: any error is logged and yields an empty :class:`MemoryContext`, because
+a memory problem must never fail the user's turn.
+
+Which other channels are shown (:func:`select_other_entries`):
+
+- In a server: server-scope entries of the server's other channels, plus — when the
+  user opted in to cross-server memory — the user's user-scope entries from other
+  servers (never their DMs: a server channel is not the place for them).
+- In a DM: the user's user-scope entries of other channels, DMs only unless the user
+  opted in (then server channels too).
+- With a persona, only entries of the same persona (its lineage), wherever they come from.
+- Privacy: an entry whose channel, or whose thread's parent, is in its server's
+  ``private_channel_ids`` is dropped. The current server's ``stm_privacy_bypass``, or
+  the current channel (or its parent) being private itself, lifts that for entries of
+  the *current* server only: one server's settings never unlock another server's
+  private channels.
+- Expired entries and entries with nothing to show are skipped; the newest
+  ``limits.other_channels_shown`` remain, ordered by ``(last_updated desc, key)`` so
+  ties never depend on cache iteration order.
+
+Candidates are read from the owners' ordered indexes a page at a time, newest first
+(:func:`_gather`), until no unread entry could be among those shown: a server with
+10,000 channels costs what one with 3 does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from stm_memory.model import Category, MemoryEntry, Scope, ScopeKind, ServerSettings, parse_key
+from stm_memory.prompt.cut import HistoryWindow
+from stm_memory.prompt.placement import MemoryContext, fresh_content_depth
+from stm_memory.prompt.render import (
+    distilled_lines,
+    nudge_text,
+    other_channel_block,
+    render_content,
+)
+
+if TYPE_CHECKING:
+    from stm_memory.engine import ShortTermMemory
+    from stm_memory.tool.turn import TurnContext
+
+__all__ = [
+    "MemoryContext",
+    "assemble_context",
+    "build_memory_context",
+    "history_window",
+    "is_visible",
+    "select_other_entries",
+]
+
+log = logging.getLogger("stm_memory")
+
+
+def assemble_context(mem: ShortTermMemory, turn: TurnContext) -> MemoryContext:
+    """Memory content and nudge for ``turn``; an empty context on any error."""
+    try:
+        return _assemble(mem, turn)
+    except Exception:
+        scope = getattr(turn, "scope", None)
+        key = getattr(scope, "live_key", "<unknown scope>")
+        log.exception("stm-memory: assembling memory for %s failed; continuing without", key)
+        return MemoryContext()
+
+
+def _assemble(mem: ShortTermMemory, turn: TurnContext) -> MemoryContext:
+    scope = turn.scope
+    if not turn.settings.short_term_memory_enabled:
+        return MemoryContext()
+    now = mem.now()
+    sources = _sources(turn)
+    live = mem._live.get_with_indexes(scope.live_key, [(s.kind, s.owner) for s in sources])
+    pool, settings, labels = _gather(mem, turn, sources, now)
+    context = build_memory_context(
+        turn,
+        live=live,
+        # The counters outlive expiry (they are bookkeeping); the content does not.
+        shown_live=live if live is not None and mem._live.is_live(live, now) else None,
+        others=pool,
+        server_settings=settings,
+        categories=labels,
+        now=now,
+        is_live=lambda e: mem._live.is_live(e, now),
+        limit=mem.limits.other_channels_shown,
+        freshness_window=mem.limits.freshness_window,
+        history=history_window(
+            turn,
+            live,
+            # Only a channel without an entry needs the question (a new entry of a
+            # reset channel carries the answer in turns_since_reset).
+            reset=live is None and mem._live.channel_was_reset(scope.channel_id),
+            overlap=mem.limits.history_overlap,
+            max_raw_turns=mem.limits.max_raw_turns,
+        ),
+    )
+    turn.shown_provenance = context.sources
+    return context
+
+
+def history_window(
+    turn: TurnContext,
+    live: MemoryEntry | None,
+    *,
+    reset: bool,
+    overlap: int,
+    max_raw_turns: int,
+) -> HistoryWindow:
+    """How many earlier turns the turn may send (see :mod:`stm_memory.prompt.cut`).
+
+    The memory covers the dialogue up to the turn it was last written in; the turns
+    since are ``turns_since_refresh`` (counted exactly by the engine, with the row), and
+    ``overlap`` covered turns go with them. That holds after the memory expired or its
+    summary was cleared: what it covered stays forgotten. A reset channel sends nothing
+    from before the reset. Same-channel memory is shown only to a model that can use
+    tools, so only then does it replace the turns it covers.
+    """
+    keep: int | None
+    if live is None:
+        keep = 0 if reset else None
+    else:
+        since_reset = live.turns_since_reset
+        if live.last_refreshed_turn > 0 and turn.tools_available:
+            keep = live.turns_since_refresh + overlap
+            if since_reset is not None:
+                keep = min(keep, since_reset)
+        else:
+            keep = since_reset
+    return HistoryWindow(keep_turns=keep, max_raw_turns=max_raw_turns)
+
+
+class _Source:
+    """One owner's ordered index, read page by page."""
+
+    def __init__(self, kind: ScopeKind, owner: str) -> None:
+        self.kind: ScopeKind = kind
+        self.owner = owner
+        self.offset = 0
+        self.done = False
+        # The score of the last member read: every unread member scores at most this.
+        self.floor = float("inf")
+
+
+def _sources(turn: TurnContext) -> list[_Source]:
+    """The indexes other-channel memory comes from (see the module docstring)."""
+    scope = turn.scope
+    sources: list[_Source] = []
+    if scope.server_id is not None:
+        sources.append(_Source("server", scope.server_id))
+    if scope.server_id is None or turn.user_settings.cross_server_opt_in:
+        sources.append(_Source("user", scope.user_id))
+    return sources
+
+
+def _gather(
+    mem: ShortTermMemory, turn: TurnContext, sources: Sequence[_Source], now: datetime
+) -> tuple[list[MemoryEntry], dict[str, ServerSettings], dict[str | None, Sequence[Category]]]:
+    """Candidate entries (eligible and live) and their servers' settings and labels,
+    read from the ordered indexes until the blocks shown cannot change: ``limit``
+    entries that show something, each newer than anything still unread."""
+    scope = turn.scope
+    cross = turn.user_settings.cross_server_opt_in
+    limit = mem.limits.other_channels_shown
+    if not sources or limit <= 0:
+        return [], {}, {}
+    # Nothing older than the longest TTL can be live: a page past it ends the index.
+    oldest = (now - max(mem.limits.summary_ttl, mem.limits.bare_ttl)).timestamp()
+    seen: set[str] = set()
+    pool: list[MemoryEntry] = []
+    settings: dict[str, ServerSettings] = {}
+    labels: dict[str | None, Sequence[Category]] = {}
+    # The first page: the blocks shown and one more, whose score tells whether anything
+    # unread could still come first (then twice as many per page: skipped entries —
+    # private, empty, another persona — call for more).
+    page = limit + 1
+    while True:
+        keys: list[str] = []
+        for src in (s for s in sources if not s.done):
+            members = mem._live.newest(src.kind, src.owner, offset=src.offset, count=page)
+            src.offset += len(members)
+            if members:
+                src.floor = members[-1][1]
+            src.done = len(members) < page or src.floor < oldest
+            keys += [k for k, _ in members if k not in seen and _may_show(k, scope)]
+        seen.update(keys)
+        found = mem._live.get_many(keys) if keys else {}
+        fresh = [
+            e for e in found.values() if _eligible(e, scope, cross) and mem._live.is_live(e, now)
+        ]
+        pool += fresh
+        # Settings are looked up before filtering on them: each may be a SQL read.
+        for sid in sorted({e.server_id for e in fresh if e.server_id is not None} - set(settings)):
+            own = sid == scope.server_id
+            settings[sid] = turn.settings if own else mem.server_settings(sid)
+            labels[sid] = turn.categories if own else mem.categories(sid)
+        if all(s.done for s in sources):
+            return pool, settings, labels
+        shown = [
+            e
+            for e in select_other_entries(
+                pool,
+                scope=scope,
+                cross_server=cross,
+                current_settings=turn.settings,
+                server_settings=settings,
+                is_live=lambda e: mem._live.is_live(e, now),
+            )
+            if e.summary or e.categories or e.messages
+        ]
+        # Strictly newer: an unread member with the same score may sort first by key.
+        unread = max(s.floor for s in sources if not s.done)
+        if len(shown) >= limit and shown[limit - 1].last_updated.timestamp() > unread:
+            return pool, settings, labels
+        page *= 2
+
+
+def _may_show(key: str, scope: Scope) -> bool:
+    """What the key alone tells: another channel, and the same persona if any."""
+    _kind, _owner, channel, persona = parse_key(key)
+    if channel == scope.channel_id:
+        return False
+    return scope.persona_id is None or persona == scope.persona_id
+
+
+def build_memory_context(
+    turn: TurnContext,
+    *,
+    live: MemoryEntry | None,
+    shown_live: MemoryEntry | None,
+    others: Iterable[MemoryEntry],
+    server_settings: Mapping[str, ServerSettings],
+    categories: Mapping[str | None, Sequence[Category]],
+    now: datetime,
+    is_live: Callable[[MemoryEntry], bool],
+    limit: int,
+    freshness_window: timedelta,
+    history: HistoryWindow | None = None,
+) -> MemoryContext:
+    """Pure: the context for ``turn`` given its live entry (``live``, expired or not,
+    for the counters; ``shown_live`` only when it is live) and candidate entries."""
+    settings = turn.settings
+    shown_times: list[datetime] = []
+    this_lines: list[str] = []
+    if shown_live is not None and turn.tools_available:
+        this_lines = distilled_lines(shown_live.summary, shown_live.categories, turn.categories)
+        if this_lines:
+            shown_times.append(shown_live.last_updated)
+    blocks: list[str] = []
+    sources: frozenset[str] = frozenset()
+    for entry in select_other_entries(
+        others,
+        scope=turn.scope,
+        cross_server=turn.user_settings.cross_server_opt_in,
+        current_settings=settings,
+        server_settings=server_settings,
+        is_live=is_live,
+    ):
+        if len(blocks) >= limit:
+            break
+        block = other_channel_block(
+            entry,
+            categories=categories.get(entry.server_id, ()),
+            now=now,
+            current_server_id=turn.scope.server_id,
+            render_mode=settings.render_mode,
+            crude_count=settings.crude_message_count,
+        )
+        if block is not None:
+            blocks.append(block)
+            shown_times.append(entry.last_updated)
+            sources |= entry.provenance
+    content = render_content(this_lines, blocks)
+    content_depth = settings.content_injection_depth
+    if content and any(now - t < freshness_window for t in shown_times):
+        content_depth = fresh_content_depth(content_depth)
+    nudge = None
+    if (
+        turn.tool_offered
+        and live is not None
+        and live.turns_since_refresh >= settings.refresh_cadence
+    ):
+        nudge = nudge_text(
+            categories=turn.categories,
+            summary_mode=turn.summary_mode,
+            override=settings.update_nudge_override,
+        )
+    return MemoryContext(
+        content=content,
+        nudge=nudge,
+        content_depth=content_depth,
+        nudge_depth=settings.nudge_injection_depth,
+        history=history,
+        sources=sources,
+    )
+
+
+def _eligible(entry: MemoryEntry, scope: Scope, cross_server: bool) -> bool:
+    if entry.channel_id == scope.channel_id:
+        return False
+    if scope.persona_id is not None and entry.persona_id != scope.persona_id:
+        return False
+    if entry.kind == "user" and entry.user_id != scope.user_id:
+        return False
+    if scope.server_id is not None:
+        if entry.kind == "server":
+            return entry.server_id == scope.server_id
+        return cross_server and entry.server_id not in (None, scope.server_id)
+    return entry.kind == "user" and (entry.server_id is None or cross_server)
+
+
+def is_visible(
+    entry: MemoryEntry,
+    *,
+    scope: Scope,
+    current_settings: ServerSettings,
+    entry_settings: ServerSettings | None,
+) -> bool:
+    """The privacy filter (see the module docstring)."""
+    if entry.server_id is None or entry_settings is None:
+        return True
+    private = entry_settings.private_channel_ids
+    if entry.channel_id not in private and entry.parent_channel_id not in private:
+        return True
+    if entry.server_id != scope.server_id:
+        return False
+    here = current_settings.private_channel_ids
+    in_private = scope.channel_id in here or scope.parent_channel_id in here
+    return current_settings.stm_privacy_bypass or in_private
+
+
+def select_other_entries(
+    entries: Iterable[MemoryEntry],
+    *,
+    scope: Scope,
+    cross_server: bool,
+    current_settings: ServerSettings,
+    server_settings: Mapping[str, ServerSettings],
+    is_live: Callable[[MemoryEntry], bool],
+) -> list[MemoryEntry]:
+    """Eligible, visible, live entries, newest first (ties broken by key)."""
+    kept = [
+        e
+        for e in entries
+        if _eligible(e, scope, cross_server)
+        and is_live(e)
+        and is_visible(
+            e,
+            scope=scope,
+            current_settings=current_settings,
+            entry_settings=server_settings.get(e.server_id) if e.server_id else None,
+        )
+    ]
+    kept.sort(key=lambda e: e.key)
+    kept.sort(key=lambda e: e.last_updated, reverse=True)
+    return kept

@@ -1,0 +1,257 @@
+"""The history cut: which of a caller's dialogue the model is sent. Pure, no I/O.
+
+The distilled memory replaces the raw turns it covers. A caller may pass its whole
+history (a LangChain checkpointer thread, ``result.messages`` fed back); what goes to
+the model is:
+
+- the leading system/developer messages;
+- the last ``keep_turns`` earlier turns (the turns since the live memory was last
+  written, plus a small overlap of covered ones — the engine counts them exactly and
+  puts the number in :class:`HistoryWindow`); all of them when nothing covers the
+  dialogue, but never more than the safety cap;
+- the current turn, whole.
+
+Earlier turns also lose the model's own ``update_short_term_memory`` calls and their
+results: the memory block already shows what they wrote (any text the assistant said
+in that message stays).
+
+A *turn* starts at a user message that follows a non-user message (so a group
+channel's several user messages before one answer are one turn) and runs up to the
+next such message: cuts fall on turn boundaries only, never between an assistant's
+tool call and its results, so every request stays valid for its provider.
+
+Formats: OpenAI Chat dicts, Responses items, Anthropic dicts and LangChain messages
+(roles as :func:`stm_memory.prompt.placement.message_role` reads them). The cut is
+idempotent: cutting its own output again changes nothing.
+
+Why a count of turns rather than matching content: a caller's messages carry no
+stable ids or timestamps in most formats, while the engine counts every turn of a
+scope atomically (across processes and hosts) and stores the count with the row.
+The cut moves only when the memory is rewritten (the count falls back to the
+overlap), so successive requests between two refreshes share their prefix and
+provider prompt caches hit. The safety cap moves in steps of half the cap for the
+same reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from stm_memory.model.roles import message_role
+from stm_memory.tool.turn import TOOL_NAME
+
+__all__ = ["HistoryCut", "HistoryWindow", "cut_history", "split_turns"]
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryWindow:
+    """How much earlier dialogue a turn may send.
+
+    ``keep_turns``: earlier turns to keep before the current one; ``None`` when no
+    memory covers the dialogue (then only ``max_raw_turns`` bounds it).
+    """
+
+    keep_turns: int | None
+    max_raw_turns: int
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryCut:
+    """The cut dialogue, with what it dropped (for logs and tests)."""
+
+    messages: list[Any]
+    dropped_turns: int
+    capped: bool  # the safety cap dropped turns that no memory covers
+    # Messages dropped because they were only earlier memory-tool calls or results.
+    memory_messages_removed: int
+
+
+def split_turns(messages: Sequence[Any]) -> tuple[list[Any], list[list[Any]]]:
+    """``(leading system messages, turns)``; each turn a list of messages."""
+    roles = [message_role(m) for m in messages]
+    lead = 0
+    while lead < len(roles) and roles[lead] == "system":
+        lead += 1
+    turns: list[list[Any]] = []
+    previous = None
+    for message, role in zip(messages[lead:], roles[lead:], strict=True):
+        if not turns or (role == "user" and previous not in ("user", None)):
+            turns.append([])
+        turns[-1].append(message)
+        if role != "system":  # a system note inside a turn is not a boundary
+            previous = role
+    return list(messages[:lead]), turns
+
+
+def _capped(keep: int, cap: int) -> int:
+    """``keep`` brought under ``cap`` in steps of half the cap, so the first kept turn
+    moves only every ``cap // 2`` turns (prompt caches keep their prefix)."""
+    if keep <= cap:
+        return keep
+    step = max(1, cap // 2)
+    excess = keep - cap
+    return keep - -(-excess // step) * step
+
+
+def cut_history(messages: Sequence[Any], window: HistoryWindow) -> HistoryCut:
+    """The dialogue the model is sent (see the module docstring). A new list; the
+    input and its messages are never mutated."""
+    lead, turns = split_turns(messages)
+    if not turns:
+        return HistoryCut(list(messages), 0, False, 0)
+    current = turns[-1]
+    flat = [m for turn in turns[:-1] for m in turn]
+    stripped = strip_memory_calls(flat)
+    # Turns are counted on what is left: removing a call can join two turns, and
+    # counting before would make a second cut of the output cut again.
+    earlier = split_turns(stripped)[1] if stripped is not flat else turns[:-1]
+    wanted = len(earlier) if window.keep_turns is None else min(len(earlier), window.keep_turns)
+    keep = _capped(wanted, window.max_raw_turns)
+    kept = [m for turn in earlier[len(earlier) - keep :] for m in turn] if keep else []
+    return HistoryCut(
+        [*lead, *kept, *current],
+        dropped_turns=len(earlier) - keep,
+        capped=keep < wanted,
+        memory_messages_removed=len(flat) - len(stripped),
+    )
+
+
+# -- removing the model's own memory-tool calls ----------------------------------------
+
+
+def _memory_call_ids(messages: Sequence[Any]) -> set[str]:
+    ids: set[str] = set()
+    for m in messages:
+        if isinstance(m, AIMessage):
+            ids.update(str(c.get("id")) for c in m.tool_calls if c.get("name") == TOOL_NAME)
+            ids.update(_openai_ids(m.additional_kwargs.get("tool_calls")))
+            ids.update(_block_ids(m.content))
+        elif isinstance(m, Mapping):
+            if m.get("type") == "function_call" and m.get("name") == TOOL_NAME:
+                ids.add(str(m.get("call_id")))
+            elif m.get("role") == "assistant":
+                ids.update(_openai_ids(m.get("tool_calls")))
+                ids.update(_block_ids(m.get("content")))
+    ids.discard("None")
+    return ids
+
+
+def _openai_ids(calls: Any) -> set[str]:
+    if not isinstance(calls, list):
+        return set()
+    return {
+        str(c.get("id"))
+        for c in calls
+        if isinstance(c, Mapping)
+        and isinstance(c.get("function"), Mapping)
+        and c["function"].get("name") == TOOL_NAME
+    }
+
+
+def _block_ids(content: Any) -> set[str]:
+    if not isinstance(content, list):
+        return set()
+    return {
+        str(b.get("id"))
+        for b in content
+        if isinstance(b, Mapping) and b.get("type") == "tool_use" and b.get("name") == TOOL_NAME
+    }
+
+
+def _is_memory_block(block: Any, ids: set[str]) -> bool:
+    if not isinstance(block, Mapping):
+        return False
+    kind = block.get("type")
+    if kind == "tool_use":
+        return str(block.get("id")) in ids
+    if kind == "tool_result":
+        return str(block.get("tool_use_id")) in ids
+    return False
+
+
+def _empty(content: Any) -> bool:
+    if content is None:
+        return True
+    if isinstance(content, str):
+        return not content.strip()
+    if isinstance(content, list):
+        return len(content) == 0
+    return False
+
+
+def _without_calls(m: Any, ids: set[str]) -> Any | None:
+    """``m`` without memory calls/results; None when nothing of it is left."""
+    if isinstance(m, BaseMessage):
+        return _lc_without(m, ids)
+    if not isinstance(m, Mapping):
+        return m
+    if m.get("type") in ("function_call", "function_call_output"):
+        return None if str(m.get("call_id")) in ids else m
+    role = m.get("role")
+    if role == "tool":
+        return None if str(m.get("tool_call_id")) in ids else m
+    changed: dict[str, Any] = {}
+    calls = m.get("tool_calls")
+    if isinstance(calls, list) and _openai_ids(calls) & ids:
+        rest = [c for c in calls if not (isinstance(c, Mapping) and str(c.get("id")) in ids)]
+        changed["tool_calls"] = rest
+    content = m.get("content")
+    if isinstance(content, list) and any(_is_memory_block(b, ids) for b in content):
+        changed["content"] = [b for b in content if not _is_memory_block(b, ids)]
+    if not changed:
+        return m
+    new = {**m, **changed}
+    if "tool_calls" in new and not new["tool_calls"]:
+        del new["tool_calls"]
+    if not new.get("tool_calls") and _empty(new.get("content")):
+        return None
+    return new
+
+
+def _lc_without(m: BaseMessage, ids: set[str]) -> BaseMessage | None:
+    if isinstance(m, ToolMessage):
+        return None if m.tool_call_id in ids else m
+    if not isinstance(m, AIMessage):
+        return m
+    calls = [c for c in m.tool_calls if str(c.get("id")) not in ids]
+    content = m.content
+    if isinstance(content, list):
+        content = [b for b in content if not _is_memory_block(b, ids)]
+    kwargs = dict(m.additional_kwargs)
+    raw = kwargs.get("tool_calls")
+    if isinstance(raw, list):
+        rest = [c for c in raw if not (isinstance(c, Mapping) and str(c.get("id")) in ids)]
+        if rest:
+            kwargs["tool_calls"] = rest
+        else:
+            kwargs.pop("tool_calls")
+    if len(calls) == len(m.tool_calls) and content == m.content and kwargs == m.additional_kwargs:
+        return m
+    if not calls and _empty(content):
+        return None
+    return m.model_copy(
+        update={"tool_calls": calls, "content": content, "additional_kwargs": kwargs}
+    )
+
+
+def strip_memory_calls(messages: list[Any]) -> list[Any]:
+    """``messages`` without the memory tool's calls and results (the same list object
+    when there are none). A Responses ``reasoning`` item left without the call it
+    preceded goes too: the API refuses a reasoning item with nothing after it."""
+    ids = _memory_call_ids(messages)
+    if not ids:
+        return messages
+    out: list[Any] = []
+    for m in messages:
+        new = _without_calls(m, ids)
+        if new is None:
+            reply_call = isinstance(m, Mapping) and m.get("type") == "function_call"
+            if reply_call and out and message_role(out[-1]) == "reasoning":
+                out.pop()
+            continue
+        out.append(new)
+    return out

@@ -1,0 +1,343 @@
+"""Where memory content and the nudge go in a request (SPEC §6 "Placement"). Pure.
+
+Depth rule: depth ``N >= 1`` inserts before the N-th dialogue message from the end
+(dialogue = every message that is not a system/developer message), before the first
+dialogue message when there are fewer; depth 0 appends after the last message; a
+negative depth is the top (after the leading system messages). Content lands above
+the nudge when both land at the same spot.
+
+Tool pairs: an insertion point is never between an assistant message with tool calls
+and its results (OpenAI ``tool`` messages and Responses ``*_call_output`` items,
+LangChain ``ToolMessage``, Anthropic user messages carrying ``tool_result`` blocks),
+nor right after a Responses ``reasoning`` item (which must precede its own item): it
+moves earlier, to before the assistant tool-call message.
+
+Message styles, chosen from the list and the ``provider`` hint:
+
+- OpenAI-style dicts (default): injections are separate ``system`` messages
+  (``developer`` when the list opens with a developer message).
+- LangChain messages: ``SystemMessage`` objects, and the result is a list of LangChain
+  messages again. With a provider that only takes leading system messages
+  (``anthropic``, ``google_genai``, ``bedrock``, …) the top still gets a
+  ``SystemMessage`` after the leading ones, but other injections become user text
+  merged into the neighbouring ``HumanMessage`` (or a new one after tool results, which
+  those bindings fold into the tool-result turn).
+- Anthropic dicts (``provider="anthropic"`` or ``tool_use``/``tool_result`` blocks seen):
+  there is no system role, so injections become text blocks merged into the
+  neighbouring user turn — prepended to the next plain user message, else appended to
+  the previous user message (text *after* ``tool_result`` blocks is accepted by the API),
+  else a new user message where the neighbours are assistants — so roles still
+  alternate. :meth:`MemoryContext.apply_anthropic` moves top content into the
+  ``system`` parameter instead.
+
+``MemoryContext.role = "user"`` (``memory_role=`` on the loops and the middleware)
+makes every injection a user turn: merged into LangChain ``HumanMessage`` and
+Anthropic user turns as above, a user message of its own for OpenAI dicts (Chat and
+Responses content parts differ, and both APIs take several user messages in a row).
+
+``apply`` first cuts the dialogue the memory covers (:mod:`stm_memory.prompt.cut`;
+``trim=False`` skips it), then places. It returns a new list and never mutates its
+input or the messages in it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+
+from stm_memory.errors import ValidationError
+from stm_memory.model.roles import has_block as _has_block
+from stm_memory.model.roles import message_role
+from stm_memory.prompt.cut import HistoryWindow, cut_history
+
+__all__ = ["MemoryContext", "fresh_content_depth", "insertion_index", "message_role"]
+
+Style = Literal["openai", "openai_user", "anthropic", "langchain", "langchain_user"]
+MemoryRole = Literal["system", "user"]
+AnthropicSystem = str | list[dict[str, Any]] | None
+
+# LangChain bindings of these providers reject (or mangle) a SystemMessage that does
+# not lead the list; the user-turn form is accepted by every provider.
+_USER_TURN_PROVIDERS = frozenset(
+    {"anthropic", "bedrock", "bedrock_converse", "google", "google_genai", "gemini", "vertexai"}
+)
+log = logging.getLogger("stm_memory")
+
+
+def fresh_content_depth(configured: int) -> int:
+    """Content depth when a shown entry is fresh: ``min(2, configured)``, top → 2."""
+    return 2 if configured < 0 else min(2, configured)
+
+
+def _blocks(content: Any) -> list[Any]:
+    if isinstance(content, list):
+        return list(content)
+    return [{"type": "text", "text": content}] if content else []
+
+
+def insertion_index(messages: Sequence[Any], depth: int) -> int:
+    """Index to insert before for ``depth`` (see the module docstring), moved earlier
+    so that it never separates tool calls from their results."""
+    roles = [message_role(m) for m in messages]
+    dialogue = [i for i, role in enumerate(roles) if role != "system"]
+    if depth < 0:
+        index = next((i for i, role in enumerate(roles) if role != "system"), len(roles))
+    elif depth == 0:
+        index = len(roles)
+    elif len(dialogue) >= depth:
+        index = dialogue[-depth]
+    else:
+        index = dialogue[0] if dialogue else len(roles)
+    while index > 0 and (
+        (index < len(roles) and roles[index] == "tool") or roles[index - 1] == "reasoning"
+    ):
+        index -= 1
+    return index
+
+
+def _style(messages: Sequence[Any], provider: str | None, role: MemoryRole = "system") -> Style:
+    hint = (provider or "").lower()
+    if any(isinstance(m, BaseMessage) for m in messages):
+        user = hint in _USER_TURN_PROVIDERS or role == "user"
+        return "langchain_user" if user else "langchain"
+    if hint == "anthropic":
+        return "anthropic"
+    if hint not in ("openai", "azure", "azure_openai"):
+        for m in messages:
+            content = m.get("content") if isinstance(m, Mapping) else None
+            if _has_block(content, "tool_use") or _has_block(content, "tool_result"):
+                return "anthropic"
+    return "openai_user" if role == "user" else "openai"
+
+
+class _Once:
+    """A flag set once, shared by the copies of one turn's context (the loops drop the
+    nudge with ``replace``), so the safety cap's warning is logged once per turn."""
+
+    __slots__ = ("_done", "_lock")
+
+    def __init__(self) -> None:
+        self._done = False
+        self._lock = threading.Lock()
+
+    def first(self) -> bool:
+        with self._lock:
+            done, self._done = self._done, True
+            return not done
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryContext:
+    """Memory content and nudge for one turn, with their injection depths, and the
+    history window: how much earlier dialogue the memory leaves to send.
+
+    ``content_depth`` −1 means the top; ``nudge_depth`` counts dialogue messages from
+    the end. ``history`` is ``None`` when the turn has no say over the dialogue (memory
+    off for the server, or assembly failed): then nothing is cut. An empty context (no
+    content, no nudge, no history window) leaves requests unchanged.
+    """
+
+    content: str | None = None
+    nudge: str | None = None
+    content_depth: int = -1
+    nudge_depth: int = 2
+    history: HistoryWindow | None = None
+    # The role the memory and the nudge are injected with: "system" (system/developer
+    # messages, Anthropic's system parameter for top content; the default, because
+    # the block is the application's context, not something the user said) or "user"
+    # (user turns everywhere, for deployments that keep system authority for their
+    # own prompt only). Providers without a system role always get user turns.
+    role: MemoryRole = "system"
+    # Provenance of the briefings in ``content`` (users whose words they may hold).
+    sources: frozenset[str] = frozenset()
+    _warned: _Once = field(default_factory=_Once, compare=False, repr=False)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.content and not self.nudge and self.history is None
+
+    def injections(self) -> list[tuple[int, str]]:
+        """``(depth, text)`` pairs, content first so it lands above the nudge."""
+        out: list[tuple[int, str]] = []
+        if self.content:
+            out.append((self.content_depth, self.content))
+        if self.nudge:
+            out.append((self.nudge_depth, self.nudge))
+        return out
+
+    def cut(self, messages: Sequence[Any]) -> list[Any]:
+        """``messages`` without the earlier turns the memory covers (the history cut,
+        :mod:`stm_memory.prompt.cut`); unchanged when there is no history window."""
+        items = _as_list(messages)
+        if self.history is None:
+            return items
+        result = cut_history(items, self.history)
+        if result.capped and self._warned.first():
+            log.warning(
+                "stm-memory: no memory covers the earlier dialogue; the safety cap "
+                "(max_raw_turns=%d) dropped its %d oldest turns",
+                self.history.max_raw_turns,
+                result.dropped_turns,
+            )
+        return result.messages
+
+    def apply(
+        self, messages: Sequence[Any], *, provider: str | None = None, trim: bool = True
+    ) -> list[Any]:
+        """A new list: the history cut (unless ``trim=False``), then content and nudge
+        placed (see the module docstring)."""
+        items = self.cut(messages) if trim else _as_list(messages)
+        style = _style(items, provider, self.role)
+        as_system: dict[int, list[str]] = {}
+        as_user: dict[int, list[str]] = {}
+        for depth, text in self.injections():
+            # Leading system messages are accepted everywhere, so the top is always a
+            # system message, except for Anthropic dicts, which have no system role,
+            # and when the user role was asked for.
+            system = style in ("openai", "langchain") or (
+                style == "langchain_user" and depth < 0 and self.role == "system"
+            )
+            target = as_system if system else as_user
+            target.setdefault(insertion_index(items, depth), []).append(text)
+        if not as_system and not as_user:
+            return items
+        ops = _USER_OPS[style]
+        return _place(items, as_system, as_user, ops, _system_factory(items, style))
+
+    def apply_anthropic(
+        self, messages: Sequence[Any], system: AnthropicSystem = None, *, trim: bool = True
+    ) -> tuple[AnthropicSystem, list[Any]]:
+        """For the Anthropic Messages API: top content goes to the end of the ``system``
+        parameter (after any cached prefix), the rest into user turns.
+        Returns ``(system, messages)``; neither input is mutated."""
+        rest = self
+        if self.content and self.content_depth < 0 and self.role == "system":
+            system = _append_system(system, self.content)
+            rest = replace(self, content=None)
+        return system, rest.apply(messages, provider="anthropic", trim=trim)
+
+
+def _as_list(messages: Sequence[Any]) -> list[Any]:
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
+        raise ValidationError("messages must be a list of messages")
+    return list(messages)
+
+
+def _append_system(system: AnthropicSystem, text: str) -> AnthropicSystem:
+    if system is None or system == "" or system == []:
+        return text
+    if isinstance(system, str):
+        return f"{system}\n\n{text}"
+    return [*system, {"type": "text", "text": text}]
+
+
+def _system_factory(items: Sequence[Any], style: Style) -> Callable[[str], Any]:
+    if style in ("langchain", "langchain_user"):
+        return SystemMessage
+    first = items[0] if items else None
+    developer = isinstance(first, Mapping) and first.get("role") == "developer"
+    role = "developer" if developer else "system"
+    return lambda text: {"role": role, "content": text}
+
+
+# -- user-turn merging (Anthropic dicts, LangChain for leading-system-only providers) --
+
+
+@dataclass(frozen=True, slots=True)
+class _UserOps:
+    can_prepend: Callable[[Any], bool]  # a plain user message
+    can_append: Callable[[Any], bool]  # a user turn that accepts trailing text
+    prepend: Callable[[Any, Sequence[str]], Any]
+    append: Callable[[Any, Sequence[str]], Any]
+    new: Callable[[Sequence[str]], Any]
+
+
+def _anthropic_text(texts: Sequence[str]) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": t} for t in texts]
+
+
+_anthropic_ops = _UserOps(
+    can_prepend=lambda m: message_role(m) == "user",
+    # A user turn of tool_result blocks takes text after them (the API requires the
+    # results first), so appending is fine where prepending is not.
+    can_append=lambda m: isinstance(m, Mapping) and m.get("role") == "user",
+    prepend=lambda m, t: {**m, "content": [*_anthropic_text(t), *_blocks(m.get("content"))]},
+    append=lambda m, t: {**m, "content": [*_blocks(m.get("content")), *_anthropic_text(t)]},
+    new=lambda t: {"role": "user", "content": _anthropic_text(t)},
+)
+
+
+def _lc_join(content: Any, texts: Sequence[str], *, before: bool) -> Any:
+    if isinstance(content, str):
+        parts = [*texts, content] if before else [content, *texts]
+        return "\n\n".join(p for p in parts if p)
+    blocks = _anthropic_text(texts)
+    return [*blocks, *content] if before else [*content, *blocks]
+
+
+_langchain_ops = _UserOps(
+    can_prepend=lambda m: isinstance(m, HumanMessage),
+    can_append=lambda m: isinstance(m, HumanMessage),
+    prepend=lambda m, t: m.model_copy(update={"content": _lc_join(m.content, t, before=True)}),
+    append=lambda m, t: m.model_copy(update={"content": _lc_join(m.content, t, before=False)}),
+    new=lambda t: HumanMessage("\n\n".join(t)),
+)
+
+
+# OpenAI Chat messages and Responses items take different content-part types, so user
+# injections are user messages of their own (both APIs accept several in a row).
+_openai_user_ops = _UserOps(
+    can_prepend=lambda m: False,
+    can_append=lambda m: False,
+    prepend=lambda m, t: m,
+    append=lambda m, t: m,
+    new=lambda t: {"role": "user", "content": "\n\n".join(t)},
+)
+
+_USER_OPS: dict[Style, _UserOps] = {
+    "anthropic": _anthropic_ops,
+    "openai_user": _openai_user_ops,
+    "openai": _langchain_ops,  # unused: every injection is a system message
+    "langchain": _langchain_ops,
+    "langchain_user": _langchain_ops,
+}
+
+
+def _place(
+    items: list[Any],
+    as_system: Mapping[int, list[str]],
+    as_user: Mapping[int, list[str]],
+    ops: _UserOps,
+    make_system: Callable[[str], Any],
+) -> list[Any]:
+    """Build the new list: system messages inserted before index i, user texts merged
+    into the next plain user message, else the previous user turn, else a new one."""
+    prepends: dict[int, list[str]] = {}
+    appends: dict[int, list[str]] = {}
+    inserts: dict[int, list[str]] = {}
+    for index in sorted(as_user):
+        texts = as_user[index]
+        if index < len(items) and ops.can_prepend(items[index]):
+            prepends.setdefault(index, []).extend(texts)
+        elif index > 0 and index not in as_system and ops.can_append(items[index - 1]):
+            appends.setdefault(index - 1, []).extend(texts)
+        else:
+            inserts.setdefault(index, []).extend(texts)
+    out: list[Any] = []
+    for i in range(len(items) + 1):
+        out.extend(make_system(text) for text in as_system.get(i, ()))
+        if i in inserts:
+            out.append(ops.new(inserts[i]))
+        if i < len(items):
+            message = items[i]
+            if i in prepends:
+                message = ops.prepend(message, prepends[i])
+            if i in appends:
+                message = ops.append(message, appends[i])
+            out.append(message)
+    return out

@@ -1,0 +1,1 @@
+"""The kit provider integrations build on."""

@@ -1,0 +1,98 @@
+"""Pure validation of ``update_short_term_memory`` arguments against a turn's schema."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from stm_memory.model import Category
+from stm_memory.model.text import clean_value, storage_safe, truncate_code_points
+
+__all__ = ["UpdateArgs", "parse_update_arguments"]
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateArgs:
+    """Cleaned values: ``summary`` in summary mode, else ``categories`` (slug → value).
+    ``cut`` names the fields that were longer than the limit and were cut to it."""
+
+    summary: str | None = None
+    categories: Mapping[str, str] | None = None
+    cut: tuple[str, ...] = ()
+
+    def note(self, limit: int) -> str | None:
+        """What the model should learn from a completed write: which values were cut
+        (the write still completed), so it keeps the next ones within the limit."""
+        if not self.cut:
+            return None
+        names = ", ".join(f"'{n}'" for n in self.cut)
+        return (
+            f"Stored, but {names} exceeded {limit} characters and was cut to {limit}. "
+            f"Keep each value within {limit} characters."
+        )
+
+
+def _describe(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def parse_update_arguments(
+    args: object,
+    *,
+    summary_mode: bool,
+    categories: Sequence[Category],
+    limit: int,
+) -> UpdateArgs | str:
+    """Return cleaned arguments, or a reason (for the model) why they are unusable.
+
+    Checked in the SPEC's order: a value that is not a string; an empty/blank value;
+    no category value given; unknown keys (named back so the model can fix the call).
+    """
+    if not isinstance(args, Mapping):
+        return f"Arguments must be a JSON object, got {_describe(args)}."
+    expected = ["summary"] if summary_mode else [c.slug for c in categories]
+    allowed = ", ".join(repr(n) for n in expected)
+    unknown = sorted(str(k) for k in args if k not in expected)
+    # Named in every failure, also when no known key was given: a misspelt key
+    # ("weathr") is the usual reason for "no value", and the model can only fix it
+    # if it is told which key was not understood.
+    unknown_text = (
+        f"Unknown field(s): {', '.join(repr(u) for u in unknown)}. Allowed: {allowed}."
+        if unknown
+        else ""
+    )
+    unknown_note = f" {unknown_text}" if unknown else ""
+    cleaned: dict[str, str] = {}
+    cut: list[str] = []
+    for name in expected:
+        if name not in args:
+            continue
+        value: Any = args[name]
+        if not isinstance(value, str):
+            return f"Field '{name}' must be a string, got {_describe(value)}."
+        # Cleaned in full first, so a value longer than the limit is known to be cut.
+        safe = storage_safe(value)
+        whole = clean_value(safe, limit=len(safe))
+        text = truncate_code_points(whole, limit).rstrip()
+        if not text:
+            if summary_mode:
+                return (
+                    "Field 'summary' is empty. Provide a compact summary of the dialogue."
+                    + unknown_note
+                )
+            continue  # category mode: a blank value keeps the stored one
+        if len(whole) > limit:
+            cut.append(name)
+        cleaned[name] = text
+    if not cleaned:
+        fields = ", ".join(f"'{n}'" for n in expected)
+        return (
+            f"No value given. Provide a non-empty string for {fields} (each ≤ {limit} chars)."
+            + unknown_note
+        )
+    if unknown:
+        return unknown_text
+    if summary_mode:
+        return UpdateArgs(summary=cleaned["summary"], cut=tuple(cut))
+    return UpdateArgs(categories=cleaned, cut=tuple(cut))

@@ -1,0 +1,103 @@
+"""The LangChain ``BaseTool`` for ``update_short_term_memory``, bound to one turn."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.tools import BaseTool, ToolException
+from pydantic import ConfigDict, Field
+
+from stm_memory.tool.schema import tool_description, tool_parameters
+from stm_memory.tool.turn import TOOL_NAME, failure
+
+if TYPE_CHECKING:
+    from stm_memory.engine import ShortTermMemory
+    from stm_memory.tool.turn import TurnContext
+
+__all__ = ["ShortTermMemoryTool", "build_tool"]
+
+log = logging.getLogger("stm_memory")
+
+
+def _as_content(result: dict[str, Any]) -> str:
+    return json.dumps(result, ensure_ascii=False, sort_keys=True)
+
+
+def _given(kwargs: dict[str, Any]) -> dict[str, Any]:
+    # Models (and LangChain's own tooling) send null for "no value"; through the tool
+    # that leaves a category alone instead of failing the call.
+    return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def _unreadable(_exc: Exception) -> str:
+    return _as_content(
+        failure("The tool arguments could not be read; send a JSON object of strings.")
+    )
+
+
+class ShortTermMemoryTool(BaseTool):
+    """Runs ``ShortTermMemory.update`` for the turn it was built for.
+
+    ``args_schema`` is the turn's JSON schema itself, not a pydantic model: LangChain
+    then passes the model's arguments through untouched, so validation is ours
+    (``arguments.parse_update_arguments``) and a wrong type, a missing field or an
+    unknown key reaches the model as a clear failed result. It also means no category
+    slug can clash with a pydantic attribute (``json``, ``model_config``, …) and
+    ``bind_tools`` sends the exact strict schema (all fields required, no extras).
+
+    The scope comes from the turn, never from the arguments, so no call can write
+    another channel's memory. Nothing raises into the agent loop.
+    """
+
+    name: str = TOOL_NAME
+    description: str = ""
+    memory: Any = Field(exclude=True)
+    turn: Any = Field(exclude=True)
+    handle_tool_error: Any = True
+    handle_validation_error: Any = _unreadable
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    def _parse_input(
+        self, tool_input: str | dict[str, Any], tool_call_id: str | None
+    ) -> str | dict[str, Any]:
+        # A bare string is not an argument object; let _run answer it as a failed
+        # result instead of LangChain raising for JSON-schema tools.
+        if isinstance(tool_input, str):
+            return tool_input
+        return super()._parse_input(tool_input, tool_call_id)
+
+    # ``self`` is positional-only so a model argument (or category) named "self"
+    # lands in kwargs instead of colliding with the bound instance.
+    def _run(self, /, *args: Any, **kwargs: Any) -> str:
+        if args:
+            return _as_content(failure("Call the tool with named arguments (a JSON object)."))
+        try:
+            result = self.memory.update(self.turn, _given(kwargs))
+        except Exception as exc:  # a bug must not kill the agent loop
+            log.exception("stm-memory: tool execution crashed")
+            raise ToolException(_as_content(failure(f"Internal error: {exc}"))) from exc
+        return _as_content(result)
+
+    async def _arun(self, /, *args: Any, **kwargs: Any) -> str:
+        if args:
+            return _as_content(failure("Call the tool with named arguments (a JSON object)."))
+        try:
+            result = await self.memory.aupdate(self.turn, _given(kwargs))
+        except Exception as exc:
+            log.exception("stm-memory: tool execution crashed")
+            raise ToolException(_as_content(failure(f"Internal error: {exc}"))) from exc
+        return _as_content(result)
+
+
+def build_tool(memory: ShortTermMemory, turn: TurnContext) -> ShortTermMemoryTool:
+    limit = memory.limits.max_summary_length
+    schema = {"title": TOOL_NAME, **tool_parameters(turn)}
+    return ShortTermMemoryTool(
+        description=tool_description(turn, limit=limit),
+        args_schema=schema,
+        memory=memory,
+        turn=turn,
+    )

@@ -1,0 +1,100 @@
+"""The tool's JSON schema for one turn, exported for LangChain, OpenAI and Anthropic.
+
+Built from the turn's category snapshot, so the schema the model saw is the one its
+call is validated against (SPEC §3).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stm_memory.model.text import sanitize_placeholders
+from stm_memory.tool.turn import TOOL_NAME, TurnContext
+
+__all__ = [
+    "anthropic_tool",
+    "openai_chat_tool",
+    "openai_responses_tool",
+    "tool_description",
+    "tool_parameters",
+]
+
+# Sent with every request that offers the tool, so every word is paid for each turn.
+_SUMMARY_DESCRIPTION = (
+    "Replace this channel's recent dialogue with a compact summary (under {limit} chars) "
+    "of what matters to continue it. Working memory for the ongoing conversation, not for "
+    "things a user explicitly asks you to remember permanently (long-term memory). Call "
+    "silently, at most once per turn."
+)
+_CATEGORY_DESCRIPTION = (
+    "Replace this channel's recent dialogue with a compact note per category (each under "
+    "{limit} chars) of what matters to continue it. Working memory for the ongoing "
+    "conversation, not for things a user explicitly asks you to remember permanently "
+    "(long-term memory). Call silently, at most once per turn."
+)
+
+
+def tool_description(turn: TurnContext, *, limit: int = 1500) -> str:
+    """The server's override in both modes, else the default for the mode."""
+    override = turn.settings.tool_description_override
+    if override and override.strip():
+        return sanitize_placeholders(override.strip())
+    template = _SUMMARY_DESCRIPTION if turn.summary_mode else _CATEGORY_DESCRIPTION
+    return template.format(limit=limit)
+
+
+def tool_parameters(turn: TurnContext) -> dict[str, Any]:
+    """A JSON schema valid under OpenAI ``strict`` mode: every property required, no extras."""
+    properties: dict[str, Any] = {}
+    if turn.summary_mode:
+        properties["summary"] = {
+            "type": "string",
+            "description": "Compact summary of the recent dialogue.",
+        }
+    else:
+        for cat in turn.categories:
+            label = sanitize_placeholders(cat.label)
+            text = sanitize_placeholders(cat.description.strip()) or label
+            properties[cat.slug] = {
+                "type": "string",
+                "description": f"{label}: {text}",
+            }
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+
+
+def openai_chat_tool(turn: TurnContext, *, limit: int = 1500) -> dict[str, Any]:
+    """Chat Completions ``tools=[...]`` entry."""
+    return {
+        "type": "function",
+        "function": {
+            "name": TOOL_NAME,
+            "description": tool_description(turn, limit=limit),
+            "parameters": tool_parameters(turn),
+            "strict": True,
+        },
+    }
+
+
+def openai_responses_tool(turn: TurnContext, *, limit: int = 1500) -> dict[str, Any]:
+    """Responses API function tool (flat shape)."""
+    return {
+        "type": "function",
+        "name": TOOL_NAME,
+        "description": tool_description(turn, limit=limit),
+        "parameters": tool_parameters(turn),
+        "strict": True,
+    }
+
+
+def anthropic_tool(turn: TurnContext, *, limit: int = 1500) -> dict[str, Any]:
+    """Messages API ``tools=[...]`` entry."""
+    return {
+        "name": TOOL_NAME,
+        "description": tool_description(turn, limit=limit),
+        "input_schema": tool_parameters(turn),
+    }

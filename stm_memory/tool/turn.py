@@ -1,0 +1,105 @@
+"""Per-turn state and the guards that decide whether the memory tool is offered."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from stm_memory.model import Category, Scope, ServerSettings, UserSettings
+
+__all__ = ["TOOL_NAME", "TurnContext", "failure", "success"]
+
+TOOL_NAME = "update_short_term_memory"
+
+
+def success(note: str | None = None) -> dict[str, Any]:
+    return {"status": "completed", "note": note} if note else {"status": "completed"}
+
+
+def failure(reason: str) -> dict[str, Any]:
+    return {"status": "tool_execution_failed", "reason": reason, "tool_name": TOOL_NAME}
+
+
+@dataclass(eq=False, kw_only=True)
+class TurnContext:
+    """One responding turn of one persona in one channel.
+
+    Built by ``ShortTermMemory.begin_turn``. It snapshots the server's settings and
+    categories, so the schema the model saw is the one its call is checked against
+    even if an admin edits categories mid-turn.
+    """
+
+    scope: Scope
+    provider: str | None
+    user_message: str | None
+    settings: ServerSettings
+    categories: tuple[Category, ...]
+    user_settings: UserSettings
+    long_term_intent: bool
+    provider_excluded: bool
+    started_at: datetime
+    # False when the model cannot call tools at all: no tool, no same-channel memory.
+    tools_available: bool = True
+    updated: bool = False
+    ended: bool = False
+    # Provenance of the other channels' briefings assembly showed this turn: an update
+    # written after seeing them may carry their users' words (see erasure.py).
+    shown_provenance: frozenset[str] = frozenset()
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def summary_mode(self) -> bool:
+        """Summary mode: no categories, or the single default category ``summary``."""
+        cats = self.categories
+        return not cats or (len(cats) == 1 and cats[0].label.strip().lower() == "summary")
+
+    def guard_reason(
+        self, *, enabled: bool | None = None, full_privacy: bool | None = None
+    ) -> str | None:
+        """Why the tool may not run now, in the SPEC's order; None when it may.
+
+        ``enabled`` / ``full_privacy`` override the snapshot with current settings: at
+        execution the engine re-reads them, so a server switched off or a user who
+        chose full privacy after the turn began is honoured at once.
+        """
+        if enabled is None:
+            enabled = self.settings.short_term_memory_enabled
+        if full_privacy is None:
+            full_privacy = self.user_settings.full_privacy
+        if not self.tools_available:
+            return "Tools are not available to this model in this turn."
+        if not enabled:
+            return "Short-term memory is disabled for this server; do not call this tool."
+        if self.long_term_intent:
+            return (
+                "The user explicitly asked to remember something permanently this turn. "
+                "That belongs in long-term memory, not in update_short_term_memory."
+            )
+        if self.updated:
+            return (
+                "Short-term memory was already updated this turn; it can be updated "
+                "once per turn. Continue with your answer."
+            )
+        if self.provider_excluded:
+            return f"update_short_term_memory is not available for provider {self.provider!r}."
+        if full_privacy:
+            return "The user has enabled full privacy; short-term memory is not kept for them."
+        return None
+
+    @property
+    def tool_offered(self) -> bool:
+        return self.guard_reason() is None
+
+    def claim_update(self) -> bool:
+        """Atomically take this turn's one update; False if it was already taken."""
+        with self._lock:
+            if self.updated:
+                return False
+            self.updated = True
+            return True
+
+    def release_update(self) -> None:
+        with self._lock:
+            self.updated = False
