@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from stm_memory.cache.base import LiveCache
-from stm_memory.cache.disk import DiskLiveCache
-from stm_memory.cache.memory import InMemoryLiveCache
-from stm_memory.cache.reopen import ReopeningCache
-from stm_memory.cache.sql import SqlLiveCache
 from stm_memory.config import Limits
 from stm_memory.durability.bulk import (
     CACHE_BATCH,
@@ -33,8 +27,8 @@ from stm_memory.durability.outbox import Outbox
 from stm_memory.durability.persister import Persister
 from stm_memory.durability.repair import Repaired, reconcile
 from stm_memory.durability.writers import WriterLease, dead_writers, forget_writers
-from stm_memory.errors import CacheError, ConfigurationError, StmError, ValidationError
-from stm_memory.live.entries import LiveEntries, evict_deleted
+from stm_memory.errors import ConfigurationError, StmError, ValidationError
+from stm_memory.live.entries import LiveEntries
 from stm_memory.live.settings import SettingsBook
 from stm_memory.model import (
     DEFAULT_CATEGORY,
@@ -47,19 +41,20 @@ from stm_memory.model import (
     key_for,
     parse_key,
 )
+from stm_memory.model.categories import merge_categories
 from stm_memory.model.erasure import erase_user, speakers, unknown_provenance
 from stm_memory.model.messages import all_dialogue
+from stm_memory.prompt.assembly import MemoryContext, assemble_context
 from stm_memory.store.base import MemoryStore
-from stm_memory.store.sql import SqlStore, create_sql_engine
 from stm_memory.tool.arguments import UpdateArgs, parse_update_arguments
 from stm_memory.tool.intent import IntentDetector, detect_long_term_intent
 from stm_memory.tool.turn import TurnContext, failure, success
+from stm_memory.wiring import open_backends
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
 
     from stm_memory.durability.janitor import Janitor
-    from stm_memory.prompt.assembly import MemoryContext
 
 __all__ = ["ShortTermMemory"]
 
@@ -102,36 +97,6 @@ def _scope_of(key: str, value: Mapping[str, Any]) -> Scope:
     return Scope(
         channel_id=channel, user_id=owner, server_id=value.get("server_id"), persona_id=persona
     )
-
-
-def _degradable(primary: LiveCache, store: SqlStore, *, probe: Callable[[], object]) -> LiveCache:
-    """``primary`` behind degraded mode: while it is unreachable, the live cache lives
-    in the rows database, shared by every host (see ``cache/resilient.py``)."""
-    from stm_memory.cache.resilient import ResilientCache
-
-    # The SQL live cache's tables must exist before the first call can fail over.
-    store.setup()
-    shared = SqlLiveCache(store.engine, fenced=True, serial=store.serial)
-    return ResilientCache(primary, shared=shared, probe=probe, replay=evict_deleted)
-
-
-def _disk_cache(directory: str | os.PathLike[str], store: SqlStore) -> LiveCache:
-    """The diskcache directory; if it cannot be opened, degraded mode until it can (the
-    memory starts and loses nothing; the directory is tried again every few seconds)."""
-    try:
-        return DiskLiveCache(directory)
-    except CacheError as exc:
-        failure = exc
-
-    def probe() -> None:
-        raise failure
-
-    return _degradable(ReopeningCache(lambda: DiskLiveCache(directory)), store, probe=probe)
-
-
-def _state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(Path.home(), ".local", "state")
-    return Path(base) / "stm-memory"
 
 
 class ShortTermMemory:
@@ -191,48 +156,23 @@ class ShortTermMemory:
     ) -> ShortTermMemory:
         """Build from URLs: SQLite/PostgreSQL rows, diskcache (default) or Redis live cache.
 
-        ``limits`` are the constants of SPEC §2 (``summary_ttl``, ``bare_ttl``,
-        ``max_summary_length``, …) and override their environment variables.
+        ``limits`` are the :class:`~stm_memory.Limits` fields (``summary_ttl``,
+        ``bare_ttl``, ``max_summary_length``, …) and override their environment variables.
         """
         limit_values = Limits.from_env(**limits)
-        engine = create_sql_engine(database_url, timeout=timeout)
-        store = SqlStore(engine, clock=clock, timeout=timeout)
-        db_path = engine.url.database if engine.url.get_backend_name() == "sqlite" else None
-        in_memory_db = engine.url.get_backend_name() == "sqlite" and db_path in (
-            None,
-            "",
-            ":memory:",
+        backends = open_backends(
+            database_url,
+            cache_dir=cache_dir,
+            redis_url=redis_url,
+            outbox_path=outbox_path,
+            clock=clock,
+            timeout=timeout,
         )
-        cache: LiveCache
-        if redis_url is not None:
-            from stm_memory.cache.redis import RedisLiveCache
-
-            redis_cache = RedisLiveCache.from_url(redis_url, ping=False)
-            cache = _degradable(
-                redis_cache, store, probe=lambda: redis_cache.get("shortterm:probe")
-            )
-        elif in_memory_db and cache_dir is None:
-            cache = InMemoryLiveCache()
-        else:
-            if cache_dir is None:
-                digest = hashlib.sha256(database_url.encode()).hexdigest()[:16]
-                cache_dir = f"{db_path}.stm-cache" if db_path else _state_dir() / f"cache-{digest}"
-            cache = _disk_cache(cache_dir, store)
-        if outbox_path is None:
-            # Not inside the cache directory: people wipe caches, and the outbox holds
-            # queued deletes whose loss would let deleted data come back.
-            if db_path and not in_memory_db:
-                outbox_path = f"{db_path}.stm-outbox.sqlite3"
-            elif in_memory_db:
-                outbox_path = ":memory:"
-            else:
-                digest = hashlib.sha256(database_url.encode()).hexdigest()[:16]
-                outbox_path = _state_dir() / f"outbox-{digest}.sqlite3"
         try:
             return cls(
-                store=store,
-                cache=cache,
-                outbox=Outbox(os.fspath(outbox_path)),
+                store=backends.store,
+                cache=backends.cache,
+                outbox=backends.outbox,
                 clock=clock,
                 limits=limit_values,
                 intent_detector=intent_detector,
@@ -240,8 +180,7 @@ class ShortTermMemory:
                 settings_ttl=settings_ttl,
             )
         except BaseException:
-            cache.close()
-            store.close()
+            backends.close()
             raise
 
     def now(self) -> datetime:
@@ -353,6 +292,7 @@ class ShortTermMemory:
 
     def tool(self, turn: TurnContext) -> BaseTool | None:
         """The LangChain tool bound to this turn, or None when a guard hides it."""
+        # Imported here: langchain_core.tools is heavy and only a tool-using turn needs it.
         from stm_memory.tool.memory_tool import build_tool
 
         return build_tool(self, turn) if turn.tool_offered else None
@@ -419,14 +359,7 @@ class ShortTermMemory:
             if args.summary is not None:
                 fields["summary"] = args.summary
             if args.categories is not None:
-                new = args.categories
-                old = entry.categories
-                merged = {s: new.get(s) or old.get(s, "") for s in order}
-                merged = {s: v for s, v in merged.items() if v}
-                # Slugs whose category an admin removed keep their value (rendered
-                # with a humanised label) until the next write replaces them.
-                merged.update({s: v for s, v in old.items() if s not in merged})
-                fields["categories"] = merged
+                fields["categories"] = merge_categories(entry.categories, args.categories, order)
             if entry.key == live_key:
                 fields["turns_since_refresh"] = 0
                 fields["last_refreshed_turn"] = entry.last_refreshed_turn + 1
@@ -508,9 +441,9 @@ class ShortTermMemory:
 
     def build_context(self, turn: TurnContext) -> MemoryContext:
         """Memory content and nudge for this turn, with their injection depths."""
-        from stm_memory.prompt.assembly import assemble_context
-
-        return assemble_context(self, turn)
+        return assemble_context(
+            turn, entries=self._live, settings=self._settings, limits=self.limits, clock=self.now
+        )
 
     # -- deletion ------------------------------------------------------------------------
 

@@ -1,9 +1,10 @@
-"""Prompt assembly (SPEC §6): read the entries, choose what to show, render, place.
+"""Prompt assembly: read the entries, choose what to show, render, place.
 
-:func:`assemble_context` is the only function here that does I/O (cache reads with
-hydration, settings look-ups); it gathers what the pure functions below need and
-never raises: any error is logged and yields an empty :class:`MemoryContext`, because
-a memory problem must never fail the user's turn.
+:func:`assemble_context` is the only function here that does I/O, and only through the
+two readers it is given (:class:`EntryReader` for cache reads with hydration,
+:class:`SettingsReader` for other servers' settings); it gathers what the pure
+functions below need and never raises: any error is logged and yields an empty
+:class:`MemoryContext`, because a memory problem must never fail the user's turn.
 
 Which other channels are shown (:func:`select_other_entries`):
 
@@ -32,8 +33,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
+from stm_memory.config import Limits
 from stm_memory.model import Category, MemoryEntry, Scope, ScopeKind, ServerSettings, parse_key
 from stm_memory.prompt.cut import HistoryWindow
 from stm_memory.prompt.placement import MemoryContext, fresh_content_depth
@@ -45,11 +47,12 @@ from stm_memory.prompt.render import (
 )
 
 if TYPE_CHECKING:
-    from stm_memory.engine import ShortTermMemory
     from stm_memory.tool.turn import TurnContext
 
 __all__ = [
+    "EntryReader",
     "MemoryContext",
+    "SettingsReader",
     "assemble_context",
     "build_memory_context",
     "history_window",
@@ -60,10 +63,43 @@ __all__ = [
 log = logging.getLogger("stm_memory")
 
 
-def assemble_context(mem: ShortTermMemory, turn: TurnContext) -> MemoryContext:
+class EntryReader(Protocol):
+    """The live entries as assembly reads them (the engine's read-through cache)."""
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, MemoryEntry]: ...
+
+    def get_with_indexes(
+        self, key: str, owners: Sequence[tuple[ScopeKind, str]]
+    ) -> MemoryEntry | None: ...
+
+    def newest(
+        self, kind: ScopeKind, owner_id: str, *, offset: int, count: int
+    ) -> list[tuple[str, float]]: ...
+
+    def is_live(self, entry: MemoryEntry, now: datetime) -> bool: ...
+
+    def channel_was_reset(self, channel_id: str) -> bool: ...
+
+
+class SettingsReader(Protocol):
+    """Other servers' settings and categories (an entry is shown under its own server's)."""
+
+    def server_settings(self, server_id: str) -> ServerSettings: ...
+
+    def categories(self, server_id: str) -> list[Category]: ...
+
+
+def assemble_context(
+    turn: TurnContext,
+    *,
+    entries: EntryReader,
+    settings: SettingsReader,
+    limits: Limits,
+    clock: Callable[[], datetime],
+) -> MemoryContext:
     """Memory content and nudge for ``turn``; an empty context on any error."""
     try:
-        return _assemble(mem, turn)
+        return _assemble(turn, _Reads(entries, settings, limits, clock()))
     except Exception:
         scope = getattr(turn, "scope", None)
         key = getattr(scope, "live_key", "<unknown scope>")
@@ -71,34 +107,51 @@ def assemble_context(mem: ShortTermMemory, turn: TurnContext) -> MemoryContext:
         return MemoryContext()
 
 
-def _assemble(mem: ShortTermMemory, turn: TurnContext) -> MemoryContext:
+class _Reads:
+    """What one assembly reads from, and the instant it reads at."""
+
+    __slots__ = ("entries", "limits", "now", "settings")
+
+    def __init__(
+        self, entries: EntryReader, settings: SettingsReader, limits: Limits, now: datetime
+    ) -> None:
+        self.entries = entries
+        self.settings = settings
+        self.limits = limits
+        self.now = now
+
+    def is_live(self, entry: MemoryEntry) -> bool:
+        return self.entries.is_live(entry, self.now)
+
+
+def _assemble(turn: TurnContext, reads: _Reads) -> MemoryContext:
     scope = turn.scope
     if not turn.settings.short_term_memory_enabled:
         return MemoryContext()
-    now = mem.now()
+    limits = reads.limits
     sources = _sources(turn)
-    live = mem._live.get_with_indexes(scope.live_key, [(s.kind, s.owner) for s in sources])
-    pool, settings, labels = _gather(mem, turn, sources, now)
+    live = reads.entries.get_with_indexes(scope.live_key, [(s.kind, s.owner) for s in sources])
+    pool, settings, labels = _gather(reads, turn, sources)
     context = build_memory_context(
         turn,
         live=live,
         # The counters outlive expiry (they are bookkeeping); the content does not.
-        shown_live=live if live is not None and mem._live.is_live(live, now) else None,
+        shown_live=live if live is not None and reads.is_live(live) else None,
         others=pool,
         server_settings=settings,
         categories=labels,
-        now=now,
-        is_live=lambda e: mem._live.is_live(e, now),
-        limit=mem.limits.other_channels_shown,
-        freshness_window=mem.limits.freshness_window,
+        now=reads.now,
+        is_live=reads.is_live,
+        limit=limits.other_channels_shown,
+        freshness_window=limits.freshness_window,
         history=history_window(
             turn,
             live,
             # Only a channel without an entry needs the question (a new entry of a
             # reset channel carries the answer in turns_since_reset).
-            reset=live is None and mem._live.channel_was_reset(scope.channel_id),
-            overlap=mem.limits.history_overlap,
-            max_raw_turns=mem.limits.max_raw_turns,
+            reset=live is None and reads.entries.channel_was_reset(scope.channel_id),
+            overlap=limits.history_overlap,
+            max_raw_turns=limits.max_raw_turns,
         ),
     )
     turn.shown_provenance = context.sources
@@ -160,18 +213,19 @@ def _sources(turn: TurnContext) -> list[_Source]:
 
 
 def _gather(
-    mem: ShortTermMemory, turn: TurnContext, sources: Sequence[_Source], now: datetime
+    reads: _Reads, turn: TurnContext, sources: Sequence[_Source]
 ) -> tuple[list[MemoryEntry], dict[str, ServerSettings], dict[str | None, Sequence[Category]]]:
     """Candidate entries (eligible and live) and their servers' settings and labels,
     read from the ordered indexes until the blocks shown cannot change: ``limit``
     entries that show something, each newer than anything still unread."""
     scope = turn.scope
     cross = turn.user_settings.cross_server_opt_in
-    limit = mem.limits.other_channels_shown
+    limits = reads.limits
+    limit = limits.other_channels_shown
     if not sources or limit <= 0:
         return [], {}, {}
     # Nothing older than the longest TTL can be live: a page past it ends the index.
-    oldest = (now - max(mem.limits.summary_ttl, mem.limits.bare_ttl)).timestamp()
+    oldest = (reads.now - max(limits.summary_ttl, limits.bare_ttl)).timestamp()
     seen: set[str] = set()
     pool: list[MemoryEntry] = []
     settings: dict[str, ServerSettings] = {}
@@ -183,23 +237,21 @@ def _gather(
     while True:
         keys: list[str] = []
         for src in (s for s in sources if not s.done):
-            members = mem._live.newest(src.kind, src.owner, offset=src.offset, count=page)
+            members = reads.entries.newest(src.kind, src.owner, offset=src.offset, count=page)
             src.offset += len(members)
             if members:
                 src.floor = members[-1][1]
             src.done = len(members) < page or src.floor < oldest
             keys += [k for k, _ in members if k not in seen and _may_show(k, scope)]
         seen.update(keys)
-        found = mem._live.get_many(keys) if keys else {}
-        fresh = [
-            e for e in found.values() if _eligible(e, scope, cross) and mem._live.is_live(e, now)
-        ]
+        found = reads.entries.get_many(keys) if keys else {}
+        fresh = [e for e in found.values() if _eligible(e, scope, cross) and reads.is_live(e)]
         pool += fresh
         # Settings are looked up before filtering on them: each may be a SQL read.
         for sid in sorted({e.server_id for e in fresh if e.server_id is not None} - set(settings)):
             own = sid == scope.server_id
-            settings[sid] = turn.settings if own else mem.server_settings(sid)
-            labels[sid] = turn.categories if own else mem.categories(sid)
+            settings[sid] = turn.settings if own else reads.settings.server_settings(sid)
+            labels[sid] = turn.categories if own else reads.settings.categories(sid)
         if all(s.done for s in sources):
             return pool, settings, labels
         shown = [
@@ -210,7 +262,7 @@ def _gather(
                 cross_server=cross,
                 current_settings=turn.settings,
                 server_settings=settings,
-                is_live=lambda e: mem._live.is_live(e, now),
+                is_live=reads.is_live,
             )
             if e.summary or e.categories or e.messages
         ]

@@ -4,21 +4,29 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from langchain_core.tools import BaseTool, ToolException
 from pydantic import ConfigDict, Field
 
+from stm_memory.config import Limits
 from stm_memory.tool.schema import tool_description, tool_parameters
-from stm_memory.tool.turn import TOOL_NAME, failure
+from stm_memory.tool.turn import TOOL_NAME, TurnContext, failure
 
-if TYPE_CHECKING:
-    from stm_memory.engine import ShortTermMemory
-    from stm_memory.tool.turn import TurnContext
-
-__all__ = ["ShortTermMemoryTool", "build_tool"]
+__all__ = ["MemoryWriter", "ShortTermMemoryTool", "build_tool"]
 
 log = logging.getLogger("stm_memory")
+
+
+class MemoryWriter(Protocol):
+    """What the tool runs: ``ShortTermMemory``'s update and its limits."""
+
+    @property
+    def limits(self) -> Limits: ...
+
+    def update(self, turn: TurnContext, args: object) -> dict[str, Any]: ...
+
+    async def aupdate(self, turn: TurnContext, args: object) -> dict[str, Any]: ...
 
 
 def _as_content(result: dict[str, Any]) -> str:
@@ -42,10 +50,11 @@ class ShortTermMemoryTool(BaseTool):
 
     ``args_schema`` is the turn's JSON schema itself, not a pydantic model: LangChain
     then passes the model's arguments through untouched, so validation is ours
-    (``arguments.parse_update_arguments``) and a wrong type, a missing field or an
-    unknown key reaches the model as a clear failed result. It also means no category
-    slug can clash with a pydantic attribute (``json``, ``model_config``, …) and
-    ``bind_tools`` sends the exact strict schema (all fields required, no extras).
+    (:func:`~stm_memory.tool.arguments.parse_update_arguments`) and a wrong type, a
+    missing field or an unknown key reaches the model as a clear failed result. It also
+    means no category slug can clash with a pydantic attribute (``json``,
+    ``model_config``, …) and ``bind_tools`` sends the exact strict schema (all fields
+    required, no extras).
 
     The scope comes from the turn, never from the arguments, so no call can write
     another channel's memory. Nothing raises into the agent loop.
@@ -92,7 +101,7 @@ class ShortTermMemoryTool(BaseTool):
         return _as_content(result)
 
 
-def build_tool(memory: ShortTermMemory, turn: TurnContext) -> ShortTermMemoryTool:
+def build_tool(memory: MemoryWriter, turn: TurnContext) -> ShortTermMemoryTool:
     limit = memory.limits.max_summary_length
     schema = {"title": TOOL_NAME, **tool_parameters(turn)}
     return ShortTermMemoryTool(
