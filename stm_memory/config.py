@@ -18,7 +18,10 @@ __all__ = ["ENV_VARS", "Limits"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Limits:
-    """The constants of SPEC §2. All durations are :class:`datetime.timedelta`."""
+    """The engine's tunable constants. All durations are :class:`datetime.timedelta`.
+
+    Why these defaults: ``docs/design.md#expiry-24-h-and-12-h``.
+    """
 
     # An entry with a distilled summary is worth keeping for a day of silence.
     summary_ttl: timedelta = timedelta(hours=24)

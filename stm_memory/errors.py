@@ -15,7 +15,7 @@ model cannot catch anything and an agent loop must never die of a bad tool call.
             └── RejectedWriteError  the database refuses this data (never retried)
 
 Persistence failures *during a turn* are not raised: they are logged and queued in
-the outbox (see ``outbox.py``); ``StorageError`` surfaces at construction, in
+the outbox (see :mod:`stm_memory.durability.outbox`); ``StorageError`` surfaces at construction, in
 administrative calls (``configure_server`` …) and in ``flush()`` diagnostics.
 """
 

@@ -53,7 +53,7 @@ def reconcile(live: LiveEntries, at: datetime, *, batch: int = CACHE_BATCH) -> R
       is given up rather than risk resurrecting deleted data.
 
     Callers run it only with an empty outbox: queued writes are newer than their rows.
-    Progress (see ``_bulk``): the entries checked, after every batch.
+    Progress (see :mod:`stm_memory.durability.bulk`): the entries checked, after every batch.
     """
     checked = rows_advanced = entries_advanced = dropped = 0
     # Entries without a row, dropped once a batch of them has gathered: re-checked

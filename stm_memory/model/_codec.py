@@ -71,8 +71,8 @@ class Messages(Sequence[StoredMessage]):
     def after(self, since: datetime | None) -> tuple[StoredMessage, ...]:
         """The turns captured after ``since`` (all when None), in order. Only their
         timestamps are read to choose: a briefing shows the few turns since the last
-        refresh, and decoding every captured turn of every channel showed in the
-        context profile."""
+        refresh, so assembly decodes those and not every captured turn of every
+        channel it looks at."""
         if since is None or self._decoded is not None:
             return tuple(m for m in self._items() if since is None or m.timestamp > since)
         return tuple(
@@ -114,7 +114,7 @@ _set_attr = object.__setattr__  # frozen: the dataclass's own __init__ sets fiel
 
 def evolve(entry: E, changes: Mapping[str, Any]) -> E:
     """A copy with ``changes`` applied: :func:`dataclasses.replace` without its
-    per-call field introspection (it ran twice per update, on the write hot path).
+    per-call field introspection, which every update would pay for both its entries.
     MemoryEntry has no ``__post_init__``, so nothing is skipped."""
     cls = type(entry)
     names, name_set = _field_names(cls)
@@ -198,9 +198,9 @@ _last_iso: tuple[datetime, str] = (datetime.fromtimestamp(0, UTC), "")
 
 def _iso(value: datetime) -> str:
     # An update stamps one datetime object as last_updated and refreshed_at of both its
-    # entries, and isoformat of an aware datetime showed in the write profile: the last
-    # one is remembered. By identity, not equality: equal instants in other time zones
-    # have other texts. (One tuple swapped whole, so threads never see half of one.)
+    # entries, and formatting an aware datetime is not free: the last one is
+    # remembered. By identity, not equality: equal instants in other time zones have
+    # other texts. (One tuple swapped whole, so threads never see half of one.)
     global _last_iso
     last = _last_iso
     if last[0] is value:

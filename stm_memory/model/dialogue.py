@@ -1,4 +1,4 @@
-"""One captured dialogue turn, as the live cache and the rows store it."""
+"""One captured dialogue turn, as the live cache holds it (rows keep no raw turns)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,10 @@ __all__ = ["MemoryEntry", "next_rev", "turns_after"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MemoryEntry:
-    """The live memory of one key (SPEC §2). Replace it with :func:`dataclasses.replace`."""
+    """The live memory of one key (the user's or the server's entry of a channel).
+
+    Replace it with :func:`dataclasses.replace`. See ``docs/design.md#two-keys-per-scope``.
+    """
 
     key: str
     kind: ScopeKind
@@ -47,10 +50,10 @@ class MemoryEntry:
     # When the model last wrote distilled memory here: raw turns captured after it are
     # the "recent" ones that the summary does not cover yet.
     refreshed_at: datetime | None = None
-    # Revision: raised by every cache mutation (a hybrid logical clock, see
-    # _live.next_rev). SQL keeps a row's revision and refuses an older snapshot, so
-    # writes that reach SQL out of order, twice, or late from an outbox replay can
-    # never overwrite what the live cache holds.
+    # Revision: raised by every cache mutation (a hybrid logical clock, see next_rev
+    # below and docs/design.md#revisions). SQL keeps a row's revision and refuses an
+    # older snapshot, so writes that reach SQL out of order, twice, or late from an
+    # outbox replay can never overwrite what the live cache holds.
     rev: int = 0
 
     @classmethod

@@ -60,7 +60,7 @@ def _opt_text(v: object) -> str | None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServerSettings:
-    """Per-server settings (SPEC §2). Only an explicit ``False`` disables memory."""
+    """Per-server settings, with their defaults. Only an explicit ``False`` disables memory."""
 
     short_term_memory_enabled: bool = True
     refresh_cadence: int = 5

@@ -30,7 +30,7 @@ scope atomically (across processes and hosts) and stores the count with the row.
 The cut moves only when the memory is rewritten (the count falls back to the
 overlap), so successive requests between two refreshes share their prefix and
 provider prompt caches hit. The safety cap moves in steps of half the cap for the
-same reason.
+same reason. The trade-offs are in ``docs/design.md#the-history-cut``.
 """
 
 from __future__ import annotations

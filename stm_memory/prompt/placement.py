@@ -1,4 +1,6 @@
-"""Where memory content and the nudge go in a request (SPEC §6 "Placement"). Pure.
+"""Where memory content and the nudge go in a request. Pure.
+
+Why these depths: ``docs/design.md#placement``.
 
 Depth rule: depth ``N >= 1`` inserts before the N-th dialogue message from the end
 (dialogue = every message that is not a system/developer message), before the first

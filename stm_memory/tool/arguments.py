@@ -46,8 +46,9 @@ def parse_update_arguments(
 ) -> UpdateArgs | str:
     """Return cleaned arguments, or a reason (for the model) why they are unusable.
 
-    Checked in the SPEC's order: a value that is not a string; an empty/blank value;
-    no category value given; unknown keys (named back so the model can fix the call).
+    Checked in a fixed order, so the model is told the first thing to fix: a value
+    that is not a string; an empty/blank value; no category value given; unknown keys
+    (named back so the model can fix the call).
     """
     if not isinstance(args, Mapping):
         return f"Arguments must be a JSON object, got {_describe(args)}."

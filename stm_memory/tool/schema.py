@@ -1,7 +1,7 @@
 """The tool's JSON schema for one turn, exported for LangChain, OpenAI and Anthropic.
 
 Built from the turn's category snapshot, so the schema the model saw is the one its
-call is validated against (SPEC §3).
+call is validated against, even when an admin edits the categories mid-turn.
 """
 
 from __future__ import annotations

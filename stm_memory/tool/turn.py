@@ -45,7 +45,7 @@ class TurnContext:
     updated: bool = False
     ended: bool = False
     # Provenance of the other channels' briefings assembly showed this turn: an update
-    # written after seeing them may carry their users' words (see erasure.py).
+    # written after seeing them may carry their users' words (see model/erasure.py).
     shown_provenance: frozenset[str] = frozenset()
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -58,7 +58,10 @@ class TurnContext:
     def guard_reason(
         self, *, enabled: bool | None = None, full_privacy: bool | None = None
     ) -> str | None:
-        """Why the tool may not run now, in the SPEC's order; None when it may.
+        """Why the tool may not run now, the first guard that fails; None when it may.
+
+        The order is fixed (and documented in ``docs/design.md#the-tool-and-its-guards``)
+        so the model always gets the same reason for the same situation.
 
         ``enabled`` / ``full_privacy`` override the snapshot with current settings: at
         execution the engine re-reads them, so a server switched off or a user who
