@@ -21,7 +21,7 @@ from stm_memory.cache.reopen import ReopeningCache
 from stm_memory.cache.sql import SqlLiveCache
 from stm_memory.durability.outbox import Outbox
 from stm_memory.errors import CacheError
-from stm_memory.live.entries import evict_deleted
+from stm_memory.live.replay import evict_deleted
 from stm_memory.model import KEY_PREFIX
 from stm_memory.store.sql import SqlStore, create_sql_engine
 

@@ -19,7 +19,8 @@ from datetime import datetime
 from stm_memory.cache.base import CacheValue, Write
 from stm_memory.durability.bulk import CACHE_BATCH, REPAIR_CACHED, Tally, batched, cached_entry_keys
 from stm_memory.errors import StorageError
-from stm_memory.live.entries import LiveEntries, ranked_write
+from stm_memory.live.entries import LiveEntries
+from stm_memory.live.indexes import ranked_write
 from stm_memory.model import MemoryEntry
 
 __all__ = ["Repaired", "reconcile"]
