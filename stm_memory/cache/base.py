@@ -1,4 +1,7 @@
-"""The live-cache seam: one base class, sync methods and ``a``-prefixed async twins.
+"""The live-cache seam: one base class of sync methods.
+
+There are no async twins here: the engine's ``a*`` methods run its sync path in a
+thread, so a backend implements each operation once and has one behaviour to test.
 
 Values are JSON-able dicts (an entry's ``to_dict()`` or an index). The one write
 primitive is :meth:`LiveCache.atomic`: read a set of keys, let a pure function
@@ -20,7 +23,6 @@ injectable clock; the ``ttl`` given here is a native TTL for cleanup only.
 
 from __future__ import annotations
 
-import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -118,23 +120,3 @@ class LiveCache(ABC):
 
     def count(self, prefix: str = "") -> int:
         return sum(1 for _ in self.iter_keys(prefix))
-
-    # -- async twins: a thread hop by default; a native-async backend overrides -----
-
-    async def aget_many(self, keys: Sequence[str]) -> dict[str, CacheValue]:
-        return await asyncio.to_thread(self.get_many, keys)
-
-    async def aget(self, key: str) -> CacheValue | None:
-        return await asyncio.to_thread(self.get, key)
-
-    async def aatomic(self, keys: Sequence[str], fn: AtomicFn) -> dict[str, CacheValue | None]:
-        return await asyncio.to_thread(self.atomic, keys, fn)
-
-    async def aadd_many(self, items: Mapping[str, Write]) -> int:
-        return await asyncio.to_thread(self.add_many, items)
-
-    async def adelete_many(self, keys: Sequence[str]) -> int:
-        return await asyncio.to_thread(self.delete_many, keys)
-
-    async def aclose(self) -> None:
-        await asyncio.to_thread(self.close)

@@ -13,9 +13,10 @@ Physical layout, the same on a single server and on a cluster::
     <prefix>~rank{<tag>}<index>     an ordered index
 
 ``{<tag>}`` is a Redis Cluster hash tag: only the tag decides the key's slot. An
-entry key (``shortterm:{kind}:{owner}:{channel}[:{persona}]``) is tagged by its
+entry key (:func:`~stm_memory.model.key_for`) is tagged by its
 channel, so the user key and the server key of one scope, which the engine updates
-together, share a slot; an index key (``shortterm:index:…``) is tagged by itself;
+together, share a slot; an index key (:func:`~stm_memory.model.index_key`) is tagged
+by itself;
 every other key (probe, writer registry, a caller's own) by one common tag, so any
 atomic update of them works on a cluster too. A tag is a short digest, so ids holding
 braces can neither end it early nor make two groups share it by design. After the
@@ -28,23 +29,20 @@ atomic update inside one slot: an update whose keys span slots is a
 silently non-atomic write. A ``Write.rank`` whose index lies in another slot than the
 update's keys cannot join its ``MULTI``; it is sent right after ``EXEC``, all such
 ranks of the call in one pipeline: one more round trip for a call that carries them,
-nothing for calls without. What remains guaranteed: the values are as atomic as
-before, and the index follows one command later; a process that dies in between
+nothing for calls without. What remains guaranteed: the values are as atomic as on
+a single server, and the index follows one command later; a process that dies in between
 leaves the member at its previous score (or absent) until the entry's next write ranks
 it again. If that follow-up fails, the call raises :class:`CacheError` although the
 values were written (the uncertainty of an ``EXEC`` whose reply is lost), which the
 resilient wrapper handles as an outage. On a single server the ranks always join the
 ``MULTI``. ``add_many`` with ranks takes the same path (a watched transaction per
-slot), so a rank is only placed with a value that was really added. On a cluster the
-``a*`` twins run the sync methods in a thread.
+slot), so a rank is only placed with a value that was really added.
 
-The sync and asyncio paths are thin shells around the same pure parts (encoding, the
-write plan of an attempt, command queueing, backoff), so a fix lands in both at once.
+There is no asyncio path: the engine's async methods run the sync one in a thread.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import math
@@ -58,13 +56,11 @@ from functools import lru_cache, partial
 from typing import Any, TypeAlias, cast
 
 from stm_memory.errors import CacheError, ConfigurationError, ValidationError
-from stm_memory.model import parse_index_key, parse_key
+from stm_memory.model import KEY_PREFIX, parse_index_key, parse_key
 
 try:
     import redis
-    import redis.asyncio
     import redis.cluster
-    from redis.asyncio.client import Pipeline as AsyncPipeline
     from redis.backoff import NoBackoff
     from redis.client import Pipeline as SyncPipeline
     from redis.cluster import ClusterPipeline, RedisCluster
@@ -86,8 +82,7 @@ DEFAULT_SOCKET_TIMEOUT = 2.0
 #: Optimistic attempts before :meth:`RedisLiveCache.atomic` gives up on a hot key.
 DEFAULT_MAX_ATTEMPTS = 100
 
-SyncClient: TypeAlias = "redis.Redis | RedisCluster"
-Clients: TypeAlias = "tuple[SyncClient, redis.asyncio.Redis | None]"
+Client: TypeAlias = "redis.Redis | RedisCluster"
 _Raw: TypeAlias = "bytes | str | None"
 #: (physical index key, member, stored score = -score; None removes the member)
 _RankOp: TypeAlias = tuple[str, str, float | None]
@@ -98,7 +93,7 @@ _GLOB_SPECIALS = frozenset("*?[]\\")
 _COMMON_TAG = "other"
 
 
-# -- pure helpers shared by the sync and async paths -----------------------------------
+# -- pure helpers ---------------------------------------------------------------------
 
 
 def _encode(value: CacheValue) -> bytes:
@@ -219,22 +214,19 @@ class RedisLiveCache(LiveCache):
     """Live cache in Redis or a Redis Cluster, shared by every process and host that
     points at it.
 
-    Give ``client`` (and optionally ``async_client``, single server only), or
-    ``connect``, which opens them on first use: :meth:`from_url` with ``ping=False``
-    passes one, so a cache built while Redis is down still finds out, once it answers,
-    whether it talks to a cluster.
+    Give ``client``, or ``connect``, which opens it on first use: :meth:`from_url`
+    with ``ping=False`` passes one, so a cache built while Redis is down still finds
+    out, once it answers, whether it talks to a cluster.
 
     ``prefix`` namespaces the keys (several deployments in one database); it is added
     on the way in and stripped on the way out, so callers never see it.
-    ``async_client`` backs the ``a*`` twins; without one they hop to a thread.
     """
 
     def __init__(
         self,
-        client: SyncClient | None = None,
+        client: Client | None = None,
         *,
-        async_client: redis.asyncio.Redis | None = None,
-        connect: Callable[[], Clients] | None = None,
+        connect: Callable[[], Client] | None = None,
         prefix: str = "",
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     ) -> None:
@@ -246,18 +238,14 @@ class RedisLiveCache(LiveCache):
             # Redis Cluster hashes the first {…} of a key: braces in the prefix would
             # take the place of the tag that keeps a scope's keys in one slot.
             raise ConfigurationError(f"a Redis key prefix must not contain braces: {prefix!r}")
-        self._client: SyncClient | None = None
-        self._async: redis.asyncio.Redis | None = None
+        self._client: Client | None = None
         self._connect = connect
         self._opening = threading.Lock()
-        # redis-py's asyncio connections belong to the event loop that opened them.
-        self._aloop: asyncio.AbstractEventLoop | None = None
-        self._closing: set[asyncio.Future[None]] = set()
         self.prefix = prefix
         self.max_attempts = max_attempts
         self._where = "(not connected yet)"
         if client is not None:
-            self._bind(client, async_client)
+            self._bind(client)
 
     @classmethod
     def from_url(
@@ -274,7 +262,7 @@ class RedisLiveCache(LiveCache):
 
         ``cluster=None`` asks the server (``INFO cluster``) when connecting; ``True`` or
         ``False`` skips the question. A cluster has only database 0, so a URL naming
-        another one is a :class:`ConfigurationError`. ``kwargs`` go to the clients;
+        another one is a :class:`ConfigurationError`. ``kwargs`` go to the client;
         query-string options in the URL win over them. Socket timeouts default to
         :data:`DEFAULT_SOCKET_TIMEOUT` seconds. ``ping=False`` connects on first use
         instead of now (the engine's resilient wrapper probes on its own).
@@ -293,18 +281,13 @@ class RedisLiveCache(LiveCache):
             cache._sync()
         return cache
 
-    # -- clients, keys and errors -----------------------------------------------------
+    # -- client, keys and errors ------------------------------------------------------
 
-    def _bind(self, client: SyncClient, async_client: redis.asyncio.Redis | None) -> None:
-        if isinstance(client, RedisCluster) and async_client is not None:
-            raise ConfigurationError(
-                "a Redis Cluster cache takes no async_client: its async methods run in a thread"
-            )
-        self._async = async_client
+    def _bind(self, client: Client) -> None:
         self._where = _describe(client)
         self._client = client  # last: _sync() reads it without the lock
 
-    def _sync(self) -> SyncClient:
+    def _sync(self) -> Client:
         client = self._client
         if client is not None:
             return client
@@ -312,7 +295,7 @@ class RedisLiveCache(LiveCache):
             if self._client is None:
                 assert self._connect is not None  # the constructor ensures one or the other
                 with self._errors("connect"):
-                    self._bind(*self._connect())
+                    self._bind(self._connect())
             assert self._client is not None
             return self._client
 
@@ -353,7 +336,7 @@ class RedisLiveCache(LiveCache):
             raise ValidationError(
                 f"Redis Cluster at {self._where} cannot {what} {list(keys)!r} atomically: "
                 "the keys lie in different hash slots (the keys of one channel share one, "
-                "and so do all keys outside the shortterm: entry and index schemes)"
+                f"and so do all keys outside the {KEY_PREFIX}: entry and index schemes)"
             )
         return next(iter(slots), None)
 
@@ -414,7 +397,7 @@ class RedisLiveCache(LiveCache):
             f"at {self._where}; the keys are too contended"
         )
 
-    # -- sync ----------------------------------------------------------------------------
+    # -- LiveCache -----------------------------------------------------------------------
 
     def get_many(self, keys: Sequence[str]) -> dict[str, CacheValue]:
         if not keys:
@@ -444,7 +427,7 @@ class RedisLiveCache(LiveCache):
 
     def _watched(
         self,
-        client: SyncClient,
+        client: Client,
         action: str,
         keys: Sequence[str],
         decide: Callable[[list[_Raw]], _Plan],
@@ -547,127 +530,8 @@ class RedisLiveCache(LiveCache):
         return 0  # Redis expires keys natively
 
     def close(self) -> None:
-        """Close the sync client, and the asyncio one as far as a sync caller can: its
-        connections can only be closed on their own event loop (prefer :meth:`aclose`)."""
         if self._client is not None:
             self._client.close()
-        loop, self._aloop = self._aloop, None
-        if self._async is not None and loop is not None and not loop.is_closed():
-            self._close_async_on(loop, self._async)
-
-    def _close_async_on(self, loop: asyncio.AbstractEventLoop, client: redis.asyncio.Redis) -> None:
-        try:
-            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:  # close() called from async code: finish in the background
-            task = loop.create_task(client.aclose())
-            self._closing.add(task)
-            task.add_done_callback(self._closing.discard)
-        elif loop.is_running():  # the loop runs in another thread
-            asyncio.run_coroutine_threadsafe(client.aclose(), loop)
-        elif running is None:
-            loop.run_until_complete(client.aclose())
-        else:  # a stopped loop while another one runs here: drop its connections
-            client.connection_pool.reset()  # type: ignore[no-untyped-call]
-
-    # -- async: native asyncio when an async client was given ----------------------------
-
-    async def _aclient(self) -> redis.asyncio.Redis | None:
-        """The asyncio client for the running loop, or None: the twin then runs the
-        sync method in a thread (no async client, or a cluster)."""
-        if self._client is None:
-            await asyncio.to_thread(self._sync)  # connecting blocks: not on the loop
-        if self._async is None:
-            return None
-        loop = asyncio.get_running_loop()
-        if self._aloop is not loop:
-            if self._aloop is not None:
-                # A new loop (a second asyncio.run, a new test loop): the pooled
-                # connections of the old one are unusable there, so start afresh.
-                self._async.connection_pool.reset()  # type: ignore[no-untyped-call]
-            self._aloop = loop
-        return self._async
-
-    async def aget_many(self, keys: Sequence[str]) -> dict[str, CacheValue]:
-        client = await self._aclient()
-        if client is None:
-            return await super().aget_many(keys)
-        if not keys:
-            return {}
-        with self._errors("read"):
-            raws = await client.mget([self._k(k) for k in keys])
-        return _present(keys, raws)
-
-    async def aget(self, key: str) -> CacheValue | None:
-        return (await self.aget_many((key,))).get(key)
-
-    async def _atransact(
-        self,
-        client: redis.asyncio.Redis,
-        action: str,
-        keys: Sequence[str],
-        decide: Callable[[list[_Raw]], _Plan],
-    ) -> _Plan:
-        # Single server only (a cluster has no async client), so nothing waits for EXEC.
-        full = [self._k(k) for k in keys]
-        for attempt in range(self.max_attempts):
-            with self._errors(action):
-                async with client.pipeline(transaction=True) as pipe:
-                    try:
-                        raws: list[_Raw] = []
-                        if full:
-                            await pipe.watch(*full)
-                            raws = await pipe.mget(full)
-                        plan = decide(raws)
-                        if not plan.empty:
-                            pipe.multi()  # type: ignore[no-untyped-call]
-                            _queue_writes(pipe, plan)
-                            await pipe.execute()
-                        return plan
-                    except redis.WatchError:
-                        pass
-            await asyncio.sleep(_backoff(attempt))
-        raise self._exhausted(keys)
-
-    async def aatomic(self, keys: Sequence[str], fn: AtomicFn) -> dict[str, CacheValue | None]:
-        client = await self._aclient()
-        if client is None:
-            return await super().aatomic(keys, fn)
-        decide = partial(self._plan, keys, fn)
-        return (await self._atransact(client, "atomic update", keys, decide)).result
-
-    async def aadd_many(self, items: Mapping[str, Write]) -> int:
-        client = await self._aclient()
-        if client is None:
-            return await super().aadd_many(items)
-        if not any(w.value is not None for w in items.values()):
-            return 0
-        if any(w.rank is not None for w in items.values()):
-            keys = list(items)
-            decide = partial(self._additions, keys, items)
-            return len((await self._atransact(client, "add", keys, decide)).sets)
-        with self._errors("add"):
-            pipe = client.pipeline(transaction=False)
-            _queue_writes(pipe, self._blind_additions(items), only_new=True)
-            return sum(1 for ok in await pipe.execute() if ok)
-
-    async def adelete_many(self, keys: Sequence[str]) -> int:
-        client = await self._aclient()
-        if client is None:
-            return await super().adelete_many(keys)
-        if not keys:
-            return 0
-        with self._errors("delete"):
-            return await client.delete(*(self._k(k) for k in keys))
-
-    async def aclose(self) -> None:
-        """Close both clients. The asyncio client's connections belong to the event
-        loop that opened them, so they are released here rather than in :meth:`close`."""
-        if self._async is not None and self._aloop is asyncio.get_running_loop():
-            self._aloop = None
-            await self._async.aclose()
-        self.close()
 
 
 # -- connecting -----------------------------------------------------------------------
@@ -675,7 +539,7 @@ class RedisLiveCache(LiveCache):
 
 @dataclass(frozen=True, slots=True)
 class _Connector:
-    """What :meth:`RedisLiveCache.from_url` needs to open the clients, now or later."""
+    """What :meth:`RedisLiveCache.from_url` needs to open the client, now or later."""
 
     url: str
     options: dict[str, Any]
@@ -721,16 +585,16 @@ class _Connector:
             f"{self.db}: point the URL at database 0 (prefix= keeps deployments apart)"
         )
 
-    def open(self) -> Clients:
+    def open(self) -> Client:
         with _translated(self.where, "connect"):
             if self.cluster is not True:
                 client = redis.Redis.from_url(self.url, **self.options)
                 if not self._is_cluster_node(client):
-                    return client, redis.asyncio.Redis.from_url(self.url, **self.options)
+                    return client
                 client.close()
                 self.check_cluster()
             options = {"retry": _cluster_retry(), **self.options}
-            return RedisCluster.from_url(self.url, **options), None
+            return RedisCluster.from_url(self.url, **options)
 
     def _is_cluster_node(self, client: redis.Redis) -> bool:
         """Connect ``client`` and, unless told, ask whether it reached a cluster node
@@ -761,7 +625,7 @@ def _present(keys: Sequence[str], raws: Sequence[_Raw]) -> dict[str, CacheValue]
     return out
 
 
-_AnyPipeline: TypeAlias = "SyncPipeline | ClusterPipeline | AsyncPipeline"
+_AnyPipeline: TypeAlias = "SyncPipeline | ClusterPipeline"
 
 
 def _queue_ranks(pipe: _AnyPipeline, ranks: Sequence[_RankOp]) -> None:
@@ -773,9 +637,8 @@ def _queue_ranks(pipe: _AnyPipeline, ranks: Sequence[_RankOp]) -> None:
 
 
 def _queue_writes(pipe: _AnyPipeline, plan: _Plan, *, only_new: bool = False) -> None:
-    # Buffered (MULTI or a plain pipeline), every pipeline flavour only queues
-    # commands, so this is synchronous for the asyncio one too; the caller awaits
-    # execute(). ``only_new`` is SET NX: never overwrite a live key.
+    # Only queues (MULTI or a plain pipeline); the caller runs execute().
+    # ``only_new`` is SET NX: never overwrite a live key.
     for key, data, ttl_ms in plan.sets:
         pipe.set(key, data, px=ttl_ms, nx=only_new)
     if plan.deletes:
@@ -783,7 +646,7 @@ def _queue_writes(pipe: _AnyPipeline, plan: _Plan, *, only_new: bool = False) ->
     _queue_ranks(pipe, plan.ranks)
 
 
-def _describe(client: SyncClient) -> str:
+def _describe(client: Client) -> str:
     # Where the cache lives, for error messages; never includes credentials.
     if isinstance(client, RedisCluster):
         node = client.get_default_node()  # type: ignore[no-untyped-call]

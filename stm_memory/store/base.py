@@ -1,4 +1,5 @@
-"""The durable-store seam: one base class, sync methods and ``a``-prefixed async twins.
+"""The durable-store seam: one base class of sync methods (the engine's ``a*`` methods
+run its sync path in a thread, so a store has no async twins to keep in step).
 
 Row writes carry the whole entry and its revision, so they are idempotent and
 ordered by themselves (see :meth:`MemoryStore.put_rows`). Deletes take an optional
@@ -11,7 +12,6 @@ has not been applied, and its replay finishes it.
 
 from __future__ import annotations
 
-import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from datetime import datetime
@@ -135,23 +135,3 @@ class MemoryStore(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
-
-    # -- async twins (a thread hop: SQLAlchemy's sync engine is the one we tune) ------
-
-    async def aload_many(self, keys: Sequence[str]) -> dict[str, MemoryEntry]:
-        return await asyncio.to_thread(self.load_many, keys)
-
-    async def aload_server(self, server_id: str) -> list[MemoryEntry]:
-        return await asyncio.to_thread(self.load_server, server_id)
-
-    async def aload_user(self, user_id: str) -> list[MemoryEntry]:
-        return await asyncio.to_thread(self.load_user, user_id)
-
-    async def adelete_channel(self, channel_id: str, *, op_id: str | None = None) -> int:
-        return await asyncio.to_thread(self.delete_channel, channel_id, op_id=op_id)
-
-    async def adelete_user(self, user_id: str, *, op_id: str | None = None) -> int:
-        return await asyncio.to_thread(self.delete_user, user_id, op_id=op_id)
-
-    async def adelete_older_than(self, cutoff: datetime) -> int:
-        return await asyncio.to_thread(self.delete_older_than, cutoff)

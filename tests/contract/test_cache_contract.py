@@ -3,7 +3,6 @@ passes it. The cluster-only tests at the end check what only a cluster can get w
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -337,23 +336,6 @@ def test_atomic_write_sets_a_fresh_ttl(cache: LiveCache) -> None:
     put(cache, "k", {"v": 1}, ttl=3600)
     put(cache, "k", {"v": 2}, ttl=0.3)
     assert wait_until(lambda: cache.get("k") is None, timeout=5)
-
-
-# -- async twins ------------------------------------------------------------------------
-
-
-def test_async_twins_match_the_sync_methods(cache: LiveCache) -> None:
-    async def scenario() -> None:
-        result = await cache.aatomic(["a"], bump("a"))
-        assert result == {"a": {"n": 1}}
-        await asyncio.gather(*(cache.aatomic(["a"], bump("a")) for _ in range(10)))
-        assert await cache.aget("a") == {"n": 11}
-        assert await cache.aget_many(["a", "zz"]) == {"a": {"n": 11}}
-        assert await cache.aadd_many({"a": Write({"n": 0}), "b": Write({"n": 0})}) == 1
-        assert await cache.adelete_many(["a", "b", "c"]) == 2
-        assert await cache.aget("a") is None
-
-    asyncio.run(scenario())
 
 
 # -- ordered indexes --------------------------------------------------------------------

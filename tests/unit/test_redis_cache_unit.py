@@ -6,24 +6,21 @@ Skipped when Redis is unreachable, unless ``STM_REQUIRE_SERVICES=1`` (then it fa
 
 from __future__ import annotations
 
-import asyncio
-import gc
 import json
 import subprocess
 import sys
 import threading
-import warnings
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
 import redis
-import redis.asyncio
 
 from stm_memory import CacheError, ConfigurationError, Scope, ShortTermMemory
 from stm_memory.cache.base import AtomicFn, CacheValue, Write
 from stm_memory.cache.redis import RedisLiveCache, redis_key
 from stm_memory.cache.resilient import ResilientCache
+from stm_memory.model import KEY_PREFIX
 
 # Set for each test to the isolated database of the shared ``redis_url`` fixture (which
 # skips, or fails under STM_REQUIRE_SERVICES=1, when Redis is unreachable): a fixed
@@ -56,13 +53,6 @@ def cache(raw: redis.Redis) -> Iterator[RedisLiveCache]:
     c.close()
 
 
-@pytest.fixture
-async def acache(raw: redis.Redis) -> AsyncIterator[RedisLiveCache]:
-    c = RedisLiveCache.from_url(REDIS_URL)
-    yield c
-    await c.aclose()
-
-
 def incr(key: str, ttl: float | None = 60.0) -> AtomicFn:
     def fn(current: Mapping[str, CacheValue | None]) -> dict[str, Write]:
         n = (current[key] or {"n": 0})["n"]
@@ -79,7 +69,7 @@ def explode(current: Mapping[str, CacheValue | None]) -> dict[str, Write]:
     raise Boom
 
 
-# -- sync ---------------------------------------------------------------------------------
+# -- reads and writes --------------------------------------------------------------------
 
 
 def test_round_trip_is_compact_utf8_json(cache: RedisLiveCache, raw: redis.Redis) -> None:
@@ -216,19 +206,18 @@ def test_iter_keys_escapes_glob_characters(cache: RedisLiveCache) -> None:
 
 
 def test_prefix_namespaces_and_is_stripped(raw: redis.Redis) -> None:
+    key = f"{KEY_PREFIX}:x"
     one = RedisLiveCache(redis.Redis.from_url(REDIS_URL), prefix="app[1]*:")
     two = RedisLiveCache(redis.Redis.from_url(REDIS_URL), prefix="app2:")
-    one.add_many({"shortterm:x": Write({"v": 1})})
-    two.add_many({"shortterm:x": Write({"v": 2})})
+    one.add_many({key: Write({"v": 1})})
+    two.add_many({key: Write({"v": 2})})
 
-    assert list(one.iter_keys("shortterm:")) == ["shortterm:x"]
-    assert one.get("shortterm:x") == {"v": 1}
-    assert two.get("shortterm:x") == {"v": 2}
-    assert sorted(raw.keys()) == sorted(
-        redis_key("shortterm:x", p).encode() for p in ("app2:", "app[1]*:")
-    )
-    assert one.delete_many(["shortterm:x"]) == 1
-    assert two.get("shortterm:x") == {"v": 2}
+    assert list(one.iter_keys(f"{KEY_PREFIX}:")) == [key]
+    assert one.get(key) == {"v": 1}
+    assert two.get(key) == {"v": 2}
+    assert sorted(raw.keys()) == sorted(redis_key(key, p).encode() for p in ("app2:", "app[1]*:"))
+    assert one.delete_many([key]) == 1
+    assert two.get(key) == {"v": 2}
     one.close()
     two.close()
 
@@ -296,77 +285,6 @@ def test_missing_redis_names_the_install_command() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode != 0
     assert 'pip install "stm-memory[redis]"' in proc.stderr
-
-
-# -- async twins ---------------------------------------------------------------------------
-
-
-async def test_async_twins_round_trip(acache: RedisLiveCache, raw: redis.Redis) -> None:
-    result = await acache.aatomic(["a"], lambda cur: {"a": Write({"v": "ü"}, 30)})
-    assert result == {"a": {"v": "ü"}}
-    assert 0 < raw.pttl(redis_key("a")) <= 30_000
-
-    assert await acache.aget("a") == {"v": "ü"}
-    assert await acache.aget_many(["a", "nope"]) == {"a": {"v": "ü"}}
-    assert await acache.aadd_many({"a": Write({"v": 0}), "b": Write({"v": 1})}) == 1
-    assert await acache.aget_many(["a", "b"]) == {"a": {"v": "ü"}, "b": {"v": 1}}
-    assert await acache.adelete_many(["a", "b", "c"]) == 2
-    assert await acache.aget_many(["a", "b"]) == {}
-
-
-async def test_async_atomic_concurrent_increments(acache: RedisLiveCache) -> None:
-    async def worker() -> None:
-        for _ in range(10):
-            await acache.aatomic(["ctr"], incr("ctr"))
-
-    await asyncio.gather(*(worker() for _ in range(20)))
-    assert await acache.aget("ctr") == {"n": 200}
-
-
-async def test_async_atomic_fn_error_propagates(acache: RedisLiveCache) -> None:
-    await acache.aatomic(["k"], incr("k"))
-
-    with pytest.raises(Boom):
-        await acache.aatomic(["k", "other"], explode)
-
-    assert await acache.aget_many(["k", "other"]) == {"k": {"n": 1}}
-    assert (await acache.aatomic(["k"], incr("k")))["k"] == {"n": 2}
-
-
-async def test_async_unreachable_server_raises_cache_error() -> None:
-    dead = RedisLiveCache(
-        redis.Redis.from_url(DEAD_URL),
-        async_client=redis.asyncio.Redis.from_url(DEAD_URL, socket_connect_timeout=0.5),
-    )
-    with pytest.raises(CacheError, match="cannot reach Redis"):
-        await dead.aget("k")
-    with pytest.raises(CacheError, match="cannot reach Redis"):
-        await dead.aatomic(["k"], incr("k"))
-    await dead.aclose()
-
-
-async def test_without_async_client_twins_use_a_thread(raw: redis.Redis) -> None:
-    c = RedisLiveCache(redis.Redis.from_url(REDIS_URL))
-    assert await c.aatomic(["k"], incr("k")) == {"k": {"n": 1}}
-    assert await c.aget("k") == {"n": 1}
-    await c.aclose()
-
-
-def test_async_client_survives_a_new_event_loop(cache: RedisLiveCache) -> None:
-    cache.add_many({"k": Write({"v": 1})})
-
-    async def read(close: bool) -> CacheValue | None:
-        value = await cache.aget("k")
-        if close:
-            await cache.aclose()
-        return value
-
-    assert asyncio.run(read(close=False)) == {"v": 1}
-    assert asyncio.run(read(close=True)) == {"v": 1}  # the first loop's pool is dropped
-    # The first loop died with its sockets open; they are reclaimed by the collector.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        gc.collect()
 
 
 # -- end to end with the engine --------------------------------------------------------------
