@@ -1,6 +1,6 @@
 """One ``sqlite3`` connection per thread (and per process) to one database file.
 
-Shared by the raw SQLite row writer (``store/_sqlite_raw``) and the diskcache table
+Shared by the raw SQLite row writer (``_sqlite/raw``) and the diskcache table
 access (``cache/_disk_rows``): both run their hot paths on plain ``sqlite3``
 connections, which may not be shared between threads in a transaction, nor between a
 parent and a forked child.

@@ -43,7 +43,7 @@ def _datetime_text(value: datetime | None) -> str | None:
     # SQLAlchemy's SQLite DATETIME storage format (naive UTC), which it parses back.
     # Memoised: one write stamps the same instant up to four times per row (created,
     # updated, last_updated, refreshed_at). isoformat, not strftime: SQLAlchemy's exact
-    # text (strftime does not zero-pad years before 1000) at a third of the cost.
+    # text (strftime does not zero-pad years before 1000), and the cheaper call.
     return None if value is None else value.isoformat(" ", "microseconds")
 
 
@@ -132,7 +132,7 @@ class RawSqlite:
         """Run ``text`` once per parameter row inside ``BEGIN IMMEDIATE`` … ``COMMIT``
         (the write lock up front, so writers queue on the busy timeout); rows changed.
         Errors become the store's exception types. A plain function, not a context
-        manager: this is the per-update path, and the generator protocol showed."""
+        manager: this is the per-update path."""
         try:
             conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")

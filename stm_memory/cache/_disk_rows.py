@@ -100,7 +100,7 @@ class SchemaMismatch(Exception):
 
 
 # One stored key as _SELECT returns it: (key, rowid, expire_time, mode, filename, value).
-# A plain tuple: two are built per update, and a class per row showed in the profile.
+# A plain tuple, not a class: two are built per update, on the hot path.
 Row: TypeAlias = tuple[str, int, float | None, int, str | None, Any]
 _ROWID: Final = 1
 _EXPIRE: Final = 2
@@ -217,7 +217,7 @@ class CacheRows:
     def select_on(self, con: sqlite3.Connection, keys: Sequence[str]) -> dict[str, Row]:
         if len(keys) == 1:
             # One key (a get, an index read) is most reads: a constant statement, no
-            # placeholder list or chunk loop to build (≈ 1.4 µs of a ≈ 10 µs read).
+            # placeholder list or chunk loop to build.
             return {row[0]: row for row in con.execute(_SELECT_ONE, (keys[0],))}
         found: dict[str, Row] = {}
         # In chunks: SQLite caps the number of parameters of one statement.

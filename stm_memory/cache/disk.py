@@ -16,6 +16,7 @@ import diskcache
 from stm_memory.cache._disk_rows import CacheRows, Row, SchemaMismatch, Transaction, live_at
 from stm_memory.cache.base import AtomicFn, CacheValue, LiveCache, Write
 from stm_memory.errors import CacheError
+from stm_memory.model import KEY_PREFIX
 
 __all__ = ["DiskLiveCache"]
 
@@ -56,7 +57,7 @@ class DiskLiveCache(LiveCache):
                 sqlite_secure_delete=1,
             )
             # Touch the database so a corrupt file fails here, not mid-turn.
-            self._cache.get("shortterm:probe")
+            self._cache.get(f"{KEY_PREFIX}:probe")
             self._rows = CacheRows(self._cache)
         except (OSError, sqlite3.Error) as exc:
             raise CacheError(f"cannot open the diskcache directory {path}: {exc}") from exc

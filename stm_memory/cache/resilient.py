@@ -44,6 +44,7 @@ from stm_memory.cache.base import AtomicFn, CacheValue, LiveCache, Write
 from stm_memory.cache.memory import InMemoryLiveCache
 from stm_memory.cache.sql import Deletion, PrimaryHealed, SqlLiveCache
 from stm_memory.errors import CacheError
+from stm_memory.model import KEY_PREFIX
 
 __all__ = ["ReplayFn", "ResilientCache"]
 
@@ -158,7 +159,7 @@ class ResilientCache(LiveCache):
             dirty = sorted(self._dirty)
             wipe = self._deleted_locally
         if wipe:
-            dirty = sorted(set(dirty) | set(self.primary.iter_keys("shortterm:")))
+            dirty = sorted(set(dirty) | set(self.primary.iter_keys(f"{KEY_PREFIX}:")))
         if dirty:
             self.primary.delete_many(dirty)
         moved = 0

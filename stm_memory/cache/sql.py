@@ -33,8 +33,8 @@ from sqlalchemy.engine import Connection
 
 from stm_memory.cache.base import AtomicFn, CacheValue, LiveCache, Write
 from stm_memory.errors import CacheError
+from stm_memory.store.keys import db_key
 from stm_memory.store.schema import live_deletions, live_ranks, live_state, live_values
-from stm_memory.store.sql import _db_key
 
 __all__ = ["Deletion", "PrimaryHealed", "SqlLiveCache"]
 
@@ -104,7 +104,7 @@ class SqlLiveCache(LiveCache):
     def _select(self, conn: Connection, keys: Sequence[str], *, lock: bool) -> dict[str, Any]:
         v = live_values.c
         found: dict[str, Any] = {}
-        slots = sorted({_db_key(k) for k in keys})
+        slots = sorted({db_key(k) for k in keys})
         for start in range(0, len(slots), _CHUNK):
             stmt = (
                 sa.select(v.key, v.value, v.expires_at)
@@ -129,7 +129,7 @@ class SqlLiveCache(LiveCache):
         value = None if write.value is None else json.dumps(write.value, separators=(",", ":"))
         expires = None if write.ttl is None or value is None else now + write.ttl
         stmt = self._insert(live_values).values(
-            slot=_db_key(key), key=key, value=value, expires_at=expires, deleted=value is None
+            slot=db_key(key), key=key, value=value, expires_at=expires, deleted=value is None
         )
         ex = stmt.excluded
         conn.execute(
@@ -146,8 +146,8 @@ class SqlLiveCache(LiveCache):
     ) -> None:
         r = live_ranks.c
         stmt = self._insert(live_ranks).values(
-            idx=_db_key(index),
-            member_slot=_db_key(member),
+            idx=db_key(index),
+            member_slot=db_key(member),
             index_name=index,
             member=member,
             score=score,
@@ -189,7 +189,7 @@ class SqlLiveCache(LiveCache):
                 # order, like the locks), so a second writer waits for this one.
                 rows = [
                     {"slot": slot, "key": key}
-                    for slot, key in sorted({_db_key(k): k for k in keys}.items())
+                    for slot, key in sorted({db_key(k): k for k in keys}.items())
                 ]
                 conn.execute(self._insert(live_values).values(rows).on_conflict_do_nothing())
             found = self._select(conn, keys, lock=True)
@@ -251,7 +251,7 @@ class SqlLiveCache(LiveCache):
         def body(conn: Connection) -> list[tuple[str, float]]:
             stmt = (
                 sa.select(r.member, r.score)
-                .where(r.idx == _db_key(index), r.score.is_not(None))
+                .where(r.idx == db_key(index), r.score.is_not(None))
                 .order_by(r.score.desc(), r.member_slot)
                 .offset(offset)
                 .limit(count)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import threading
@@ -31,6 +30,7 @@ from stm_memory.model import (
     next_rev,
 )
 from stm_memory.store.base import MemoryStore
+from stm_memory.store.keys import db_key, is_digest_key
 from stm_memory.store.schema import (
     applied_ops,
     categories,
@@ -47,25 +47,12 @@ log = logging.getLogger("stm_memory.store")
 T = TypeVar("T")
 
 
-# Keys longer than this (in UTF-8 bytes) are stored as a digest. Ids may be 512
-# characters and ":" escapes to three, so a key can reach ~4,600 characters / ~6 KB:
-# past the key column (2,200) and PostgreSQL's b-tree entry limit (2,704 bytes).
-_MAX_KEY_BYTES = 1024
-_DIGEST_PREFIX = "sha256:"
-
 #: Rows a bulk delete, erasure or janitor sweep changes (or scans) per transaction.
 #: Large enough that per-transaction costs (a commit, the op-id claim) vanish next to
 #: the rows, small enough that one batch holds SQLite's write lock for tens of
 #: milliseconds (turns queue behind it rather than time out) and its keys stay well
 #: under the bound-parameter limits (SQLite 32,766; PostgreSQL 65,535).
 BATCH_SIZE = 5000
-
-
-def _db_key(key: str) -> str:
-    raw = key.encode("utf-8")
-    if len(raw) <= _MAX_KEY_BYTES:
-        return key
-    return _DIGEST_PREFIX + hashlib.sha256(raw).hexdigest()
 
 
 def _like_pattern(text: str) -> str:
@@ -217,7 +204,7 @@ class SqlStore(MemoryStore):
         }
         names = ("parent_channel_id", "channel_name", "server_name")
         snapshot.update({col: sa.func.coalesce(ex[col], m[col]) for col in names})
-        # Built once; SQLAlchemy caches the compiled form (and _sqlite_raw compiles it
+        # Built once; SQLAlchemy caches the compiled form (and _sqlite/raw compiles it
         # once), so the hot path pays only for parameter binding.
         self._put = ins.on_conflict_do_update(
             index_elements=[m.key], set_=snapshot, where=ex.rev > m.rev
@@ -238,7 +225,7 @@ class SqlStore(MemoryStore):
         )
         self._select = sa.select(memories)
         # File-backed SQLite: row writes skip SQLAlchemy's per-call machinery (see
-        # _sqlite_raw). An in-memory database lives in the pool's one connection.
+        # _sqlite/raw). An in-memory database lives in the pool's one connection.
         self._raw: RawSqlite | None = None
         database = engine.url.database
         if self.dialect == "sqlite" and database not in (None, "", ":memory:"):
@@ -296,7 +283,7 @@ class SqlStore(MemoryStore):
         updated = entry.last_updated
         refreshed = entry.refreshed_at
         return {
-            "key": _db_key(entry.key),
+            "key": db_key(entry.key),
             "scope_kind": entry.kind,
             "server_id": entry.server_id,
             "user_id": entry.user_id,
@@ -328,7 +315,7 @@ class SqlStore(MemoryStore):
     def _cache_key(cls, row: Mapping[Any, Any]) -> str:
         """The entry's key (a digest key is rebuilt from the ids the row holds)."""
         key: str = row["key"]
-        if not key.startswith(_DIGEST_PREFIX):
+        if not is_digest_key(key):
             return key
         kind = cls._kind(row)
         owner = row["server_id"] if kind == "server" else row["user_id"]
@@ -387,7 +374,7 @@ class SqlStore(MemoryStore):
     def load_many(self, keys: Sequence[str]) -> dict[str, MemoryEntry]:
         if not keys:
             return {}
-        stmt = self._select.where(memories.c.key.in_([_db_key(k) for k in keys]))
+        stmt = self._select.where(memories.c.key.in_([db_key(k) for k in keys]))
         rows = self._read(lambda c: c.execute(stmt).mappings().all())
         entries = (self._entry(row) for row in rows)
         return {e.key: e for e in entries}
@@ -619,11 +606,11 @@ class SqlStore(MemoryStore):
             if conn is None:
                 return 0
             m = memories.c
-            # What the cache's own clear does to the rev (types.next_rev), in SQL.
+            # What the cache's own clear does to the rev (model.next_rev), in SQL.
             clock = next_rev(0, at)
             stmt = (
                 sa.update(memories)
-                .where(m.key.in_([_db_key(k) for k in keys]))
+                .where(m.key.in_([db_key(k) for k in keys]))
                 .values(
                     summary=None,
                     categories={},

@@ -1,4 +1,4 @@
-"""The raw SQLite write path binds parameters itself (``store/_sqlite_raw``): each
+"""The raw SQLite write path binds parameters itself (``stm_memory._sqlite.raw``): each
 value must be exactly what SQLAlchemy's own SQLite bind processor would send, or rows
 written on the hot path would read back differently from rows written through
 SQLAlchemy."""
