@@ -15,14 +15,13 @@ from stm_memory.cache.base import LiveCache
 from stm_memory.config import Limits
 from stm_memory.durability.bulk import (
     CACHE_BATCH,
-    ERASE_CACHED,
     ProgressCallback,
-    Tally,
     batched,
     cached_entry_keys,
     evict_in_batches,
     reporting,
 )
+from stm_memory.durability.deletion import Deletions
 from stm_memory.durability.outbox import Outbox
 from stm_memory.durability.persister import Persister
 from stm_memory.durability.repair import Repaired, reconcile
@@ -38,11 +37,9 @@ from stm_memory.model import (
     ServerSettings,
     UserSettings,
     check_owner_id,
-    key_for,
-    parse_key,
 )
 from stm_memory.model.categories import merge_categories
-from stm_memory.model.erasure import erase_user, speakers, unknown_provenance
+from stm_memory.model.erasure import speakers
 from stm_memory.model.messages import all_dialogue
 from stm_memory.prompt.assembly import MemoryContext, assemble_context
 from stm_memory.store.base import MemoryStore
@@ -84,21 +81,6 @@ def _one_more_turn_since_reset(entry: MemoryEntry) -> dict[str, int]:
     return {} if since is None else {"turns_since_reset": since + 1}
 
 
-# Cached entries read per round trip while an erasure scans the cache.
-_ERASE_BATCH = 500
-
-
-def _scope_of(key: str, value: Mapping[str, Any]) -> Scope:
-    """The scope a cached entry belongs to, from its key (and its server, for a
-    user-scope entry inside a server)."""
-    kind, owner, channel, persona = parse_key(key)
-    if kind == "server":
-        return Scope(channel_id=channel, user_id="_", server_id=owner, persona_id=persona)
-    return Scope(
-        channel_id=channel, user_id=owner, server_id=value.get("server_id"), persona_id=persona
-    )
-
-
 class ShortTermMemory:
     """Scoped short-term memory for chat agents. See SPEC §10 for the public surface."""
 
@@ -126,6 +108,14 @@ class ShortTermMemory:
         self._settings = SettingsBook(store, self.now, ttl=settings_ttl)
         self._live = LiveEntries(cache, store, outbox, self.limits, self.now)
         self._persister = Persister(store, outbox, self.now)
+        self._deletions = Deletions(
+            cache=cache,
+            store=store,
+            outbox=outbox,
+            live=self._live,
+            persister=self._persister,
+            clock=self.now,
+        )
         self._janitor: Janitor | None = None
         self._closed = False
         # Start-up: replay what an earlier run queued; then, if a process of this host
@@ -451,126 +441,25 @@ class ShortTermMemory:
         """Forget a channel everywhere (the "/refresh" command). Returns SQL rows deleted
         now (0 when the delete is queued for an unreachable database). Cache and rows
         go in batches; ``progress(phase, done, total)`` is called after each (see
-        ``_bulk``)."""
+        :mod:`stm_memory.durability.bulk`)."""
         Scope(channel_id=channel_id, user_id="_")
-        payload = {"channel_id": channel_id, "at": self.now().isoformat()}
-        item = self._persister.begin_delete("delete_channel", payload, channel_id=channel_id)
-        with reporting(progress):
-            # Before and after the scan: a fallback cache that may miss copies held by
-            # the primary keeps the deletion for them whichever side of an outage it
-            # ran on.
-            self._cache.record_deletion("channel", channel_id)
-            keys = cached_entry_keys(self._cache)
-            evict_in_batches(self._live.evict, (k for k in keys if parse_key(k)[2] == channel_id))
-            self._cache.record_deletion("channel", channel_id)
-            self._outbox.purge_channel(channel_id)
-            return self._persister.finish_delete(item) or 0
+        return self._deletions.clear_channel(channel_id, progress=progress)
 
     def clear_user(self, user_id: str, *, progress: ProgressCallback | None = None) -> int:
-        """Erase a user (see ``erasure.py``): delete their user-scope entries in every
-        server, DM, thread and persona; remove their words from every other entry and
-        clear the distilled memory of every entry their words may have reached (its
-        provenance); other users' words stay. Queued durably like every delete, and
-        the embedded stores' files are checkpointed afterwards so the words leave the
-        bytes on disk. Returns the SQL rows deleted or cleared now (0 when queued).
-        Cache and rows go in batches; ``progress(phase, done, total)`` is called after
-        each (see ``_bulk``)."""
+        """Erase a user (see :mod:`stm_memory.model.erasure`): delete their user-scope
+        entries in every server, DM, thread and persona; remove their words from every
+        other entry and clear the distilled memory of every entry their words may have
+        reached (its provenance); other users' words stay. Queued durably like every
+        delete, and the embedded stores' files are checkpointed afterwards so the words
+        leave the bytes on disk. Returns the SQL rows deleted or cleared now (0 when
+        queued). Cache and rows go in batches; ``progress(phase, done, total)`` is
+        called after each."""
         check_owner_id("user_id", user_id)
-        now = self.now()
-        item = self._persister.begin_delete(
-            "forget_user", {"user_id": user_id, "at": now.isoformat()}, user_id=user_id
-        )
-        with reporting(progress):
-            self._cache.record_deletion("user", user_id)  # before and after: see clear_channel
-            # The user's own entries are exactly the keys under this prefix (ids are
-            # escaped: an owner id never holds the ":" that ends it).
-            evict_in_batches(
-                self._live.evict, cached_entry_keys(self._cache, key_for("user", user_id, ""))
-            )
-            self._outbox.purge_user(user_id)
-            erased = self._erase_from_shared(user_id)
-            self._cache.record_deletion("user", user_id)
-            count = self._persister.finish_delete(item) or 0
-        # The erased entries' rows are written after the SQL erasure, behind it in
-        # the outbox if it is queued (a row it cleared refuses an equal revision,
-        # which is right: the row then holds no distilled memory and no one's words).
-        # Each is dated by its own last activity: an erasure is not activity, so the
-        # janitor's clock does not move (as SqlStore.forget_user leaves it). Written
-        # as the cache holds them now: an entry deleted since gets no row back.
-        for batch in batched(erased, CACHE_BATCH):
-            for raw in self._cache.get_many(batch).values():
-                entry = MemoryEntry.from_dict(raw)
-                self._persister.write([entry], entry.last_updated)
-        self._compact()
-        return count
-
-    def _erase_from_shared(self, user_id: str) -> list[str]:
-        """Remove ``user_id``'s words from the queued writes and the cached entries of
-        other users and servers (in batches drawn from the cache's scan: a cache may
-        hold many entries); returns the keys of the entries changed, whose rows are
-        still to be written."""
-
-        def redact(snapshot: dict[str, Any]) -> dict[str, Any] | None:
-            entry = MemoryEntry.from_dict(snapshot)
-            changes = erase_user(entry, user_id) or unknown_provenance(snapshot)
-            return entry.evolve(changes).to_dict() if changes else None
-
-        self._outbox.rewrite_rows(redact)
-        erased: list[str] = []
-        scanned = Tally(ERASE_CACHED)
-        now = self.now()
-        for keys in batched(cached_entry_keys(self._cache), _ERASE_BATCH):
-            batch = self._cache.get_many(keys)
-            expired: list[str] = []
-            for key, raw in batch.items():
-                legacy = unknown_provenance(raw)
-                cached = MemoryEntry.from_dict(raw)
-                if erase_user(cached, user_id) is None and legacy is None:
-                    continue
-                if not self._live.is_live(cached, now):
-                    # Its content is gone already; rewriting it would revive it as a
-                    # fresh entry. Evicted: its counters live on in the row.
-                    expired.append(key)
-                    continue
-
-                def change(
-                    entry: MemoryEntry, legacy: dict[str, Any] | None = legacy
-                ) -> dict[str, Any]:
-                    # Decided again inside the transaction: the entry may have moved on.
-                    return erase_user(entry, user_id) or legacy or {}
-
-                scope = _scope_of(key, raw)
-                erased += self._live.mutate(scope, [key], change, existing_only=True)
-            self._live.evict(expired)
-            scanned.add(len(keys))
-        scanned.end()
-        return erased
-
-    def _compact(self) -> None:
-        """Checkpoint the embedded stores after an erasure (best effort: a failure is
-        logged; the next erasure or checkpoint catches up)."""
-        for part in (self._store, self._cache, self._outbox):
-            try:
-                part.compact()
-            except Exception as exc:
-                log.warning("stm-memory: checkpoint after erasure failed: %s", exc)
+        return self._deletions.clear_user(user_id, progress=progress)
 
     def clear_summary(self, scope: Scope) -> int:
         """Drop the distilled memory (summary and categories) of a scope, keep the rest."""
-        keys = list(scope.keys)
-        now = self.now()
-        item = self._persister.begin_delete(
-            "clear_summary", {"keys": keys, "at": now.isoformat()}, row_key=scope.live_key
-        )
-
-        def clear(entry: MemoryEntry) -> dict[str, Any]:
-            return {"summary": None, "categories": {}, "last_updated": now}
-
-        present = self._cache.get_many(keys)
-        if present:
-            self._live.mutate(scope, list(present), clear)
-        self._outbox.purge_keys(keys)
-        return self._persister.finish_delete(item) or 0
+        return self._deletions.clear_summary(scope)
 
     # -- maintenance ---------------------------------------------------------------------
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from helpers.clock import START
 from helpers.factory import MemFactory
 from helpers.services import PostgresSchemas
 
+from stm_memory.testing import FrozenClock
 from stm_memory import DatabaseError, MemoryEntry, Scope, ShortTermMemory, StoredMessage
 from stm_memory.cache.base import Write
 from stm_memory.durability.bulk import (
@@ -36,6 +36,7 @@ from stm_memory.store.sql import SqlStore, create_sql_engine
 
 BATCH = 7
 ROWS = 100
+START = FrozenClock()()  # where every FrozenClock starts: the fake_clock's "now"
 IDLE = START - timedelta(days=100)
 Call = tuple[str, int, int | None]
 
@@ -323,11 +324,13 @@ def test_a_delete_beside_another_deletes_everything(
 def small_caches(monkeypatch: pytest.MonkeyPatch) -> None:
     """Cache scans in batches of 7 keys too."""
     import stm_memory.durability.bulk
+    import stm_memory.durability.deletion
     import stm_memory.engine
 
     monkeypatch.setattr(stm_memory.durability.bulk, "CACHE_BATCH", BATCH)
     monkeypatch.setattr(stm_memory.engine, "CACHE_BATCH", BATCH)
-    monkeypatch.setattr(stm_memory.engine, "_ERASE_BATCH", BATCH)
+    monkeypatch.setattr(stm_memory.durability.deletion, "CACHE_BATCH", BATCH)
+    monkeypatch.setattr(stm_memory.durability.deletion, "_ERASE_BATCH", BATCH)
 
 
 def engine(make_mem: MemFactory, backend: str, **kw: Any) -> ShortTermMemory:
