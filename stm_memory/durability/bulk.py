@@ -22,6 +22,8 @@ from contextvars import ContextVar
 from itertools import islice
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
+from stm_memory.model.scope import ENTRY_PREFIX, INDEX_PREFIX
+
 if TYPE_CHECKING:
     from stm_memory.cache.base import LiveCache
 
@@ -115,10 +117,10 @@ def batched(items: Iterable[T], size: int) -> Iterator[list[T]]:
         yield chunk
 
 
-def cached_entry_keys(cache: LiveCache, prefix: str = "shortterm:") -> Iterator[str]:
+def cached_entry_keys(cache: LiveCache, prefix: str = ENTRY_PREFIX) -> Iterator[str]:
     """The live cache's entry keys starting with ``prefix`` (owner indexes skipped),
     as the cache's scan yields them."""
-    return (k for k in cache.iter_keys(prefix) if not k.startswith("shortterm:index:"))
+    return (k for k in cache.iter_keys(prefix) if not k.startswith(INDEX_PREFIX))
 
 
 def evict_in_batches(evict: Callable[[list[str]], object], keys: Iterable[str]) -> None:

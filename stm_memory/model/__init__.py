@@ -6,6 +6,8 @@ from stm_memory.model._codec import Messages
 from stm_memory.model.dialogue import Role, StoredMessage
 from stm_memory.model.entry import MemoryEntry, next_rev, turns_after
 from stm_memory.model.scope import (
+    ENTRY_PREFIX,
+    INDEX_PREFIX,
     KEY_PREFIX,
     Scope,
     ScopeKind,
@@ -27,6 +29,8 @@ from stm_memory.model.text import storable_text_problem
 
 __all__ = [
     "DEFAULT_CATEGORY",
+    "ENTRY_PREFIX",
+    "INDEX_PREFIX",
     "KEY_PREFIX",
     "MAX_CATEGORIES",
     "Category",

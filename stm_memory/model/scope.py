@@ -11,6 +11,8 @@ from stm_memory.errors import ValidationError
 from stm_memory.model.text import storable_text_problem
 
 __all__ = [
+    "ENTRY_PREFIX",
+    "INDEX_PREFIX",
     "KEY_PREFIX",
     "Scope",
     "ScopeKind",
@@ -24,6 +26,10 @@ __all__ = [
 ScopeKind: TypeAlias = Literal["server", "user"]
 
 KEY_PREFIX = "shortterm"
+#: Every cache key of this package starts so; a scan for entries starts here.
+ENTRY_PREFIX = f"{KEY_PREFIX}:"
+#: The ordered indexes' keys (:func:`index_key`) start so; entry scans skip them.
+INDEX_PREFIX = f"{KEY_PREFIX}:index:"
 
 
 def _escape(part: str) -> str:
@@ -81,7 +87,7 @@ def _key_for(kind: ScopeKind, owner_id: str, channel_id: str, persona_id: str | 
 
 def index_key(kind: ScopeKind, owner_id: str) -> str:
     """The cache key listing the entry keys of one server (``server``) or user (``user``)."""
-    return f"{KEY_PREFIX}:index:{kind}:{_escape(owner_id)}"
+    return f"{INDEX_PREFIX}{kind}:{_escape(owner_id)}"
 
 
 def parse_index_key(key: str) -> tuple[ScopeKind, str]:
