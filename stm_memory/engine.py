@@ -82,7 +82,8 @@ def _one_more_turn_since_reset(entry: MemoryEntry) -> dict[str, int]:
 
 
 class ShortTermMemory:
-    """Scoped short-term memory for chat agents. See SPEC §10 for the public surface."""
+    """Scoped short-term memory for chat agents: the facade over the live cache, the rows
+    store and the outbox (how they fit: ``docs/design.md``)."""
 
     def __init__(
         self,
@@ -207,7 +208,8 @@ class ShortTermMemory:
         return self._settings.server_settings(server_id)
 
     def configure_server(self, server_id: str, **settings: Any) -> ServerSettings:
-        """Change server settings (SPEC §2); unknown names or bad values raise
+        """Change server settings (the fields of :class:`ServerSettings`); unknown names
+        or bad values raise
         :class:`ConfigurationError` and nothing is written."""
         return self._settings.configure_server(server_id, **settings)
 
@@ -218,8 +220,9 @@ class ShortTermMemory:
     def set_categories(
         self, server_id: str, categories: Sequence[Category | str]
     ) -> list[Category]:
-        """Replace a server's categories (at most 5, non-empty labels). Slugs follow
-        SPEC §3. An empty list restores the default summary mode."""
+        """Replace a server's categories (at most 5, non-empty labels). Each gets a slug
+        from its label (:func:`~stm_memory.model.text.unique_slugs`), the name of its
+        tool argument. An empty list restores the default summary mode."""
         return self._settings.set_categories(server_id, categories)
 
     def user_settings(self, user_id: str) -> UserSettings:
@@ -362,7 +365,8 @@ class ShortTermMemory:
         self._persister.write(entries, now)
 
     def capture(self, scope: Scope, messages: Sequence[Any]) -> MemoryEntry | None:
-        """Store the last dialogue turns of the channel (SPEC §5); returns the live entry."""
+        """Store the last dialogue turns of the channel (passive capture: what the model
+        reads as recent dialogue until it next writes the memory); returns the live entry."""
         if not isinstance(scope, Scope):
             raise ValidationError(f"scope must be a Scope, got {type(scope).__name__}")
         if self.user_settings(scope.user_id).full_privacy:

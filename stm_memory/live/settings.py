@@ -53,9 +53,10 @@ class SettingsBook:
     def _memoised(self, kind: str, ident: str, load: Callable[[], Any], *, unavailable: Any) -> Any:
         """Settings from a short in-process memo (``settings_ttl`` seconds).
 
-        When the database cannot be read, a turn must go on (SPEC §4): the last value
-        loaded is used, and with none, ``unavailable`` — chosen by each caller to fail
-        closed (e.g. full privacy: nothing stored, no tool) — without memoising it.
+        When the database cannot be read, a turn must go on (a memory problem never
+        fails the user's turn): the last value loaded is used, and with none,
+        ``unavailable`` — chosen by each caller to fail closed (e.g. full privacy:
+        nothing stored, no tool) — without memoising it.
         """
         if type(ident) is not str:  # unhashable or wrong type: a clear error first
             check_owner_id("user_id" if kind == "user" else "server_id", ident)
@@ -88,7 +89,8 @@ class SettingsBook:
         )
 
     def configure_server(self, server_id: str, **settings: Any) -> ServerSettings:
-        """Change server settings (SPEC §2); unknown names or bad values raise
+        """Change server settings (the fields of :class:`ServerSettings`); unknown names
+        or bad values raise
         :class:`ConfigurationError` and nothing is written."""
         check_owner_id("server_id", server_id)
         current = self._store.get_server_settings(server_id) or ServerSettings()
@@ -106,8 +108,9 @@ class SettingsBook:
     def set_categories(
         self, server_id: str, categories: Sequence[Category | str]
     ) -> list[Category]:
-        """Replace a server's categories (at most 5, non-empty labels). Slugs follow
-        SPEC §3. An empty list restores the default summary mode."""
+        """Replace a server's categories (at most 5, non-empty labels). Each gets a slug
+        from its label (:func:`~stm_memory.model.text.unique_slugs`), the name of its
+        tool argument. An empty list restores the default summary mode."""
         check_owner_id("server_id", server_id)
         if isinstance(categories, str | bytes) or not isinstance(categories, Sequence):
             raise ConfigurationError("categories must be a list of Category")
