@@ -1,4 +1,6 @@
-"""Shared fixtures: a fake clock, isolated PostgreSQL/Redis, and memory factories.
+"""Shared fixtures: a fake clock, isolated PostgreSQL/Redis, and memory factories
+(see tests/README.md). Their plumbing lives in ``helpers/``, which this file puts on
+``sys.path`` so every test imports it as ``from helpers.X import ...``.
 
 ``make_mem(backend=..., cache=..., **kw)`` builds a :class:`ShortTermMemory` on this
 test's temporary paths with the fake clock and closes it after the test:
@@ -22,12 +24,12 @@ import sqlalchemy as sa
 
 from stm_memory import ShortTermMemory
 from stm_memory.config import ENV_VARS
+from stm_memory.testing import FrozenClock
 
 TESTS_DIR = Path(__file__).resolve().parent
 if str(TESTS_DIR) not in sys.path:  # helpers/ is importable in every test module
     sys.path.insert(0, str(TESTS_DIR))
 
-from helpers.clock import FakeClock  # noqa: E402
 from helpers.factory import MemFactory  # noqa: E402
 from helpers.services import (  # noqa: E402
     PostgresSchemas,
@@ -63,9 +65,11 @@ def _isolated_env(
 
 
 @pytest.fixture
-def fake_clock() -> FakeClock:
-    """Starts at 2026-01-05 12:00 UTC; ``fake_clock.advance(hours=1)`` moves it."""
-    return FakeClock()
+def fake_clock(stm_clock: FrozenClock) -> FrozenClock:
+    """The testing kit's ``stm_clock`` (a FrozenClock at 2026-01-05 12:00 UTC;
+    ``fake_clock.advance(hours=1)`` moves it). One object under both names, so a test
+    that mixes ``make_mem`` with the kit's fixtures has one clock."""
+    return stm_clock
 
 
 # -- PostgreSQL --------------------------------------------------------------------------
@@ -121,7 +125,7 @@ def redis_url() -> Iterator[str]:
 
 @pytest.fixture
 def make_mem(
-    request: pytest.FixtureRequest, tmp_path: Path, fake_clock: FakeClock
+    request: pytest.FixtureRequest, tmp_path: Path, fake_clock: FrozenClock
 ) -> Iterator[MemFactory]:
     """Factory: ``make_mem(backend="sqlite"|"sqlite-memory"|"postgres",
     cache="disk"|"memory"|"redis", **from_url_kwargs)``."""

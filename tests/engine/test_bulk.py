@@ -1,6 +1,6 @@
-"""Bulk operations in batches (stm_memory/_bulk.py, SqlStore.batch_size): a channel
-delete, a user erasure, the janitor and repair give the same result in batches of 7
-as in one, an interruption between two batches is finished by the outbox's replay
+"""Bulk operations in batches (stm_memory/durability/bulk.py, SqlStore.batch_size): a
+channel delete, a user erasure, the janitor and repair give the same result in batches
+of 7 as in one, an interruption between two batches is finished by the outbox's replay
 (and brings nothing back), and progress is reported after every batch."""
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import sqlalchemy as sa
 from helpers.factory import MemFactory
 from helpers.services import PostgresSchemas
 
-from stm_memory.testing import FrozenClock
 from stm_memory import DatabaseError, MemoryEntry, Scope, ShortTermMemory, StoredMessage
 from stm_memory.cache.base import Write
 from stm_memory.durability.bulk import (
@@ -33,6 +32,7 @@ from stm_memory.durability.bulk import (
 from stm_memory.durability.repair import reconcile
 from stm_memory.store.schema import channel_resets, memories
 from stm_memory.store.sql import SqlStore, create_sql_engine
+from stm_memory.testing import FrozenClock
 
 BATCH = 7
 ROWS = 100

@@ -7,18 +7,18 @@ from dataclasses import asdict
 from typing import Any
 
 import pytest
-from helpers.clock import FakeClock
 from helpers.factory import MemFactory
 from helpers.memory import row
 from helpers.subproc import Gate, finish_worker, start_worker
 from helpers.threads import run_threads
 
 from stm_memory import Scope, ShortTermMemory
+from stm_memory.testing import FrozenClock
 
 SCOPE = Scope(channel_id="busy", user_id="u1", server_id="g1")
 
 
-def worker_args(make_mem: MemFactory, fake_clock: FakeClock) -> dict[str, Any]:
+def worker_args(make_mem: MemFactory, fake_clock: FrozenClock) -> dict[str, Any]:
     return {
         "database_url": make_mem.database_url("sqlite"),
         "cache_dir": str(make_mem.cache_dir),
@@ -49,7 +49,7 @@ def test_threads_counting_turns_lose_nothing(make_mem: MemFactory, cache: str) -
 
 @pytest.mark.slow
 def test_processes_and_threads_counting_turns_lose_nothing(
-    make_mem: MemFactory, fake_clock: FakeClock
+    make_mem: MemFactory, fake_clock: FrozenClock
 ) -> None:
     memory = make_mem()
     memory.capture(SCOPE, [{"role": "user", "content": "warm up"}])  # rows and cache exist
@@ -71,7 +71,7 @@ def test_processes_and_threads_counting_turns_lose_nothing(
 
 @pytest.mark.slow
 def test_concurrent_refreshes_and_turns_lose_no_refresh(
-    make_mem: MemFactory, fake_clock: FakeClock
+    make_mem: MemFactory, fake_clock: FrozenClock
 ) -> None:
     memory = make_mem()
     gate = Gate(make_mem.tmp_path / "gate")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,38 +14,26 @@ from stm_memory import Category, Scope, ShortTermMemory
 from stm_memory.prompt.cut import HistoryWindow
 from stm_memory.prompt.placement import MemoryContext
 from stm_memory.prompt.render import CONTENT_HEADER, FRAMING
+from stm_memory.testing import FrozenClock
 
-START = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 # How every memory block opens: the header and the framing line.
 HEAD = f"{CONTENT_HEADER}\n{FRAMING}\n"
 
 
-class Clock:
-    """A mutable clock: ``clock.advance(hours=2)``."""
-
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **kw: float) -> None:
-        self.now += timedelta(**kw)
-
-
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock(fake_clock: FrozenClock) -> FrozenClock:
+    """The suite's fake clock under a short name: ``clock.advance(hours=2)``."""
+    return fake_clock
 
 
-def open_mem(path: Path, clock: Clock) -> ShortTermMemory:
+def open_mem(path: Path, clock: FrozenClock) -> ShortTermMemory:
     return ShortTermMemory.from_url(
         f"sqlite:///{path}/stm.db", cache_dir=path / "cache", clock=clock
     )
 
 
 @pytest.fixture
-def mem(tmp_path: Path, clock: Clock) -> Iterator[ShortTermMemory]:
+def mem(tmp_path: Path, clock: FrozenClock) -> Iterator[ShortTermMemory]:
     m = open_mem(tmp_path, clock)
     yield m
     m.close()
@@ -86,7 +73,7 @@ CHAT = [
 # -- same channel ----------------------------------------------------------------------
 
 
-def test_same_channel_summary(mem: ShortTermMemory, clock: Clock) -> None:
+def test_same_channel_summary(mem: ShortTermMemory, clock: FrozenClock) -> None:
     remember(mem, here(), {"summary": "Ann and the bot planned a heist."}, CHAT)
     clock.advance(hours=2)
     ctx = context(mem, here())
@@ -106,7 +93,7 @@ def test_same_channel_summary(mem: ShortTermMemory, clock: Clock) -> None:
 
 
 def test_same_channel_categories_in_server_order_with_humanised_leftovers(
-    mem: ShortTermMemory, clock: Clock
+    mem: ShortTermMemory, clock: FrozenClock
 ) -> None:
     mem.set_categories("g1", [Category("Plot points", "What happened"), Category("Mood", "Tone")])
     remember(mem, here(), {"mood": "Tense", "plot_points": "Heist on Friday"})
@@ -127,7 +114,7 @@ def test_same_channel_never_shows_raw_messages(mem: ShortTermMemory) -> None:
     assert context(mem, here()).content is None
 
 
-def test_disabled_server_has_no_memory(mem: ShortTermMemory, clock: Clock) -> None:
+def test_disabled_server_has_no_memory(mem: ShortTermMemory, clock: FrozenClock) -> None:
     remember(mem, here(), {"summary": "S"}, CHAT)
     remember(mem, here("c2"), {"summary": "T"}, CHAT)
     mem.configure_server("g1", short_term_memory_enabled=False)
@@ -137,7 +124,7 @@ def test_disabled_server_has_no_memory(mem: ShortTermMemory, clock: Clock) -> No
 # -- other channels ----------------------------------------------------------------------
 
 
-def test_crude_only_other_channel(mem: ShortTermMemory, clock: Clock) -> None:
+def test_crude_only_other_channel(mem: ShortTermMemory, clock: FrozenClock) -> None:
     mem.configure_server("g1", crude_message_count=2)
     remember(mem, here("c2", channel_name="random"), None, CHAT)
     clock.advance(hours=3)
@@ -149,7 +136,7 @@ def test_crude_only_other_channel(mem: ShortTermMemory, clock: Clock) -> None:
     )
 
 
-def test_crude_summary_versus_supersede(mem: ShortTermMemory, clock: Clock) -> None:
+def test_crude_summary_versus_supersede(mem: ShortTermMemory, clock: FrozenClock) -> None:
     remember(mem, here("c2"), {"summary": "Heist planned for Friday."}, CHAT)
     clock.advance(minutes=30)
     # Turns after the summary was written are the "recent" ones it does not cover yet.
@@ -170,7 +157,7 @@ def test_crude_summary_versus_supersede(mem: ShortTermMemory, clock: Clock) -> N
 
 
 def test_crude_summary_shows_nothing_recent_right_after_a_refresh(
-    mem: ShortTermMemory, clock: Clock
+    mem: ShortTermMemory, clock: FrozenClock
 ) -> None:
     remember(mem, here("c2"), {"summary": "Heist planned for Friday."}, CHAT)
     clock.advance(minutes=90)
@@ -179,7 +166,7 @@ def test_crude_summary_shows_nothing_recent_right_after_a_refresh(
     )
 
 
-def test_other_channel_categories_and_both_parts(mem: ShortTermMemory, clock: Clock) -> None:
+def test_other_channel_categories_and_both_parts(mem: ShortTermMemory, clock: FrozenClock) -> None:
     mem.set_categories("g1", [Category("Plot"), Category("Mood")])
     mem.configure_server("g1", render_mode="supersede")
     remember(mem, here("c2", channel_name="heists"), {"plot": "Vault", "mood": "Calm"})
@@ -197,7 +184,7 @@ def test_other_channel_categories_and_both_parts(mem: ShortTermMemory, clock: Cl
 
 
 def test_newest_first_at_most_three_skipping_empty_and_expired(
-    mem: ShortTermMemory, clock: Clock
+    mem: ShortTermMemory, clock: FrozenClock
 ) -> None:
     mem.configure_server("g1", render_mode="supersede")
     remember(mem, here("old"), None, CHAT)  # raw only: expires after 12 h
@@ -214,7 +201,7 @@ def test_newest_first_at_most_three_skipping_empty_and_expired(
     )
 
 
-def test_ties_are_broken_by_key(mem: ShortTermMemory, clock: Clock) -> None:
+def test_ties_are_broken_by_key(mem: ShortTermMemory, clock: FrozenClock) -> None:
     for name in ("c9", "c4", "c7", "c2"):
         remember(mem, here(name), {"summary": name})
     clock.advance(hours=20)
@@ -227,7 +214,7 @@ def test_ties_are_broken_by_key(mem: ShortTermMemory, clock: Clock) -> None:
 
 
 def test_privacy_filter_on_a_thread_of_a_private_channel(
-    mem: ShortTermMemory, clock: Clock
+    mem: ShortTermMemory, clock: FrozenClock
 ) -> None:
     mem.configure_server("g1", private_channel_ids=["secret"], render_mode="supersede")
     remember(mem, here("t1", parent_channel_id="secret"), {"summary": "Thread talk."})
@@ -244,7 +231,7 @@ def test_privacy_filter_on_a_thread_of_a_private_channel(
     assert context(mem, here()).content == (f"{HEAD}Other channels:\n{public}\n{thread}")
 
 
-def test_cross_server_opt_in(mem: ShortTermMemory, clock: Clock) -> None:
+def test_cross_server_opt_in(mem: ShortTermMemory, clock: FrozenClock) -> None:
     mem.set_categories("g2", [Category("Topic")])
     mem.configure_server("g2", private_channel_ids=["vault"], render_mode="supersede")
     mem.configure_server("g1", render_mode="supersede", stm_privacy_bypass=True)
@@ -265,7 +252,7 @@ def test_cross_server_opt_in(mem: ShortTermMemory, clock: Clock) -> None:
 
 
 def test_dm_shows_other_dms_and_servers_only_when_opted_in(
-    mem: ShortTermMemory, clock: Clock
+    mem: ShortTermMemory, clock: FrozenClock
 ) -> None:
     mem.configure_server("g1", private_channel_ids=["secret"])
     remember(mem, Scope(channel_id="dm2", user_id="u1"), {"summary": "Earlier DM."})
@@ -289,7 +276,7 @@ def test_dm_shows_other_dms_and_servers_only_when_opted_in(
     assert context(mem, dm).content is None
 
 
-def test_persona_lineage(mem: ShortTermMemory, clock: Clock) -> None:
+def test_persona_lineage(mem: ShortTermMemory, clock: FrozenClock) -> None:
     mem.configure_server("g1", render_mode="supersede")
     remember(mem, here("c2", persona_id="p1"), {"summary": "Persona one."})
     remember(mem, here("c3", persona_id="p2"), {"summary": "Persona two."})
@@ -307,7 +294,7 @@ def test_persona_lineage(mem: ShortTermMemory, clock: Clock) -> None:
 
 @pytest.mark.parametrize(("configured", "fresh"), [(-1, 2), (0, 0), (1, 1), (2, 2), (5, 2)])
 def test_freshness_moves_content_down(
-    mem: ShortTermMemory, clock: Clock, configured: int, fresh: int
+    mem: ShortTermMemory, clock: FrozenClock, configured: int, fresh: int
 ) -> None:
     mem.configure_server("g1", content_injection_depth=configured)
     remember(mem, here("c2"), {"summary": "Recent."})
@@ -317,7 +304,7 @@ def test_freshness_moves_content_down(
     assert context(mem, here()).content_depth == configured
 
 
-def test_freshness_counts_the_same_channel_too(mem: ShortTermMemory, clock: Clock) -> None:
+def test_freshness_counts_the_same_channel_too(mem: ShortTermMemory, clock: FrozenClock) -> None:
     remember(mem, here(), {"summary": "Here."})
     clock.advance(minutes=10)
     assert context(mem, here()).content_depth == 2
@@ -399,7 +386,7 @@ def test_assembly_error_yields_empty_memory_and_a_log_record(
 
 
 def _scenario(path: Path) -> tuple[str | None, str | None]:
-    clock = Clock()
+    clock = FrozenClock()
     with open_mem(path, clock) as m:
         m.set_categories("g1", [Category("Plot"), Category("Mood")])
         m.configure_server("g1", refresh_cadence=1)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from helpers.clock import FakeClock
 from helpers.factory import MemFactory
 from helpers.memory import DM, SERVER, dialogue, refresh, row, turn
 
 from stm_memory import Scope, ShortTermMemory
+from stm_memory.testing import FrozenClock
 
 
 @pytest.fixture(params=["disk", "memory"])
@@ -70,7 +70,7 @@ def test_each_persona_counts_its_own_turns(memory: ShortTermMemory) -> None:
 
 
 def test_end_turn_on_a_never_seen_scope_creates_its_row(
-    memory: ShortTermMemory, fake_clock: FakeClock
+    memory: ShortTermMemory, fake_clock: FrozenClock
 ) -> None:
     fresh = Scope(channel_id="new-channel", user_id="new-user", server_id="g9")
     assert memory.get(fresh) is None
@@ -125,7 +125,7 @@ def test_capture_keeps_the_last_ten_dialogue_turns(memory: ShortTermMemory) -> N
 
 
 def test_capture_replaces_messages_and_keeps_summary_and_counters(
-    memory: ShortTermMemory, fake_clock: FakeClock
+    memory: ShortTermMemory, fake_clock: FrozenClock
 ) -> None:
     refresh(memory, SERVER, "the summary")
     turn(memory, SERVER)

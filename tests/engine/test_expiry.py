@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from helpers.clock import FakeClock
 from helpers.factory import MemFactory
 from helpers.memory import SERVER, dialogue, refresh, turn
 
 from stm_memory import Category, Scope, ShortTermMemory
+from stm_memory.testing import FrozenClock
 
 
 @pytest.fixture(params=["disk", "memory"])
@@ -17,7 +17,7 @@ def memory(request: pytest.FixtureRequest, make_mem: MemFactory) -> ShortTermMem
     return make_mem(cache=request.param)
 
 
-def test_a_summary_entry_lives_24_hours(memory: ShortTermMemory, fake_clock: FakeClock) -> None:
+def test_a_summary_entry_lives_24_hours(memory: ShortTermMemory, fake_clock: FrozenClock) -> None:
     refresh(memory, SERVER, "summary")
     fake_clock.advance(hours=23, minutes=59)
     live = memory.get(SERVER)
@@ -27,7 +27,7 @@ def test_a_summary_entry_lives_24_hours(memory: ShortTermMemory, fake_clock: Fak
     assert memory.get_key(SERVER.user_key) is None
 
 
-def test_a_bare_entry_lives_12_hours(memory: ShortTermMemory, fake_clock: FakeClock) -> None:
+def test_a_bare_entry_lives_12_hours(memory: ShortTermMemory, fake_clock: FrozenClock) -> None:
     assert memory.capture(SERVER, dialogue(2)) is not None
     fake_clock.advance(hours=11, minutes=59, seconds=59)
     assert memory.get(SERVER) is not None
@@ -36,7 +36,7 @@ def test_a_bare_entry_lives_12_hours(memory: ShortTermMemory, fake_clock: FakeCl
 
 
 def test_a_categories_only_entry_counts_as_bare(
-    memory: ShortTermMemory, fake_clock: FakeClock
+    memory: ShortTermMemory, fake_clock: FrozenClock
 ) -> None:
     memory.set_categories("g1", [Category("Plot"), Category("Mood")])
     assert turn(memory, SERVER, {"plot": "heist"}) == {"status": "completed"}
@@ -47,14 +47,14 @@ def test_a_categories_only_entry_counts_as_bare(
     assert memory.get(SERVER) is None
 
 
-def test_a_blank_summary_counts_as_bare(memory: ShortTermMemory, fake_clock: FakeClock) -> None:
+def test_a_blank_summary_counts_as_bare(memory: ShortTermMemory, fake_clock: FrozenClock) -> None:
     refresh(memory, SERVER, "something")
     memory.clear_summary(SERVER)  # summary gone, entry stays
     fake_clock.advance(hours=12)
     assert memory.get(SERVER) is None
 
 
-def test_ttls_follow_constructor_overrides(make_mem: MemFactory, fake_clock: FakeClock) -> None:
+def test_ttls_follow_constructor_overrides(make_mem: MemFactory, fake_clock: FrozenClock) -> None:
     memory = make_mem(summary_ttl=timedelta(minutes=30), bare_ttl=600)  # 600 s
     refresh(memory, SERVER, "short-lived")
     other = Scope(channel_id="c2", user_id="u1", server_id="g1")
@@ -67,7 +67,7 @@ def test_ttls_follow_constructor_overrides(make_mem: MemFactory, fake_clock: Fak
 
 
 def test_ttls_follow_environment_variables(
-    make_mem: MemFactory, fake_clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    make_mem: MemFactory, fake_clock: FrozenClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("STM_SUMMARY_TTL_SECONDS", "3600")
     memory = make_mem()
@@ -78,7 +78,7 @@ def test_ttls_follow_environment_variables(
     assert memory.get(SERVER) is None
 
 
-def test_activity_keeps_an_entry_alive(memory: ShortTermMemory, fake_clock: FakeClock) -> None:
+def test_activity_keeps_an_entry_alive(memory: ShortTermMemory, fake_clock: FrozenClock) -> None:
     refresh(memory, SERVER, "kept alive")
     for _ in range(3):
         fake_clock.advance(hours=20)
@@ -88,7 +88,7 @@ def test_activity_keeps_an_entry_alive(memory: ShortTermMemory, fake_clock: Fake
 
 
 def test_expired_content_is_not_carried_into_a_new_entry(
-    memory: ShortTermMemory, fake_clock: FakeClock
+    memory: ShortTermMemory, fake_clock: FrozenClock
 ) -> None:
     refresh(memory, SERVER, "old news")
     turn(memory, SERVER)
@@ -102,7 +102,7 @@ def test_expired_content_is_not_carried_into_a_new_entry(
 
 
 def test_hydrated_entries_expire_by_their_row_time(
-    make_mem: MemFactory, fake_clock: FakeClock
+    make_mem: MemFactory, fake_clock: FrozenClock
 ) -> None:
     first = make_mem()
     refresh(first, SERVER, "persisted")

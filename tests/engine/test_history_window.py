@@ -8,7 +8,6 @@ from dataclasses import asdict
 from typing import Any
 
 import pytest
-from helpers.clock import FakeClock
 from helpers.dialogues import render, say
 from helpers.factory import MemFactory
 from helpers.memory import DM, SERVER, refresh, turn
@@ -16,6 +15,7 @@ from helpers.sqlite_lock import SqliteWriteLock
 from helpers.subproc import run_worker
 
 from stm_memory import Scope, ShortTermMemory
+from stm_memory.testing import FrozenClock
 
 
 def keep(mem: ShortTermMemory, scope: Scope = SERVER) -> int | None:
@@ -57,7 +57,7 @@ def test_the_overlap_is_configurable(make_mem: MemFactory) -> None:
 
 
 def test_an_expired_memory_keeps_the_turns_it_covered_forgotten(
-    make_mem: MemFactory, fake_clock: FakeClock
+    make_mem: MemFactory, fake_clock: FrozenClock
 ) -> None:
     mem = make_mem()
     refresh(mem, SERVER, "A secret plan.")
@@ -122,7 +122,7 @@ def scope_json(scope: Scope) -> dict[str, str | None]:
 
 
 def test_the_window_survives_a_restart_in_a_new_process(
-    make_mem: MemFactory, fake_clock: FakeClock
+    make_mem: MemFactory, fake_clock: FrozenClock
 ) -> None:
     mem = make_mem()
     refresh(mem, SERVER, "We agreed to meet on Friday.")

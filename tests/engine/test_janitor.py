@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from helpers.clock import FakeClock
 from helpers.factory import MemFactory
 from helpers.memory import DM, SERVER, refresh, row, turn
 from helpers.waiting import wait_until
 
 from stm_memory import Scope, ShortTermMemory
+from stm_memory.testing import FrozenClock
 
 RECENT = Scope(channel_id="recent", user_id="u2", server_id="g1")
 
@@ -20,7 +20,9 @@ def memory(request: pytest.FixtureRequest, make_mem: MemFactory) -> ShortTermMem
     return make_mem(cache=request.param)
 
 
-def test_rows_idle_for_90_days_are_deleted(memory: ShortTermMemory, fake_clock: FakeClock) -> None:
+def test_rows_idle_for_90_days_are_deleted(
+    memory: ShortTermMemory, fake_clock: FrozenClock
+) -> None:
     refresh(memory, SERVER, "ancient")
     refresh(memory, DM, "ancient dm")
     fake_clock.advance(days=60)
@@ -40,7 +42,7 @@ def test_rows_idle_for_90_days_are_deleted(memory: ShortTermMemory, fake_clock: 
 
 
 def test_rows_younger_than_the_retention_stay(
-    memory: ShortTermMemory, fake_clock: FakeClock
+    memory: ShortTermMemory, fake_clock: FrozenClock
 ) -> None:
     refresh(memory, SERVER, "young")
     fake_clock.advance(days=90)  # exactly 90 days is not older than 90 days
@@ -48,7 +50,7 @@ def test_rows_younger_than_the_retention_stay(
     assert memory._store.count_rows() == 2
 
 
-def test_activity_renews_a_row(memory: ShortTermMemory, fake_clock: FakeClock) -> None:
+def test_activity_renews_a_row(memory: ShortTermMemory, fake_clock: FrozenClock) -> None:
     refresh(memory, SERVER, "kept")
     fake_clock.advance(days=80)
     turn(memory, SERVER)  # counting a turn touches the live row
@@ -57,7 +59,7 @@ def test_activity_renews_a_row(memory: ShortTermMemory, fake_clock: FakeClock) -
     assert row(memory, SERVER.server_key) is not None
 
 
-def test_retention_is_configurable(make_mem: MemFactory, fake_clock: FakeClock) -> None:
+def test_retention_is_configurable(make_mem: MemFactory, fake_clock: FrozenClock) -> None:
     memory = make_mem(janitor_retention=timedelta(days=7))
     refresh(memory, DM, "a week")
     fake_clock.advance(days=6, hours=23)
@@ -66,7 +68,7 @@ def test_retention_is_configurable(make_mem: MemFactory, fake_clock: FakeClock) 
     assert memory.run_janitor() == 1
 
 
-def test_async_janitor(memory: ShortTermMemory, fake_clock: FakeClock) -> None:
+def test_async_janitor(memory: ShortTermMemory, fake_clock: FrozenClock) -> None:
     import asyncio
 
     refresh(memory, DM, "old")
@@ -75,7 +77,7 @@ def test_async_janitor(memory: ShortTermMemory, fake_clock: FakeClock) -> None:
 
 
 def test_background_janitor_runs_on_schedule_and_stops(
-    make_mem: MemFactory, fake_clock: FakeClock
+    make_mem: MemFactory, fake_clock: FrozenClock
 ) -> None:
     memory = make_mem(janitor_first_run=0.05, janitor_interval=0.05)
     refresh(memory, DM, "old")

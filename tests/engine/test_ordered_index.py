@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.clock import FakeClock
 
 from stm_memory import Scope, ShortTermMemory
 from stm_memory.cache.base import Write
@@ -24,12 +23,13 @@ from stm_memory.durability.outbox import Outbox
 from stm_memory.model import index_key
 from stm_memory.prompt.assembly import build_memory_context, history_window
 from stm_memory.store.sql import SqlStore, create_sql_engine
+from stm_memory.testing import FrozenClock
 
 BACKENDS = ["disk", "memory"]
 
 
 @pytest.fixture(params=BACKENDS)
-def open_mem(request: pytest.FixtureRequest, tmp_path: Path, fake_clock: FakeClock) -> Any:
+def open_mem(request: pytest.FixtureRequest, tmp_path: Path, fake_clock: FrozenClock) -> Any:
     """``open_mem(cache_dir)``: one SQLite file; a diskcache directory of that name, or
     a new in-process cache (either way, a new name is an empty cache)."""
     opened: list[ShortTermMemory] = []
@@ -103,7 +103,7 @@ def channels_in(content: str | None) -> list[str]:
 
 
 def test_private_channels_among_the_newest_are_skipped_and_the_next_shown(
-    open_mem: Any, fake_clock: FakeClock
+    open_mem: Any, fake_clock: FrozenClock
 ) -> None:
     mem = open_mem()
     for i in range(20):
@@ -127,7 +127,7 @@ def test_equal_times_are_broken_by_key_as_a_full_read_breaks_them(open_mem: Any)
 
 
 def test_expired_entries_newer_than_live_ones_are_skipped(
-    open_mem: Any, fake_clock: FakeClock
+    open_mem: Any, fake_clock: FrozenClock
 ) -> None:
     mem = open_mem()
     for i in range(3):  # live for 24 h: they hold a summary
@@ -145,7 +145,7 @@ def test_expired_entries_newer_than_live_ones_are_skipped(
 
 
 def test_only_the_same_persona_is_shown_however_many_others_are_newer(
-    open_mem: Any, fake_clock: FakeClock
+    open_mem: Any, fake_clock: FrozenClock
 ) -> None:
     mem = open_mem()
     for i in range(2):
@@ -161,7 +161,7 @@ def test_only_the_same_persona_is_shown_however_many_others_are_newer(
 
 
 def test_cross_server_entries_come_from_the_user_index_only_when_opted_in(
-    open_mem: Any, fake_clock: FakeClock
+    open_mem: Any, fake_clock: FrozenClock
 ) -> None:
     mem = open_mem()
     for i in range(6):
@@ -177,7 +177,7 @@ def test_cross_server_entries_come_from_the_user_index_only_when_opted_in(
 
 
 def test_a_restart_on_an_empty_cache_rebuilds_the_index_from_sql(
-    open_mem: Any, fake_clock: FakeClock
+    open_mem: Any, fake_clock: FrozenClock
 ) -> None:
     mem = open_mem()
     for i in range(10):
@@ -194,7 +194,7 @@ def test_a_restart_on_an_empty_cache_rebuilds_the_index_from_sql(
 
 
 def test_an_index_written_by_an_older_release_is_replaced(
-    open_mem: Any, fake_clock: FakeClock
+    open_mem: Any, fake_clock: FrozenClock
 ) -> None:
     mem = open_mem()
     for i in range(6):
@@ -214,7 +214,7 @@ def test_an_index_written_by_an_older_release_is_replaced(
 
 @pytest.mark.parametrize("seed", range(8))
 def test_random_servers_show_what_a_full_read_shows(
-    open_mem: Any, fake_clock: FakeClock, seed: int
+    open_mem: Any, fake_clock: FrozenClock, seed: int
 ) -> None:
     rng = random.Random(seed)
     mem = open_mem()

@@ -1,4 +1,5 @@
-"""Repair (stm_memory/_reconcile.py) and writer leases (stm_memory/_writers.py).
+"""Repair (stm_memory/durability/repair.py) and writer leases
+(stm_memory/durability/writers.py).
 
 The write path mutates the cache, then writes SQL; a kill in between leaves the cache
 ahead. These tests make each kind of disagreement by hand and check that
@@ -18,7 +19,6 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from helpers.clock import FakeClock
 from helpers.factory import MemFactory
 from helpers.memory import SERVER, dialogue, refresh, row, turn
 from helpers.sqlite_lock import SqliteWriteLock
@@ -28,6 +28,7 @@ from stm_memory.cache.base import Write
 from stm_memory.durability.repair import Repaired
 from stm_memory.durability.writers import REGISTRY_KEY, dead_writers
 from stm_memory.model import MemoryEntry
+from stm_memory.testing import FrozenClock
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -169,7 +170,7 @@ def test_a_closed_engine_releases_its_lease(make_mem: MemFactory) -> None:
 
 
 def test_the_repair_is_safe_beside_a_live_writer(
-    make_mem: MemFactory, fake_clock: FakeClock
+    make_mem: MemFactory, fake_clock: FrozenClock
 ) -> None:
     """Revisions only move forward: a repair reading an entry just before a newer write
     lands cannot put the older snapshot over it."""

@@ -7,20 +7,22 @@ from dataclasses import asdict
 from typing import Any
 
 import pytest
-from helpers.clock import FakeClock
 from helpers.factory import MemFactory
 from helpers.memory import DM, SERVER, dialogue, refresh, turn
 from helpers.sqlite_lock import SqliteWriteLock
 from helpers.subproc import run_worker
 
 from stm_memory import Category, Scope
+from stm_memory.testing import FrozenClock
 
 
 def scope_json(scope: Scope) -> dict[str, str | None]:
     return {k: v for k, v in asdict(scope).items() if v is not None}
 
 
-def test_a_new_process_still_shows_the_summary(make_mem: MemFactory, fake_clock: FakeClock) -> None:
+def test_a_new_process_still_shows_the_summary(
+    make_mem: MemFactory, fake_clock: FrozenClock
+) -> None:
     mem = make_mem()
     refresh(mem, SERVER, "We agreed to meet on Friday.")
     turn(mem, SERVER)
@@ -46,7 +48,7 @@ def test_a_new_process_still_shows_the_summary(make_mem: MemFactory, fake_clock:
     assert empty_cache["messages"] == []
 
 
-def test_an_empty_cache_hydrates_from_sql(make_mem: MemFactory, fake_clock: FakeClock) -> None:
+def test_an_empty_cache_hydrates_from_sql(make_mem: MemFactory, fake_clock: FrozenClock) -> None:
     thread = Scope(channel_id="t1", user_id="u1", server_id="g1", parent_channel_id="c1")
     first = make_mem()
     first.set_categories("g1", [Category("Plot"), Category("Mood")])

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from helpers.clock import FakeClock
 from helpers.factory import MemFactory
 from helpers.memory import DM, SERVER, row, rows
 
 from stm_memory import Category, Scope, ShortTermMemory
+from stm_memory.testing import FrozenClock
 
 COMPLETED = {"status": "completed"}
 
@@ -20,7 +20,7 @@ def memory(request: pytest.FixtureRequest, make_mem: MemFactory) -> ShortTermMem
 
 
 def test_update_in_a_server_writes_both_entries_and_both_rows(
-    memory: ShortTermMemory, fake_clock: FakeClock
+    memory: ShortTermMemory, fake_clock: FrozenClock
 ) -> None:
     turn = memory.begin_turn(SERVER, provider="openai", user_message="we planned the trip")
     assert memory.update(turn, {"summary": "  Trip planned for {{friday}}.  "}) == COMPLETED
@@ -162,7 +162,7 @@ def test_async_update_uses_the_same_path(memory: ShortTermMemory) -> None:
 
 
 @pytest.mark.postgres
-def test_update_on_postgres_writes_both_rows(make_mem: MemFactory, fake_clock: FakeClock) -> None:
+def test_update_on_postgres_writes_both_rows(make_mem: MemFactory, fake_clock: FrozenClock) -> None:
     memory = make_mem("postgres")
     assert memory.update(memory.begin_turn(SERVER), {"summary": "pg"}) == COMPLETED
     stored = rows(memory, *SERVER.keys)

@@ -4,69 +4,33 @@ hosts and an admin connection to PostgreSQL."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import socket
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import sqlalchemy as sa
-from helpers.clock import FakeClock
-from helpers.proxy import TcpProxy
+from helpers.deployment import Deployment, OpenMem
+from helpers.host import Host, HostFactory
+from helpers.proxy import Proxied, proxied
 from helpers.services import base_postgres_url
 
 from stm_memory import ShortTermMemory
 from stm_memory.cache.resilient import ResilientCache
-
-from ._support import Host
-
-
-@dataclass
-class Proxied:
-    """A server behind a stoppable proxy: ``url`` goes through ``proxy``."""
-
-    proxy: TcpProxy
-    url: str
-
-
-class NoDelayProxy(TcpProxy):
-    """helpers.proxy.TcpProxy with TCP_NODELAY on both legs. Without it, Nagle's
-    algorithm plus delayed ACKs stall every psycopg pipeline round trip (executemany)
-    by ~40 ms, which makes PostgreSQL through the proxy 10x slower than without."""
-
-    def _spawn(self, target: object, *args: object) -> None:
-        for arg in args:
-            if isinstance(arg, socket.socket) and arg.type == socket.SOCK_STREAM:
-                with contextlib.suppress(OSError):
-                    arg.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        super()._spawn(target, *args)
-
-
-def _proxied(url: str, default_port: int) -> Iterator[Proxied]:
-    parts = urlsplit(url)
-    proxy = NoDelayProxy(parts.hostname or "127.0.0.1", parts.port or default_port).start()
-    userinfo = parts.netloc.rpartition("@")[0]
-    netloc = f"{userinfo + '@' if userinfo else ''}127.0.0.1:{proxy.port}"
-    try:
-        yield Proxied(proxy, urlunsplit(parts._replace(netloc=netloc)))
-    finally:
-        proxy.stop()
+from stm_memory.testing import FrozenClock
 
 
 @pytest.fixture
 def redis_proxy(redis_url: str) -> Iterator[Proxied]:
     """This test's Redis database, reached through a proxy the test can stop."""
-    yield from _proxied(redis_url, 6379)
+    yield from proxied(redis_url, 6379)
 
 
 @pytest.fixture
 def pg_proxy(postgres_url: str) -> Iterator[Proxied]:
     """This test's PostgreSQL schema, reached through a proxy the test can stop."""
-    yield from _proxied(postgres_url, 5432)
+    yield from proxied(postgres_url, 5432)
 
 
 @pytest.fixture
@@ -77,11 +41,8 @@ def pg_admin(postgres_url: str) -> Iterator[sa.Engine]:
     engine.dispose()
 
 
-OpenMem = Callable[..., ShortTermMemory]
-
-
 @pytest.fixture
-def open_mem(tmp_path: Path, fake_clock: FakeClock) -> Iterator[OpenMem]:
+def open_mem(tmp_path: Path, fake_clock: FrozenClock) -> Iterator[OpenMem]:
     """``open_mem(database_url, **from_url_kwargs)`` with the fake clock; closed after the
     test. A Redis-backed memory gets ``retry_after = 0`` so a returning server is used
     by the very next call."""
@@ -103,11 +64,8 @@ def open_mem(tmp_path: Path, fake_clock: FakeClock) -> Iterator[OpenMem]:
         mem.close()
 
 
-HostFactory = Callable[..., Host]
-
-
 @pytest.fixture
-def hosts(fake_clock: FakeClock) -> Iterator[HostFactory]:
+def hosts(fake_clock: FrozenClock) -> Iterator[HostFactory]:
     """``hosts(database_url=..., cache_dir=... | redis_url=..., outbox_path=...)`` starts a
     child-process host on the fake clock's current time; all are stopped afterwards."""
     started: list[Host] = []
@@ -122,35 +80,6 @@ def hosts(fake_clock: FakeClock) -> Iterator[HostFactory]:
     yield factory
     for host in started:
         host.close()
-
-
-@dataclass
-class Deployment:
-    """One storage layout: ``sqlite+disk`` (embedded default) or ``postgres+redis``
-    (scale-out). ``open()`` builds a memory on it; ``open(fresh_cache=True)`` is a
-    restart whose live cache starts empty."""
-
-    name: str
-    settings: dict[str, Any]
-    _open: OpenMem
-    _redis_url: str | None = None
-    _restarts: int = 0
-
-    def open(self, *, fresh_cache: bool = False, **kw: Any) -> ShortTermMemory:
-        settings = dict(self.settings)
-        if fresh_cache:
-            self._restarts += 1
-            if self._redis_url is not None:
-                import redis
-
-                client = redis.Redis.from_url(self._redis_url)
-                client.flushdb()
-                client.close()
-            else:
-                settings["cache_dir"] = Path(settings["cache_dir"]).with_name(
-                    f"cache-{self._restarts}"
-                )
-        return self._open(**(settings | kw))
 
 
 @pytest.fixture(

@@ -17,14 +17,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from helpers.deployment import OpenMem
 from helpers.memory import dialogue, refresh, row, turn
 
 from stm_memory import CacheError, Scope, ShortTermMemory, StorageError
 from stm_memory.cache.disk import DiskLiveCache
 from stm_memory.cache.reopen import ReopeningCache
 from stm_memory.cache.resilient import ResilientCache
-
-from .conftest import OpenMem
 
 SCOPE = Scope(channel_id="c1", user_id="u1", server_id="g1")
 

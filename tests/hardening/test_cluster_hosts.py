@@ -10,13 +10,12 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+from helpers.deployment import OpenMem
 from helpers.memory import refresh, row
 
 from stm_memory import Scope, ShortTermMemory
 from stm_memory.cache.redis import RedisLiveCache, redis_key
 from stm_memory.cache.resilient import ResilientCache
-
-from .conftest import OpenMem
 
 SCOPE = Scope(channel_id="c1", user_id="u1", server_id="g1")
 DM = Scope(channel_id="dm1", user_id="u1")

@@ -1,7 +1,8 @@
 """A worker process killed in the middle of the write path (issue 8): after a restart
 the write lands (outbox) or the cache and SQL agree, and a row pair is never half
-written. The kill is ``os._exit`` inside a child process (``_host.py``'s ``crash``),
-so nothing is flushed or closed, as with an OOM kill or a power cut.
+written. The kill is ``os._exit`` inside a child process (the ``crash`` command of
+``helpers/host_process.py``), so nothing is flushed or closed, as with an OOM kill or a
+power cut.
 """
 
 from __future__ import annotations
@@ -11,13 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.deployment import OpenMem
+from helpers.host import Host, HostCrashed, HostFactory
+from helpers.host_process import CRASH_EXIT_CODE
+from helpers.inspection import assert_cache_matches_sql
+from helpers.memory import COMPLETED, scope_dict
+from helpers.proxy import Proxied
 from helpers.sqlite_lock import SqliteWriteLock
 
 from stm_memory import Scope, ShortTermMemory
-
-from ._host import CRASH_EXIT_CODE
-from ._support import COMPLETED, Host, HostCrashed, assert_cache_matches_sql, scope_dict
-from .conftest import HostFactory, OpenMem, Proxied
 
 SCOPE = Scope(channel_id="c1", user_id="u1", server_id="g1")
 

@@ -15,16 +15,15 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from helpers.clock import FakeClock
-from helpers.memory import dialogue, refresh, row, turn
+from helpers.deployment import OpenMem
+from helpers.memory import COMPLETED, dialogue, refresh, row, turn
+from helpers.proxy import Proxied
 
 from stm_memory import Scope, ShortTermMemory
 from stm_memory.cache.redis import RedisLiveCache
 from stm_memory.cache.resilient import ResilientCache
 from stm_memory.cache.sql import SqlLiveCache
-
-from ._support import COMPLETED
-from .conftest import OpenMem, Proxied
+from stm_memory.testing import FrozenClock
 
 SCOPE = Scope(channel_id="c1", user_id="u1", server_id="g1")
 DM = Scope(channel_id="dm1", user_id="u1")
@@ -216,7 +215,7 @@ def test_a_host_started_while_the_others_are_degraded_joins_them(
 
 
 def test_redis_and_sql_down_then_back_keeps_sql_the_truth(
-    open_mem: OpenMem, pg_proxy: Proxied, redis_proxy: Proxied, fake_clock: FakeClock
+    open_mem: OpenMem, pg_proxy: Proxied, redis_proxy: Proxied, fake_clock: FrozenClock
 ) -> None:
     mem = open_mem(pg_proxy.url, redis_url=redis_proxy.url, timeout=1)
     refresh(mem, SCOPE, "before")

@@ -11,7 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from helpers.memory import refresh, turn
+from helpers.deployment import Deployment
+from helpers.inspection import assert_cache_matches_sql, raw_rows
+from helpers.memory import COMPLETED, refresh, turn
 
 from stm_memory import (
     Category,
@@ -20,9 +22,6 @@ from stm_memory import (
     ShortTermMemory,
     ValidationError,
 )
-
-from ._support import COMPLETED, assert_cache_matches_sql, raw_rows
-from .conftest import Deployment
 
 INJECTIONS = [
     "'; DROP TABLE short_term_memories; --",

@@ -9,22 +9,16 @@ import json
 from typing import Any
 
 import pytest
-from helpers.memory import dialogue, refresh, turn
+from helpers.deployment import Deployment
+from helpers.faults import store_writes_fail
+from helpers.inspection import assert_cache_matches_sql, cache_entry_keys, raw_rows
+from helpers.memory import COMPLETED, dialogue, refresh, turn
 from hypothesis import given
 from hypothesis import strategies as st
 
 from stm_memory import MemoryEntry, Scope, ShortTermMemory
 from stm_memory.model import index_key, key_for, parse_key
 from stm_memory.model.erasure import erase_user
-
-from ._support import (
-    COMPLETED,
-    assert_cache_matches_sql,
-    cache_entry_keys,
-    raw_rows,
-    store_writes_fail,
-)
-from .conftest import Deployment
 
 A = Scope(channel_id="c1", user_id="u1", server_id="g1")
 NEIGHBOURS = [

@@ -4,19 +4,18 @@ re-created row (and the deleted summary stays on disk until the native TTL)."""
 
 from __future__ import annotations
 
-from helpers.clock import FakeClock
 from helpers.factory import MemFactory
+from helpers.inspection import assert_cache_matches_sql, cache_entry_keys
 from helpers.memory import refresh, row, turn
 
 from stm_memory import Scope
-
-from ._support import assert_cache_matches_sql, cache_entry_keys
+from stm_memory.testing import FrozenClock
 
 SCOPE = Scope(channel_id="c1", user_id="u1", server_id="g1")
 ACTIVE = Scope(channel_id="c2", user_id="u1", server_id="g1")
 
 
-def test_the_janitor_deletes_only_idle_rows(make_mem: MemFactory, fake_clock: FakeClock) -> None:
+def test_the_janitor_deletes_only_idle_rows(make_mem: MemFactory, fake_clock: FrozenClock) -> None:
     mem = make_mem()
     refresh(mem, SCOPE, "idle")
     fake_clock.advance(days=60)
@@ -30,7 +29,7 @@ def test_the_janitor_deletes_only_idle_rows(make_mem: MemFactory, fake_clock: Fa
 
 
 def test_a_scope_swept_by_the_janitor_starts_afresh(
-    make_mem: MemFactory, fake_clock: FakeClock
+    make_mem: MemFactory, fake_clock: FrozenClock
 ) -> None:
     mem = make_mem(janitor_retention=1)  # one day: rows idle that long are deleted
     refresh(mem, SCOPE, "swept")

@@ -13,13 +13,15 @@ from typing import Any
 import psycopg
 import pytest
 import sqlalchemy as sa
-from helpers.memory import dialogue, refresh, row, turn
+from helpers.deployment import OpenMem
+from helpers.faults import store_writes_fail
+from helpers.inspection import assert_cache_matches_sql
+from helpers.memory import COMPLETED, dialogue, refresh, row, turn
+from helpers.proxy import Proxied
+from helpers.services import with_query
 from sqlalchemy import event
 
 from stm_memory import Scope, ShortTermMemory
-
-from ._support import COMPLETED, assert_cache_matches_sql, store_writes_fail, with_query
-from .conftest import OpenMem, Proxied
 
 SCOPE = Scope(channel_id="c1", user_id="u1", server_id="g1")
 DM = Scope(channel_id="dm1", user_id="u1")

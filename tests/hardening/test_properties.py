@@ -28,7 +28,6 @@ from typing import ClassVar
 
 import pytest
 import redis
-from helpers.clock import FakeClock
 from helpers.services import PostgresSchemas, base_postgres_url
 from helpers.sqlite_lock import SqliteWriteLock
 from hypothesis import HealthCheck, settings
@@ -44,6 +43,7 @@ from hypothesis.stateful import (
 
 from stm_memory import Scope, ShortTermMemory
 from stm_memory.model import parse_key
+from stm_memory.testing import FrozenClock
 
 SERVERS = ("g1", "g2")
 USERS = ("u1", "u2")
@@ -95,7 +95,7 @@ class MemoryMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="stm-props-"))
-        self.clock = FakeClock()
+        self.clock = FrozenClock()
         self.restarts = 0
         self.generation = 0
         self.lock: SqliteWriteLock | None = None

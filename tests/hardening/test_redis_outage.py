@@ -12,15 +12,15 @@ import logging
 from collections.abc import Iterator
 
 import pytest
-from helpers.clock import FakeClock
-from helpers.memory import dialogue, refresh, row, turn
+from helpers.deployment import OpenMem
+from helpers.inspection import assert_cache_matches_sql, cache_entry_keys
+from helpers.memory import COMPLETED, dialogue, refresh, row, turn
+from helpers.proxy import Proxied
 
 from stm_memory import Scope, ShortTermMemory
 from stm_memory.cache.redis import RedisLiveCache
 from stm_memory.cache.resilient import ResilientCache
-
-from ._support import COMPLETED, assert_cache_matches_sql, cache_entry_keys
-from .conftest import OpenMem, Proxied
+from stm_memory.testing import FrozenClock
 
 SCOPE = Scope(channel_id="c1", user_id="u1", server_id="g1")
 SECOND = Scope(channel_id="c2", user_id="u1", server_id="g1")
@@ -199,7 +199,7 @@ def test_redis_down_at_start_up(
 
 
 def test_redis_and_postgres_down_together(
-    open_mem: OpenMem, pg_proxy: Proxied, redis_proxy: Proxied, fake_clock: FakeClock
+    open_mem: OpenMem, pg_proxy: Proxied, redis_proxy: Proxied, fake_clock: FrozenClock
 ) -> None:
     mem = open_mem(pg_proxy.url, redis_url=redis_proxy.url, timeout=1)
     refresh(mem, SCOPE, "before")

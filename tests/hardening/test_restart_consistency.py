@@ -8,14 +8,13 @@ where the two disagree.
 
 from __future__ import annotations
 
-from helpers.clock import FakeClock
 from helpers.factory import MemFactory
+from helpers.inspection import assert_cache_matches_sql
 from helpers.memory import dialogue, refresh, row, turn
 from helpers.sqlite_lock import SqliteWriteLock
 
 from stm_memory import Scope, ShortTermMemory
-
-from ._support import assert_cache_matches_sql
+from stm_memory.testing import FrozenClock
 
 SCOPE = Scope(channel_id="c1", user_id="u1", server_id="g1")
 
@@ -29,7 +28,7 @@ def restarted(make_mem: MemFactory, n: int) -> ShortTermMemory:
     return make_mem(cache_dir=make_mem.tmp_path / f"cache-after-restart-{n}", timeout=0.2)
 
 
-def test_a_live_summary_survives_a_restart(make_mem: MemFactory, fake_clock: FakeClock) -> None:
+def test_a_live_summary_survives_a_restart(make_mem: MemFactory, fake_clock: FrozenClock) -> None:
     mem = make_mem()
     refresh(mem, SCOPE, "kept")
     fake_clock.advance(hours=23)
@@ -39,7 +38,7 @@ def test_a_live_summary_survives_a_restart(make_mem: MemFactory, fake_clock: Fak
 
 
 def test_an_expired_summary_stays_expired_after_a_restart(
-    make_mem: MemFactory, fake_clock: FakeClock
+    make_mem: MemFactory, fake_clock: FrozenClock
 ) -> None:
     mem = make_mem()
     refresh(mem, SCOPE, "expired yesterday")
@@ -51,7 +50,7 @@ def test_an_expired_summary_stays_expired_after_a_restart(
 
 
 def test_a_summary_kept_alive_by_capture_survives_a_restart(
-    make_mem: MemFactory, fake_clock: FakeClock
+    make_mem: MemFactory, fake_clock: FrozenClock
 ) -> None:
     mem = make_mem()
     refresh(mem, SCOPE, "still relevant")

@@ -1,8 +1,9 @@
 """Scale-out (issue 8): hosts sharing PostgreSQL + Redis, and processes sharing one
 diskcache directory, see each other's writes and deletions at once and lose nothing.
 
-Host A is the test process; host B (and C) are child processes (``_host.py``), so the
-engines really are separate interpreters with their own pools and memos.
+Host A is the test process; host B (and C) are child processes
+(``helpers/host_process.py``), so the engines really are separate interpreters with
+their own pools and memos.
 """
 
 from __future__ import annotations
@@ -11,14 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.memory import dialogue, refresh, row, turn
+from helpers.deployment import Deployment, OpenMem
+from helpers.host import HostFactory
+from helpers.inspection import assert_cache_matches_sql, cache_entry_keys
+from helpers.memory import COMPLETED, dialogue, refresh, row, scope_dict, turn
 
 from stm_memory import Scope
 from stm_memory.cache.redis import RedisLiveCache
 from stm_memory.cache.resilient import ResilientCache
-
-from ._support import COMPLETED, assert_cache_matches_sql, cache_entry_keys, scope_dict
-from .conftest import Deployment, HostFactory, OpenMem
 
 S1 = Scope(channel_id="c1", user_id="u1", server_id="g1")
 S2 = Scope(channel_id="c2", user_id="u1", server_id="g1")

@@ -24,14 +24,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from helpers.clock import FakeClock
+from helpers.deployment import Deployment
+from helpers.inspection import cache_entry_keys, distilled
+from helpers.memory import COMPLETED
+from helpers.proxy import Proxied
 from helpers.sqlite_lock import SqliteWriteLock
 
-from stm_memory import Category, MemoryEntry, Scope, ShortTermMemory
+from stm_memory import Category, Scope, ShortTermMemory
 from stm_memory.model import parse_key
-
-from ._support import COMPLETED, cache_entry_keys
-from .conftest import Deployment, Proxied
+from stm_memory.testing import FrozenClock
 
 HOURS_PER_ROUND = 6  # a scope's turns are at most two rounds apart: below the 24 h TTL
 RETENTION_DAYS = 2
@@ -50,15 +51,6 @@ class Row:
 
     def distilled(self) -> tuple[Any, ...]:
         return (self.summary, self.categories, self.turns_since_refresh, self.last_refreshed_turn)
-
-
-def distilled(entry: MemoryEntry) -> tuple[Any, ...]:
-    return (
-        entry.summary,
-        dict(entry.categories),
-        entry.turns_since_refresh,
-        entry.last_refreshed_turn,
-    )
 
 
 def make_scopes(count: int) -> list[Scope]:
@@ -89,7 +81,7 @@ class SoakRun:
         self,
         open_memory: Callable[[bool], ShortTermMemory],
         outage: Callable[[], AbstractContextManager[Any]],
-        clock: FakeClock,
+        clock: FrozenClock,
         *,
         turns: int,
         scopes: int,
@@ -280,7 +272,7 @@ class SoakRun:
 
 @pytest.fixture
 def soak(
-    deployment: Deployment, fake_clock: FakeClock, request: pytest.FixtureRequest
+    deployment: Deployment, fake_clock: FrozenClock, request: pytest.FixtureRequest
 ) -> Iterator[Callable[..., SoakRun]]:
     """``soak(turns=, scopes=)`` → a SoakRun on this deployment, with an outage made by
     the SQLite write lock or by a stopped proxy in front of PostgreSQL."""

@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from helpers.deployment import OpenMem
+from helpers.host import Host, HostFactory
+from helpers.memory import scope_dict
+from helpers.proxy import Proxied
 
 from stm_memory import Scope, ShortTermMemory
-
-from ._support import Host, scope_dict
-from .conftest import HostFactory, OpenMem, Proxied
 
 PORTS = (7201, 7202, 7203)
 HOSTS = 3

@@ -14,13 +14,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from helpers.clock import FakeClock
-from helpers.memory import dialogue, refresh, row
+from helpers.deployment import OpenMem
+from helpers.host import Host, HostFactory
+from helpers.inspection import assert_cache_matches_sql
+from helpers.memory import COMPLETED, dialogue, refresh, row
+from helpers.proxy import Proxied
 
 from stm_memory import Scope, ShortTermMemory
-
-from ._support import COMPLETED, Host, assert_cache_matches_sql
-from .conftest import HostFactory, OpenMem, Proxied
+from stm_memory.testing import FrozenClock
 
 SCOPE = Scope(channel_id="c1", user_id="u1", server_id="g1")
 
@@ -107,7 +108,7 @@ def test_a_late_replay_does_not_overwrite_a_newer_write_of_another_host(
     postgres_url: str,
     redis_url: str,
     tmp_path: Any,
-    fake_clock: FakeClock,
+    fake_clock: FrozenClock,
 ) -> None:
     # Host A (a child process) reaches PostgreSQL through the proxy; host B does not.
     a: Host = hosts(

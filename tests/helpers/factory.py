@@ -14,8 +14,7 @@ from stm_memory.cache.memory import InMemoryLiveCache
 from stm_memory.config import Limits
 from stm_memory.durability.outbox import Outbox
 from stm_memory.store.sql import SqlStore, create_sql_engine
-
-from .clock import FakeClock
+from stm_memory.testing import FrozenClock
 
 __all__ = ["MemFactory"]
 
@@ -23,7 +22,7 @@ __all__ = ["MemFactory"]
 class MemFactory:
     """Builds memories on one test's paths; everything it built is closed afterwards."""
 
-    def __init__(self, request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> None:
+    def __init__(self, request: pytest.FixtureRequest, tmp_path: Path, clock: FrozenClock) -> None:
         self._request = request
         self.tmp_path = tmp_path
         self.clock = clock

@@ -2,14 +2,32 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from stm_memory import MemoryEntry, Scope, ShortTermMemory
 
-__all__ = ["DM", "SERVER", "dialogue", "refresh", "row", "rows", "turn"]
+__all__ = [
+    "COMPLETED",
+    "DM",
+    "SERVER",
+    "dialogue",
+    "refresh",
+    "row",
+    "rows",
+    "scope_dict",
+    "turn",
+]
 
 SERVER = Scope(channel_id="c1", user_id="u1", server_id="g1")
 DM = Scope(channel_id="dm1", user_id="u1")
+#: What a successful tool call returns.
+COMPLETED = {"status": "completed"}
+
+
+def scope_dict(scope: Scope) -> dict[str, Any]:
+    """A Scope as JSON-able keyword arguments (for a child process)."""
+    return {k: v for k, v in asdict(scope).items() if v is not None}
 
 
 def turn(mem: ShortTermMemory, scope: Scope, update: dict[str, Any] | None = None) -> Any:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Self
+from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["TcpProxy"]
+__all__ = ["NoDelayProxy", "Proxied", "TcpProxy", "proxied"]
 
 
 class TcpProxy:
@@ -110,3 +113,37 @@ class TcpProxy:
         finally:
             with contextlib.suppress(OSError):
                 dst.shutdown(socket.SHUT_WR)
+
+
+class NoDelayProxy(TcpProxy):
+    """TcpProxy with TCP_NODELAY on both legs. Without it, Nagle's algorithm plus
+    delayed ACKs stall every psycopg pipeline round trip (executemany) by ~40 ms,
+    which makes PostgreSQL through the proxy 10x slower than without."""
+
+    def _spawn(self, target: object, *args: object) -> None:
+        for arg in args:
+            if isinstance(arg, socket.socket) and arg.type == socket.SOCK_STREAM:
+                with contextlib.suppress(OSError):
+                    arg.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        super()._spawn(target, *args)
+
+
+@dataclass
+class Proxied:
+    """A server behind a stoppable proxy: ``url`` goes through ``proxy``."""
+
+    proxy: TcpProxy
+    url: str
+
+
+def proxied(url: str, default_port: int) -> Iterator[Proxied]:
+    """``url``'s server behind a :class:`NoDelayProxy` for as long as this generator
+    runs (a fixture body: ``yield from proxied(url, 6379)``)."""
+    parts = urlsplit(url)
+    proxy = NoDelayProxy(parts.hostname or "127.0.0.1", parts.port or default_port).start()
+    userinfo = parts.netloc.rpartition("@")[0]
+    netloc = f"{userinfo + '@' if userinfo else ''}127.0.0.1:{proxy.port}"
+    try:
+        yield Proxied(proxy, urlunsplit(parts._replace(netloc=netloc)))
+    finally:
+        proxy.stop()

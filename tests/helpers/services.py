@@ -35,6 +35,7 @@ __all__ = [
     "redis_cluster_problem",
     "redis_problem",
     "service_missing",
+    "with_query",
     "with_search_path",
 ]
 
@@ -179,6 +180,12 @@ def exclusive_redis_db(url: str, spare: int = 8) -> Iterator[str]:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
         return
+
+
+def with_query(url: str, **params: str) -> str:
+    """``url`` with ``params`` added to its query (e.g. ``application_name``)."""
+    parsed = sa.make_url(url)
+    return parsed.update_query_dict(params).render_as_string(hide_password=False)
 
 
 def new_schema_name() -> str:

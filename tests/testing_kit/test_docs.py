@@ -12,8 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-
-from ._support import pytest_args
+from helpers.pytest_runs import pytest_args
 
 pytest_plugins = ["pytester"]
 

@@ -9,12 +9,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from helpers.pytest_runs import pytest_args
 
 from stm_memory import Scope, ShortTermMemory
 from stm_memory.testing import FrozenClock, assert_memory_contains
 from stm_memory.testing.plugin import MemoryFactory
-
-from ._support import pytest_args
 
 pytest_plugins = ["pytester"]
 

@@ -1,9 +1,12 @@
-"""Shared by the testing-kit tests."""
+"""Arguments for a pytest run in a throwaway project (the testing-kit tests run the
+plugin and the documented examples that way)."""
 
 from __future__ import annotations
 
-#: Installed pytest plugins a throwaway project does not need; blocking them makes each
-#: subprocess pytest start in about a second instead of several.
+__all__ = ["UNRELATED_PLUGINS", "pytest_args"]
+
+#: Installed pytest plugins a throwaway project does not need; blocked, because loading
+#: them is most of each subprocess run's start-up time.
 UNRELATED_PLUGINS = (
     "benchmark",
     "codspeed",

@@ -1,8 +1,9 @@
 """A second "host": a child process that runs one ShortTermMemory and answers commands.
 
-Started by :class:`hardening._support.Host`. It reads one JSON command per line on
-stdin and writes one JSON reply per line on stdout, so a test can interleave what two
-processes do (host A writes, host B reads at once) without sleeps.
+Started by :class:`helpers.host.Host`, which runs this module's ``main``. It reads one
+JSON command per line on stdin and writes one JSON reply per line on stdout, so a test
+can interleave what two processes do (host A writes, host B reads at once) without
+sleeps.
 
 ``crash`` arms a hook that kills the process with ``os._exit`` at a chosen point of
 the write path, the way a power cut or an OOM kill would (no cleanup, no flush).
@@ -17,7 +18,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import event
@@ -27,16 +28,11 @@ from stm_memory import Scope, ShortTermMemory
 from stm_memory.cache.resilient import ResilientCache
 from stm_memory.durability.outbox import Outbox
 from stm_memory.durability.persister import Persister
+from stm_memory.testing import FrozenClock
+
+__all__ = ["CRASH_EXIT_CODE", "main"]
 
 CRASH_EXIT_CODE = 17
-
-
-class _Clock:
-    def __init__(self, start: datetime) -> None:
-        self.now = start
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 def _crash() -> None:
@@ -110,7 +106,7 @@ def _arm(point: str) -> None:
         raise ValueError(f"unknown crash point {point!r}")
 
 
-def _open(config: dict[str, Any], clock: _Clock) -> ShortTermMemory:
+def _open(config: dict[str, Any], clock: FrozenClock) -> ShortTermMemory:
     mem = ShortTermMemory.from_url(
         config["database_url"],
         cache_dir=config.get("cache_dir"),
@@ -126,7 +122,7 @@ def _open(config: dict[str, Any], clock: _Clock) -> ShortTermMemory:
     return mem
 
 
-def _handlers(mem: ShortTermMemory, clock: _Clock) -> dict[str, Callable[..., Any]]:
+def _handlers(mem: ShortTermMemory, clock: FrozenClock) -> dict[str, Callable[..., Any]]:
     def turn(scope: dict[str, Any], args: dict[str, Any] | None = None) -> Any:
         ctx = mem.begin_turn(Scope(**scope), provider="openai", user_message="hi")
         result = mem.update(ctx, args) if args is not None else None
@@ -169,8 +165,7 @@ def _handlers(mem: ShortTermMemory, clock: _Clock) -> dict[str, Callable[..., An
         return {"counted": counted, "refreshed": refreshed}
 
     def advance(seconds: float) -> str:
-        clock.now += timedelta(seconds=seconds)
-        return clock.now.isoformat()
+        return clock.advance(seconds=seconds).isoformat()
 
     return {
         "turn": turn,
@@ -193,7 +188,7 @@ def _handlers(mem: ShortTermMemory, clock: _Clock) -> dict[str, Callable[..., An
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(process)d %(levelname)s %(message)s")
     config = json.loads(sys.argv[1])
-    clock = _Clock(datetime.fromisoformat(config["now"]).astimezone(UTC))
+    clock = FrozenClock(datetime.fromisoformat(config["now"]).astimezone(UTC))
     mem = _open(config, clock)
     handlers = _handlers(mem, clock)
     print(json.dumps({"ready": True}), flush=True)
