@@ -1,4 +1,5 @@
-"""The janitor (SPEC §7): deletes rows idle past the retention, directly or on a schedule."""
+"""The janitor deletes rows idle past the retention (90 days unless configured), when
+called or on a schedule, and their live-cache entries with them."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 from helpers.factory import MemFactory
+from helpers.inspection import assert_cache_matches_sql, cache_entry_keys
 from helpers.memory import DM, SERVER, refresh, row, turn
 from helpers.waiting import wait_until
 
@@ -121,3 +123,39 @@ def test_a_failing_sweep_does_not_kill_the_schedule(
     assert wait_until(lambda: len(calls) >= 3, timeout=5)
     memory.stop_janitor()
     assert janitor.last_deleted == 0
+
+
+# -- the live cache follows the rows -------------------------------------------------------
+# A swept row's live-cache entry must go with it, or the next turn on that scope carries
+# the deleted entry's counters into a re-created row (and the deleted summary stays on
+# disk until the native TTL).
+
+SCOPE = Scope(channel_id="c1", user_id="u1", server_id="g1")
+ACTIVE = Scope(channel_id="c2", user_id="u1", server_id="g1")
+
+
+def test_the_janitor_deletes_only_idle_rows(make_mem: MemFactory, fake_clock: FrozenClock) -> None:
+    mem = make_mem()
+    refresh(mem, SCOPE, "idle")
+    fake_clock.advance(days=60)
+    refresh(mem, ACTIVE, "active")
+    fake_clock.advance(days=31)
+    assert mem.run_janitor() == 2  # SCOPE's two rows, idle for 91 days
+    assert row(mem, SCOPE.server_key) is None and row(mem, SCOPE.user_key) is None
+    assert mem.get(SCOPE) is None
+    kept = row(mem, ACTIVE.server_key)
+    assert kept is not None and kept.summary == "active"
+
+
+def test_a_scope_swept_by_the_janitor_starts_afresh(
+    make_mem: MemFactory, fake_clock: FrozenClock
+) -> None:
+    mem = make_mem(janitor_retention=1)  # one day: rows idle that long are deleted
+    refresh(mem, SCOPE, "swept")
+    for _ in range(3):
+        turn(mem, SCOPE)
+    fake_clock.advance(days=1, minutes=1)
+    assert mem.run_janitor() == 2
+    assert not set(SCOPE.keys) & cache_entry_keys(mem)
+    turn(mem, SCOPE)
+    assert_cache_matches_sql(mem, list(SCOPE.keys))

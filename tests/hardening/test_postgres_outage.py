@@ -1,23 +1,27 @@
 """PostgreSQL unreachable mid-conversation (issue 8): behind a closed port, and with the
 server connection killed by ``pg_terminate_backend`` from a separate admin connection.
 Tool results stay "completed", the outbox holds the writes and ``flush()`` lands each
-of them exactly once after recovery. The live cache is Redis (the scale-out setup).
+of them exactly once after recovery; settings the database cannot give fail closed.
+The live cache is Redis (the scale-out setup), but for the fail-closed test, which
+needs only the database. The outbox's own rules are tests/engine/test_faults.py.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import psycopg
 import pytest
 import sqlalchemy as sa
 from helpers.deployment import OpenMem
+from helpers.factory import MemFactory
 from helpers.faults import store_writes_fail
 from helpers.inspection import assert_cache_matches_sql
-from helpers.memory import COMPLETED, dialogue, refresh, row, turn
-from helpers.proxy import Proxied
+from helpers.memory import COMPLETED, SERVER, dialogue, refresh, row, turn
+from helpers.proxy import Proxied, TcpProxy
 from helpers.services import with_query
 from sqlalchemy import event
 
@@ -100,6 +104,42 @@ def test_a_turn_that_starts_after_the_settings_memo_expired(
     mem.end_turn(ctx)
     pg_proxy.proxy.start()
     assert mem.flush() > 0
+
+
+@pytest.mark.postgres
+def test_settings_the_database_cannot_give_fail_closed(make_mem: MemFactory) -> None:
+    """Settings read before an outage carry on; settings never read mean memory off for
+    the server and full privacy for the user until the database answers."""
+    url = sa.make_url(make_mem.postgres_url)
+    proxy = TcpProxy(url.host or "127.0.0.1", url.port or 5432).start()
+    new_server = replace(SERVER, server_id="g9")  # its user's settings are known
+    new_user = replace(SERVER, user_id="u9")  # its server's settings are known
+    try:
+        proxied = url.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
+        # settings_ttl=0: every turn asks the database, so the outage is what decides.
+        memory = make_mem("postgres", database_url=proxied, timeout=1, settings_ttl=0)
+        turn(memory, SERVER)
+
+        proxy.stop()
+        known = memory.begin_turn(SERVER, provider="openai", user_message="hello")
+        assert known.tool_offered
+        assert memory.update(known, {"summary": "during the outage"}) == COMPLETED
+
+        off = memory.begin_turn(new_server, provider="openai", user_message="hello")
+        assert not off.tool_offered
+        assert "disabled" in memory.update(off, {"summary": "x"})["reason"]
+
+        private = memory.begin_turn(new_user, provider="openai", user_message="hello")
+        assert not private.tool_offered
+        assert "privacy" in memory.update(private, {"summary": "x"})["reason"]
+        assert memory.capture(new_user, dialogue(2)) is None
+        assert memory.get_key(new_user.user_key) is None  # nothing stored for this user
+
+        proxy.start()
+        for scope in (new_server, new_user):
+            assert memory.begin_turn(scope, provider="openai", user_message="hi").tool_offered
+    finally:
+        proxy.stop()
 
 
 def test_a_users_next_turn_after_clear_user_during_the_outage(

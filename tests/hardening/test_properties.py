@@ -14,7 +14,7 @@ database is down, with writes waiting in the outbox.
 
 Kept out on purpose: operating again on a scope whose rows the janitor deleted while
 its stale entry stayed cached; the janitor jump therefore moves on to fresh channel ids
-(test_janitor_cache.py).
+(tests/engine/test_janitor.py).
 """
 
 from __future__ import annotations

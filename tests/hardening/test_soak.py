@@ -9,7 +9,7 @@ survives, and the counters are exact.
 The script keeps every active scope inside its TTL and below the janitor's retention
 (a turn every round, a refresh every other round), and scopes it abandons are never
 touched again; expiry across restarts and janitor-swept entries are pinned separately
-(test_restart_consistency.py, test_janitor_cache.py).
+(tests/engine/test_restart.py, tests/engine/test_janitor.py).
 """
 
 from __future__ import annotations
