@@ -7,21 +7,9 @@ An ordered index is a sorted set holding ``-score``: Redis orders equal scores b
 member ascending, so one ascending ``ZRANGE`` reads "highest score first, ties by
 member ascending", and "a higher score wins" is ``ZADD LT``.
 
-Physical layout, the same on a single server and on a cluster::
-
-    <prefix>{<tag>}<key>            a value
-    <prefix>~rank{<tag>}<index>     an ordered index
-
-``{<tag>}`` is a Redis Cluster hash tag: only the tag decides the key's slot. An
-entry key (:func:`~stm_memory.model.key_for`) is tagged by its
-channel, so the user key and the server key of one scope, which the engine updates
-together, share a slot; an index key (:func:`~stm_memory.model.index_key`) is tagged
-by itself;
-every other key (probe, writer registry, a caller's own) by one common tag, so any
-atomic update of them works on a cluster too. A tag is a short digest, so ids holding
-braces can neither end it early nor make two groups share it by design. After the
-prefix a value has ``{`` and an index ``~``: the two namespaces never collide and a
-value scan never matches an index.
+Where each key lives (hash tags that keep a scope's two keys in one Redis Cluster
+slot) is ``_redis_layout``'s business; URLs, clients and error translation are
+``_redis_connect``'s.
 
 Redis Cluster (detected by :meth:`RedisLiveCache.from_url`, or forced) keeps each
 atomic update inside one slot: an update whose keys span slots is a
@@ -43,35 +31,31 @@ There is no asyncio path: the engine's async methods run the sync one in a threa
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import partial
 from typing import Any, TypeAlias, cast
 
 from stm_memory.errors import CacheError, ConfigurationError, ValidationError
-from stm_memory.model import KEY_PREFIX, parse_index_key, parse_key
+from stm_memory.model import KEY_PREFIX
 
 try:
     import redis
-    import redis.cluster
-    from redis.backoff import NoBackoff
     from redis.client import Pipeline as SyncPipeline
     from redis.cluster import ClusterPipeline, RedisCluster
-    from redis.connection import parse_url
-    from redis.exceptions import RedisClusterException
-    from redis.retry import Retry
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         'The Redis live cache needs the redis package: pip install "stm-memory[redis]"'
     ) from exc
 
+from stm_memory.cache._redis_connect import Client, Connector, describe, translated
+from stm_memory.cache._redis_layout import logical_key, rank_key, redis_key, scan_pattern
 from stm_memory.cache.base import AtomicFn, CacheValue, LiveCache, Rank, Write
 
 __all__ = ["RedisLiveCache", "redis_key"]
@@ -82,15 +66,9 @@ DEFAULT_SOCKET_TIMEOUT = 2.0
 #: Optimistic attempts before :meth:`RedisLiveCache.atomic` gives up on a hot key.
 DEFAULT_MAX_ATTEMPTS = 100
 
-Client: TypeAlias = "redis.Redis | RedisCluster"
 _Raw: TypeAlias = "bytes | str | None"
 #: (physical index key, member, stored score = -score; None removes the member)
 _RankOp: TypeAlias = tuple[str, str, float | None]
-
-_GLOB_SPECIALS = frozenset("*?[]\\")
-# The tag of every key outside the entry and index schemes; a digest is hex, so it can
-# never be this.
-_COMMON_TAG = "other"
 
 
 # -- pure helpers ---------------------------------------------------------------------
@@ -124,10 +102,6 @@ def _ttl_ms(ttl: float | None) -> int | None:
     return max(1, math.ceil(ttl * 1000))
 
 
-def _escape_glob(text: str) -> str:
-    return "".join(f"\\{ch}" if ch in _GLOB_SPECIALS else ch for ch in text)
-
-
 def _backoff(attempt: int) -> float:
     # Full jitter, capped: contenders spread out instead of colliding again in lockstep.
     return random.uniform(0.0, min(0.05, 0.001 * 2**attempt))
@@ -139,42 +113,6 @@ def _stored(score: float) -> float:
     if math.isnan(score):
         raise ValidationError("an index score must be a number, not NaN")
     return -score
-
-
-def _slot_group(name: str) -> str | None:
-    """What ``name`` must share a hash slot with: its channel (an entry key), itself
-    (an index key), or None (any other key)."""
-    try:
-        return "channel:" + parse_key(name)[2]
-    except ValidationError:
-        pass
-    try:
-        parse_index_key(name)
-    except ValidationError:
-        return None
-    return "owner:" + name
-
-
-@lru_cache(maxsize=8192)  # every turn derives the physical keys of its scope several times
-def _tag(name: str) -> str:
-    group = _slot_group(name)
-    if group is None:
-        return _COMMON_TAG
-    return hashlib.blake2b(group.encode("utf-8"), digest_size=6).hexdigest()
-
-
-def _cluster_retry() -> Retry:
-    # redis-py's default retries a failed node three times with exponential backoff
-    # and a topology refresh between tries: about 4 s per call while a node is down.
-    # One immediate retry still rides out a failover's refresh; beyond that the
-    # resilient wrapper's degraded mode is the better answer than a stalled turn.
-    return Retry(NoBackoff(), 1)
-
-
-def redis_key(key: str, prefix: str = "") -> str:
-    """The Redis key holding the value of ``key`` (for tools and tests that look at
-    Redis directly): ``prefix``, the hash tag, then ``key`` itself."""
-    return f"{prefix}{{{_tag(key)}}}{key}"
 
 
 @dataclass(slots=True)
@@ -192,22 +130,6 @@ class _Plan:
     @property
     def empty(self) -> bool:
         return not self.sets and not self.deletes and not self.ranks
-
-
-@contextmanager
-def _translated(where: str, action: str) -> Iterator[None]:
-    # Only redis-py's own errors are translated: an exception from the caller's
-    # atomic function (the engine uses one for control flow) passes through as is.
-    try:
-        yield
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise CacheError(f"cannot reach Redis at {where} ({action}): {exc}") from exc
-    except redis.WatchError:
-        raise
-    except (redis.RedisError, RedisClusterException) as exc:
-        # RedisClusterException (cluster unreachable at start-up, cross-slot command)
-        # does not derive from RedisError.
-        raise CacheError(f"Redis {action} failed at {where}: {exc}") from exc
 
 
 class RedisLiveCache(LiveCache):
@@ -272,7 +194,7 @@ class RedisLiveCache(LiveCache):
             "socket_connect_timeout": DEFAULT_SOCKET_TIMEOUT,
             **kwargs,
         }
-        connector = _Connector.parse(url, options, cluster)
+        connector = Connector.parse(url, options, cluster)
         cache = cls(connect=connector.open, prefix=prefix)
         cache._where = connector.where
         if ping:
@@ -284,7 +206,7 @@ class RedisLiveCache(LiveCache):
     # -- client, keys and errors ------------------------------------------------------
 
     def _bind(self, client: Client) -> None:
-        self._where = _describe(client)
+        self._where = describe(client)
         self._client = client  # last: _sync() reads it without the lock
 
     def _sync(self) -> Client:
@@ -308,15 +230,10 @@ class RedisLiveCache(LiveCache):
         return redis_key(key, self.prefix)
 
     def _rank_key(self, index: str) -> str:
-        return f"{self.prefix}~rank{{{_tag(index)}}}{index}"
-
-    def _logical(self, raw: bytes | str) -> str:
-        tagged = _text(raw)[len(self.prefix) :]
-        # A tag never holds "}", so the first one ends it.
-        return tagged[tagged.index("}") + 1 :]
+        return rank_key(index, self.prefix)
 
     def _errors(self, action: str) -> AbstractContextManager[None]:
-        return _translated(self._where, action)
+        return translated(self._where, action)
 
     def _slot(self, physical: str) -> int | None:
         # None on a single server: every key may join every transaction there.
@@ -482,9 +399,7 @@ class RedisLiveCache(LiveCache):
 
     def iter_keys(self, prefix: str = "") -> Iterator[str]:
         client = self._sync()
-        # The tag sits between the two prefixes; the glob's "*" could also swallow a
-        # "}" of the key itself, hence the check after stripping.
-        pattern = f"{_escape_glob(self.prefix)}{{*}}{_escape_glob(prefix)}*"
+        pattern = scan_pattern(prefix, self.prefix)
         with self._errors("scan"):
             if isinstance(client, RedisCluster):
                 raws = client.scan_iter(
@@ -493,8 +408,8 @@ class RedisLiveCache(LiveCache):
             else:
                 raws = client.scan_iter(match=pattern, count=1000)
             for raw in raws:
-                key = self._logical(raw)
-                if key.startswith(prefix):
+                key = logical_key(_text(raw), self.prefix)
+                if key.startswith(prefix):  # the glob may match more than the prefix
                     yield key
 
     def ranked(self, index: str, *, offset: int = 0, count: int) -> list[tuple[str, float]]:
@@ -534,85 +449,6 @@ class RedisLiveCache(LiveCache):
             self._client.close()
 
 
-# -- connecting -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Connector:
-    """What :meth:`RedisLiveCache.from_url` needs to open the client, now or later."""
-
-    url: str
-    options: dict[str, Any]
-    cluster: bool | None
-    db: int
-    where: str
-    unix: bool
-
-    @classmethod
-    def parse(cls, url: str, options: dict[str, Any], cluster: bool | None) -> _Connector:
-        try:
-            parsed = parse_url(url)  # type: ignore[no-untyped-call]
-        except ValueError as exc:
-            raise ConfigurationError(f"invalid Redis URL: {exc}") from exc
-        db = int(parsed.get("db", options.get("db", 0)) or 0)
-        unix = "path" in parsed
-        if unix:
-            where = f"unix://{parsed['path']}?db={db}"
-        else:
-            where = f"{parsed.get('host', 'localhost')}:{parsed.get('port', 6379)}/{db}"
-        connector = cls(url, options, cluster, db, where, unix)
-        if cluster:
-            connector.check_cluster()
-        return connector
-
-    def check_cluster(self) -> None:
-        """Refuse what a cluster cannot do, before connecting to it."""
-        if self.db != 0:
-            raise self._only_db_0()
-        if self.unix:
-            raise ConfigurationError(
-                f"Redis Cluster is reached over TCP (redis:// or rediss://), not {self.where}"
-            )
-        if not hasattr(redis.cluster, "TransactionStrategy"):
-            raise ConfigurationError(
-                "Redis Cluster needs redis-py 6.1 or later (cluster transactions); "
-                f"{redis.__version__} is installed: pip install -U redis"
-            )
-
-    def _only_db_0(self) -> ConfigurationError:
-        return ConfigurationError(
-            f"a Redis Cluster has only database 0, and {self.where} names database "
-            f"{self.db}: point the URL at database 0 (prefix= keeps deployments apart)"
-        )
-
-    def open(self) -> Client:
-        with _translated(self.where, "connect"):
-            if self.cluster is not True:
-                client = redis.Redis.from_url(self.url, **self.options)
-                if not self._is_cluster_node(client):
-                    return client
-                client.close()
-                self.check_cluster()
-            options = {"retry": _cluster_retry(), **self.options}
-            return RedisCluster.from_url(self.url, **options)
-
-    def _is_cluster_node(self, client: redis.Redis) -> bool:
-        """Connect ``client`` and, unless told, ask whether it reached a cluster node
-        (``client`` is closed when that fails)."""
-        try:
-            if self.cluster is None:
-                return bool(client.info("cluster").get("cluster_enabled"))
-            client.ping()
-            return False
-        except BaseException as exc:
-            client.close()
-            # A cluster node refuses the connection's SELECT of a database other than
-            # 0 ("SELECT is not allowed in cluster mode") before INFO can run.
-            if isinstance(exc, redis.ResponseError) and self.db and "cluster mode" in str(exc):
-                raise self._only_db_0() from exc
-            raise
-
-
 # -- module helpers -------------------------------------------------------------------
 
 
@@ -644,14 +480,3 @@ def _queue_writes(pipe: _AnyPipeline, plan: _Plan, *, only_new: bool = False) ->
     if plan.deletes:
         pipe.delete(*plan.deletes)
     _queue_ranks(pipe, plan.ranks)
-
-
-def _describe(client: Client) -> str:
-    # Where the cache lives, for error messages; never includes credentials.
-    if isinstance(client, RedisCluster):
-        node = client.get_default_node()  # type: ignore[no-untyped-call]
-        return f"{node.host}:{node.port} (cluster)"
-    kw = client.connection_pool.connection_kwargs
-    if "path" in kw:
-        return f"unix://{kw['path']}?db={kw.get('db', 0)}"
-    return f"{kw.get('host', 'localhost')}:{kw.get('port', 6379)}/{kw.get('db', 0)}"
