@@ -26,16 +26,15 @@ from typing import Any
 
 from pydantic import ConfigDict, PrivateAttr
 
-from stm_memory import Scope, ShortTermMemory, TurnContext, ValidationError
-
-from ._dialogue import text_of
+from stm_memory.providers import missing_extra
 
 try:
     from langchain_classic.base_memory import BaseMemory
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
-    raise ImportError(
-        'ShortTermMemoryBuffer needs langchain-classic: pip install "stm-memory[classic]"'
-    ) from exc
+    raise missing_extra("ShortTermMemoryBuffer", "langchain-classic", "classic") from exc
+
+from stm_memory import Scope, ShortTermMemory, TurnContext, ValidationError
+from stm_memory.providers import text_of
 
 __all__ = ["ShortTermMemoryBuffer"]
 

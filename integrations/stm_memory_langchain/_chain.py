@@ -15,7 +15,7 @@ due (:meth:`ShortTermMemoryHistory.model_messages`) and calls the model:
 
 - a reply with text and a memory call: the call runs at once (one update per turn,
   every guard), and the chain returns the reply *without* the call; the turn ends
-  there (SPEC §8), with no second model call;
+  there (the user already has the answer), with no second model call;
 - a reply that only calls the memory tool: the call runs, the model is called again
   with its result (up to ``max_steps`` calls), and the chain returns that answer
   (Anthropic is sent the tool with ``tool_choice`` none then, as the Messages API
@@ -65,11 +65,20 @@ from langchain_core.tools import BaseTool
 from pydantic import ConfigDict
 
 from stm_memory import TOOL_NAME, Scope, ShortTermMemory, ValidationError
-from stm_memory.prompt.cut import strip_memory_calls
-from stm_memory.providers.loop import Op, adrive, drive
-from stm_memory.tool.memory_tool import build_tool
+from stm_memory.providers import (
+    Op,
+    adrive,
+    build_tool,
+    check_memory_setup,
+    check_positive_int,
+    drive,
+    is_summary_message,
+    strip_memory_calls,
+    text_of,
+    tool_name,
+)
 
-from ._dialogue import cut_short, is_summary_message, provider_of, text_of
+from ._dialogue import cut_short, memory_calls, provider_of
 from ._history import (
     MessageRecord,
     ShortTermMemoryHistory,
@@ -77,7 +86,6 @@ from ._history import (
     _without_invalid_memory_calls,
 )
 from ._scope import ScopeSource, resolve_scope
-from ._turns import memory_calls
 
 __all__ = ["ShortTermMemoryChatModel", "with_short_term_memory"]
 
@@ -124,7 +132,7 @@ def _with_tool(
         base.bind_tools([tool], tool_choice=tool_choice) if tool_choice else base.bind_tools([tool])
     )
     own_kwargs = ours.kwargs if isinstance(ours, RunnableBinding) else {}
-    theirs = [t for t in kwargs.get("tools") or [] if _tool_name(t) != TOOL_NAME]
+    theirs = [t for t in kwargs.get("tools") or [] if tool_name(t) != TOOL_NAME]
     merged = {**own_kwargs, **kwargs, "tools": [*theirs, *own_kwargs.get("tools", [])]}
     if tool_choice and "tool_choice" in own_kwargs:
         merged["tool_choice"] = own_kwargs["tool_choice"]
@@ -137,15 +145,7 @@ def _with_tool(
 def _own_tools(model: Runnable[Any, Any]) -> bool:
     """Whether the caller bound tools of their own to ``model``."""
     tools = _bindings(model)[0].get("tools") or []
-    return any(_tool_name(t) != TOOL_NAME for t in tools)
-
-
-def _tool_name(tool: Any) -> str | None:
-    if isinstance(tool, Mapping):
-        function = tool.get("function")
-        name = function.get("name") if isinstance(function, Mapping) else tool.get("name")
-        return name if isinstance(name, str) else None
-    return getattr(tool, "name", None)
+    return any(tool_name(t) != TOOL_NAME for t in tools)
 
 
 def _as_messages(value: Any) -> list[BaseMessage]:
@@ -502,8 +502,8 @@ def with_short_term_memory(
     its chat model wrapped in :class:`ShortTermMemoryChatModel` (see the module
     docstring). ``memory`` and ``scope`` serve calls without a
     :class:`ShortTermMemoryHistory` in the config."""
-    if memory is not None and not isinstance(memory, ShortTermMemory):
-        raise ValidationError(f"memory must be a ShortTermMemory, got {type(memory).__name__}")
+    if memory is not None:
+        check_memory_setup(memory)
     if scope is not None and not isinstance(scope, Scope) and not callable(scope):
         raise ValidationError(
             "scope must be a Scope or a callable (runtime, config) -> Scope | None, "
@@ -513,8 +513,7 @@ def with_short_term_memory(
         raise ValidationError(
             "scope= serves calls without a ShortTermMemoryHistory, which need memory= too"
         )
-    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-        raise ValidationError("max_steps must be an integer >= 1")
+    check_positive_int("max_steps", max_steps)
 
     def wrap(model: Runnable[Any, Any]) -> ShortTermMemoryChatModel:
         return ShortTermMemoryChatModel(

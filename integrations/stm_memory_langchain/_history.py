@@ -57,21 +57,27 @@ from langchain_core.runnables import ConfigurableFieldSpec
 from langchain_core.tools import BaseTool
 
 from stm_memory import TOOL_NAME, Scope, ShortTermMemory, TurnContext, ValidationError
-from stm_memory.prompt.placement import MemoryContext, MemoryRole
-from stm_memory.providers.loop import Op, adrive, check_memory_role, drive
-
-from ._dialogue import cut_short, is_summary_message, text_of
-from ._scope import SCOPE_FIELDS, scope_from_values
-from ._turns import (
+from stm_memory.providers import (
+    MemoryContext,
+    MemoryRole,
+    Op,
+    adrive,
     attempt,
-    content_of,
+    check_memory_setup,
     dialogue_for_capture,
+    drive,
+    failure,
     is_dialogue,
-    memory_calls,
+    is_summary_message,
     needs_previous,
     op,
     run_memory_call,
+    text_of,
+    tool_result_text,
 )
+
+from ._dialogue import cut_short, memory_calls
+from ._scope import SCOPE_FIELDS, scope_from_values
 
 __all__ = ["MessageRecord", "ShortTermMemoryHistory", "ShortTermMemoryHistoryFactory"]
 
@@ -173,11 +179,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         trim_history: bool = True,
         memory_role: MemoryRole = "system",
     ) -> None:
-        if not isinstance(memory, ShortTermMemory):
-            raise ValidationError(f"memory must be a ShortTermMemory, got {type(memory).__name__}")
-        if not isinstance(scope, Scope):
-            raise ValidationError(f"scope must be a Scope, got {type(scope).__name__}")
-        check_memory_role(memory_role)
+        check_memory_setup(memory, scope=scope, memory_role=memory_role)
         self.memory = memory
         self.scope = scope
         self.record: BaseChatMessageHistory = history if history is not None else MessageRecord()
@@ -306,7 +308,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
             self.memory, turn, call.get("args"), truncated=truncated
         )
         return ToolMessage(
-            content=content_of(result), tool_call_id=call.get("id") or "", name=TOOL_NAME
+            content=tool_result_text(result), tool_call_id=call.get("id") or "", name=TOOL_NAME
         )
 
     # -- bodies (sync and async share them: generators of Op) ---------------------------
@@ -433,7 +435,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
                     continue
                 if turn is None:
                     result = ToolMessage(
-                        content=content_of(_unavailable()),
+                        content=tool_result_text(_unavailable()),
                         tool_call_id=call.get("id") or "",
                         name=TOOL_NAME,
                     )
@@ -474,14 +476,12 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
 
 
 def _unavailable() -> dict[str, Any]:
-    from stm_memory.tool.turn import failure
-
     return failure("Short-term memory is not available in this conversation.")
 
 
 def _without_invalid_memory_calls(message: AIMessage) -> AIMessage:
-    # A memory call whose arguments did not parse is never executed (SPEC §3); kept,
-    # the provider would be sent a call without a result on the next turn.
+    # A memory call whose arguments did not parse is never executed; kept, the provider
+    # would be sent a call without a result on the next turn.
     invalid = [c for c in message.invalid_tool_calls if c.get("name") == TOOL_NAME]
     if not invalid:
         return message
@@ -550,8 +550,7 @@ class ShortTermMemoryHistoryFactory:
         history: Callable[..., BaseChatMessageHistory] | None = None,
         **options: Any,
     ) -> None:
-        if not isinstance(memory, ShortTermMemory):
-            raise ValidationError(f"memory must be a ShortTermMemory, got {type(memory).__name__}")
+        check_memory_setup(memory, memory_role=options.get("memory_role", "system"))
         if isinstance(keys, str) or not keys or not all(isinstance(k, str) for k in keys):
             raise ValidationError("keys must be a non-empty sequence of names")
         if len(set(keys)) != len(keys):
@@ -567,8 +566,6 @@ class ShortTermMemoryHistoryFactory:
             )
         if scope is not None and any(k in SCOPE_FIELDS for k in options):
             raise ValidationError("give either scope= or scope fields, not both")
-        if "memory_role" in options:
-            check_memory_role(options["memory_role"])
         provider = options.get("provider")
         if provider is not None and not isinstance(provider, str):
             raise ValidationError(f"provider must be a string, got {type(provider).__name__}")

@@ -13,7 +13,8 @@ One agent run (``invoke``/``stream`` and their async twins) is one memory turn:
   (one successful update per turn, enforced by the engine) and always answers with a
   JSON ``ToolMessage``: nothing about memory can crash the run;
 - ``before_model`` ends the run when the model's last message answered the user *and*
-  called only the memory tool (SPEC §8: the memory call was the epilogue);
+  called only the memory tool (the memory call was the epilogue of an answer the
+  user already has);
 - ``after_agent`` captures the recent dialogue and ends the turn.
 
 Per-run state. The :class:`~stm_memory.TurnContext` (a live object with a lock) cannot
@@ -27,12 +28,11 @@ the entry the crashed run left behind. A run resumed in a new process (after an
 interrupt) rebuilds its turn lazily.
 
 Sync and async hooks share one body: each hook is a generator of
-:class:`stm_memory.providers.loop.Op` run by ``drive`` (blocking) or ``adrive`` (awaiting).
+:class:`stm_memory.providers.Op` run by ``drive`` (blocking) or ``adrive`` (awaiting).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import uuid
@@ -41,28 +41,7 @@ from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
-from stm_memory import TOOL_NAME, ShortTermMemory, ValidationError
-from stm_memory.prompt.placement import MemoryContext, MemoryRole
-from stm_memory.providers.loop import Op, adrive, check_memory_role, drive
-from stm_memory.tool.memory_tool import build_tool
-from stm_memory.tool.turn import failure
-from stm_memory.tool.vetting import check_tool_call
-
-from ._dialogue import (
-    ai_messages,
-    cut_short,
-    dialogue_for_capture,
-    last_human_index,
-    memory_updated,
-    names_memory_tool,
-    needs_previous,
-    provider_of,
-    remembered_after_answering,
-    start_index,
-    text_of,
-    tool_name,
-)
-from ._scope import ScopeSource, resolve_scope
+from stm_memory.providers import missing_extra
 
 try:
     from langchain.agents.middleware import (
@@ -79,10 +58,41 @@ try:
     from langgraph.errors import GraphBubbleUp
     from pydantic import BaseModel, ConfigDict
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
-    raise ImportError(
-        "ShortTermMemoryMiddleware needs LangChain 1.x and LangGraph: "
-        'pip install "stm-memory[langchain]"'
+    raise missing_extra(
+        "ShortTermMemoryMiddleware", "LangChain 1.x and LangGraph", "langchain"
     ) from exc
+
+from stm_memory import TOOL_NAME, ShortTermMemory, ValidationError
+from stm_memory.providers import (
+    MemoryContext,
+    MemoryRole,
+    Op,
+    adrive,
+    attempt,
+    build_tool,
+    check_memory_setup,
+    check_tool_call,
+    dialogue_for_capture,
+    drive,
+    failure,
+    needs_previous,
+    op,
+    text_of,
+    tool_name,
+    tool_result_text,
+)
+
+from ._dialogue import (
+    ai_messages,
+    cut_short,
+    last_human_index,
+    memory_updated,
+    names_memory_tool,
+    provider_of,
+    remembered_after_answering,
+    start_index,
+)
+from ._scope import ScopeSource, resolve_scope
 
 if TYPE_CHECKING:
     from langgraph.prebuilt.tool_node import ToolCallRequest
@@ -129,7 +139,7 @@ class _AnyArguments(BaseModel):
 def _unbound(**_: Any) -> str:
     # Never reached inside an agent (wrap_tool_call swaps in the turn's tool); called
     # directly, the placeholder explains itself instead of raising.
-    return _content(failure("update_short_term_memory is not bound to a turn here."))
+    return tool_result_text(failure("update_short_term_memory is not bound to a turn here."))
 
 
 def _placeholder_tool() -> BaseTool:
@@ -141,12 +151,10 @@ def _placeholder_tool() -> BaseTool:
     )
 
 
-def _content(result: Mapping[str, Any]) -> str:
-    return json.dumps(result, ensure_ascii=False, sort_keys=True)
-
-
 def _tool_message(call: Mapping[str, Any], result: Mapping[str, Any]) -> ToolMessage:
-    return ToolMessage(content=_content(result), tool_call_id=call.get("id") or "", name=TOOL_NAME)
+    return ToolMessage(
+        content=tool_result_text(result), tool_call_id=call.get("id") or "", name=TOOL_NAME
+    )
 
 
 def _current_config() -> Mapping[str, Any]:
@@ -156,22 +164,9 @@ def _current_config() -> Mapping[str, Any]:
         return {}
 
 
-def _op(fn: Callable[..., Any], afn: Callable[..., Awaitable[Any]], *args: Any, **kw: Any) -> Op:
-    return Op(lambda: fn(*args, **kw), lambda: afn(*args, **kw), getattr(fn, "__name__", ""))
-
-
 def _call(handler: Callable[[Any], Any], request: Any) -> Op:
     # The same handler is sync under invoke and returns an awaitable under ainvoke.
     return Op(lambda: handler(request), lambda: handler(request), "handler")
-
-
-def _attempt(op: Op, what: str) -> Generator[Op, Any, Any]:
-    """Run ``op``; on failure log and return None: memory never fails the user's turn."""
-    try:
-        return (yield op)
-    except Exception:
-        log.exception("stm-memory: %s failed; the run continues without it", what)
-        return None
 
 
 class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any]):
@@ -217,15 +212,13 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
         trim_history: bool = True,
         memory_role: MemoryRole = "system",
     ) -> None:
-        if not isinstance(memory, ShortTermMemory):
-            raise ValidationError(f"memory must be a ShortTermMemory, got {type(memory).__name__}")
+        check_memory_setup(memory, memory_role=memory_role)
         self.memory = memory
         self.scope = scope
         self.provider = provider
         self.strict = strict
         self.end_after_epilogue = end_after_epilogue
         self.trim_history = trim_history
-        check_memory_role(memory_role)
         self.memory_role: MemoryRole = memory_role
         self.tools = [_placeholder_tool()]
         self._runs: OrderedDict[str, _Run] = OrderedDict()
@@ -323,8 +316,8 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
         if turn is not None:
             if run.context is None:
                 m = self.memory
-                built = yield from _attempt(
-                    _op(m.build_context, m.abuild_context, turn), "assembling memory"
+                built = yield from attempt(
+                    op(m.build_context, m.abuild_context, turn), "assembling memory"
                 )
                 run.context = built if isinstance(built, MemoryContext) else MemoryContext()
             messages = self._inject(run.context, turn, request)
@@ -378,27 +371,27 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
             start = start_index(messages, state.get(STATE_TURN_START))
             previous: Any = None
             if needs_previous(messages, start):
-                previous = yield from _attempt(_op(m.get, m.aget, scope), "reading memory")
+                previous = yield from attempt(op(m.get, m.aget, scope), "reading memory")
             dialogue = dialogue_for_capture(messages, start, previous.messages if previous else ())
-            yield from _attempt(_op(m.capture, m.acapture, scope, dialogue), "capturing dialogue")
-            yield from _attempt(_op(m.end_turn, m.aend_turn, run.turn), "ending the turn")
+            yield from attempt(op(m.capture, m.acapture, scope, dialogue), "capturing dialogue")
+            yield from attempt(op(m.end_turn, m.aend_turn, run.turn), "ending the turn")
         return {STATE_TURN_ID: None, STATE_TURN_START: None}
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _guarded(self, run: _Run | None, op: Op) -> Generator[Op, Any, Any]:
+    def _guarded(self, run: _Run | None, step: Op) -> Generator[Op, Any, Any]:
         """Run the model or a caller's tool; if it raises, the run is about to crash
         before after_agent, so count the turn now (as the provider loops do), then
         re-raise. Ending is idempotent: should an outer retry middleware recover, the
         turn goes on and after_agent still captures the dialogue."""
         try:
-            return (yield op)
+            return (yield step)
         except GraphBubbleUp:
             raise
         except Exception:
             if run is not None and run.turn is not None:
                 m = self.memory
-                yield from _attempt(_op(m.end_turn, m.aend_turn, run.turn), "ending the turn")
+                yield from attempt(op(m.end_turn, m.aend_turn, run.turn), "ending the turn")
             raise
 
     def _open(
@@ -420,8 +413,8 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
         if scope is not None:
             m = self.memory
             user_message = text_of(messages[start]) if start is not None else None
-            turn = yield from _attempt(
-                _op(
+            turn = yield from attempt(
+                op(
                     m.begin_turn,
                     m.abegin_turn,
                     scope,

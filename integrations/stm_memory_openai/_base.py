@@ -1,64 +1,24 @@
-"""What the Chat Completions and Responses loops share: construction, the sync and async
-``run_turn`` shells around :func:`stm_memory.providers.loop.run_turn_steps`, and adapter basics.
-
-The turn itself (begin → assemble → model ↔ tools → capture → end) lives in
-``stm_memory.providers.loop``; nothing here re-implements it.
-"""
+"""What the Chat Completions and Responses loops share: the SDK clients they take and the
+adapter basics. The turn and the sync/async shells are the kit's
+(:mod:`stm_memory.providers`); nothing here re-implements them."""
 
 from __future__ import annotations
 
-import inspect
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Generator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, TypeVar
 
-import openai
+from stm_memory.providers import missing_extra
 
-from stm_memory.errors import ValidationError
-from stm_memory.model.messages import message_text
-from stm_memory.prompt.placement import MemoryRole
-from stm_memory.providers.loop import (
-    Op,
-    ProviderAdapter,
-    TurnResult,
-    adrive,
-    check_memory_role,
-    drive,
-    run_turn_steps,
-)
+try:
+    import openai
+except ImportError as exc:
+    raise missing_extra("stm_memory_openai", "the OpenAI SDK", "openai") from exc
 
-if TYPE_CHECKING:
-    from stm_memory.engine import ShortTermMemory
-    from stm_memory.model import Scope
+from stm_memory.providers import LoopShell, OnText, aemit_text, emit_text, last_user_text
 
-__all__ = ["AdapterBase", "AsyncLoop", "BaseLoop", "OnText", "SyncLoop", "ToolHandler"]
+__all__ = ["AdapterBase", "ClientT", "OpenAILoop"]
 
 ClientT = TypeVar("ClientT", bound="openai.OpenAI | openai.AsyncOpenAI")
-#: Called with each visible text delta while streaming (may return an awaitable in
-#: the async loops).
-OnText = Callable[[str], object]
-#: A caller's tool: parsed JSON arguments in, a string or JSON-able value out.
-ToolHandler = Callable[[dict[str, Any]], Any]
-
-
-def as_messages(messages: str | Sequence[Any]) -> list[Any]:
-    """The caller's dialogue as a new list; a bare string is one user message."""
-    if isinstance(messages, str):
-        return [{"role": "user", "content": messages}]
-    if isinstance(messages, bytes | Mapping) or not isinstance(messages, Sequence):
-        raise ValidationError("messages must be a list of messages (or one user string)")
-    return list(messages)
-
-
-def last_user_text(messages: Sequence[Any]) -> str | None:
-    """Text of the last user message: Chat messages and Responses message items alike."""
-    for message in reversed(messages):
-        if isinstance(message, Mapping) and message.get("role") == "user":
-            try:
-                return message_text(message.get("content"))
-            except ValidationError:
-                return None
-    return None
 
 
 class AdapterBase:
@@ -91,68 +51,17 @@ class AdapterBase:
         return request
 
     def emit(self, delta: str) -> None:
-        if delta and self.on_text is not None:
-            self.on_text(delta)
+        emit_text(self.on_text, delta)
 
     async def aemit(self, delta: str) -> None:
-        if delta and self.on_text is not None:
-            result = self.on_text(delta)
-            if inspect.isawaitable(result):
-                await result
+        await aemit_text(self.on_text, delta)
 
 
-class BaseLoop(ABC, Generic[ClientT]):
-    """``(client, memory, *, model, max_steps=8, trim_history=True, **request_options)``.
+class OpenAILoop(LoopShell[ClientT]):
+    """An OpenAI loop: ``(client, memory, *, model, max_steps=8, trim_history=True,
+    memory_role="system", **request_options)`` (see :class:`~stm_memory.providers.LoopShell`)."""
 
-    ``messages`` given to ``run_turn`` may be the whole history (``result.messages`` fed
-    back): each request carries the memory block, the turns the memory does not cover
-    and the current turn (:mod:`stm_memory.prompt.cut`). ``trim_history=False`` sends
-    every message given, for a caller that keeps its own window. ``memory_role="user"``
-    injects memory and nudge as user messages instead of system messages.
-
-    ``request_options`` go into every request (``temperature``, ``max_tokens``,
-    ``tool_choice``, ``extra_headers``, ``timeout`` …); the keys the loop manages itself
-    (``RESERVED``) are refused.
-    """
-
-    RESERVED: ClassVar[frozenset[str]] = frozenset()
-    _is_async: ClassVar[bool] = False
-
-    def __init__(
-        self,
-        client: ClientT,
-        memory: ShortTermMemory,
-        *,
-        model: str,
-        max_steps: int = 8,
-        trim_history: bool = True,
-        memory_role: MemoryRole = "system",
-        **request_options: Any,
-    ) -> None:
-        wrong = openai.OpenAI if self._is_async else openai.AsyncOpenAI
-        if isinstance(client, wrong):
-            right = "an openai.AsyncOpenAI" if self._is_async else "an openai.OpenAI"
-            raise TypeError(f"{type(self).__name__} needs {right} client")
-        if not isinstance(model, str) or not model:
-            raise ValueError("model must be a non-empty string")
-        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-            raise ValueError("max_steps must be an integer >= 1")
-        clash = sorted(self.RESERVED & request_options.keys())
-        if clash:
-            raise TypeError(f"{type(self).__name__} sets {', '.join(clash)} itself")
-        self.client = client
-        self.memory = memory
-        self.model = model
-        self.max_steps = max_steps
-        # False for a caller that windows its own history: nothing is cut.
-        self.trim_history = bool(trim_history)
-        check_memory_role(memory_role)
-        self.memory_role: MemoryRole = memory_role
-        self.request_options = dict(request_options)
-
-    @abstractmethod
-    def _adapter(self, on_text: OnText | None) -> ProviderAdapter:
-        """The API-specific adapter (Chat Completions or Responses) for one turn."""
+    CLIENTS: ClassVar[tuple[type[Any], type[Any]]] = (openai.OpenAI, openai.AsyncOpenAI)
 
     def _adapter_args(self, on_text: OnText | None) -> dict[str, Any]:
         return {
@@ -161,66 +70,3 @@ class BaseLoop(ABC, Generic[ClientT]):
             "limit": self.memory.limits.max_summary_length,
             "on_text": on_text,
         }
-
-    def _steps(
-        self,
-        scope: Scope,
-        messages: str | Sequence[Any],
-        system: str | None,
-        tools: Sequence[Any],
-        tool_handlers: Mapping[str, ToolHandler] | None,
-        on_text: OnText | None,
-    ) -> Generator[Op, Any, TurnResult]:
-        return run_turn_steps(
-            self.memory,
-            self._adapter(on_text),
-            scope,
-            as_messages(messages),
-            system=system,
-            tools=list(tools),
-            tool_handlers=tool_handlers,
-            max_steps=self.max_steps,
-            trim_history=self.trim_history,
-            memory_role=self.memory_role,
-        )
-
-
-class SyncLoop(BaseLoop[ClientT]):
-    def run_turn(
-        self,
-        scope: Scope,
-        messages: str | Sequence[Any],
-        *,
-        system: str | None = None,
-        tools: Sequence[Any] = (),
-        tool_handlers: Mapping[str, ToolHandler] | None = None,
-        on_text: OnText | None = None,
-    ) -> TurnResult:
-        """Run one turn. ``messages`` ends with the new user message (a string is taken
-        as one); ``tools`` are your own tool definitions in this API's format, run by
-        ``tool_handlers[name](args)``. With ``on_text`` the reply is streamed and each
-        visible text delta is passed to it. Provider errors propagate after the turn
-        is closed."""
-        for name, handler in (tool_handlers or {}).items():
-            if inspect.iscoroutinefunction(handler):
-                raise TypeError(
-                    f"tool handler {name!r} is async; use the Async{type(self).__name__}"
-                )
-        return drive(self._steps(scope, messages, system, tools, tool_handlers, on_text))
-
-
-class AsyncLoop(BaseLoop[ClientT]):
-    _is_async = True
-
-    async def run_turn(
-        self,
-        scope: Scope,
-        messages: str | Sequence[Any],
-        *,
-        system: str | None = None,
-        tools: Sequence[Any] = (),
-        tool_handlers: Mapping[str, ToolHandler] | None = None,
-        on_text: OnText | None = None,
-    ) -> TurnResult:
-        """As the sync ``run_turn``; tool handlers and ``on_text`` may be async."""
-        return await adrive(self._steps(scope, messages, system, tools, tool_handlers, on_text))

@@ -13,18 +13,35 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import openai
+from stm_memory.providers import missing_extra
 
-from stm_memory.model.messages import without_speaker_ids
-from stm_memory.providers.loop import ModelReply, Op, ProviderAdapter, ToolCall, Usage
-from stm_memory.tool.schema import openai_chat_tool
-from stm_memory.tool.vetting import is_truncated
+try:
+    import openai
+except ImportError as exc:
+    raise missing_extra("stm_memory_openai", "the OpenAI SDK", "openai") from exc
 
-from ._base import AdapterBase, AsyncLoop, BaseLoop, ClientT, OnText, SyncLoop
+from stm_memory.providers import (
+    AsyncLoop,
+    ModelReply,
+    OnText,
+    Op,
+    ProviderAdapter,
+    SyncLoop,
+    ToolCall,
+    Usage,
+    chat_tool_call,
+    chat_tool_results,
+    function_call,
+    is_truncated,
+    openai_chat_tool,
+    without_speaker_ids,
+)
+
+from ._base import AdapterBase, ClientT, OpenAILoop
 
 if TYPE_CHECKING:
-    from stm_memory.prompt.placement import MemoryContext
-    from stm_memory.tool.turn import TurnContext
+    from stm_memory import TurnContext
+    from stm_memory.providers import MemoryContext
 
 __all__ = ["AsyncOpenAIChatLoop", "ChatCompletionsAdapter", "OpenAIChatLoop"]
 
@@ -33,21 +50,6 @@ def _usage(usage: Any) -> Usage:
     if usage is None:
         return Usage()
     return Usage(usage.prompt_tokens or 0, usage.completion_tokens or 0)
-
-
-def _function_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-
-
-def _tool_call(raw: Mapping[str, Any], truncated: bool) -> ToolCall:
-    if raw.get("type") == "custom":  # a caller's custom (free-text) tool
-        custom = raw.get("custom") or {}
-        args = {"input": custom.get("input", "")}
-        return ToolCall(str(raw.get("id")), str(custom.get("name", "")), args, truncated)
-    function = raw.get("function") or {}
-    return ToolCall(
-        str(raw.get("id")), str(function.get("name", "")), function.get("arguments"), truncated
-    )
 
 
 def chat_reply(
@@ -66,7 +68,7 @@ def chat_reply(
         message["tool_calls"] = [dict(call) for call in tool_calls]
     return ModelReply(
         text=content or "",
-        tool_calls=tuple(_tool_call(call, truncated) for call in tool_calls),
+        tool_calls=tuple(chat_tool_call(call, truncated) for call in tool_calls),
         transcript=(message,),
         usage=usage,
     )
@@ -81,7 +83,7 @@ def parse_completion(completion: Any) -> ModelReply:
     calls: list[dict[str, Any]] = []
     for call in message.tool_calls or ():
         if call.type == "function":
-            calls.append(_function_call(call.id, call.function.name, call.function.arguments))
+            calls.append(function_call(call.id, call.function.name, call.function.arguments))
         else:
             calls.append(call.model_dump(mode="json", exclude_none=True))
     return chat_reply(
@@ -114,7 +116,7 @@ class _ChatStream:
             if delta.refusal:
                 self.refusal.append(delta.refusal)
             for part in delta.tool_calls or ():
-                slot = self.calls.setdefault(part.index, _function_call("", "", ""))
+                slot = self.calls.setdefault(part.index, function_call("", "", ""))
                 if part.id:
                     slot["id"] = part.id
                 if part.function is not None:
@@ -132,7 +134,7 @@ class _ChatStream:
 
 
 class ChatCompletionsAdapter(AdapterBase):
-    """:class:`~stm_memory.providers.loop.ProviderAdapter` for Chat Completions."""
+    """:class:`~stm_memory.providers.ProviderAdapter` for Chat Completions."""
 
     def build_request(
         self,
@@ -182,16 +184,13 @@ class ChatCompletionsAdapter(AdapterBase):
         return acc.reply()
 
     def tool_results(self, results: Sequence[tuple[ToolCall, str]]) -> list[Any]:
-        return [
-            {"role": "tool", "tool_call_id": call.id, "content": content}
-            for call, content in results
-        ]
+        return chat_tool_results(results)
 
     def memory_tool(self, turn: TurnContext) -> Any:
         return openai_chat_tool(turn, limit=self.limit)
 
 
-class _ChatLoop(BaseLoop[ClientT]):
+class _ChatLoop(OpenAILoop[ClientT]):
     RESERVED = frozenset({"model", "messages", "tools", "stream"})
 
     def _adapter(self, on_text: OnText | None) -> ProviderAdapter:

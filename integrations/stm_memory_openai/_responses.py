@@ -13,60 +13,41 @@ marks its calls truncated, so none of them runs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import openai
+from stm_memory.providers import missing_extra
 
-from stm_memory.model.messages import without_speaker_ids
-from stm_memory.providers.loop import ModelReply, Op, ProviderAdapter, ToolCall, Usage
-from stm_memory.tool.schema import openai_responses_tool
-from stm_memory.tool.vetting import is_truncated
+try:
+    import openai
+except ImportError as exc:
+    raise missing_extra("stm_memory_openai", "the OpenAI SDK", "openai") from exc
 
-from ._base import AdapterBase, AsyncLoop, BaseLoop, ClientT, OnText, SyncLoop
+from stm_memory.providers import (
+    AsyncLoop,
+    ModelReply,
+    OnText,
+    Op,
+    ProviderAdapter,
+    SyncLoop,
+    ToolCall,
+    Usage,
+    is_truncated,
+    openai_responses_tool,
+    place_memory,
+    responses_tool_results,
+    without_speaker_ids,
+)
+
+from ._base import AdapterBase, ClientT, OpenAILoop
 
 if TYPE_CHECKING:
-    from stm_memory.prompt.placement import MemoryContext
-    from stm_memory.tool.turn import TurnContext
+    from stm_memory import TurnContext
+    from stm_memory.providers import MemoryContext
 
-__all__ = ["AsyncOpenAIResponsesLoop", "OpenAIResponsesLoop", "ResponsesAdapter", "place_memory"]
+__all__ = ["AsyncOpenAIResponsesLoop", "OpenAIResponsesLoop", "ResponsesAdapter"]
 
 _TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
-
-
-def _is_call(item: Any) -> bool:
-    # function_call, custom_tool_call and the built-in *_call items: no role, a call type.
-    return (
-        isinstance(item, Mapping)
-        and "role" not in item
-        and str(item.get("type", "")).endswith("_call")
-    )
-
-
-def place_memory(context: MemoryContext, items: Sequence[Any]) -> list[Any]:
-    """``context.apply`` for Responses input items, treating an assistant message and the
-    call items right after it as one unit, as Chat Completions has one assistant message
-    with several ``tool_calls``: parallel calls of one response are never split and no
-    injection lands between a reply's text and its calls. The history cut runs first,
-    on the items themselves (it keeps a reply's items together on its own)."""
-    items = context.cut(items)
-    view: list[Any] = []
-    units: dict[int, list[Any]] = {}
-    i = 0
-    while i < len(items):
-        j = i + 1 if isinstance(items[i], Mapping) and items[i].get("role") == "assistant" else i
-        while j < len(items) and _is_call(items[j]):
-            j += 1
-        if j - i < 2:  # a lone item: nothing to keep together
-            view.append(items[i])
-            i += 1
-            continue
-        stand_in = dict(items[j - 1])  # a call item, so placement sees a tool call
-        units[id(stand_in)] = list(items[i:j])
-        view.append(stand_in)
-        i = j
-    placed = context.apply(view, provider="openai", trim=False)
-    return [part for item in placed for part in units.get(id(item), [item])]
 
 
 def _usage(usage: Any) -> Usage:
@@ -76,7 +57,7 @@ def _usage(usage: Any) -> Usage:
 
 
 class ResponsesAdapter(AdapterBase):
-    """:class:`~stm_memory.providers.loop.ProviderAdapter` for the Responses API."""
+    """:class:`~stm_memory.providers.ProviderAdapter` for the Responses API."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -173,24 +154,13 @@ class ResponsesAdapter(AdapterBase):
         return self._finish(final)
 
     def tool_results(self, results: Sequence[tuple[ToolCall, str]]) -> list[Any]:
-        return [
-            {
-                "type": (
-                    "custom_tool_call_output"
-                    if call.id in self._custom_calls
-                    else "function_call_output"
-                ),
-                "call_id": call.id,
-                "output": content,
-            }
-            for call, content in results
-        ]
+        return responses_tool_results(results, self._custom_calls)
 
     def memory_tool(self, turn: TurnContext) -> Any:
         return openai_responses_tool(turn, limit=self.limit)
 
 
-class _ResponsesLoop(BaseLoop[ClientT]):
+class _ResponsesLoop(OpenAILoop[ClientT]):
     RESERVED = frozenset(
         {
             "model",

@@ -24,14 +24,6 @@ more after every tool call, the memory call included. One run at a time per sess
 
 from __future__ import annotations
 
-try:
-    import agents  # noqa: F401
-except ImportError as exc:  # pragma: no cover - the extra is installed in the tests
-    raise ImportError(
-        "stm_memory_openai_agents needs the OpenAI Agents SDK: "
-        'pip install "stm-memory[openai-agents]"'
-    ) from exc
-
 from ._session import SessionBusyError, ShortTermMemorySession
 
 __all__ = ["SessionBusyError", "ShortTermMemorySession"]

@@ -20,7 +20,8 @@ reads the session once before the first model call and appends to it as the run 
   while a guard hides it (``is_enabled``), one update per turn;
 - ``agent(agent)`` is a copy of the agent with that tool, and with the run ending
   right after the memory call when the model already answered in the same response
-  (SPEC §8: no second model call for it), so a run costs no extra model call. Its
+  (the user has the answer: no second model call for it), so a run costs no extra
+  model call. Its
   hooks also take the nudge out of a request once the tool is gone (a "remember
   this" turn, or after the update). A plain agent with ``tools=[memory_tool()]``
   keeps the tool in a turn whose input carried the nudge instead, so a call the nudge
@@ -49,11 +50,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agents import Agent, AgentHooks, FunctionTool, RunContextWrapper, SQLiteSession
-from agents.agent import ToolsToFinalOutputResult
-from agents.items import ModelResponse, TResponseInputItem
-from agents.memory import Session, SessionSettings
-from agents.tool import FunctionToolResult, Tool
+from stm_memory.providers import missing_extra
+
+try:
+    from agents import Agent, AgentHooks, FunctionTool, RunContextWrapper, SQLiteSession
+    from agents.agent import ToolsToFinalOutputResult
+    from agents.items import ModelResponse, TResponseInputItem
+    from agents.memory import Session, SessionSettings
+    from agents.tool import FunctionToolResult, Tool
+except ImportError as exc:  # pragma: no cover - the extra is installed in the tests
+    raise missing_extra(
+        "stm_memory_openai_agents", "the OpenAI Agents SDK", "openai-agents"
+    ) from exc
 
 from stm_memory import (
     DEFAULT_CATEGORY,
@@ -64,16 +72,23 @@ from stm_memory import (
     StmError,
     TurnContext,
     UserSettings,
-    ValidationError,
 )
-from stm_memory.model.messages import message_text
-from stm_memory.prompt.placement import MemoryContext, MemoryRole
-from stm_memory.providers.loop import adrive, check_memory_role
-from stm_memory.tool.schema import tool_description, tool_parameters
-from stm_memory.tool.turn import failure
-from stm_memory.tool.vetting import run_memory_call, tool_result_text
-from stm_memory_langchain._turns import dialogue_for_capture, is_dialogue, needs_previous
-from stm_memory_openai._responses import place_memory
+from stm_memory.providers import (
+    MemoryContext,
+    MemoryRole,
+    adrive,
+    check_memory_setup,
+    dialogue_for_capture,
+    failure,
+    is_dialogue,
+    needs_previous,
+    place_memory,
+    run_memory_call,
+    text_of,
+    tool_description,
+    tool_parameters,
+    tool_result_text,
+)
 
 __all__ = ["SessionBusyError", "ShortTermMemorySession"]
 
@@ -109,16 +124,8 @@ def _role(item: Any) -> Any:
     return item.get("role") if isinstance(item, Mapping) else getattr(item, "role", None)
 
 
-def _text(item: Any) -> str:
-    content = item.get("content") if isinstance(item, Mapping) else getattr(item, "content", None)
-    try:
-        return message_text(content)
-    except ValidationError:
-        return ""
-
-
 def _user_text(items: Sequence[Any]) -> str | None:
-    return next((_text(i) for i in reversed(items) if _role(i) == "user"), None)
+    return next((text_of(i) for i in reversed(items) if _role(i) == "user"), None)
 
 
 def _is_answer(item: Any) -> bool:
@@ -213,11 +220,7 @@ class ShortTermMemorySession:
         memory_role: MemoryRole = "system",
         session_settings: SessionSettings | None = None,
     ) -> None:
-        if not isinstance(memory, ShortTermMemory):
-            raise ValidationError(f"memory must be a ShortTermMemory, got {type(memory).__name__}")
-        if not isinstance(scope, Scope):
-            raise ValidationError(f"scope must be a Scope, got {type(scope).__name__}")
-        check_memory_role(memory_role)
+        check_memory_setup(memory, scope=scope, memory_role=memory_role)
         self.memory = memory
         self.scope = scope
         if session_id is None:

@@ -2,22 +2,20 @@
 
 The turn (begin → assemble → model ↔ tools → capture → end) is a generator that
 *yields* operations (call the model, run a caller's tool, touch memory) and receives
-their results. :func:`drive` runs it with blocking calls and :func:`adrive` with
-awaits, so the sync and async loops of every provider share one body (the habit
-httpx taught: I/O-free logic in one place, thin sync/async shells around it).
+their results (:mod:`stm_memory.providers.ops`), so the sync and async loops of every
+provider share one body. What differs per API is a :class:`ProviderAdapter`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 
-from stm_memory.errors import ValidationError
+from stm_memory.providers.ops import Op, op
 from stm_memory.tool.turn import TOOL_NAME, TurnContext
-from stm_memory.tool.vetting import check_tool_call
+from stm_memory.tool.vetting import check_tool_call, tool_result_text
 
 if TYPE_CHECKING:
     from stm_memory.engine import ShortTermMemory
@@ -25,39 +23,20 @@ if TYPE_CHECKING:
     from stm_memory.prompt.placement import MemoryContext, MemoryRole
 
 __all__ = [
-    "MEMORY_ROLES",
     "ModelReply",
-    "Op",
     "ProviderAdapter",
     "ToolCall",
+    "ToolHandler",
     "TurnResult",
     "Usage",
-    "adrive",
-    "check_memory_role",
-    "drive",
     "run_turn_steps",
 ]
 
 log = logging.getLogger("stm_memory")
-T = TypeVar("T")
 
-#: The roles memory can be injected with (see ``MemoryContext.role``).
-MEMORY_ROLES = ("system", "user")
-
-
-def check_memory_role(value: object) -> None:
-    """Refuse a ``memory_role`` the loops do not know (a developer error)."""
-    if value not in MEMORY_ROLES:
-        raise ValidationError(f"memory_role must be 'system' or 'user', got {value!r}")
-
-
-@dataclass(frozen=True, slots=True)
-class Op:
-    """One I/O operation: ``run`` for blocking drivers, ``arun`` for async ones."""
-
-    run: Callable[[], Any]
-    arun: Callable[[], Awaitable[Any]]
-    label: str = ""
+#: A caller's tool: parsed JSON arguments in, a string or JSON-able value out (an
+#: awaitable of one in the async loops).
+ToolHandler = Callable[[dict[str, Any]], Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +93,7 @@ class ProviderAdapter(Protocol):
         self,
         transcript: Sequence[Any],
         context: MemoryContext,
-        system: str | None,
+        system: Any,
         tools: Sequence[Any],
         turn: TurnContext,
     ) -> dict[str, Any]: ...
@@ -128,19 +107,6 @@ class ProviderAdapter(Protocol):
     def memory_tool(self, turn: TurnContext) -> Any: ...
 
     def user_text(self, messages: Sequence[Any]) -> str | None: ...
-
-
-ToolHandler = Callable[[dict[str, Any]], Any]
-
-
-def _sync_and_async(fn: Callable[..., T], afn: Callable[..., Awaitable[T]], *args: Any) -> Op:
-    return Op(lambda: fn(*args), lambda: afn(*args), getattr(fn, "__name__", ""))
-
-
-def _tool_content(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
 def _handler_op(handler: ToolHandler, args: dict[str, Any], name: str) -> Op:
@@ -159,7 +125,7 @@ def run_turn_steps(
     scope: Scope,
     messages: Sequence[Any],
     *,
-    system: str | None = None,
+    system: Any = None,
     tools: Sequence[Any] = (),
     tool_handlers: Mapping[str, ToolHandler] | None = None,
     max_steps: int = 8,
@@ -172,17 +138,14 @@ def run_turn_steps(
     the memory leaves (the history cut, :mod:`stm_memory.prompt.cut`), unless
     ``trim_history=False``; ``TurnResult.messages`` is still the whole transcript."""
     handlers = dict(tool_handlers or {})
-    turn: TurnContext = yield _sync_and_async(
-        lambda: memory.begin_turn(
-            scope, provider=adapter.provider, user_message=adapter.user_text(messages)
-        ),
-        lambda: memory.abegin_turn(
-            scope, provider=adapter.provider, user_message=adapter.user_text(messages)
-        ),
+    turn: TurnContext = yield op(
+        memory.begin_turn,
+        memory.abegin_turn,
+        scope,
+        provider=adapter.provider,
+        user_message=adapter.user_text(messages),
     )
-    context: MemoryContext = yield _sync_and_async(
-        memory.build_context, memory.abuild_context, turn
-    )
+    context: MemoryContext = yield op(memory.build_context, memory.abuild_context, turn)
     context = replace(context, role=memory_role)
     if not trim_history:
         context = replace(context, history=None)
@@ -219,10 +182,10 @@ def run_turn_steps(
                 break
     except BaseException:
         # Close the turn cleanly, then let the provider's error surface as-is.
-        yield _sync_and_async(memory.end_turn, memory.aend_turn, turn)
+        yield op(memory.end_turn, memory.aend_turn, turn)
         raise
-    yield _sync_and_async(memory.capture, memory.acapture, scope, transcript)
-    yield _sync_and_async(memory.end_turn, memory.aend_turn, turn)
+    yield op(memory.capture, memory.acapture, scope, transcript)
+    yield op(memory.end_turn, memory.aend_turn, turn)
     return TurnResult(text, transcript, turn.updated, usage, steps, requests)
 
 
@@ -234,46 +197,16 @@ def _execute(
 ) -> Generator[Op, Any, str]:
     check = check_tool_call(call.arguments, truncated=call.truncated)
     if not check.ok or check.args is None:
-        return _tool_content(check.result)
+        return tool_result_text(check.result)
     if call.name == TOOL_NAME:
-        result = yield _sync_and_async(memory.update, memory.aupdate, turn, check.args)
-        return _tool_content(result)
+        result = yield op(memory.update, memory.aupdate, turn, check.args)
+        return tool_result_text(result)
     handler = handlers.get(call.name)
     if handler is None:
-        return _tool_content({"status": "error", "reason": f"Unknown tool {call.name!r}."})
+        return tool_result_text({"status": "error", "reason": f"Unknown tool {call.name!r}."})
     try:
         value = yield _handler_op(handler, check.args, call.name)
     except Exception as exc:  # a caller's tool failing is reported to the model
         log.warning("stm-memory: tool %s raised %s", call.name, exc)
-        return _tool_content({"status": "error", "reason": f"{type(exc).__name__}: {exc}"})
-    return _tool_content(value)
-
-
-def drive(steps: Generator[Op, Any, T]) -> T:
-    """Run a step generator with blocking calls."""
-    try:
-        op = next(steps)
-        while True:
-            try:
-                result = op.run()
-            except BaseException as exc:
-                op = steps.throw(exc)
-                continue
-            op = steps.send(result)
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
-
-
-async def adrive(steps: Generator[Op, Any, T]) -> T:
-    """Run a step generator with awaits."""
-    try:
-        op = next(steps)
-        while True:
-            try:
-                result = await op.arun()
-            except BaseException as exc:
-                op = steps.throw(exc)
-                continue
-            op = steps.send(result)
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+        return tool_result_text({"status": "error", "reason": f"{type(exc).__name__}: {exc}"})
+    return tool_result_text(value)

@@ -1,30 +1,19 @@
-"""Deciding whether a provider's tool call may run at all (SPEC §3: never execute a call
-whose arguments the provider cut short or that is not valid JSON)."""
+"""Deciding whether a provider's tool call may run at all, and the text of a tool result.
+
+A call whose arguments the provider cut short (the reply hit the output-token limit)
+or that is not a JSON object is never executed: half a summary would overwrite a whole
+one. Its failure goes back to the model as the tool's result instead."""
 
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Generator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from stm_memory.tool.turn import failure
 
-if TYPE_CHECKING:
-    from stm_memory.engine import ShortTermMemory
-    from stm_memory.providers.loop import Op
-    from stm_memory.tool.turn import TurnContext
-
-__all__ = [
-    "ToolCallCheck",
-    "check_tool_call",
-    "is_truncated",
-    "run_memory_call",
-    "tool_result_text",
-]
-
-log = logging.getLogger("stm_memory")
+__all__ = ["ToolCallCheck", "check_tool_call", "is_truncated", "tool_result_text"]
 
 # Provider markers of a response cut at the output-token limit.
 _TRUNCATED_FINISH = frozenset({"length", "max_tokens", "max_output_tokens"})
@@ -92,35 +81,3 @@ def tool_result_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-
-
-def run_memory_call(
-    memory: ShortTermMemory,
-    turn: TurnContext,
-    arguments: str | Mapping[str, Any] | None,
-    *,
-    truncated: bool = False,
-) -> Generator[Op, Any, dict[str, Any]]:
-    """Execute one ``update_short_term_memory`` call for ``turn``, as a step generator
-    (run it with :func:`stm_memory.providers.loop.drive` or ``adrive``).
-
-    A call the provider cut short, or whose arguments are not a JSON object, is never
-    executed: its failure is the result. Otherwise the engine's update runs, every
-    guard checked again (one update per turn). ``null`` values mean "no value" (models
-    and LangChain send them for optional fields): that category is left alone. An
-    unexpected exception is logged and becomes a failed result: a memory call never
-    fails the user's turn."""
-    from stm_memory.providers.loop import Op
-
-    check = check_tool_call(arguments, truncated=truncated)
-    if not check.ok or check.args is None:
-        return dict(check.result or failure("The call was not executed."))
-    args = {k: v for k, v in check.args.items() if v is not None}
-    try:
-        result: dict[str, Any] = yield Op(
-            lambda: memory.update(turn, args), lambda: memory.aupdate(turn, args), "update"
-        )
-    except Exception as exc:  # the engine returns failures; this is a bug
-        log.exception("stm-memory: update_short_term_memory failed")
-        return failure(f"Internal error: {type(exc).__name__}: {exc}")
-    return result

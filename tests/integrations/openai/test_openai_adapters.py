@@ -18,6 +18,7 @@ from openai.types.responses import Response
 import stm_memory_openai
 from stm_memory import Scope, ShortTermMemory
 from stm_memory.prompt.placement import MemoryContext
+from stm_memory.providers import place_memory
 from stm_memory.tool.turn import TurnContext
 from stm_memory_openai import (
     AsyncOpenAIChatLoop,
@@ -26,7 +27,7 @@ from stm_memory_openai import (
     OpenAIResponsesLoop,
 )
 from stm_memory_openai._chat import ChatCompletionsAdapter, parse_completion
-from stm_memory_openai._responses import ResponsesAdapter, place_memory
+from stm_memory_openai._responses import ResponsesAdapter
 
 OFFLINE = {"api_key": "test", "base_url": "http://127.0.0.1:9/v1", "max_retries": 0}
 CONTEXT = MemoryContext(content="[memory]", nudge="[nudge]", content_depth=-1, nudge_depth=2)

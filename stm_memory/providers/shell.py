@@ -1,0 +1,192 @@
+"""The sync and async loop shells every provider loop subclasses.
+
+A provider loop is ``(client, memory, *, model, max_steps=8, trim_history=True,
+memory_role="system", **request_options)`` with ``run_turn(scope, messages, *,
+system=None, tools=(), tool_handlers=None, on_text=None) -> TurnResult``. The shell
+checks the settings once, builds the turn (:func:`~stm_memory.providers.loop.run_turn_steps`)
+and runs it with blocking calls (:class:`SyncLoop`) or awaits (:class:`AsyncLoop`);
+a provider only says which SDK clients it takes, which request keys it owns, how it
+reads the caller's arguments and which :class:`~stm_memory.providers.loop.ProviderAdapter`
+speaks its API.
+"""
+
+from __future__ import annotations
+
+import inspect
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Generator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+from stm_memory.providers.checks import (
+    as_messages,
+    check_memory_role,
+    check_model,
+    check_positive_int,
+    refuse_async_callables,
+    refuse_reserved,
+    refuse_wrong_client,
+)
+from stm_memory.providers.loop import ProviderAdapter, ToolHandler, TurnResult, run_turn_steps
+from stm_memory.providers.ops import Op, adrive, drive
+
+if TYPE_CHECKING:
+    from stm_memory.engine import ShortTermMemory
+    from stm_memory.model import Scope
+    from stm_memory.prompt.placement import MemoryRole
+
+__all__ = ["AsyncLoop", "LoopShell", "OnText", "SyncLoop", "System", "aemit_text", "emit_text"]
+
+ClientT = TypeVar("ClientT")
+#: Called with each visible text delta while streaming (may return an awaitable in
+#: the async loops).
+OnText = Callable[[str], object]
+#: ``system=``: a string, or a list of the provider's text blocks (Anthropic
+#: ``cache_control`` …).
+System = str | Sequence[Mapping[str, Any]] | None
+
+
+def emit_text(on_text: OnText | None, delta: str) -> None:
+    if delta and on_text is not None:
+        on_text(delta)
+
+
+async def aemit_text(on_text: OnText | None, delta: str) -> None:
+    if delta and on_text is not None:
+        result = on_text(delta)
+        if inspect.isawaitable(result):
+            await result
+
+
+class LoopShell(ABC, Generic[ClientT]):
+    """Settings, checks and the turn of a provider loop (see the module docstring).
+
+    ``messages`` given to ``run_turn`` may be the whole history (``result.messages`` fed
+    back): each request carries the memory block, the turns the memory does not cover
+    and the current turn (:mod:`stm_memory.prompt.cut`). ``trim_history=False`` sends
+    every message given, for a caller that keeps its own window. ``memory_role="user"``
+    injects memory and nudge as user messages instead of system messages.
+
+    ``request_options`` go into every request (``temperature``, ``tool_choice``,
+    ``extra_headers``, ``timeout`` …); the keys the loop manages itself (``RESERVED``)
+    are refused.
+    """
+
+    #: Request keys the loop sets itself.
+    RESERVED: ClassVar[frozenset[str]] = frozenset()
+    #: The SDK's (sync, async) client classes: the other kind's client is refused.
+    CLIENTS: ClassVar[tuple[type[Any], type[Any]]]
+    _is_async: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        client: ClientT,
+        memory: ShortTermMemory,
+        *,
+        model: str,
+        max_steps: int = 8,
+        trim_history: bool = True,
+        memory_role: MemoryRole = "system",
+        **request_options: Any,
+    ) -> None:
+        sync_client, async_client = self.CLIENTS
+        needs, wrong = (async_client, sync_client) if self._is_async else self.CLIENTS
+        refuse_wrong_client(self._name, client, needs=needs, wrong=wrong, twin=self._twin)
+        check_model(model)
+        check_positive_int("max_steps", max_steps)
+        refuse_reserved(self._name, request_options, self.RESERVED)
+        check_memory_role(memory_role)
+        self.client = client
+        self.memory = memory
+        self.model = model
+        self.max_steps = max_steps
+        # False for a caller that windows its own history: nothing is cut.
+        self.trim_history = bool(trim_history)
+        self.memory_role: MemoryRole = memory_role
+        self.request_options = dict(request_options)
+
+    @property
+    def _name(self) -> str:
+        return type(self).__name__
+
+    @property
+    def _twin(self) -> str:
+        """The loop of the other kind (``AsyncX`` for ``X`` and back)."""
+        name = self._name
+        return name.removeprefix("Async") if self._is_async else f"Async{name}"
+
+    @abstractmethod
+    def _adapter(self, on_text: OnText | None) -> ProviderAdapter:
+        """The API-specific adapter for one turn."""
+
+    def _messages(self, messages: Any) -> list[Any]:
+        """The caller's dialogue, checked (default: a list, or one user string)."""
+        return as_messages(messages)
+
+    def _system(self, system: Any) -> Any:
+        """The caller's ``system``, checked, as the adapter takes it."""
+        return system
+
+    def _tools(self, tools: Any, tool_handlers: Mapping[str, ToolHandler] | None) -> list[Any]:
+        """The caller's tool definitions, checked."""
+        return list(tools)
+
+    def _steps(
+        self,
+        scope: Scope,
+        messages: Any,
+        system: Any,
+        tools: Sequence[Any],
+        tool_handlers: Mapping[str, ToolHandler] | None,
+        on_text: OnText | None,
+    ) -> Generator[Op, Any, TurnResult]:
+        # Everything is checked here, before the generator starts: a wrong argument
+        # fails before the turn begins (nothing counted, nothing sent).
+        return run_turn_steps(
+            self.memory,
+            self._adapter(on_text),
+            scope,
+            self._messages(messages),
+            system=self._system(system),
+            tools=self._tools(tools, tool_handlers),
+            tool_handlers=tool_handlers,
+            max_steps=self.max_steps,
+            trim_history=self.trim_history,
+            memory_role=self.memory_role,
+        )
+
+
+class SyncLoop(LoopShell[ClientT]):
+    def run_turn(
+        self,
+        scope: Scope,
+        messages: str | Sequence[Any],
+        *,
+        system: System = None,
+        tools: Sequence[Any] = (),
+        tool_handlers: Mapping[str, ToolHandler] | None = None,
+        on_text: OnText | None = None,
+    ) -> TurnResult:
+        """Run one turn. ``messages`` is the dialogue so far, ending with the user's new
+        message; ``tools`` are your own tool definitions in this API's format, run by
+        ``tool_handlers[name](args)``. With ``on_text`` the reply is streamed and each
+        visible text delta is passed to it. Provider errors propagate after the turn
+        is closed."""
+        refuse_async_callables(self._name, self._twin, tool_handlers, on_text)
+        return drive(self._steps(scope, messages, system, tools, tool_handlers, on_text))
+
+
+class AsyncLoop(LoopShell[ClientT]):
+    _is_async = True
+
+    async def run_turn(
+        self,
+        scope: Scope,
+        messages: str | Sequence[Any],
+        *,
+        system: System = None,
+        tools: Sequence[Any] = (),
+        tool_handlers: Mapping[str, ToolHandler] | None = None,
+        on_text: OnText | None = None,
+    ) -> TurnResult:
+        """As the sync ``run_turn``; tool handlers and ``on_text`` may be async."""
+        return await adrive(self._steps(scope, messages, system, tools, tool_handlers, on_text))

@@ -1,0 +1,67 @@
+"""OpenAI Responses wire helpers: call items, where memory goes among input items, and
+tool results sent back as ``*_call_output`` items."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from stm_memory.providers.loop import ToolCall
+
+if TYPE_CHECKING:
+    from stm_memory.prompt.placement import MemoryContext
+
+__all__ = ["is_call_item", "place_memory", "responses_tool_results"]
+
+
+def is_call_item(item: Any) -> bool:
+    """``function_call``, ``custom_tool_call`` and the built-in ``*_call`` items: no
+    role, a call type."""
+    return (
+        isinstance(item, Mapping)
+        and "role" not in item
+        and str(item.get("type", "")).endswith("_call")
+    )
+
+
+def place_memory(context: MemoryContext, items: Sequence[Any]) -> list[Any]:
+    """``context.apply`` for Responses input items, treating an assistant message and the
+    call items right after it as one unit, as Chat Completions has one assistant message
+    with several ``tool_calls``: parallel calls of one response are never split and no
+    injection lands between a reply's text and its calls. The history cut runs first,
+    on the items themselves (it keeps a reply's items together on its own)."""
+    items = context.cut(items)
+    view: list[Any] = []
+    units: dict[int, list[Any]] = {}
+    i = 0
+    while i < len(items):
+        j = i + 1 if isinstance(items[i], Mapping) and items[i].get("role") == "assistant" else i
+        while j < len(items) and is_call_item(items[j]):
+            j += 1
+        if j - i < 2:  # a lone item: nothing to keep together
+            view.append(items[i])
+            i += 1
+            continue
+        stand_in = dict(items[j - 1])  # a call item, so placement sees a tool call
+        units[id(stand_in)] = list(items[i:j])
+        view.append(stand_in)
+        i = j
+    placed = context.apply(view, provider="openai", trim=False)
+    return [part for item in placed for part in units.get(id(item), [item])]
+
+
+def responses_tool_results(
+    results: Sequence[tuple[ToolCall, str]], custom_calls: Collection[str] = ()
+) -> list[dict[str, Any]]:
+    """One output item per call: ``custom_tool_call_output`` for the ids in
+    ``custom_calls`` (free-text tools), ``function_call_output`` for the others."""
+    return [
+        {
+            "type": "custom_tool_call_output"
+            if call.id in custom_calls
+            else "function_call_output",
+            "call_id": call.id,
+            "output": content,
+        }
+        for call, content in results
+    ]
