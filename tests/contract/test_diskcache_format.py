@@ -17,6 +17,7 @@ from stm_memory.cache import _disk_rows
 from stm_memory.cache.base import CacheValue, Write
 from stm_memory.cache.disk import DiskLiveCache
 from stm_memory.errors import CacheError
+from stm_memory.model import KEY_PREFIX
 
 BIG = {"text": "x" * 100_000}  # over diskcache's min_file_size: stored in a file
 
@@ -219,12 +220,13 @@ def test_reads_and_writes_of_many_keys_span_several_statements(cache: DiskLiveCa
 def test_key_scans_return_the_text_keys_with_the_prefix(
     cache: DiskLiveCache, plain: diskcache.Cache
 ) -> None:
-    top = "shortterm:\U0010ffff"  # a prefix that cannot be moved one code point on
-    text_keys = ["shortterm", "shortterm:a", "shortterm:a:b", top, f"{top}x", "shortterm;", "x"]
+    p = KEY_PREFIX
+    top = f"{p}:\U0010ffff"  # a prefix that cannot be moved one code point on
+    text_keys = [p, f"{p}:a", f"{p}:a:b", top, f"{top}x", f"{p};", "x"]
     put(cache, {k: {"n": 1} for k in text_keys})
-    plain.set(b"shortterm:bytes", 1)  # keys diskcache stores otherwise are not ours
+    plain.set(f"{p}:bytes".encode(), 1)  # keys diskcache stores otherwise are not ours
     plain.set(7, 1)
-    assert sorted(cache.iter_keys("shortterm:")) == ["shortterm:a", "shortterm:a:b", top, f"{top}x"]
-    assert sorted(cache.iter_keys("shortterm:a")) == ["shortterm:a", "shortterm:a:b"]
+    assert sorted(cache.iter_keys(f"{p}:")) == [f"{p}:a", f"{p}:a:b", top, f"{top}x"]
+    assert sorted(cache.iter_keys(f"{p}:a")) == [f"{p}:a", f"{p}:a:b"]
     assert sorted(cache.iter_keys(top)) == [top, f"{top}x"]
     assert sorted(cache.iter_keys()) == sorted(text_keys)
