@@ -1,4 +1,5 @@
-"""Turn counting and passive capture (SPEC §5)."""
+"""Turn counting and passive capture: an ended turn counts once, a refresh ends its
+turn at zero, and capture keeps the latest dialogue turns beside the summary."""
 
 from __future__ import annotations
 

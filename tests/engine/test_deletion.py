@@ -1,4 +1,4 @@
-"""Deletion (SPEC §7): cache, rows and queued writes go at once, and nothing comes back."""
+"""Deletion: cache, rows and queued writes go at once, and nothing comes back."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def test_clear_user_removes_user_scope_entries_everywhere(memory: ShortTermMemor
         assert memory.get_key(scope.user_key) is None
         assert row(memory, scope.user_key) is None
     # Server-scope entries stay (the channel's counters, other users' words), without
-    # the distilled memory u1's words reached (SPEC §7, erasure).
+    # the distilled memory u1's words reached (erasure).
     for scope in (SERVER, OTHER_CHANNEL, ELSEWHERE):
         entry = memory.get(scope)
         assert entry is not None and entry.summary is None

@@ -1,4 +1,4 @@
-"""``clear_user`` is erasure (SPEC §5, §7): speaker ids on captured turns, full privacy
+"""``clear_user`` is erasure: speaker ids on captured turns, full privacy
 in everyone's turns, provenance, shared entries of every kind, restarts, a database
 outage during the forget, PostgreSQL + Redis across hosts, the CLI, and the bytes the
 embedded stores leave on disk."""

@@ -1,4 +1,5 @@
-"""Expiry by the injectable clock (SPEC §7): 24 h with a summary, 12 h without."""
+"""Expiry by the injectable clock: an entry lives 24 h with a summary, 12 h without, counted
+from its last activity."""
 
 from __future__ import annotations
 

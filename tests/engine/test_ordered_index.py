@@ -4,8 +4,8 @@ would show — ties, expiry, privacy skips, personas, cross-server entries — a
 restart and from a cache an older release filled too.
 
 The reference is the pure selection over *every* entry of the owner
-(:func:`stm_memory.prompt.assembly.build_memory_context` given the whole pool), which is what
-assembly did before it had an ordered index.
+(:func:`stm_memory.prompt.assembly.build_memory_context` given the whole pool): the
+index is a shortcut and must never change the answer.
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ def test_an_empty_cache_hydrates_from_sql(make_mem: MemFactory, fake_clock: Froz
     assert entry is not None
     assert list(entry.categories.items()) == [("plot", "heist"), ("mood", "tense")]
     assert (entry.turns_since_refresh, entry.last_refreshed_turn) == (2, 1)
-    # The privacy rules need the parent channel after a restart (SPEC §1 Fix).
+    # The privacy rules read the parent channel, so it must survive a restart.
     assert entry.parent_channel_id == "c1"
     assert entry.messages == ()  # raw dialogue is live-only
     assert entry.last_updated >= written_at

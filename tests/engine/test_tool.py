@@ -1,5 +1,5 @@
 """The ``update_short_term_memory`` tool end to end: results, cleaning, merge, snapshot,
-descriptions, exports, ToolCall/ToolMessage and async (SPEC §3, §4)."""
+descriptions, exports, ToolCall/ToolMessage and async."""
 
 from __future__ import annotations
 
@@ -198,7 +198,7 @@ def test_positional_string_input_to_the_tool(mem: ShortTermMemory) -> None:
 @pytest.mark.parametrize("args", [{"\ud800": ""}, {"summary": "ok", "x\udfff": 1}])
 def test_unreadable_keys_still_give_a_json_result(mem: ShortTermMemory, args: Any) -> None:
     # pydantic rejects lone-surrogate keys before our validation runs; the result must
-    # still be the SPEC's failure JSON, not LangChain's plain "Tool input validation error".
+    # still be the tool's failure JSON, not LangChain's plain "Tool input validation error".
     assert_failed(invoke(mem, args))
     message = offered(mem, begin(mem)).invoke(
         {"name": TOOL_NAME, "args": args, "id": "call_s", "type": "tool_call"}
@@ -394,7 +394,8 @@ def test_category_descriptions_are_sanitized(mem: ShortTermMemory) -> None:
 
 
 def test_category_named_self_or_run_manager_works(mem: ShortTermMemory) -> None:
-    # Regression: such slugs used to crash (``self``) or be dropped (``run_manager``).
+    # Slugs that are also parameter names of BaseTool's run() (``self``, ``run_manager``)
+    # must reach the tool as arguments.
     mem.set_categories("g1", [Category("Self"), Category("Run manager"), Category("Callbacks")])
     assert_completed(invoke(mem, {"self": "a", "run_manager": "b", "callbacks": "c"}))
     assert stored_categories(mem) == {"self": "a", "run_manager": "b", "callbacks": "c"}

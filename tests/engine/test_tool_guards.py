@@ -1,5 +1,5 @@
 """Guards of ``update_short_term_memory``: each hides the tool at offer time and is
-re-checked when the call executes (SPEC §3)."""
+re-checked when the call executes."""
 
 from __future__ import annotations
 
@@ -307,7 +307,7 @@ def test_in_place_flip_of_the_offered_tool(mem: ShortTermMemory) -> None:
     assert entry is not None and entry.summary == "won"
 
 
-# --- the SPEC's execution order --------------------------------------------------------------
+# --- the order the checks run in ------------------------------------------------------------
 
 
 def test_execution_order(mem: ShortTermMemory) -> None:

@@ -1,5 +1,5 @@
 """Property-based tests: no argument the model can send makes the tool raise, and nothing
-longer than the limit (1500 code points) is ever stored, in any value (SPEC §3)."""
+longer than the limit (1500 code points) is ever stored, in any value."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for stm_memory.tool.arguments: validation and cleaning of tool arguments (SPEC §3)."""
+"""Tests for stm_memory.tool.arguments: validation and cleaning of tool arguments."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def reason_of(result: UpdateArgs | str) -> str:
     return result
 
 
-# --- the SPEC's error order, table driven ------------------------------------------------
+# --- the order of argument errors, table driven ------------------------------------------
 
 # (args, fragments that must all appear in the reason). Fragments identify *which* check
 # fired, so the table also pins the order: not a string > empty/blank > no value > unknown.
@@ -80,7 +80,7 @@ CATEGORY_FAILURES: list[tuple[object, tuple[str, ...]]] = [
     ({"plot": "  ", "mood": ""}, ("No value given", "'plot', 'mood'")),
     ({}, ("No value given", "'plot', 'mood'")),
     ({"summary": "category mode has no summary"}, ("No value given",)),
-    # No value beats unknown keys (SPEC order).
+    # No value beats unknown keys (the check order).
     ({"bogus": "x"}, ("No value given",)),
     ({"plot": " ", "bogus": "x"}, ("No value given",)),
     # Unknown keys are named back with the allowed slugs.
@@ -251,7 +251,7 @@ def test_parse_never_raises_and_bounds_values(args: dict[str, Any], summary_mode
 
 
 def test_an_unknown_key_is_named_when_no_known_key_is_given() -> None:
-    # The measured case: a misspelt category key used to get "No value given" alone.
+    # A misspelt category key: the reason names it, not only "No value given".
     weather = Category("Weather", "Sky", "weather")
     reason = reason_of(
         parse_update_arguments(

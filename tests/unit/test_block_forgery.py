@@ -1,4 +1,4 @@
-"""The memory block is data that stored text cannot forge (SPEC §6): whatever a summary,
+"""The memory block is data that stored text cannot forge: whatever a summary,
 a category value, a quoted turn or a name holds — newlines, Unicode line separators,
 the block's own lines — reading the rendered block back gives exactly the sections and
 entries that were rendered, and every stored line stays inside its entry."""

@@ -1,4 +1,4 @@
-"""Tests for stm_memory.tool.schema: the tool's JSON schema and its provider exports (SPEC §3)."""
+"""Tests for stm_memory.tool.schema: the tool's JSON schema and its provider exports."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for stm_memory.tool.vetting: a cut-short or malformed call is never executed (SPEC §3)."""
+"""Tests for stm_memory.tool.vetting: a cut-short or malformed call is never executed."""
 
 from __future__ import annotations
 
