@@ -4,13 +4,12 @@ after refreshes, with no memory, after expiry, a cleared summary, a cleared chan
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 import pytest
 from helpers.dialogues import render, say
 from helpers.factory import MemFactory
-from helpers.memory import DM, SERVER, refresh, turn
+from helpers.memory import DM, SERVER, refresh, scope_dict, turn
 from helpers.sqlite_lock import SqliteWriteLock
 from helpers.subproc import run_worker
 
@@ -117,10 +116,6 @@ def test_a_reset_queued_while_the_database_is_down_still_starts_afresh(
     assert mem._store.channel_reset_at("c1") is not None
 
 
-def scope_json(scope: Scope) -> dict[str, str | None]:
-    return {k: v for k, v in asdict(scope).items() if v is not None}
-
-
 def test_the_window_survives_a_restart_in_a_new_process(
     make_mem: MemFactory, fake_clock: FrozenClock
 ) -> None:
@@ -139,10 +134,10 @@ def test_the_window_survives_a_restart_in_a_new_process(
     for cache in ("same", "empty"):
         cache_dir = make_mem.cache_dir if cache == "same" else make_mem.tmp_path / "fresh"
         c1 = run_worker(
-            "history_window", cache_dir=str(cache_dir), scope=scope_json(SERVER), **common
+            "history_window", cache_dir=str(cache_dir), scope=scope_dict(SERVER), **common
         )
         assert c1["keep_turns"] == 3, cache
-        c2_scope = scope_json(Scope(channel_id="c2", user_id="u1", server_id="g1"))
+        c2_scope = scope_dict(Scope(channel_id="c2", user_id="u1", server_id="g1"))
         c2 = run_worker("history_window", cache_dir=str(cache_dir), scope=c2_scope, **common)
         assert c2["keep_turns"] == 1, cache
 

@@ -1,4 +1,4 @@
-"""The write path (SPEC §4): live entries first, then both rows in one transaction."""
+"""The write path: live entries first, then both rows in one transaction."""
 
 from __future__ import annotations
 
@@ -6,12 +6,10 @@ import asyncio
 
 import pytest
 from helpers.factory import MemFactory
-from helpers.memory import DM, SERVER, row, rows
+from helpers.memory import COMPLETED, DM, SERVER, row, rows
 
 from stm_memory import Category, Scope, ShortTermMemory
 from stm_memory.testing import FrozenClock
-
-COMPLETED = {"status": "completed"}
 
 
 @pytest.fixture(params=["disk", "memory"])

@@ -15,7 +15,7 @@ import anthropic
 import openai
 import pytest
 
-from . import ErrorReply, FakeProviderServer, Reply, ToolCall, parse_partial_json
+from tests.fakeprovider import ErrorReply, FakeProviderServer, Reply, ToolCall, parse_partial_json
 
 USER_HI: list[Any] = [{"role": "user", "content": "hi"}]
 CHAT_TOOLS: list[Any] = [
