@@ -1,2 +1,2 @@
-"""Test helpers: a fake clock, a stoppable TCP proxy, service fixtures' plumbing,
-a SQLite lock holder and subprocess workers."""
+"""Every helper the tests share (imported as ``from helpers.X import ...``; see
+tests/README.md for what each module holds)."""
