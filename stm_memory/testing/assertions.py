@@ -22,7 +22,7 @@ What each looks at:
   (OpenAI Chat Completions / Responses, Anthropic Messages; a dict, or its JSON text
   or bytes, or a recorded request with a ``body``) its ``tools``, where a
   ``tool_choice`` of ``none`` means nothing is callable; for a
-  :class:`~stm_memory.providers.loop.TurnResult` any of its requests; for a list of tools
+  :class:`~stm_memory.providers.TurnResult` any of its requests; for a list of tools
   (LangChain tools, tool dicts) or an object with ``tools`` (a LangChain
   ``ModelRequest``) their names.
 - **The memory a request carries** is every text part injected by stm-memory: the
@@ -31,7 +31,7 @@ What each looks at:
   the user's words after it are part of that text). They are found in OpenAI ``messages``,
   Responses ``input`` and ``instructions``, Anthropic ``system`` and ``messages``
   (text blocks too), LangChain message lists (``SystemMessage`` or text merged into a
-  ``HumanMessage``), a :class:`~stm_memory.providers.loop.TurnResult` (all its requests) or a
+  ``HumanMessage``), a :class:`~stm_memory.providers.TurnResult` (all its requests) or a
   list of request bodies.
 
 Texts are matched as substrings (case-sensitive); pass a compiled :mod:`re` pattern
@@ -53,8 +53,14 @@ from langchain_core.messages import BaseMessage
 
 from stm_memory.engine import ShortTermMemory
 from stm_memory.model import MemoryEntry, Scope
-from stm_memory.prompt.render import CONTENT_HEADER
-from stm_memory.providers.loop import TurnResult
+from stm_memory.providers import (
+    CONTENT_HEADER,
+    TurnResult,
+    is_request_body,
+    offered_tool_names,
+    read_request,
+    tool_choice_none,
+)
 from stm_memory.tool.turn import TOOL_NAME, TurnContext
 
 __all__ = [
@@ -223,35 +229,9 @@ def _as_request(value: Any) -> Any:
     return value
 
 
-def _is_body(value: Any) -> bool:
-    return isinstance(value, Mapping) and any(
-        k in value for k in ("messages", "input", "tools", "system", "instructions")
-    )
-
-
-def _tool_name(tool: Any) -> str | None:
-    if isinstance(tool, Mapping):
-        function = tool.get("function")
-        if isinstance(function, Mapping) and "name" in function:
-            return str(function["name"])
-        name = tool.get("name")
-        return None if name is None else str(name)
-    name = getattr(tool, "name", None)
-    if isinstance(name, str):
-        return name
-    return getattr(tool, "__name__", None)
-
-
-def _no_tool_choice(body: Mapping[str, Any]) -> bool:
-    choice = body.get("tool_choice")
-    if choice == "none":
-        return True
-    return isinstance(choice, Mapping) and choice.get("type") == "none"
-
-
 def _body_offer(body: Mapping[str, Any]) -> tuple[bool, str]:
-    names = [n for n in map(_tool_name, body.get("tools") or ()) if n is not None]
-    if _no_tool_choice(body):
+    names = offered_tool_names(body.get("tools"))
+    if tool_choice_none(body):
         return False, f"tools {names} are defined with tool_choice none: none can be called"
     if TOOL_NAME in names:
         return True, f"the request offers tools {names}"
@@ -283,13 +263,13 @@ def _offer(
         lines = "\n".join(f"  request {i}: {detail}" for i, (_, detail) in enumerate(seen))
         return any(offered for offered, _ in seen), f"across the turn's requests:\n{lines}"
     target = _as_request(target)
-    if _is_body(target):
+    if is_request_body(target):
         return _body_offer(target)
     tools = getattr(target, "tools", None)
     if tools is not None and not isinstance(target, Mapping):
         target = tools
     if isinstance(target, Sequence) and not isinstance(target, str | bytes):
-        names = [n for n in map(_tool_name, target) if n is not None]
+        names = offered_tool_names(target)
         return TOOL_NAME in names, f"the tools are {names}" if names else "there are no tools"
     raise TypeError(
         "expected a ShortTermMemory (with a scope), a TurnContext, a TurnResult, a request "
@@ -300,11 +280,11 @@ def _offer(
 def offered_tools(request: Any) -> list[str]:
     """Names of the tools a request body (or list of tools, or ``ModelRequest``) offers."""
     request = _as_request(request)
-    if _is_body(request):
-        return [n for n in map(_tool_name, request.get("tools") or ()) if n is not None]
+    if is_request_body(request):
+        return offered_tool_names(request.get("tools"))
     tools = getattr(request, "tools", request)
     if isinstance(tools, Sequence) and not isinstance(tools, str | bytes):
-        return [n for n in map(_tool_name, tools) if n is not None]
+        return offered_tool_names(tools)
     raise TypeError(f"expected a request body or a list of tools, got {type(request).__name__}")
 
 
@@ -342,47 +322,15 @@ def assert_tool_not_offered(
 # -- the memory a request carries ---------------------------------------------------------
 
 
-def _content_texts(content: Any) -> list[str]:
-    if content is None:
-        return []
-    if isinstance(content, str):
-        return [content]
-    out: list[str] = []
-    if isinstance(content, Sequence) and not isinstance(content, bytes):
-        for block in content:
-            if isinstance(block, str):
-                out.append(block)
-            elif isinstance(block, Mapping) and isinstance(block.get("text"), str):
-                out.append(block["text"])
-    return out
-
-
-def _message(message: Any) -> tuple[str, list[str]] | None:
-    """(role, text parts) of one message or input item; None for non-messages."""
-    if isinstance(message, BaseMessage):
-        return message.type, _content_texts(message.content)
-    if isinstance(message, Mapping):
-        if "role" in message:
-            return str(message["role"]), _content_texts(message.get("content"))
-        if message.get("type") == "message":
-            return "message", _content_texts(message.get("content"))
-        return None
-    if isinstance(message, tuple) and len(message) == 2:
-        return str(message[0]), _content_texts(message[1])
-    if isinstance(message, str):
-        return "user", [message]
-    return None
-
-
 def _body_of(item: Any) -> Any:
     """``item`` as a request body (parsing JSON text, bytes, a recorded request), or None."""
     if isinstance(item, Mapping):
-        return item if _is_body(item) else None
+        return item if is_request_body(item) else None
     if isinstance(item, bytes | bytearray) or (
         getattr(item, "body", None) is not None and not isinstance(item, BaseMessage)
     ):
         parsed = _as_request(item)
-        return parsed if _is_body(parsed) else None
+        return parsed if is_request_body(parsed) else None
     return None
 
 
@@ -411,21 +359,7 @@ def _requests(target: Any) -> list[Any]:
 
 def _parts(request: Any) -> list[tuple[str, str]]:
     """(where, text) for every text part of one request body or message list."""
-    out: list[tuple[str, str]] = []
-    if isinstance(request, Mapping):
-        for key in ("system", "instructions"):
-            out += [(key, t) for t in _content_texts(request.get(key))]
-        items = request.get("messages", request.get("input"))
-        if isinstance(items, str):
-            items = [items]
-    else:
-        items = request
-    for i, item in enumerate(items or ()):
-        parsed = _message(item)
-        if parsed is not None:
-            role, texts = parsed
-            out += [(f"message {i} ({role})", t) for t in texts]
-    return out
+    return [(place.label, text) for place in read_request(request) for text in place.texts]
 
 
 def injected_memory(request: Any) -> list[str]:

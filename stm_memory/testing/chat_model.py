@@ -14,11 +14,16 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field, SkipValidation
 
 from stm_memory.model.messages import message_text
+from stm_memory.model.roles import message_role
 from stm_memory.testing.offline import OfflineModel
 
 __all__ = ["OfflineChatModel", "stream_chunk"]
 
-_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+
+def _role(message: BaseMessage) -> str:
+    # The offline model reads unknown kinds as something the user said.
+    role = message_role(message)
+    return "user" if role == "other" else role
 
 
 def stream_chunk(
@@ -76,7 +81,7 @@ class OfflineChatModel(BaseChatModel):
     def _reply(self, messages: list[BaseMessage], tools: Sequence[Any]) -> AIMessage:
         self.prompts.append(list(messages))
         self.tools_seen.append([t["function"]["name"] for t in tools])
-        dialogue = [(_ROLES.get(m.type, "user"), message_text(m.content)) for m in messages]
+        dialogue = [(_role(m), message_text(m.content)) for m in messages]
         schemas = {t["function"]["name"]: t["function"].get("parameters", {}) for t in tools}
         reply = self.model.respond(dialogue, tools=schemas)
         n = self.model.calls

@@ -1,0 +1,84 @@
+"""The integrations build on the public surface only: ``stm_memory`` and the kit
+``stm_memory.providers`` (plus their own private modules and third-party packages)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import stm_memory.providers as kit
+
+ROOT = Path(__file__).resolve().parents[2]
+INTEGRATIONS = ROOT / "integrations"
+ALLOWED = frozenset({"stm_memory", "stm_memory.providers"})
+FILES = sorted(INTEGRATIONS.rglob("*.py"))
+
+
+def _imported(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, module) of every absolute import in ``tree``, ``from x import y`` as ``x``
+    and also as ``x.y`` (so ``from stm_memory import engine`` is caught too)."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.lineno, node.module))
+            if node.module in ALLOWED:
+                found += [(node.lineno, f"{node.module}.{a.name}") for a in node.names]
+    return found
+
+
+def _private_core(module: str, names: frozenset[str]) -> bool:
+    if module in ALLOWED:
+        return False
+    if module.startswith("stm_memory."):
+        # ``from stm_memory import X`` names a public re-export, not a module.
+        parent, _, name = module.rpartition(".")
+        return not (parent in ALLOWED and name in names)
+    return False
+
+
+def _other_integration(module: str, own: str) -> bool:
+    top = module.split(".")[0]
+    return top.startswith("stm_memory_") and top != own
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(INTEGRATIONS)))
+def test_integrations_import_only_the_public_root_and_the_kit(path: Path) -> None:
+    import stm_memory
+
+    public = frozenset({*stm_memory.__all__, *kit.__all__})
+    own = path.relative_to(INTEGRATIONS).parts[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    wrong = [
+        f"line {line}: {module}"
+        for line, module in _imported(tree)
+        if _private_core(module, public) or _other_integration(module, own)
+    ]
+    assert not wrong, f"{path.relative_to(ROOT)} imports private modules: {wrong}"
+
+
+def test_every_integration_file_is_checked() -> None:
+    assert len(FILES) >= 10
+    assert {p.relative_to(INTEGRATIONS).parts[0] for p in FILES} == {
+        "stm_memory_anthropic",
+        "stm_memory_langchain",
+        "stm_memory_openai",
+        "stm_memory_openai_agents",
+    }
+
+
+def test_the_checker_catches_a_private_import() -> None:
+    tree = ast.parse(
+        "from stm_memory.prompt.placement import MemoryContext\n"
+        "import stm_memory.engine\n"
+        "from stm_memory import ShortTermMemory\n"
+        "from stm_memory.providers import drive\n"
+    )
+    public = frozenset({"ShortTermMemory", "drive"})
+    flagged = [m for _, m in _imported(tree) if _private_core(m, public)]
+    assert flagged == ["stm_memory.prompt.placement", "stm_memory.engine"]
+    assert _other_integration("stm_memory_openai._responses", "stm_memory_openai_agents")
+    assert not _other_integration("stm_memory_openai._responses", "stm_memory_openai")
