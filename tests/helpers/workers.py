@@ -15,6 +15,7 @@ from typing import Any
 from stm_memory import Scope, ShortTermMemory
 from stm_memory.cache.base import CacheValue, Write
 from stm_memory.cache.disk import DiskLiveCache
+from stm_memory.testing import FrozenClock
 
 
 def _rendezvous(gate: str | None, timeout: float = 30.0) -> None:
@@ -48,9 +49,11 @@ def disk_increments(directory: str, key: str, count: int, gate: str | None = Non
 
 
 def _memory(database_url: str, cache_dir: str, outbox_path: str, now: str) -> ShortTermMemory:
-    fixed = datetime.fromisoformat(now)
     return ShortTermMemory.from_url(
-        database_url, cache_dir=cache_dir, outbox_path=outbox_path, clock=lambda: fixed
+        database_url,
+        cache_dir=cache_dir,
+        outbox_path=outbox_path,
+        clock=FrozenClock(datetime.fromisoformat(now)),
     )
 
 
