@@ -232,6 +232,59 @@ class _Plan:
     provider: str | None = None
 
 
+class _Chunks:
+    """One streamed model call: the chunks shown to the caller (memory-call parts held
+    back) and their sum, the reply."""
+
+    def __init__(self) -> None:
+        self.memory_indexes: set[Any] = set()
+        self.total: AIMessageChunk | None = None
+
+    def shown(self, chunk: Any) -> list[Any]:
+        if not isinstance(chunk, AIMessageChunk):
+            return [chunk]
+        self.total = chunk if self.total is None else self.total + chunk
+        out = _strip_chunk(chunk, self.memory_indexes)
+        return [] if out is None else [out]
+
+    def reply(self) -> AIMessage:
+        total = self.total
+        return cast(AIMessage, message_chunk_to_message(total)) if total else AIMessage("")
+
+
+class _Calls:
+    """The model calls of one chain call (up to ``max_steps``): what to send next, the
+    memory exchange so far and the answer, for ``invoke`` and ``stream`` alike."""
+
+    def __init__(self, owner: ShortTermMemoryChatModel, plan: _Plan) -> None:
+        self.owner = owner
+        self.plan = plan
+        self.messages = plan.messages
+        self.exchange: list[BaseMessage] = []
+        self.answer: AIMessage | None = None
+        self.step = 0
+        self.done = False
+
+    def next(self) -> tuple[Runnable[Any, Any], list[BaseMessage]] | None:
+        """The model (with this step's tool) and its input; None when the call is over."""
+        owner, plan = self.owner, self.plan
+        if self.done or self.step >= owner.max_steps:
+            return None
+        model = _with_tool(owner.model, *owner._tool_for(plan, self.step))
+        return model, plan.history._for_model(plan.state, self.messages)
+
+    def after(self, reply: AIMessage) -> Generator[Op, Any, None]:
+        more = yield from self.owner._after_reply(self.plan, reply, self.exchange, self.step)
+        self.step += 1
+        if more is None:
+            self.answer, self.done = reply, True
+        else:
+            self.messages = [*self.messages, *more]
+
+    def finish(self) -> Generator[Op, Any, None]:
+        yield from self.owner._finish(self.plan, self.exchange, self.answer)
+
+
 class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
     """The chat model of a chain, with the memory tool of the current turn (see the
     module docstring). Built by :func:`with_short_term_memory`."""
@@ -263,30 +316,14 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         if plan is None:
             yield from self.model.stream(input, config, **kwargs)
             return
+        calls = _Calls(self, plan)
         try:
-            messages = plan.messages
-            exchange: list[BaseMessage] = []
-            answer: AIMessage | None = None
-            for step in range(self.max_steps):
-                model = _with_tool(self.model, *self._tool_for(plan, step))
-                memory_indexes: set[Any] = set()
-                total: AIMessageChunk | None = None
-                sent = plan.history._for_model(plan.state, messages)
-                for chunk in model.stream(sent, config, **kwargs):
-                    if not isinstance(chunk, AIMessageChunk):
-                        yield chunk
-                        continue
-                    total = chunk if total is None else total + chunk
-                    out = _strip_chunk(chunk, memory_indexes)
-                    if out is not None:
-                        yield out
-                reply = cast(AIMessage, message_chunk_to_message(total)) if total else AIMessage("")
-                more = drive(self._after_reply(plan, reply, exchange, step))
-                if more is None:
-                    answer = reply
-                    break
-                messages = [*messages, *more]
-            drive(self._finish(plan, exchange, answer))
+            while (call := calls.next()) is not None:
+                chunks = _Chunks()
+                for chunk in call[0].stream(call[1], config, **kwargs):
+                    yield from chunks.shown(chunk)
+                drive(calls.after(chunks.reply()))
+            drive(calls.finish())
         except BaseException:  # the consumer stopping early included
             drive(plan.history._abandon_steps(plan.state))
             raise
@@ -300,30 +337,15 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
             async for chunk in self.model.astream(input, config, **kwargs):
                 yield chunk
             return
+        calls = _Calls(self, plan)
         try:
-            messages = plan.messages
-            exchange: list[BaseMessage] = []
-            answer: AIMessage | None = None
-            for step in range(self.max_steps):
-                model = _with_tool(self.model, *self._tool_for(plan, step))
-                memory_indexes: set[Any] = set()
-                total: AIMessageChunk | None = None
-                sent = plan.history._for_model(plan.state, messages)
-                async for chunk in model.astream(sent, config, **kwargs):
-                    if not isinstance(chunk, AIMessageChunk):
-                        yield chunk
-                        continue
-                    total = chunk if total is None else total + chunk
-                    out = _strip_chunk(chunk, memory_indexes)
-                    if out is not None:
-                        yield out
-                reply = cast(AIMessage, message_chunk_to_message(total)) if total else AIMessage("")
-                more = await adrive(self._after_reply(plan, reply, exchange, step))
-                if more is None:
-                    answer = reply
-                    break
-                messages = [*messages, *more]
-            await adrive(self._finish(plan, exchange, answer))
+            while (call := calls.next()) is not None:
+                chunks = _Chunks()
+                async for chunk in call[0].astream(call[1], config, **kwargs):
+                    for shown in chunks.shown(chunk):
+                        yield shown
+                await adrive(calls.after(chunks.reply()))
+            await adrive(calls.finish())
         except BaseException:  # the consumer stopping early included
             await adrive(plan.history._abandon_steps(plan.state))
             raise
@@ -336,25 +358,17 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         plan = yield from self._plan(input, config)
         if plan is None:
             return (yield _model_op(self.model, input, config, kwargs))  # type: ignore[no-any-return]
+        calls = _Calls(self, plan)
+        visible: AIMessage | None = None
         try:
-            messages = plan.messages
-            exchange: list[BaseMessage] = []
-            answer: AIMessage | None = None
-            visible: AIMessage | None = None
-            for step in range(self.max_steps):
-                model = _with_tool(self.model, *self._tool_for(plan, step))
-                sent = plan.history._for_model(plan.state, messages)
-                reply = yield _model_op(model, sent, config, kwargs)
+            while (call := calls.next()) is not None:
+                reply = yield _model_op(*call, config, kwargs)
                 if not isinstance(reply, AIMessage):
-                    yield from self._finish(plan, exchange, None)
+                    yield from calls.finish()
                     return reply  # type: ignore[no-any-return]
-                more = yield from self._after_reply(plan, reply, exchange, step)
+                yield from calls.after(reply)
                 visible = _visible(reply)
-                if more is None:
-                    answer = reply
-                    break
-                messages = [*messages, *more]
-            yield from self._finish(plan, exchange, answer)
+            yield from calls.finish()
         except GeneratorExit:  # closed unfinished: nothing can run any more
             raise
         except BaseException:

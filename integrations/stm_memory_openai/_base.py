@@ -4,27 +4,39 @@ adapter basics. The turn and the sync/async shells are the kit's
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from stm_memory.providers import missing_extra
 
 try:
-    import openai
+    from openai import AsyncOpenAI, OpenAI, OpenAIError
 except ImportError as exc:
     raise missing_extra("stm_memory_openai", "the OpenAI SDK", "openai") from exc
 
-from stm_memory.providers import LoopShell, OnText, aemit_text, emit_text, last_user_text
+from stm_memory.providers import (
+    LoopShell,
+    ModelReply,
+    OnText,
+    Op,
+    aemit_text,
+    emit_text,
+    last_user_text,
+)
 
-__all__ = ["AdapterBase", "ClientT", "OpenAILoop"]
+# The SDK names the API modules use are imported here, behind the one guard.
+__all__ = ["AdapterBase", "AsyncOpenAI", "ClientT", "OpenAI", "OpenAIError", "OpenAILoop"]
 
-ClientT = TypeVar("ClientT", bound="openai.OpenAI | openai.AsyncOpenAI")
+ClientT = TypeVar("ClientT", bound="OpenAI | AsyncOpenAI")
 
 
-class AdapterBase:
-    """Per-turn adapter state shared by both APIs (see ``ProviderAdapter``)."""
+class AdapterBase(ABC):
+    """Per-turn adapter state shared by both APIs (see ``ProviderAdapter``): a request
+    is sent with ``create``, streamed when it asks for it."""
 
     provider = "openai"
+    api: ClassVar[str]  # the label of the Ops: "chat", "responses"
 
     def __init__(
         self,
@@ -50,6 +62,32 @@ class AdapterBase:
         request.update((key, self.options[key]) for key in sorted(self.options))
         return request
 
+    @abstractmethod
+    def parse(self, response: Any) -> ModelReply:
+        """The API's whole response as a :class:`~stm_memory.providers.ModelReply`."""
+
+    @abstractmethod
+    def _stream(self, request: dict[str, Any]) -> ModelReply:
+        """Send ``request`` streamed (blocking), passing text deltas to ``emit``."""
+
+    @abstractmethod
+    async def _astream(self, request: dict[str, Any]) -> ModelReply:
+        """Send ``request`` streamed (async), passing text deltas to ``aemit``."""
+
+    def call_op(self, request: dict[str, Any]) -> Op:
+        if request.get("stream"):
+            return Op(
+                lambda: self._stream(request), lambda: self._astream(request), f"{self.api}.stream"
+            )
+        return Op(
+            lambda: self.parse(self.create(**request)),
+            lambda: self._acreate(request),
+            f"{self.api}.create",
+        )
+
+    async def _acreate(self, request: dict[str, Any]) -> ModelReply:
+        return self.parse(await self.create(**request))
+
     def emit(self, delta: str) -> None:
         emit_text(self.on_text, delta)
 
@@ -61,7 +99,7 @@ class OpenAILoop(LoopShell[ClientT]):
     """An OpenAI loop: ``(client, memory, *, model, max_steps=8, trim_history=True,
     memory_role="system", **request_options)`` (see :class:`~stm_memory.providers.LoopShell`)."""
 
-    CLIENTS: ClassVar[tuple[type[Any], type[Any]]] = (openai.OpenAI, openai.AsyncOpenAI)
+    CLIENTS: ClassVar[tuple[type[Any], type[Any]]] = (OpenAI, AsyncOpenAI)
 
     def _adapter_args(self, on_text: OnText | None) -> dict[str, Any]:
         return {

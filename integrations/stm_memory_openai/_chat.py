@@ -13,18 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from stm_memory.providers import missing_extra
-
-try:
-    import openai
-except ImportError as exc:
-    raise missing_extra("stm_memory_openai", "the OpenAI SDK", "openai") from exc
-
 from stm_memory.providers import (
     AsyncLoop,
     ModelReply,
     OnText,
-    Op,
     ProviderAdapter,
     SyncLoop,
     ToolCall,
@@ -37,7 +29,7 @@ from stm_memory.providers import (
     without_speaker_ids,
 )
 
-from ._base import AdapterBase, ClientT, OpenAILoop
+from ._base import AdapterBase, AsyncOpenAI, ClientT, OpenAI, OpenAILoop
 
 if TYPE_CHECKING:
     from stm_memory import TurnContext
@@ -136,6 +128,8 @@ class _ChatStream:
 class ChatCompletionsAdapter(AdapterBase):
     """:class:`~stm_memory.providers.ProviderAdapter` for Chat Completions."""
 
+    api = "chat"
+
     def build_request(
         self,
         transcript: Sequence[Any],
@@ -157,17 +151,8 @@ class ChatCompletionsAdapter(AdapterBase):
             request["stream_options"] = {"include_usage": True}
         return self.finish_request(request)
 
-    def call_op(self, request: dict[str, Any]) -> Op:
-        if request.get("stream"):
-            return Op(lambda: self._stream(request), lambda: self._astream(request), "chat.stream")
-        return Op(
-            lambda: parse_completion(self.create(**request)),
-            lambda: self._acreate(request),
-            "chat.create",
-        )
-
-    async def _acreate(self, request: dict[str, Any]) -> ModelReply:
-        return parse_completion(await self.create(**request))
+    def parse(self, completion: Any) -> ModelReply:
+        return parse_completion(completion)
 
     def _stream(self, request: dict[str, Any]) -> ModelReply:
         acc = _ChatStream()
@@ -198,7 +183,7 @@ class _ChatLoop(OpenAILoop[ClientT]):
         return ChatCompletionsAdapter(create, **self._adapter_args(on_text))
 
 
-class OpenAIChatLoop(SyncLoop[openai.OpenAI], _ChatLoop[openai.OpenAI]):
+class OpenAIChatLoop(SyncLoop[OpenAI], _ChatLoop[OpenAI]):
     """Chat Completions tool loop with short-term memory (blocking ``openai.OpenAI``).
 
     ``loop.run_turn(scope, messages, system=None, tools=(), tool_handlers=None,
@@ -206,7 +191,7 @@ class OpenAIChatLoop(SyncLoop[openai.OpenAI], _ChatLoop[openai.OpenAI]):
     """
 
 
-class AsyncOpenAIChatLoop(AsyncLoop[openai.AsyncOpenAI], _ChatLoop[openai.AsyncOpenAI]):
+class AsyncOpenAIChatLoop(AsyncLoop[AsyncOpenAI], _ChatLoop[AsyncOpenAI]):
     """Chat Completions tool loop with short-term memory (``openai.AsyncOpenAI``).
 
     ``await loop.run_turn(...)``; tool handlers and ``on_text`` may be async.

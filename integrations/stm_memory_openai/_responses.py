@@ -16,18 +16,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from stm_memory.providers import missing_extra
-
-try:
-    import openai
-except ImportError as exc:
-    raise missing_extra("stm_memory_openai", "the OpenAI SDK", "openai") from exc
-
 from stm_memory.providers import (
     AsyncLoop,
     ModelReply,
     OnText,
-    Op,
     ProviderAdapter,
     SyncLoop,
     ToolCall,
@@ -39,7 +31,7 @@ from stm_memory.providers import (
     without_speaker_ids,
 )
 
-from ._base import AdapterBase, ClientT, OpenAILoop
+from ._base import AdapterBase, AsyncOpenAI, ClientT, OpenAI, OpenAIError, OpenAILoop
 
 if TYPE_CHECKING:
     from stm_memory import TurnContext
@@ -58,6 +50,8 @@ def _usage(usage: Any) -> Usage:
 
 class ResponsesAdapter(AdapterBase):
     """:class:`~stm_memory.providers.ProviderAdapter` for the Responses API."""
+
+    api = "responses"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -88,7 +82,7 @@ class ResponsesAdapter(AdapterBase):
         if response.status == "failed":
             error = response.error
             detail = f"{error.code}: {error.message}" if error is not None else "no details"
-            raise openai.OpenAIError(f"The response failed ({detail}).")
+            raise OpenAIError(f"The response failed ({detail}).")
         details = response.incomplete_details
         truncated = response.status == "incomplete" and is_truncated(
             incomplete_reason=details.reason if details is not None else None
@@ -110,29 +104,15 @@ class ResponsesAdapter(AdapterBase):
             usage=_usage(response.usage),
         )
 
-    def call_op(self, request: dict[str, Any]) -> Op:
-        if request.get("stream"):
-            return Op(
-                lambda: self._stream(request), lambda: self._astream(request), "responses.stream"
-            )
-        return Op(
-            lambda: self.parse(self.create(**request)),
-            lambda: self._acreate(request),
-            "responses.create",
-        )
-
-    async def _acreate(self, request: dict[str, Any]) -> ModelReply:
-        return self.parse(await self.create(**request))
-
     @staticmethod
     def _final(event: Any, final: Any) -> Any:
         if event.type == "error":
-            raise openai.OpenAIError(f"The response stream failed: {event.message}")
+            raise OpenAIError(f"The response stream failed: {event.message}")
         return event.response if event.type in _TERMINAL_EVENTS else final
 
     def _finish(self, final: Any) -> ModelReply:
         if final is None:
-            raise openai.OpenAIError("The response stream ended without a final response.")
+            raise OpenAIError("The response stream ended without a final response.")
         return self.parse(final)
 
     def _stream(self, request: dict[str, Any]) -> ModelReply:
@@ -178,7 +158,7 @@ class _ResponsesLoop(OpenAILoop[ClientT]):
         return ResponsesAdapter(create, **self._adapter_args(on_text))
 
 
-class OpenAIResponsesLoop(SyncLoop[openai.OpenAI], _ResponsesLoop[openai.OpenAI]):
+class OpenAIResponsesLoop(SyncLoop[OpenAI], _ResponsesLoop[OpenAI]):
     """Responses API tool loop with short-term memory (blocking ``openai.OpenAI``).
 
     ``loop.run_turn(scope, input_items, system=None, tools=(), tool_handlers=None,
@@ -186,7 +166,7 @@ class OpenAIResponsesLoop(SyncLoop[openai.OpenAI], _ResponsesLoop[openai.OpenAI]
     """
 
 
-class AsyncOpenAIResponsesLoop(AsyncLoop[openai.AsyncOpenAI], _ResponsesLoop[openai.AsyncOpenAI]):
+class AsyncOpenAIResponsesLoop(AsyncLoop[AsyncOpenAI], _ResponsesLoop[AsyncOpenAI]):
     """Responses API tool loop with short-term memory (``openai.AsyncOpenAI``).
 
     ``await loop.run_turn(...)``; tool handlers and ``on_text`` may be async.
