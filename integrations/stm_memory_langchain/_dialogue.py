@@ -7,16 +7,23 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, ToolMessage
 
 from stm_memory import TOOL_NAME
-from stm_memory.providers import is_summary_message, is_truncated, text_of, tool_name
+from stm_memory.providers import (
+    is_summary_message,
+    is_truncated,
+    text_of,
+    tool_name,
+    tool_result_text,
+)
 
 __all__ = [
     "ai_messages",
     "cut_short",
     "last_human_index",
     "memory_calls",
+    "memory_result",
     "memory_updated",
     "names_memory_tool",
     "provider_of",
@@ -101,6 +108,13 @@ def memory_calls(message: Any) -> list[dict[str, Any]]:
     """The ``update_short_term_memory`` calls of a LangChain AI message (parsed ones)."""
     calls = getattr(message, "tool_calls", None) or []
     return [dict(c) for c in calls if c.get("name") == TOOL_NAME]
+
+
+def memory_result(call: Mapping[str, Any], result: Mapping[str, Any]) -> ToolMessage:
+    """The ``ToolMessage`` answering a memory ``call`` with the tool's ``result``."""
+    return ToolMessage(
+        content=tool_result_text(result), tool_call_id=call.get("id") or "", name=TOOL_NAME
+    )
 
 
 def ai_messages(response: Any) -> list[AIMessage]:

@@ -73,10 +73,9 @@ from stm_memory.providers import (
     op,
     run_memory_call,
     text_of,
-    tool_result_text,
 )
 
-from ._dialogue import cut_short, memory_calls
+from ._dialogue import cut_short, memory_calls, memory_result
 from ._scope import SCOPE_FIELDS, scope_from_values
 
 __all__ = ["MessageRecord", "ShortTermMemoryHistory", "ShortTermMemoryHistoryFactory"]
@@ -307,9 +306,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         result = yield from run_memory_call(
             self.memory, turn, call.get("args"), truncated=truncated
         )
-        return ToolMessage(
-            content=tool_result_text(result), tool_call_id=call.get("id") or "", name=TOOL_NAME
-        )
+        return memory_result(call, result)
 
     # -- bodies (sync and async share them: generators of Op) ---------------------------
 
@@ -434,11 +431,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
                 if call.get("id") in answered:
                     continue
                 if turn is None:
-                    result = ToolMessage(
-                        content=tool_result_text(_unavailable()),
-                        tool_call_id=call.get("id") or "",
-                        name=TOOL_NAME,
-                    )
+                    result = memory_result(call, _unavailable())
                 else:
                     result = yield from self._run_call(turn, call, truncated=cut_short(message))
                 out.append(result)

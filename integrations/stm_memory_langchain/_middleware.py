@@ -86,6 +86,7 @@ from ._dialogue import (
     ai_messages,
     cut_short,
     last_human_index,
+    memory_result,
     memory_updated,
     names_memory_tool,
     provider_of,
@@ -148,12 +149,6 @@ def _placeholder_tool() -> BaseTool:
         name=TOOL_NAME,
         description="Short-term memory (replaced per turn by ShortTermMemoryMiddleware).",
         args_schema=_AnyArguments,
-    )
-
-
-def _tool_message(call: Mapping[str, Any], result: Mapping[str, Any]) -> ToolMessage:
-    return ToolMessage(
-        content=tool_result_text(result), tool_call_id=call.get("id") or "", name=TOOL_NAME
     )
 
 
@@ -342,12 +337,12 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
             config = getattr(request.runtime, "config", None) or _current_config()
             run = yield from self._run_for(request.state, request.runtime, config)
             if run.turn is None:
-                return _tool_message(
+                return memory_result(
                     call, failure("Short-term memory is not available in this conversation.")
                 )
             if call.get("id") in run.truncated:
                 refused = check_tool_call(None, truncated=True).result
-                return _tool_message(call, refused or failure("The call was cut off."))
+                return memory_result(call, refused or failure("The call was cut off."))
             # The engine re-checks every guard at execution, so a hidden tool the model
             # calls anyway gets the guard's failure, not a write.
             tool = run.tool or build_tool(self.memory, run.turn)
@@ -356,7 +351,7 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
             raise
         except Exception as exc:
             log.exception("stm-memory: update_short_term_memory failed")
-            return _tool_message(call, failure(f"Internal error: {type(exc).__name__}: {exc}"))
+            return memory_result(call, failure(f"Internal error: {type(exc).__name__}: {exc}"))
 
     def _finish(
         self, state: Mapping[str, Any], runtime: Any

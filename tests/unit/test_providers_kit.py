@@ -1,0 +1,275 @@
+"""The provider kit on its own: its surface, the argument checks (one error type), the
+drivers, the request reader and the wire helpers of each API."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+import stm_memory.providers as kit
+from stm_memory import TOOL_NAME, ValidationError
+from stm_memory.providers import (
+    CONTENT_HEADER,
+    Op,
+    ToolCall,
+    adrive,
+    anthropic_system,
+    anthropic_tool_results,
+    anthropic_user_text,
+    as_messages,
+    chat_tool_call,
+    chat_tool_results,
+    check_memory_role,
+    check_memory_setup,
+    check_message_list,
+    check_model,
+    check_positive_int,
+    check_tools,
+    drive,
+    is_failed_result,
+    missing_extra,
+    offered_tool_names,
+    read_request,
+    refuse_async_callables,
+    refuse_reserved,
+    refuse_wrong_client,
+    responses_tool_results,
+    tool_choice_none,
+    tool_name,
+    tool_result_text,
+    wire_messages,
+)
+
+
+def _ruff_order(name: str) -> tuple[int, str]:
+    # RUF022's order: SCREAMING_CASE, then CamelCase, then the rest.
+    kind = 0 if name.isupper() else 1 if name[:1].isupper() else 2
+    return kind, name
+
+
+def test_surface_is_sorted_and_complete() -> None:
+    assert kit.__all__ == sorted(kit.__all__, key=_ruff_order)
+    for name in kit.__all__:
+        assert getattr(kit, name) is not None, name
+    with pytest.raises(AttributeError):
+        kit.nope  # noqa: B018
+
+
+# -- checks: a developer's mistake is a ValidationError, a wrong kind a TypeError ---------
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: check_model(""),
+        lambda: check_model(3),
+        lambda: check_positive_int("max_steps", 0),
+        lambda: check_positive_int("max_steps", True),
+        lambda: check_positive_int("max_tokens", 1.5),
+        lambda: check_memory_role("assistant"),
+        lambda: check_memory_setup(object()),
+        lambda: as_messages({"role": "user"}),
+        lambda: check_message_list("hi", what="Messages API"),
+        lambda: check_message_list([{"content": "no role"}], what="Messages API"),
+        lambda: check_tools({"name": "t"}, None, what="Messages API"),
+        lambda: check_tools(["t"], None, what="Messages API"),
+        lambda: check_tools([{"name": TOOL_NAME}], None, what="Messages API"),
+        lambda: check_tools([], {TOOL_NAME: print}, what="Messages API"),
+        lambda: anthropic_system(42),
+        lambda: anthropic_system(["text"]),
+    ],
+)
+def test_bad_arguments_are_validation_errors(call: Any) -> None:
+    with pytest.raises(ValidationError):
+        call()
+
+
+def test_memory_setup_checks_the_scope_only_when_given(make_mem: Any) -> None:
+    memory = make_mem(cache="memory")
+    check_memory_setup(memory)
+    with pytest.raises(ValidationError, match="scope must be a Scope"):
+        check_memory_setup(memory, scope="c1")
+    with pytest.raises(ValidationError, match="memory_role"):
+        check_memory_setup(memory, memory_role="tool")
+
+
+def test_wrong_kinds_are_type_errors() -> None:
+    class Sync: ...
+
+    class Async: ...
+
+    with pytest.raises(TypeError, match=r"Loop needs a \S+\.Sync client, got a \S+\.Async; use"):
+        refuse_wrong_client("Loop", Async(), needs=Sync, wrong=Async, twin="AsyncLoop")
+    refuse_wrong_client("Loop", object(), needs=Sync, wrong=Async, twin="AsyncLoop")
+    with pytest.raises(TypeError, match="Loop sets messages, stream itself"):
+        refuse_reserved(
+            "Loop", {"stream": 1, "messages": 2, "temperature": 0}, {"messages", "stream"}
+        )
+
+    async def handler(args: dict[str, Any]) -> str:
+        return ""
+
+    with pytest.raises(TypeError, match=r"\(lookup, on_text\); use AsyncLoop"):
+        refuse_async_callables("Loop", "AsyncLoop", {"lookup": handler}, handler)
+    refuse_async_callables("Loop", "AsyncLoop", {"lookup": print}, print)
+
+
+def test_missing_extra_names_the_pip_install() -> None:
+    error = missing_extra("pkg", "the SDK", "openai")
+    assert isinstance(error, ImportError)
+    assert str(error) == 'pkg needs the SDK: pip install "stm-memory[openai]"'
+
+
+# -- drivers ------------------------------------------------------------------------------
+
+
+def _body(log: list[str]) -> Generator[Op, Any, str]:
+    async def aone() -> int:
+        return 1
+
+    async def aboom() -> None:
+        raise KeyError("x")
+
+    def boom() -> None:
+        raise KeyError("x")
+
+    first = yield Op(lambda: 1, aone, "one")
+    try:
+        yield Op(boom, aboom, "boom")
+    except KeyError:
+        log.append("caught")
+    return f"got {first}"
+
+
+async def test_one_body_runs_blocking_and_awaited() -> None:
+    sync_log: list[str] = []
+    async_log: list[str] = []
+    assert drive(_body(sync_log)) == "got 1"
+    assert await adrive(_body(async_log)) == "got 1"
+    assert sync_log == async_log == ["caught"]
+
+
+# -- the request reader -------------------------------------------------------------------
+
+MEMORY = f"{CONTENT_HEADER}\nAnn plans a trip."
+
+
+def test_reads_every_format_the_same_way() -> None:
+    chat = {
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "system", "content": MEMORY},
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": None, "tool_calls": []},
+            {"role": "tool", "tool_call_id": "c1", "content": "{}"},
+        ]
+    }
+    responses = {
+        "instructions": "Be brief.",
+        "input": [
+            {"role": "developer", "content": MEMORY},
+            {"type": "message", "content": [{"type": "input_text", "text": "hi"}]},
+            {"type": "function_call", "call_id": "c1", "name": "t", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "{}"},
+        ],
+    }
+    anthropic = {
+        "system": [{"type": "text", "text": "Be brief."}, {"type": "text", "text": MEMORY}],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1"}]},
+        ],
+    }
+    langchain = [SystemMessage(MEMORY), HumanMessage("hi"), AIMessage("hello")]
+    kinds = {
+        "chat": [p.kind for p in read_request(chat)],
+        "responses": [p.kind for p in read_request(responses)],
+        "anthropic": [p.kind for p in read_request(anthropic)],
+        "langchain": [p.kind for p in read_request(langchain)],
+    }
+    assert kinds == {
+        "chat": ["system", "memory", "user", "assistant", "tool"],
+        "responses": ["system", "memory", "user"],
+        "anthropic": ["memory", "user", "tool"],
+        "langchain": ["memory", "user", "assistant"],
+    }
+    labels = [p.label for p in read_request(responses)]
+    assert labels == ["instructions", "message 0 (developer)", "message 1 (message)"]
+
+
+def test_tool_names_and_tool_choice() -> None:
+    tools = [
+        {"type": "function", "function": {"name": "chat_tool"}},
+        {"type": "function", "name": "responses_tool"},
+        {"name": "anthropic_tool", "input_schema": {}},
+        {"no": "name"},
+        print,
+    ]
+    assert offered_tool_names(tools) == ["chat_tool", "responses_tool", "anthropic_tool", "print"]
+    assert tool_name({"function": {"name": 3}}) is None
+    assert tool_choice_none({"tool_choice": "none"})
+    assert tool_choice_none({"tool_choice": {"type": "none"}})
+    assert not tool_choice_none({"tool_choice": "auto"})
+
+
+# -- wire helpers -------------------------------------------------------------------------
+
+CALL = ToolCall("c1", "lookup", "{}")
+FAILED = tool_result_text({"status": "tool_execution_failed", "reason": "no"})
+
+
+def test_tool_results_per_api() -> None:
+    results = [(CALL, "ok"), (ToolCall("c2", "free", {"input": "x"}), "")]
+    assert chat_tool_results(results) == [
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+        {"role": "tool", "tool_call_id": "c2", "content": ""},
+    ]
+    assert responses_tool_results(results, {"c2"}) == [
+        {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+        {"type": "custom_tool_call_output", "call_id": "c2", "output": ""},
+    ]
+    assert anthropic_tool_results([(CALL, FAILED), (CALL, "")]) == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "c1", "content": FAILED, "is_error": True},
+                {"type": "tool_result", "tool_use_id": "c1", "is_error": False},
+            ],
+        }
+    ]
+
+
+def test_one_way_to_write_a_tool_result() -> None:
+    assert tool_result_text("as is") == "as is"
+    assert tool_result_text({"b": "é", "a": 1}) == '{"a": 1, "b": "é"}'
+    assert is_failed_result(FAILED) and is_failed_result('{"status": "error"}')
+    assert not is_failed_result('{"status": "completed"}') and not is_failed_result("{oops")
+
+
+def test_chat_tool_calls_read_function_and_custom_tools() -> None:
+    function = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    custom = {"id": "c2", "type": "custom", "custom": {"name": "g", "input": "free text"}}
+    assert chat_tool_call(function, False) == ToolCall("c1", "f", "{}", False)
+    assert chat_tool_call(custom, True) == ToolCall("c2", "g", {"input": "free text"}, True)
+
+
+def test_anthropic_turns_alternate_and_user_text_skips_tool_results() -> None:
+    messages = [
+        {"role": "user", "content": "one", "name": "Ann"},
+        {"role": "user", "content": [{"type": "text", "text": "two"}]},
+        {"role": "assistant", "content": "hi"},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1"}]},
+    ]
+    assert wire_messages(messages) == [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}],
+        },
+        {"role": "assistant", "content": "hi"},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1"}]},
+    ]
+    assert anthropic_user_text(messages) == "two"
+    assert anthropic_system([{"type": "text", "text": "s"}]) == [{"type": "text", "text": "s"}]
