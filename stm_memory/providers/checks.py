@@ -7,8 +7,8 @@ an option the loop sets itself) is a :class:`TypeError`, as Python raises for it
 from __future__ import annotations
 
 import inspect
-from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, TypeGuard
 
 from stm_memory.engine import ShortTermMemory
 from stm_memory.errors import ValidationError
@@ -36,7 +36,8 @@ MEMORY_ROLES = ("system", "user")
 _NO_SCOPE: Any = object()
 
 
-def _sequence(value: object) -> bool:
+def _sequence(value: object) -> TypeGuard[Sequence[Any]]:
+    # A str, bytes or one dict is a sequence (or iterable) too, and always a mistake here.
     return isinstance(value, Sequence) and not isinstance(value, str | bytes | Mapping)
 
 
@@ -120,7 +121,6 @@ def check_message_list(messages: object, *, what: str) -> list[Any]:
     """A list of message dicts, each with a ``role`` (``what`` names their format)."""
     if not _sequence(messages):
         raise ValidationError(f"messages must be a list of {what} message dicts")
-    assert isinstance(messages, Sequence)
     for i, message in enumerate(messages):
         if not isinstance(message, Mapping) or "role" not in message:
             raise ValidationError(f"messages[{i}] must be a dict with 'role' and 'content'")
@@ -132,13 +132,11 @@ def check_tools(tools: object, tool_handlers: Mapping[str, Any] | None, *, what:
     memory tool, which the loop adds and runs itself."""
     if not _sequence(tools):
         raise ValidationError(f"tools must be a list of {what} tool definitions")
-    assert isinstance(tools, Iterable)
-    listed = list(tools)
-    for tool in listed:
+    for tool in tools:
         if not isinstance(tool, Mapping):
             raise ValidationError(f"each tool must be a dict, got {type(tool).__name__}")
         if tool.get("name") == TOOL_NAME:
             raise ValidationError(f"{TOOL_NAME} is added by the loop; do not pass it in tools")
     if tool_handlers and TOOL_NAME in tool_handlers:
         raise ValidationError(f"{TOOL_NAME} is run by the memory; do not pass a handler for it")
-    return listed
+    return list(tools)
