@@ -10,7 +10,7 @@ tenth of the recent ones (``cache.add_many``, ranked in their owners' indexes):
 - 50 % are other rows idle for 100 days (past the 90-day retention), 20 % recent ones.
 
 Then, in a fresh interpreter, one after the other on that store, each timed once:
-``reconcile()`` (every cached entry compared with its row), ``clear_user("u-big")``
+``repair()`` (every cached entry compared with its row), ``clear_user("u-big")``
 (its own rows deleted, the rows its words reached cleared by provenance, the cache
 scanned and rewritten, the embedded files checkpointed), ``clear_channel("c-big")`` and
 ``run_janitor()`` (repair again, then the idle half evicted and deleted). Reported: rows
@@ -195,7 +195,7 @@ def operate(root: Path, now: datetime) -> dict[str, Any]:
     ) as mem:
         out: dict[str, Any] = {"rss_mb_open": round(rss_mb(), 1)}
         runs: dict[str, Callable[[], int]] = {
-            "repair": lambda: mem.reconcile().checked,
+            "repair": lambda: mem.repair().checked,
             "clear_user": lambda: mem.clear_user(BIG_USER),
             "clear_channel": lambda: mem.clear_channel(BIG_CHANNEL),
             "janitor": mem.run_janitor,

@@ -24,7 +24,7 @@ from stm_memory.durability.bulk import (
 from stm_memory.durability.deletion import Deletions
 from stm_memory.durability.outbox import Outbox
 from stm_memory.durability.persister import Persister
-from stm_memory.durability.repair import Repaired, reconcile
+from stm_memory.durability.repair import Repaired, repair_cache
 from stm_memory.durability.writers import WriterLease, dead_writers, forget_writers
 from stm_memory.errors import ConfigurationError, StmError, ValidationError
 from stm_memory.live.entries import LiveEntries
@@ -121,11 +121,11 @@ class ShortTermMemory:
         self._closed = False
         # Start-up: replay what an earlier run queued; then, if a process of this host
         # died holding a writer lease, repair what a kill between a cache write and its
-        # SQL write may have left behind (see _reconcile and _writers).
+        # SQL write may have left behind (see durability.repair and durability.writers).
         crashed = dead_writers(cache)
         self._lease = WriterLease(cache)
         if self._persister.flush_all() and crashed:
-            self.reconcile()
+            self.repair()
             forget_writers(cache, crashed)
 
     # -- construction ------------------------------------------------------------------
@@ -471,7 +471,7 @@ class ShortTermMemory:
         """Replay queued writes now; returns how many landed."""
         return self._persister.flush()
 
-    def reconcile(self, *, progress: ProgressCallback | None = None) -> Repaired:
+    def repair(self, *, progress: ProgressCallback | None = None) -> Repaired:
         """Compare the live cache with SQL and move the older side forward (run at
         start-up and by the janitor; safe while other processes write). Does nothing
         while the outbox holds writes: they are newer than their rows, and the cache
@@ -481,7 +481,7 @@ class ShortTermMemory:
             log.info("stm-memory: repair skipped, the outbox still holds writes")
             return Repaired()
         with reporting(progress):
-            return reconcile(self._live, self.now())
+            return repair_cache(self._live, self.now())
 
     def run_janitor(self, *, progress: ProgressCallback | None = None) -> int:
         """Replay the outbox, repair cache/SQL disagreements, delete rows idle past the
@@ -492,7 +492,7 @@ class ShortTermMemory:
             self._persister.flush()
             if not self._outbox.has_pending():
                 crashed = dead_writers(self._cache)
-                self.reconcile()
+                self.repair()
                 forget_writers(self._cache, crashed)
             cutoff = self.now() - self.limits.janitor_retention
             # Evict first, as SQL lists the idle rows batch by batch: a cached entry

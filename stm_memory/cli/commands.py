@@ -278,7 +278,7 @@ def repair(quiet: QuietOpt = False) -> None:
             # Queued writes are newer than their rows: repairing now would undo them.
             raise _fail("queued writes could not be replayed yet (is the database up?)", 3)
         with _progress(quiet) as progress:
-            done = mem.reconcile(progress=progress)
+            done = mem.repair(progress=progress)
     # Orphans: cached entries whose row does not exist.
     console.print(
         f"repair: {done.checked} checked, {done.rows_advanced} row(s) and"

@@ -23,14 +23,14 @@ from stm_memory.live.entries import LiveEntries
 from stm_memory.live.indexes import ranked_write
 from stm_memory.model import MemoryEntry
 
-__all__ = ["Repaired", "reconcile"]
+__all__ = ["Repaired", "repair_cache"]
 
 log = logging.getLogger("stm_memory")
 
 
 @dataclass(frozen=True, slots=True)
 class Repaired:
-    """What a reconciliation changed."""
+    """What a repair changed."""
 
     checked: int = 0
     #: Rows moved forward to the cache's newer snapshot (a write that never landed).
@@ -41,7 +41,7 @@ class Repaired:
     entries_dropped: int = 0
 
 
-def reconcile(live: LiveEntries, at: datetime, *, batch: int = CACHE_BATCH) -> Repaired:
+def repair_cache(live: LiveEntries, at: datetime, *, batch: int = CACHE_BATCH) -> Repaired:
     """Compare every cached entry with its row, in batches drawn from the cache's scan
     as they are needed, and move the older side on.
 
@@ -78,7 +78,7 @@ def reconcile(live: LiveEntries, at: datetime, *, batch: int = CACHE_BATCH) -> R
                 orphans = []
             tally.add(len(chunk))
     except StorageError as exc:
-        log.warning("stm-memory: reconciliation stopped early: %s", exc)
+        log.warning("stm-memory: repair stopped early: %s", exc)
     dropped += _drop_orphans(live, orphans)
     tally.end()
     repaired = Repaired(checked, rows_advanced, entries_advanced, dropped)
@@ -126,6 +126,6 @@ def _drop_orphans(live: LiveEntries, keys: list[str]) -> int:
     try:
         landed = live.store.load_many(keys)
     except StorageError as exc:
-        log.warning("stm-memory: reconciliation left orphaned entries: %s", exc)
+        log.warning("stm-memory: repair left orphaned entries: %s", exc)
         return 0
     return live.evict([k for k in keys if k not in landed])

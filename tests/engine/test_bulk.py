@@ -29,7 +29,7 @@ from stm_memory.durability.bulk import (
     REPAIR_CACHED,
     reporting,
 )
-from stm_memory.durability.repair import reconcile
+from stm_memory.durability.repair import repair_cache
 from stm_memory.store.schema import channel_resets, memories
 from stm_memory.store.sql import SqlStore, create_sql_engine
 from stm_memory.testing import FrozenClock
@@ -522,7 +522,7 @@ def test_repair_in_batches(make_mem: MemFactory, backend: str) -> None:
         conn.execute(sa.delete(memories).where(memories.c.key.in_(keys)))
     calls, progress = recorder()
     with reporting(progress):
-        repaired = reconcile(mem._live, START, batch=BATCH)
+        repaired = repair_cache(mem._live, START, batch=BATCH)
     assert assert_well_reported(calls) == {REPAIR_CACHED: len(live)}
     assert len(calls) > len(live) // BATCH
     assert (repaired.checked, repaired.rows_advanced, repaired.entries_dropped) == (

@@ -3,7 +3,7 @@
 
 The write path mutates the cache, then writes SQL; a kill in between leaves the cache
 ahead. These tests make each kind of disagreement by hand and check that
-``reconcile()`` moves the older side forward, and that a start-up repairs only when a
+``repair()`` moves the older side forward, and that a start-up repairs only when a
 process of this host died holding a writer lease (tests/hardening/test_crash.py kills a
 real worker).
 """
@@ -78,7 +78,7 @@ def test_a_cache_ahead_of_its_rows_is_written_to_sql(
         refresh(mem, SERVER, "cached only")
         turn(mem, SERVER)
     assert row(mem, SERVER.server_key).summary == "landed"  # type: ignore[union-attr]
-    repaired = mem.reconcile()
+    repaired = mem.repair()
     assert (repaired.rows_advanced, repaired.entries_advanced, repaired.entries_dropped) == (
         2,
         0,
@@ -94,7 +94,7 @@ def test_a_cache_ahead_of_its_rows_is_written_to_sql(
         1,
         2,
     )
-    assert mem.reconcile().rows_advanced == 0  # nothing left to do
+    assert mem.repair().rows_advanced == 0  # nothing left to do
 
 
 def test_a_cache_behind_its_rows_takes_them_and_keeps_its_messages(
@@ -105,7 +105,7 @@ def test_a_cache_behind_its_rows_takes_them_and_keeps_its_messages(
     mem.capture(SERVER, dialogue(2))
     newer = replace(cached(mem, SERVER.live_key), summary="newer", rev=10**18)
     mem._store.put_rows([replace(newer, messages=())], newer.last_updated)
-    assert mem.reconcile().entries_advanced == 1
+    assert mem.repair().entries_advanced == 1
     live = cached(mem, SERVER.live_key)
     assert (live.summary, live.rev) == ("newer", 10**18)
     assert [m.content for m in live.messages] == [m["content"] for m in dialogue(2)]
@@ -120,7 +120,7 @@ def test_an_entry_without_a_row_is_dropped_never_inserted(
     with monkeypatch.context() as patch:
         cache_only(mem, patch)
         refresh(mem, SERVER, "never landed")
-    assert mem.reconcile().entries_dropped == 2
+    assert mem.repair().entries_dropped == 2
     assert mem._cache.get_many(list(SERVER.keys)) == {}
     assert mem._store.load_many(list(SERVER.keys)) == {}
     assert mem.get(SERVER) is None
@@ -191,7 +191,7 @@ def test_no_repair_while_writes_wait_in_the_outbox(
     with SqliteWriteLock(make_mem.sqlite_path):
         turn(mem, SERVER)  # queued
     assert len(mem._outbox) == 1
-    assert mem.reconcile() == Repaired()
+    assert mem.repair() == Repaired()
     assert row(mem, SERVER.server_key).summary == "landed"  # type: ignore[union-attr]
     assert mem.flush() == 1  # the queued snapshot carries the cached state
     assert row(mem, SERVER.server_key).summary == "cached only"  # type: ignore[union-attr]

@@ -137,7 +137,7 @@ def test_repair_on_a_cluster_adopts_newer_rows(
         assert stored is not None
         newer[scope.server_key] = stored.evolve({"summary": "from SQL", "rev": stored.rev + 10})
     one._store.put_rows(list(newer.values()), one.now())
-    repaired = one.reconcile()
+    repaired = one.repair()
     assert not one._cache.degraded  # type: ignore[attr-defined]
     assert repaired.entries_advanced >= len(scopes)
     for scope in scopes:
