@@ -22,7 +22,8 @@ from ._scope import ScopeResolver, ScopeSource, resolve_scope
 if TYPE_CHECKING:
     from ._buffer import ShortTermMemoryBuffer
     from ._chain import ShortTermMemoryChatModel, with_short_term_memory
-    from ._history import ShortTermMemoryHistory, ShortTermMemoryHistoryFactory
+    from ._factory import ShortTermMemoryHistoryFactory
+    from ._history import ShortTermMemoryHistory
     from ._middleware import ShortTermMemoryMiddleware, ShortTermMemoryState
 
 __all__ = [
@@ -43,7 +44,7 @@ _LAZY = {
     "ShortTermMemoryState": "._middleware",
     "ShortTermMemoryBuffer": "._buffer",
     "ShortTermMemoryHistory": "._history",
-    "ShortTermMemoryHistoryFactory": "._history",
+    "ShortTermMemoryHistoryFactory": "._factory",
     "ShortTermMemoryChatModel": "._chain",
     "with_short_term_memory": "._chain",
 }

@@ -44,7 +44,6 @@ from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequenc
 from dataclasses import dataclass
 from typing import Any, cast
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
@@ -56,7 +55,6 @@ from langchain_core.messages import (
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import (
     Runnable,
-    RunnableBinding,
     RunnableConfig,
     RunnableSequence,
     RunnableSerializable,
@@ -75,16 +73,12 @@ from stm_memory.providers import (
     is_summary_message,
     strip_memory_calls,
     text_of,
-    tool_name,
 )
 
-from ._dialogue import cut_short, memory_calls, provider_of
-from ._history import (
-    MessageRecord,
-    ShortTermMemoryHistory,
-    _Turn,
-    _without_invalid_memory_calls,
-)
+from ._binding import base_model, own_tools, with_tool
+from ._dialogue import cut_short, memory_calls, provider_of, without_invalid_memory_calls
+from ._history import ShortTermMemoryHistory, _Turn
+from ._record import MessageRecord
 from ._scope import ScopeSource, resolve_scope
 
 __all__ = ["ShortTermMemoryChatModel", "with_short_term_memory"]
@@ -93,59 +87,6 @@ log = logging.getLogger("stm_memory.langchain")
 
 # config["configurable"] keys naming the channel of a call without a history.
 _CHANNEL_KEYS = ("channel_id", "thread_id")
-
-
-def _base_model(runnable: Runnable[Any, Any]) -> BaseChatModel | None:
-    """The chat model inside ``runnable`` (itself, or under ``bind``/``bind_tools``)."""
-    while isinstance(runnable, RunnableBinding):
-        runnable = runnable.bound
-    return runnable if isinstance(runnable, BaseChatModel) else None
-
-
-def _bindings(runnable: Runnable[Any, Any]) -> tuple[dict[str, Any], list[RunnableConfig]]:
-    """The keyword arguments and configs bound around the chat model, outermost last."""
-    kwargs: dict[str, Any] = {}
-    configs: list[RunnableConfig] = []
-    chain: list[RunnableBinding[Any, Any]] = []
-    while isinstance(runnable, RunnableBinding):
-        chain.append(runnable)
-        runnable = runnable.bound
-    for binding in reversed(chain):  # inner bindings first, outer ones override
-        kwargs.update(binding.kwargs)
-        if binding.config:
-            configs.append(binding.config)
-    return kwargs, configs
-
-
-def _with_tool(
-    model: Runnable[Any, Any], tool: BaseTool | None, tool_choice: Any = None
-) -> Runnable[Any, Any]:
-    """``model`` with ``tool`` beside the tools it already has (its own options win,
-    but for a ``tool_choice`` given here)."""
-    if tool is None:
-        return model
-    base = _base_model(model)
-    if base is None:  # pragma: no cover - with_short_term_memory checked it
-        return model
-    kwargs, configs = _bindings(model)
-    ours = (
-        base.bind_tools([tool], tool_choice=tool_choice) if tool_choice else base.bind_tools([tool])
-    )
-    own_kwargs = ours.kwargs if isinstance(ours, RunnableBinding) else {}
-    theirs = [t for t in kwargs.get("tools") or [] if tool_name(t) != TOOL_NAME]
-    merged = {**own_kwargs, **kwargs, "tools": [*theirs, *own_kwargs.get("tools", [])]}
-    if tool_choice and "tool_choice" in own_kwargs:
-        merged["tool_choice"] = own_kwargs["tool_choice"]
-    bound: Runnable[Any, Any] = base.bind(**merged)
-    for config in configs:
-        bound = bound.with_config(config)
-    return bound
-
-
-def _own_tools(model: Runnable[Any, Any]) -> bool:
-    """Whether the caller bound tools of their own to ``model``."""
-    tools = _bindings(model)[0].get("tools") or []
-    return any(tool_name(t) != TOOL_NAME for t in tools)
 
 
 def _as_messages(value: Any) -> list[BaseMessage]:
@@ -173,7 +114,7 @@ def _has_memory_call(message: AIMessage) -> bool:
 
 def _visible(message: AIMessage) -> AIMessage:
     """``message`` as the user sees it: without memory calls (valid or not)."""
-    message = _without_invalid_memory_calls(message)
+    message = without_invalid_memory_calls(message)
     rest = strip_memory_calls([message])
     if rest:
         return cast(AIMessage, rest[0])
@@ -270,7 +211,7 @@ class _Calls:
         owner, plan = self.owner, self.plan
         if self.done or self.step >= owner.max_steps:
             return None
-        model = _with_tool(owner.model, *owner._tool_for(plan, self.step))
+        model = with_tool(owner.model, *owner._tool_for(plan, self.step))
         return model, plan.history._for_model(plan.state, self.messages)
 
     def after(self, reply: AIMessage) -> Generator[Op, Any, None]:
@@ -390,7 +331,7 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
             history, current = self._standalone(messages, config)
             if history is None:
                 return None
-        provider = provider_of(_base_model(self.model))
+        provider = provider_of(base_model(self.model))
         if history.provider is None:
             history.provider = provider
         state = yield from history._turn_steps()
@@ -445,7 +386,7 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
             return None, None
         if turn.tool_offered:
             return plan.history.memory.tool(turn), None
-        if step > 0 and plan.provider == "anthropic" and not _own_tools(self.model):
+        if step > 0 and plan.provider == "anthropic" and not own_tools(self.model):
             # The request carries this turn's tool_use/tool_result blocks, which the
             # Messages API refuses without `tools`: the tool goes along, uncallable
             # (as the Anthropic loop sends it).
@@ -464,7 +405,7 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         if not _has_memory_call(reply):
             return None
         turn = plan.state.turn
-        stored = _without_invalid_memory_calls(reply)
+        stored = without_invalid_memory_calls(reply)
         results: list[BaseMessage] = []
         for call in memory_calls(stored):
             if turn is None:  # pragma: no cover - the tool is only offered with a turn
@@ -534,12 +475,12 @@ def with_short_term_memory(
             model=model, memory=memory, scope=scope, max_steps=max_steps
         )
 
-    if _base_model(chain) is not None:
+    if base_model(chain) is not None:
         return wrap(chain)
     if isinstance(chain, RunnableSequence):
         steps = list(chain.steps)
         for i in range(len(steps) - 1, -1, -1):
-            if _base_model(steps[i]) is not None:
+            if base_model(steps[i]) is not None:
                 steps[i] = wrap(steps[i])
                 return RunnableSequence(*steps, name=chain.name)
     raise ValidationError(

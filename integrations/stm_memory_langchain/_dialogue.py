@@ -29,6 +29,7 @@ __all__ = [
     "provider_of",
     "remembered_after_answering",
     "start_index",
+    "without_invalid_memory_calls",
 ]
 
 
@@ -135,4 +136,35 @@ def cut_short(message: AIMessage) -> bool:
         finish_reason=meta.get("finish_reason"),
         stop_reason=meta.get("stop_reason"),
         incomplete_reason=details.get("reason") if isinstance(details, Mapping) else None,
+    )
+
+
+def without_invalid_memory_calls(message: AIMessage) -> AIMessage:
+    # A memory call whose arguments did not parse is never executed; kept, the provider
+    # would be sent a call without a result on the next turn.
+    invalid = [c for c in message.invalid_tool_calls if c.get("name") == TOOL_NAME]
+    if not invalid:
+        return message
+    ids = {c.get("id") for c in invalid}
+    kwargs = dict(message.additional_kwargs)
+    raw = kwargs.get("tool_calls")
+    if isinstance(raw, list):
+        rest = [c for c in raw if not (isinstance(c, Mapping) and c.get("id") in ids)]
+        if rest:
+            kwargs["tool_calls"] = rest
+        else:
+            kwargs.pop("tool_calls")
+    content = message.content
+    if isinstance(content, list):
+        content = [
+            b
+            for b in content
+            if not (isinstance(b, Mapping) and b.get("type") == "tool_use" and b.get("id") in ids)
+        ]
+    return message.model_copy(
+        update={
+            "invalid_tool_calls": [c for c in message.invalid_tool_calls if c not in invalid],
+            "additional_kwargs": kwargs,
+            "content": content,
+        }
     )

@@ -30,7 +30,7 @@ from stm_memory import TOOL_NAME, Scope, ShortTermMemory, ValidationError
 from stm_memory.prompt.render import CONTENT_HEADER
 from stm_memory.testing.chat_model import OfflineChatModel
 from stm_memory_langchain import ShortTermMemoryHistory, with_short_term_memory
-from stm_memory_langchain._history import MessageRecord
+from stm_memory_langchain._record import MessageRecord
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore::langchain_core._api.deprecation.LangChainDeprecationWarning"
