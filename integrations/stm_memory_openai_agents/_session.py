@@ -53,11 +53,9 @@ from typing import Any
 from stm_memory.providers import missing_extra
 
 try:
-    from agents import Agent, AgentHooks, FunctionTool, RunContextWrapper, SQLiteSession
-    from agents.agent import ToolsToFinalOutputResult
-    from agents.items import ModelResponse, TResponseInputItem
+    from agents import Agent, FunctionTool, RunContextWrapper, SQLiteSession
+    from agents.items import TResponseInputItem
     from agents.memory import Session, SessionSettings
-    from agents.tool import FunctionToolResult, Tool
 except ImportError as exc:  # pragma: no cover - the extra is installed in the tests
     raise missing_extra(
         "stm_memory_openai_agents", "the OpenAI Agents SDK", "openai-agents"
@@ -89,6 +87,8 @@ from stm_memory.providers import (
     tool_parameters,
     tool_result_text,
 )
+
+from ._agent import Epilogue, MemoryHooks
 
 __all__ = ["SessionBusyError", "ShortTermMemorySession"]
 
@@ -175,17 +175,6 @@ def _drop_nudge(items: list[Any], nudge: str, end: int) -> None:
         if isinstance(content, str) and content.endswith(joined):
             items[i] = {**item, "content": content[: -len(joined)]}
             return
-
-
-def _response_text(response: ModelResponse) -> str:
-    parts: list[str] = []
-    for item in response.output:
-        if getattr(item, "type", None) != "message":
-            continue
-        for part in getattr(item, "content", None) or []:
-            if getattr(part, "type", None) == "output_text":
-                parts.append(str(getattr(part, "text", "") or ""))
-    return "".join(parts)
 
 
 class ShortTermMemorySession:
@@ -326,16 +315,16 @@ class ShortTermMemorySession:
         memory call when the model already answered in the same response (an agent
         that came from ``agent()`` before is unwrapped first)."""
         behavior = agent.tool_use_behavior
-        if isinstance(behavior, _Epilogue):
+        if isinstance(behavior, Epilogue):
             behavior = behavior.inner
         hooks = agent.hooks
-        if isinstance(hooks, _Hooks):
+        if isinstance(hooks, MemoryHooks):
             hooks = hooks.inner
         tools = [t for t in agent.tools if getattr(t, "name", None) != TOOL_NAME]
         return agent.clone(
             tools=[*tools, self.memory_tool()],
-            tool_use_behavior=_Epilogue(self, behavior, agent.output_type),
-            hooks=_Hooks(self, hooks),
+            tool_use_behavior=Epilogue(self, behavior, agent.output_type),
+            hooks=MemoryHooks(self, hooks),
         )
 
     def _placeholder_turn(self) -> TurnContext:
@@ -370,7 +359,9 @@ class ShortTermMemorySession:
         # result instead of the SDK's "tool not found". agent()'s hooks take the nudge
         # out instead (_before_model).
         hooks = getattr(agent, "hooks", None)
-        return state.nudge is not None and not (isinstance(hooks, _Hooks) and hooks.session is self)
+        return state.nudge is not None and not (
+            isinstance(hooks, MemoryHooks) and hooks.session is self
+        )
 
     # -- the turn --------------------------------------------------------------------------
 
@@ -480,10 +471,11 @@ class ShortTermMemorySession:
             previous = entry.messages if entry else ()
         return dialogue_for_capture(items, start, previous)
 
-    def _answered(self, response: ModelResponse) -> None:
+    def _answered(self, text: str) -> None:
+        """agent()'s hooks, after each model call: the visible text of the response."""
         state = self._current()
         if state is not None:
-            state.answered = _response_text(response)
+            state.answered = text
 
     def _finish_after_memory(self) -> str | None:
         """The answer to end the run with, when the last response answered and called
@@ -498,90 +490,3 @@ class ShortTermMemorySession:
         state = self._current()
         if state is not None:
             state.finishing = True
-
-
-class _Epilogue:
-    """``tool_use_behavior`` of :meth:`ShortTermMemorySession.agent`: a step whose only
-    tool calls were the memory tool, after a response that already answered, is the
-    run's last (its answer the final output); everything else goes to the agent's
-    own behaviour, without the memory results (never a final output themselves)."""
-
-    def __init__(self, session: ShortTermMemorySession, inner: Any, output_type: Any) -> None:
-        self.session = session
-        self.inner = inner
-        self.text_output = output_type is None or output_type is str
-
-    async def __call__(
-        self, context: RunContextWrapper[Any], results: list[FunctionToolResult]
-    ) -> ToolsToFinalOutputResult:
-        theirs = [r for r in results if r.tool.name != TOOL_NAME]
-        if results and not theirs and self.text_output:
-            answer = self.session._finish_after_memory()
-            if answer is not None:
-                return ToolsToFinalOutputResult(is_final_output=True, final_output=answer)
-        outcome = await _delegate(self.inner, context, theirs)
-        if outcome.is_final_output:  # the step being saved next is the run's last
-            self.session._finishing()
-        return outcome
-
-
-async def _delegate(
-    behavior: Any, context: RunContextWrapper[Any], results: Sequence[FunctionToolResult]
-) -> ToolsToFinalOutputResult:
-    """The SDK's ``tool_use_behavior`` semantics for the agent's own setting."""
-    if not results or behavior == "run_llm_again":
-        return ToolsToFinalOutputResult(is_final_output=False, final_output=None)
-    if behavior == "stop_on_first_tool":
-        return ToolsToFinalOutputResult(is_final_output=True, final_output=results[0].output)
-    if isinstance(behavior, Mapping):
-        names = behavior.get("stop_at_tool_names", [])
-        for result in results:
-            if result.tool.name in names or result.tool.qualified_name in names:
-                return ToolsToFinalOutputResult(is_final_output=True, final_output=result.output)
-        return ToolsToFinalOutputResult(is_final_output=False, final_output=None)
-    if callable(behavior):
-        outcome = behavior(context, list(results))
-        if inspect.isawaitable(outcome):
-            outcome = await outcome
-        if isinstance(outcome, ToolsToFinalOutputResult):
-            return outcome
-    return ToolsToFinalOutputResult(is_final_output=False, final_output=None)
-
-
-class _Hooks(AgentHooks[Any]):
-    """The agent's own hooks, plus: before each model call, the turn's user message
-    from the input and the nudge taken out once the tool is gone; after it, the text
-    of the response (for the epilogue)."""
-
-    def __init__(self, session: ShortTermMemorySession, inner: Any) -> None:
-        self.session = session
-        self.inner = inner
-
-    async def _forward(self, name: str, *args: Any) -> None:
-        if self.inner is not None:
-            await getattr(self.inner, name)(*args)
-
-    async def on_start(self, context: Any, agent: Any) -> None:
-        await self._forward("on_start", context, agent)
-
-    async def on_end(self, context: Any, agent: Any, output: Any) -> None:
-        await self._forward("on_end", context, agent, output)
-
-    async def on_handoff(self, context: Any, agent: Any, source: Any) -> None:
-        await self._forward("on_handoff", context, agent, source)
-
-    async def on_tool_start(self, context: Any, agent: Any, tool: Tool) -> None:
-        await self._forward("on_tool_start", context, agent, tool)
-
-    async def on_tool_end(self, context: Any, agent: Any, tool: Tool, result: Any) -> None:
-        await self._forward("on_tool_end", context, agent, tool, result)
-
-    async def on_llm_start(
-        self, context: Any, agent: Any, system_prompt: Any, input_items: Any
-    ) -> None:
-        self.session._before_model(input_items)
-        await self._forward("on_llm_start", context, agent, system_prompt, input_items)
-
-    async def on_llm_end(self, context: Any, agent: Any, response: ModelResponse) -> None:
-        self.session._answered(response)
-        await self._forward("on_llm_end", context, agent, response)

@@ -27,7 +27,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 
 from stm_memory import TOOL_NAME, Category, Scope, ShortTermMemory
 from stm_memory_openai_agents import SessionBusyError, ShortTermMemorySession
-from stm_memory_openai_agents._session import _Epilogue, _Hooks
+from stm_memory_openai_agents._agent import Epilogue, MemoryHooks
 
 SCOPE = Scope(channel_id="c1", user_id="u1", server_id="g1")
 RUN_CONFIG = RunConfig(tracing_disabled=True)
@@ -427,8 +427,8 @@ async def test_memory_tool_does_no_io_and_agent_does_not_nest(
     model = ScriptedModel([[assistant_message("Friday it is."), memory_call("Friday.")]])
     once = session.agent(Agent(name="test", model=model))
     twice = session.agent(once)
-    assert isinstance(twice.tool_use_behavior, _Epilogue) and isinstance(twice.hooks, _Hooks)
-    assert not isinstance(twice.tool_use_behavior.inner, _Epilogue)
+    assert isinstance(twice.tool_use_behavior, Epilogue) and isinstance(twice.hooks, MemoryHooks)
+    assert not isinstance(twice.tool_use_behavior.inner, Epilogue)
     assert twice.hooks.inner is None
     assert [t.name for t in twice.tools] == [TOOL_NAME]
     result = await run_agent("run", twice, "The heist is on Friday.", session=session)
