@@ -77,7 +77,9 @@ def check_tool_call(
 
 def tool_result_text(value: Any) -> str:
     """A tool's result as the text a tool message carries: a string as it is, anything
-    else as JSON (sorted keys, non-ASCII kept)."""
+    else as JSON (sorted keys, non-ASCII kept). Every loop, history and session writes
+    tool results through this one function, so the same result is the same bytes in
+    every request (prompt caches and recorded cassettes compare them)."""
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
