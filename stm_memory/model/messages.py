@@ -8,16 +8,16 @@ from typing import Any
 
 from stm_memory.errors import ValidationError
 from stm_memory.model import Role, StoredMessage
+from stm_memory.model.roles import ROLE_ALIASES
 from stm_memory.model.text import storage_safe
 
 __all__ = ["all_dialogue", "message_text", "without_speaker_ids"]
 
-_ROLE_ALIASES: dict[str, Role] = {
-    "user": "user",
-    "human": "user",
-    "assistant": "assistant",
-    "ai": "assistant",
-    "model": "assistant",
+# Dialogue is what users and the assistant say; the one role table decides who is who.
+_DIALOGUE: dict[str, Role] = {
+    alias: "user" if role == "user" else "assistant"
+    for alias, role in ROLE_ALIASES.items()
+    if role in ("user", "assistant")
 }
 
 
@@ -81,7 +81,7 @@ def all_dialogue(
     out: list[StoredMessage] = []
     for message in messages:
         role, content, name, speaker = _fields(message)
-        mapped = _ROLE_ALIASES.get(role)
+        mapped = _DIALOGUE.get(role)
         if mapped is None:
             continue
         text = storage_safe(message_text(content)).strip()

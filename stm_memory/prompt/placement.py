@@ -57,7 +57,13 @@ from stm_memory.model.roles import has_block as _has_block
 from stm_memory.model.roles import message_role
 from stm_memory.prompt.cut import HistoryWindow, cut_history
 
-__all__ = ["MemoryContext", "fresh_content_depth", "insertion_index", "message_role"]
+__all__ = [
+    "MemoryContext",
+    "fresh_content_depth",
+    "insertion_index",
+    "message_role",
+    "text_blocks",
+]
 
 Style = Literal["openai", "openai_user", "anthropic", "langchain", "langchain_user"]
 MemoryRole = Literal["system", "user"]
@@ -76,7 +82,8 @@ def fresh_content_depth(configured: int) -> int:
     return 2 if configured < 0 else min(2, configured)
 
 
-def _blocks(content: Any) -> list[Any]:
+def text_blocks(content: Any) -> list[Any]:
+    """Anthropic content as a block list (a string becomes one text block)."""
     if isinstance(content, list):
         return list(content)
     return [{"type": "text", "text": content}] if content else []
@@ -268,8 +275,8 @@ _anthropic_ops = _UserOps(
     # A user turn of tool_result blocks takes text after them (the API requires the
     # results first), so appending is fine where prepending is not.
     can_append=lambda m: isinstance(m, Mapping) and m.get("role") == "user",
-    prepend=lambda m, t: {**m, "content": [*_anthropic_text(t), *_blocks(m.get("content"))]},
-    append=lambda m, t: {**m, "content": [*_blocks(m.get("content")), *_anthropic_text(t)]},
+    prepend=lambda m, t: {**m, "content": [*_anthropic_text(t), *text_blocks(m.get("content"))]},
+    append=lambda m, t: {**m, "content": [*text_blocks(m.get("content")), *_anthropic_text(t)]},
     new=lambda t: {"role": "user", "content": _anthropic_text(t)},
 )
 

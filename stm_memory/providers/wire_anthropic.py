@@ -10,7 +10,7 @@ from typing import Any
 from stm_memory.errors import ValidationError
 from stm_memory.model.messages import message_text
 from stm_memory.model.roles import has_block
-from stm_memory.prompt.placement import _blocks as text_blocks
+from stm_memory.prompt.placement import text_blocks
 from stm_memory.providers.loop import ToolCall
 
 __all__ = [

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any, Protocol
 
@@ -12,6 +11,7 @@ from pydantic import ConfigDict, Field
 from stm_memory.config import Limits
 from stm_memory.tool.schema import tool_description, tool_parameters
 from stm_memory.tool.turn import TOOL_NAME, TurnContext, failure
+from stm_memory.tool.vetting import tool_result_text
 
 __all__ = ["MemoryWriter", "ShortTermMemoryTool", "build_tool"]
 
@@ -29,10 +29,6 @@ class MemoryWriter(Protocol):
     async def aupdate(self, turn: TurnContext, args: object) -> dict[str, Any]: ...
 
 
-def _as_content(result: dict[str, Any]) -> str:
-    return json.dumps(result, ensure_ascii=False, sort_keys=True)
-
-
 def _given(kwargs: dict[str, Any]) -> dict[str, Any]:
     # Models (and LangChain's own tooling) send null for "no value"; through the tool
     # that leaves a category alone instead of failing the call.
@@ -40,7 +36,7 @@ def _given(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _unreadable(_exc: Exception) -> str:
-    return _as_content(
+    return tool_result_text(
         failure("The tool arguments could not be read; send a JSON object of strings.")
     )
 
@@ -82,23 +78,23 @@ class ShortTermMemoryTool(BaseTool):
     # lands in kwargs instead of colliding with the bound instance.
     def _run(self, /, *args: Any, **kwargs: Any) -> str:
         if args:
-            return _as_content(failure("Call the tool with named arguments (a JSON object)."))
+            return tool_result_text(failure("Call the tool with named arguments (a JSON object)."))
         try:
             result = self.memory.update(self.turn, _given(kwargs))
         except Exception as exc:  # a bug must not kill the agent loop
             log.exception("stm-memory: tool execution crashed")
-            raise ToolException(_as_content(failure(f"Internal error: {exc}"))) from exc
-        return _as_content(result)
+            raise ToolException(tool_result_text(failure(f"Internal error: {exc}"))) from exc
+        return tool_result_text(result)
 
     async def _arun(self, /, *args: Any, **kwargs: Any) -> str:
         if args:
-            return _as_content(failure("Call the tool with named arguments (a JSON object)."))
+            return tool_result_text(failure("Call the tool with named arguments (a JSON object)."))
         try:
             result = await self.memory.aupdate(self.turn, _given(kwargs))
         except Exception as exc:
             log.exception("stm-memory: tool execution crashed")
-            raise ToolException(_as_content(failure(f"Internal error: {exc}"))) from exc
-        return _as_content(result)
+            raise ToolException(tool_result_text(failure(f"Internal error: {exc}"))) from exc
+        return tool_result_text(result)
 
 
 def build_tool(memory: MemoryWriter, turn: TurnContext) -> ShortTermMemoryTool:
