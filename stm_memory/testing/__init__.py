@@ -14,6 +14,9 @@
 - The pytest plugin (:mod:`stm_memory.testing.plugin`, loaded through the ``pytest11``
   entry point): the fixtures ``stm_clock``, ``stm_memory``, ``stm_memory_factory``,
   ``stm_scope`` and ``stm_assert``.
+- The storage seams' conformance suites (:mod:`stm_memory.testing.contract`):
+  ``LiveCacheContract`` and ``MemoryStoreContract``, for a cache or store backend of
+  your own to subclass and pass, as every backend shipped here does.
 
 Everything but :class:`FrozenClock` is imported on first use, so importing this package
 needs no optional extra.
