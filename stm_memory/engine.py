@@ -11,23 +11,17 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
+from stm_memory.bulk import CACHE_BATCH, ProgressCallback, batched, reporting
 from stm_memory.cache.base import LiveCache
 from stm_memory.config import Limits
-from stm_memory.durability.bulk import (
-    CACHE_BATCH,
-    ProgressCallback,
-    batched,
-    cached_entry_keys,
-    evict_in_batches,
-    reporting,
-)
-from stm_memory.durability.deletion import Deletions
 from stm_memory.durability.outbox import Outbox
 from stm_memory.durability.persister import Persister
-from stm_memory.durability.repair import Repaired, repair_cache
 from stm_memory.durability.writers import WriterLease, dead_writers, forget_writers
 from stm_memory.errors import ConfigurationError, StmError, ValidationError
+from stm_memory.live.deletion import Deletions
 from stm_memory.live.entries import LiveEntries
+from stm_memory.live.repair import Repaired, repair_cache
+from stm_memory.live.scan import cached_entry_keys, evict_in_batches
 from stm_memory.live.settings import SettingsBook
 from stm_memory.model import (
     DEFAULT_CATEGORY,
@@ -121,7 +115,7 @@ class ShortTermMemory:
         self._closed = False
         # Start-up: replay what an earlier run queued; then, if a process of this host
         # died holding a writer lease, repair what a kill between a cache write and its
-        # SQL write may have left behind (see durability.repair and durability.writers).
+        # SQL write may have left behind (see live.repair and durability.writers).
         crashed = dead_writers(cache)
         self._lease = WriterLease(cache)
         if self._persister.flush_all() and crashed:
@@ -445,7 +439,7 @@ class ShortTermMemory:
         """Forget a channel everywhere (the "/refresh" command). Returns SQL rows deleted
         now (0 when the delete is queued for an unreachable database). Cache and rows
         go in batches; ``progress(phase, done, total)`` is called after each (see
-        :mod:`stm_memory.durability.bulk`)."""
+        :mod:`stm_memory.bulk`)."""
         Scope(channel_id=channel_id, user_id="_")
         return self._deletions.clear_channel(channel_id, progress=progress)
 

@@ -30,7 +30,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError('The stm-memory CLI needs its extra: pip install "stm-memory[cli]"') from exc
 
-from stm_memory.durability.bulk import ProgressCallback
+from stm_memory.bulk import ProgressCallback
 from stm_memory.engine import ShortTermMemory
 from stm_memory.errors import ConfigurationError, StmError, StorageError, ValidationError
 from stm_memory.model import Category, MemoryEntry, Scope
@@ -115,7 +115,7 @@ def _memory() -> Iterator[ShortTermMemory]:
 
 
 class _PhaseBars:
-    """A progress callback (see ``stm_memory.durability.bulk``) drawing a bar per phase."""
+    """A progress callback (see ``stm_memory.bulk``) drawing a bar per phase."""
 
     def __init__(self, bars: Progress) -> None:
         self._bars = bars

@@ -6,7 +6,7 @@ import logging
 import threading
 from typing import Protocol
 
-from stm_memory.durability.bulk import ProgressCallback
+from stm_memory.bulk import ProgressCallback
 
 __all__ = ["Janitor", "Sweep"]
 

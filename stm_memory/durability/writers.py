@@ -5,7 +5,7 @@ Every engine records ``{host, pid}`` under its own id in one registry key of the
 cache, and removes it when it is closed or the interpreter exits normally. A lease
 left behind by a process of this host that no longer exists means that process was
 killed, possibly between a cache write and its SQL write (see
-:mod:`stm_memory.durability.repair`). Leases of other hosts cannot be checked from
+:mod:`stm_memory.live.repair`). Leases of other hosts cannot be checked from
 here: their own restart (same host name) or the janitor's periodic repair covers them.
 """
 

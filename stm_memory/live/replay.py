@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from stm_memory.bulk import CACHE_BATCH, batched
 from stm_memory.cache.base import LiveCache
-from stm_memory.durability.bulk import CACHE_BATCH, batched, cached_entry_keys
 from stm_memory.live.indexes import unrank
+from stm_memory.live.scan import cached_entry_keys
 from stm_memory.model import MemoryEntry, parse_key
 from stm_memory.model.erasure import erase_user, unknown_provenance
 

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.pool import StaticPool
 
 from stm_memory._sqlite.raw import CompiledSql, RawSqlite
-from stm_memory.durability.bulk import DELETE_ROWS, ERASE_ROWS, Tally, listening
+from stm_memory.bulk import DELETE_ROWS, ERASE_ROWS, Tally, listening
 from stm_memory.errors import DatabaseError, RejectedWriteError
 from stm_memory.model import (
     Category,

@@ -1,4 +1,4 @@
-"""Bulk operations in batches (stm_memory/durability/bulk.py, SqlStore.batch_size): a
+"""Bulk operations in batches (stm_memory/bulk.py, SqlStore.batch_size): a
 channel delete, a user erasure, the janitor and repair give the same result in batches
 of 7 as in one, an interruption between two batches is finished by the outbox's replay
 (and brings nothing back), and progress is reported after every batch."""
@@ -20,8 +20,7 @@ from helpers.factory import MemFactory
 from helpers.services import PostgresSchemas
 
 from stm_memory import DatabaseError, MemoryEntry, Scope, ShortTermMemory, StoredMessage
-from stm_memory.cache.base import Write
-from stm_memory.durability.bulk import (
+from stm_memory.bulk import (
     DELETE_ROWS,
     ERASE_CACHED,
     ERASE_ROWS,
@@ -29,7 +28,8 @@ from stm_memory.durability.bulk import (
     REPAIR_CACHED,
     reporting,
 )
-from stm_memory.durability.repair import repair_cache
+from stm_memory.cache.base import Write
+from stm_memory.live.repair import repair_cache
 from stm_memory.store.schema import channel_resets, memories
 from stm_memory.store.sql import SqlStore, create_sql_engine
 from stm_memory.testing import FrozenClock
@@ -323,14 +323,16 @@ def test_a_delete_beside_another_deletes_everything(
 @pytest.fixture
 def small_caches(monkeypatch: pytest.MonkeyPatch) -> None:
     """Cache scans in batches of 7 keys too."""
-    import stm_memory.durability.bulk
-    import stm_memory.durability.deletion
+    import stm_memory.bulk
     import stm_memory.engine
+    import stm_memory.live.deletion
+    import stm_memory.live.scan
 
-    monkeypatch.setattr(stm_memory.durability.bulk, "CACHE_BATCH", BATCH)
+    monkeypatch.setattr(stm_memory.bulk, "CACHE_BATCH", BATCH)
+    monkeypatch.setattr(stm_memory.live.scan, "CACHE_BATCH", BATCH)
     monkeypatch.setattr(stm_memory.engine, "CACHE_BATCH", BATCH)
-    monkeypatch.setattr(stm_memory.durability.deletion, "CACHE_BATCH", BATCH)
-    monkeypatch.setattr(stm_memory.durability.deletion, "_ERASE_BATCH", BATCH)
+    monkeypatch.setattr(stm_memory.live.deletion, "CACHE_BATCH", BATCH)
+    monkeypatch.setattr(stm_memory.live.deletion, "_ERASE_BATCH", BATCH)
 
 
 def engine(make_mem: MemFactory, backend: str, **kw: Any) -> ShortTermMemory:

@@ -1,4 +1,4 @@
-"""Repair (stm_memory/durability/repair.py) and writer leases
+"""Repair (stm_memory/live/repair.py) and writer leases
 (stm_memory/durability/writers.py).
 
 The write path mutates the cache, then writes SQL; a kill in between leaves the cache
@@ -25,8 +25,8 @@ from helpers.sqlite_lock import SqliteWriteLock
 
 from stm_memory import ShortTermMemory
 from stm_memory.cache.base import Write
-from stm_memory.durability.repair import Repaired
 from stm_memory.durability.writers import REGISTRY_KEY, dead_writers
+from stm_memory.live.repair import Repaired
 from stm_memory.model import MemoryEntry
 from stm_memory.testing import FrozenClock
 

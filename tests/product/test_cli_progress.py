@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 import stm_memory.cli.commands as cli
 from stm_memory import Scope, ShortTermMemory
-from stm_memory.durability.bulk import (
+from stm_memory.bulk import (
     DELETE_ROWS,
     ERASE_CACHED,
     ERASE_ROWS,

@@ -20,12 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from itertools import islice
-from typing import TYPE_CHECKING, TypeAlias, TypeVar
-
-from stm_memory.model.scope import ENTRY_PREFIX, INDEX_PREFIX
-
-if TYPE_CHECKING:
-    from stm_memory.cache.base import LiveCache
+from typing import TypeAlias, TypeVar
 
 __all__ = [
     "CACHE_BATCH",
@@ -37,8 +32,6 @@ __all__ = [
     "ProgressCallback",
     "Tally",
     "batched",
-    "cached_entry_keys",
-    "evict_in_batches",
     "listening",
     "report",
     "reporting",
@@ -115,19 +108,3 @@ def batched(items: Iterable[T], size: int) -> Iterator[list[T]]:
     it = iter(items)
     while chunk := list(islice(it, size)):
         yield chunk
-
-
-def cached_entry_keys(cache: LiveCache, prefix: str = ENTRY_PREFIX) -> Iterator[str]:
-    """The live cache's entry keys starting with ``prefix`` (owner indexes skipped),
-    as the cache's scan yields them."""
-    return (k for k in cache.iter_keys(prefix) if not k.startswith(INDEX_PREFIX))
-
-
-def evict_in_batches(evict: Callable[[list[str]], object], keys: Iterable[str]) -> None:
-    """Evict ``keys``, drawn as they are needed, :data:`CACHE_BATCH` at a time
-    (reported as :data:`EVICT_CACHED`: the keys gone through)."""
-    tally = Tally(EVICT_CACHED)
-    for batch in batched(keys, CACHE_BATCH):
-        evict(batch)
-        tally.add(len(batch))
-    tally.end()

@@ -16,11 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from stm_memory.bulk import CACHE_BATCH, REPAIR_CACHED, Tally, batched
 from stm_memory.cache.base import CacheValue, Write
-from stm_memory.durability.bulk import CACHE_BATCH, REPAIR_CACHED, Tally, batched, cached_entry_keys
 from stm_memory.errors import StorageError
 from stm_memory.live.entries import LiveEntries
 from stm_memory.live.indexes import ranked_write
+from stm_memory.live.scan import cached_entry_keys
 from stm_memory.model import MemoryEntry
 
 __all__ = ["Repaired", "repair_cache"]
@@ -54,7 +55,7 @@ def repair_cache(live: LiveEntries, at: datetime, *, batch: int = CACHE_BATCH) -
       is given up rather than risk resurrecting deleted data.
 
     Callers run it only with an empty outbox: queued writes are newer than their rows.
-    Progress (see :mod:`stm_memory.durability.bulk`): the entries checked, after every batch.
+    Progress (see :mod:`stm_memory.bulk`): the entries checked, after every batch.
     """
     checked = rows_advanced = entries_advanced = dropped = 0
     # Entries without a row, dropped once a batch of them has gathered: re-checked

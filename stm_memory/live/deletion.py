@@ -13,20 +13,12 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from stm_memory.bulk import CACHE_BATCH, ERASE_CACHED, ProgressCallback, Tally, batched, reporting
 from stm_memory.cache.base import LiveCache
-from stm_memory.durability.bulk import (
-    CACHE_BATCH,
-    ERASE_CACHED,
-    ProgressCallback,
-    Tally,
-    batched,
-    cached_entry_keys,
-    evict_in_batches,
-    reporting,
-)
 from stm_memory.durability.outbox import Outbox
 from stm_memory.durability.persister import Persister
 from stm_memory.live.entries import LiveEntries
+from stm_memory.live.scan import cached_entry_keys, evict_in_batches
 from stm_memory.model import MemoryEntry, Scope, key_for, parse_key
 from stm_memory.model.erasure import erase_user, unknown_provenance
 from stm_memory.store.base import MemoryStore
