@@ -1,21 +1,10 @@
-"""Polling instead of fixed sleeps: fast when the condition comes early."""
+"""Polling instead of fixed sleeps: fast when the condition comes early.
+
+One copy, kept with the published contract suites (which poll too).
+"""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from stm_memory.testing.contract._support import wait_until
 
 __all__ = ["wait_until"]
-
-
-def wait_until(
-    condition: Callable[[], object], *, timeout: float = 5.0, step: float = 0.01
-) -> bool:
-    """True as soon as ``condition()`` is truthy; False after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if condition():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(step)
