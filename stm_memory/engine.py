@@ -6,7 +6,6 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -32,7 +31,7 @@ from stm_memory.model import (
     UserSettings,
     check_owner_id,
 )
-from stm_memory.model.categories import merge_categories
+from stm_memory.model.changes import captured, counted, refreshed
 from stm_memory.model.erasure import speakers
 from stm_memory.model.messages import all_dialogue
 from stm_memory.prompt.assembly import MemoryContext, assemble_context
@@ -67,12 +66,6 @@ def _expiry_bucket(left: timedelta) -> str:
 
 def _system_clock() -> datetime:
     return datetime.now(UTC)
-
-
-def _one_more_turn_since_reset(entry: MemoryEntry) -> dict[str, int]:
-    """The reset count after one more turn (it stays unknown when it is unknown)."""
-    since = entry.turns_since_reset
-    return {} if since is None else {"turns_since_reset": since + 1}
 
 
 class ShortTermMemory:
@@ -338,22 +331,15 @@ class ShortTermMemory:
         sources = turn.shown_provenance | {scope.user_id}
 
         def change(entry: MemoryEntry) -> dict[str, Any]:
-            fields: dict[str, Any] = {
-                "last_updated": now,
-                "refreshed_at": now,
-                "provenance": entry.provenance | sources,
-            }
-            if args.summary is not None:
-                fields["summary"] = args.summary
-            if args.categories is not None:
-                fields["categories"] = merge_categories(entry.categories, args.categories, order)
-            if entry.key == live_key:
-                fields["turns_since_refresh"] = 0
-                fields["last_refreshed_turn"] = entry.last_refreshed_turn + 1
-                # end_turn does not count a turn that refreshed; this turn still
-                # happened since the reset.
-                fields |= _one_more_turn_since_reset(entry)
-            return fields
+            return refreshed(
+                entry,
+                summary=args.summary,
+                categories=args.categories,
+                order=order,
+                sources=sources,
+                now=now,
+                live_key=live_key,
+            )
 
         entries = list(self._live.mutate(scope, keys, change).values())
         self._persister.write(entries, now)
@@ -376,20 +362,7 @@ class ShortTermMemory:
             return None
 
         def change(entry: MemoryEntry) -> dict[str, Any]:
-            # Turns seen before keep their first timestamp: callers pass the whole
-            # window every turn, and "recent since the last refresh" depends on it.
-            seen = {(m.role, m.content, m.name): m.timestamp for m in entry.messages}
-            messages = tuple(
-                replace(m, timestamp=seen.get((m.role, m.content, m.name), m.timestamp))
-                for m in stored
-            )
-            # Everyone whose words the model was shown can be in what it writes next,
-            # private speakers included (their words are in the caller's history).
-            return {
-                "messages": messages,
-                "last_updated": now,
-                "provenance": entry.provenance | voices,
-            }
+            return captured(entry, stored=stored, voices=voices, now=now)
 
         entries = self._live.mutate(scope, scope.keys, change)
         self._persister.write(list(entries.values()), now)
@@ -406,13 +379,7 @@ class ShortTermMemory:
         scope = turn.scope
         now = self.now()
 
-        def bump(entry: MemoryEntry) -> dict[str, Any]:
-            return {
-                "turns_since_refresh": entry.turns_since_refresh + 1,
-                **_one_more_turn_since_reset(entry),
-            }
-
-        entry = self._live.mutate(scope, [scope.live_key], bump)[scope.live_key]
+        entry = self._live.mutate(scope, [scope.live_key], counted)[scope.live_key]
         self._persister.write([entry], now)
 
     # -- reads ---------------------------------------------------------------------------

@@ -1,0 +1,87 @@
+"""What each write changes in an entry, as pure functions of the entry it starts from.
+
+The engine runs them inside the live cache's atomic write (``LiveEntries.mutate``), so
+each sees the entry as it is at that moment, on every retry. They return the fields to
+replace; the revision is moved on by ``mutate``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from stm_memory.model.categories import merge_categories
+from stm_memory.model.dialogue import StoredMessage
+from stm_memory.model.entry import MemoryEntry
+
+__all__ = ["captured", "counted", "refreshed"]
+
+
+def _one_more_turn_since_reset(entry: MemoryEntry) -> dict[str, int]:
+    """The reset count after one more turn (it stays unknown when it is unknown)."""
+    since = entry.turns_since_reset
+    return {} if since is None else {"turns_since_reset": since + 1}
+
+
+def refreshed(
+    entry: MemoryEntry,
+    *,
+    summary: str | None,
+    categories: Mapping[str, str] | None,
+    order: Sequence[str],
+    sources: Collection[str],
+    now: datetime,
+    live_key: str,
+) -> dict[str, Any]:
+    """The model wrote the memory: a new summary or merged category values. What it
+    wrote can hold the words of everyone in ``sources`` (this turn's user and the
+    provenance of the briefings it was shown). The live key's counter starts again."""
+    fields: dict[str, Any] = {
+        "last_updated": now,
+        "refreshed_at": now,
+        "provenance": entry.provenance | frozenset(sources),
+    }
+    if summary is not None:
+        fields["summary"] = summary
+    if categories is not None:
+        fields["categories"] = merge_categories(entry.categories, categories, order)
+    if entry.key == live_key:
+        fields["turns_since_refresh"] = 0
+        fields["last_refreshed_turn"] = entry.last_refreshed_turn + 1
+        # end_turn does not count a turn that refreshed; this turn still happened
+        # since the reset.
+        fields |= _one_more_turn_since_reset(entry)
+    return fields
+
+
+def captured(
+    entry: MemoryEntry,
+    *,
+    stored: Sequence[StoredMessage],
+    voices: Collection[str],
+    now: datetime,
+) -> dict[str, Any]:
+    """The channel's last dialogue turns were captured."""
+    # Turns seen before keep their first timestamp: callers pass the whole window every
+    # turn, and "recent since the last refresh" depends on it.
+    seen = {(m.role, m.content, m.name): m.timestamp for m in entry.messages}
+    messages = tuple(
+        replace(m, timestamp=seen.get((m.role, m.content, m.name), m.timestamp)) for m in stored
+    )
+    # Everyone whose words the model was shown can be in what it writes next, private
+    # speakers included (their words are in the caller's history).
+    return {
+        "messages": messages,
+        "last_updated": now,
+        "provenance": entry.provenance | frozenset(voices),
+    }
+
+
+def counted(entry: MemoryEntry) -> dict[str, Any]:
+    """One more turn passed without a refresh."""
+    return {
+        "turns_since_refresh": entry.turns_since_refresh + 1,
+        **_one_more_turn_since_reset(entry),
+    }
