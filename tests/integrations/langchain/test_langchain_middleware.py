@@ -584,3 +584,26 @@ def test_interrupted_run_resumes_with_its_turn(mem: ShortTermMemory, same_proces
     assert entry.turns_since_refresh == 0
     if same_process:
         assert first._runs == {}
+
+
+def test_without_a_checkpointer_earlier_speakers_keep_their_words(mem: ShortTermMemory) -> None:
+    # No checkpointer: each run sees only its own turn, so the middleware puts the
+    # channel's stored messages in front before capturing. Those must keep who said
+    # them: attributed to the user of the later run, Ann's words would outlive her
+    # erasure.
+    agent = agent_for(mem, fake(AIMessage("Noted."), AIMessage("Sure.")), checkpointer=False)
+    run(agent, "invoke", "My flat is at 12 Elm Street.", context={"user_id": "ann", **GUILD})
+    run(agent, "invoke", "What's the plan for Friday?", context={"user_id": "bob", **GUILD})
+    stored = mem.get(Scope(channel_id="c1", user_id="bob", server_id="g1"))
+    assert stored is not None
+    said = {m.content: m.user_id for m in stored.messages if m.role == "user"}
+    assert said == {"My flat is at 12 Elm Street.": "ann", "What's the plan for Friday?": "bob"}
+
+    mem.clear_user("ann")
+    after = mem.get(Scope(channel_id="c1", user_id="bob", server_id="g1"))
+    assert after is not None
+    assert all("Elm Street" not in m.content for m in after.messages)
+    assert any(m.content == "What's the plan for Friday?" for m in after.messages)
+
+
+GUILD = {"server_id": "g1"}
