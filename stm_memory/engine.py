@@ -536,24 +536,25 @@ class ShortTermMemory:
         return await asyncio.to_thread(self.run_janitor)
 
     def stats(self) -> Mapping[str, Any]:
-        """Counts for the CLI and dashboards: cached entries, rows, queued writes, and the
-        cached entries by time left before they expire."""
+        """Counts for the CLI and dashboards: cached entries, rows, queued writes."""
+        return {
+            "cache_entries": sum(1 for _ in cached_entry_keys(self._cache)),
+            "rows": self._store.count_rows(),
+            "queued_writes": len(self._outbox),
+        }
+
+    def expiry_buckets(self) -> dict[str, int]:
+        """The cached entries by time left before they expire (``stm-memory stats``).
+        Reads every cached entry: an administration call, not one to poll."""
         now = self.now()
         buckets = dict.fromkeys(_EXPIRY_BUCKETS, 0)
-        entries = 0
         for keys in batched(cached_entry_keys(self._cache), CACHE_BATCH):
             for entry in self._live.get_many(keys).values():
-                entries += 1
                 left = entry.expires_at(
                     summary_ttl=self.limits.summary_ttl, bare_ttl=self.limits.bare_ttl
                 )
                 buckets[_expiry_bucket(left - now)] += 1
-        return {
-            "cache_entries": entries,
-            "rows": self._store.count_rows(),
-            "queued_writes": len(self._outbox),
-            "expiry": buckets,
-        }
+        return buckets
 
     def stored_rows(
         self, *, server_id: str | None = None, user_id: str | None = None, limit: int = 1000

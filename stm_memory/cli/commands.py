@@ -291,7 +291,7 @@ def repair(quiet: QuietOpt = False) -> None:
 def stats(as_json: JsonOpt = False) -> None:
     """Entries, rows, queued writes and expiry buckets."""
     with _memory() as mem:
-        data = dict(mem.stats())
+        data = {**mem.stats(), "expiry": mem.expiry_buckets()}
     if as_json:
         console.print_json(json.dumps(data))
         return
