@@ -182,6 +182,40 @@ async def async_openai_client(openai_source: ModelSource) -> AsyncIterator[opena
         yield client
 
 
+class AnthropicSource:
+    """Where this test's Anthropic answers come from (as :class:`ModelSource` for OpenAI)."""
+
+    def __init__(self, mode: str, server: FakeProviderServer | None = None) -> None:
+        self.mode = mode  # "replay" | "fake" | "real"
+        self.server = server
+        self.script = server.script if server is not None else Script()
+
+    def client_options(self) -> dict[str, Any]:
+        if self.mode == "real":
+            return {}  # api.anthropic.com with ANTHROPIC_API_KEY and the SDK's retries
+        base_url = self.server.base_url if self.server is not None else REPLAY_BASE_URL
+        # max_retries=0: error tests need the 5xx/429 to surface, not a retry.
+        return {"base_url": base_url, "api_key": "test", "max_retries": 0}
+
+
+@pytest.fixture
+def anthropic_source(request: pytest.FixtureRequest) -> Iterator[AnthropicSource]:
+    if record_mode(request.config) == "none":
+        yield AnthropicSource("replay")
+    elif uses_real_api(request.config, "anthropic"):
+        yield AnthropicSource("real")
+    else:
+        with FakeProviderServer() as server:
+            yield AnthropicSource("fake", server)
+
+
+@pytest.fixture
+def anthropic_script(anthropic_source: AnthropicSource) -> Script:
+    """The fake model's replies (ignored on replay, where the cassette answers, and by
+    the real API)."""
+    return anthropic_source.script
+
+
 # -- memory ------------------------------------------------------------------------------
 
 
