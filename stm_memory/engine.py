@@ -32,6 +32,7 @@ from stm_memory.model import (
     check_owner_id,
 )
 from stm_memory.model.changes import captured, counted, refreshed
+from stm_memory.model.dialogue import with_stored_speakers
 from stm_memory.model.erasure import speakers
 from stm_memory.model.messages import all_dialogue
 from stm_memory.prompt.assembly import MemoryContext, assemble_context
@@ -111,9 +112,14 @@ class ShortTermMemory:
         # SQL write may have left behind (see live.repair and durability.writers).
         crashed = dead_writers(cache)
         self._lease = WriterLease(cache)
-        if self._persister.flush_all() and crashed:
-            self.repair()
-            forget_writers(cache, crashed)
+        try:
+            if self._persister.flush_all() and crashed:
+                self.repair()
+                forget_writers(cache, crashed)
+        except BaseException:
+            # Not built: the lease must not outlive it (the caller closes the backends).
+            self._lease.release()
+            raise
 
     # -- construction ------------------------------------------------------------------
 
@@ -352,7 +358,14 @@ class ShortTermMemory:
         if self.user_settings(scope.user_id).full_privacy:
             return None
         now = self.now()
-        said = all_dialogue(messages, now=now, user_id=scope.user_id)
+        said = all_dialogue(messages, now=now)
+        if any(m.role == "user" and m.user_id is None for m in said):
+            # A turn the channel's store already holds keeps the speaker it was stored
+            # with; only new ones are this turn's user's. Read before the atomic write
+            # (the privacy check below needs the speakers), so a capture racing this
+            # one can make a repeated turn count as new: today's attribution, no worse.
+            live = self.get(scope)
+            said = with_stored_speakers(said, live.messages if live else (), default=scope.user_id)
         voices = speakers(said)
         # A user in full privacy is never stored, whoever's turn this is. (Settings
         # that cannot be read count as full privacy: SettingsBook fails closed.)

@@ -35,8 +35,15 @@ class Backends:
     outbox: Outbox
 
     def close(self) -> None:
-        self.cache.close()
-        self.store.close()
+        """Close all three, in the engine's order; one that fails to close does not
+        keep the others open (the outbox holds a file handle and a WAL)."""
+        try:
+            self.cache.close()
+        finally:
+            try:
+                self.outbox.close()
+            finally:
+                self.store.close()
 
 
 def open_backends(
@@ -59,14 +66,19 @@ def open_backends(
     # Derived paths for a server database: a stable name per URL in the state directory.
     digest = hashlib.sha256(database_url.encode()).hexdigest()[:16]
     cache: LiveCache
-    if redis_url is not None:
-        cache = _redis_cache(redis_url, store)
-    elif in_memory_db and cache_dir is None:
-        cache = InMemoryLiveCache()
-    else:
-        if cache_dir is None:
-            cache_dir = f"{db_path}.stm-cache" if db_path else _state_dir() / f"cache-{digest}"
-        cache = _disk_cache(cache_dir, store)
+    try:
+        if redis_url is not None:
+            cache = _redis_cache(redis_url, store)
+        elif in_memory_db and cache_dir is None:
+            cache = InMemoryLiveCache()
+        else:
+            if cache_dir is None:
+                cache_dir = f"{db_path}.stm-cache" if db_path else _state_dir() / f"cache-{digest}"
+            cache = _disk_cache(cache_dir, store)
+    except BaseException:
+        # A bad redis_url or cache directory: the rows database opened already.
+        store.close()
+        raise
     if outbox_path is None:
         # Not inside the cache directory: people wipe caches, and the outbox holds
         # queued deletes whose loss would let deleted data come back.

@@ -34,7 +34,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise missing_extra("ShortTermMemoryBuffer", "langchain-classic", "classic") from exc
 
 from stm_memory import Scope, ShortTermMemory, TurnContext, ValidationError
-from stm_memory.providers import text_of
+from stm_memory.providers import stored_as_dicts, text_of
 
 __all__ = ["ShortTermMemoryBuffer"]
 
@@ -106,12 +106,17 @@ class ShortTermMemoryBuffer(BaseMemory):
                     self.scope, provider=self.provider, user_message=user_text or None
                 )
             entry = self.memory.get(self.scope)
-            previous = [
-                {"role": m.role, "content": m.content, "name": m.name}
-                for m in (entry.messages if entry else ())
-            ]
+            # The stored messages go back with their speakers: capture replaces the
+            # list, and a message credited to this buffer's user would outlive its
+            # speaker's erasure.
+            previous = stored_as_dicts(entry.messages if entry else ())
             exchange = [
-                {"role": "user", "content": user_text, "name": self.scope.user_name},
+                {
+                    "role": "user",
+                    "content": user_text,
+                    "name": self.scope.user_name,
+                    "user_id": self.scope.user_id,
+                },
                 {"role": "assistant", "content": answer},
             ]
             self.memory.capture(self.scope, [*previous, *exchange])

@@ -12,8 +12,8 @@ from typing import Any
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.runnables import ConfigurableFieldSpec
 
-from stm_memory import Scope, ShortTermMemory, ValidationError
-from stm_memory.providers import check_memory_setup
+from stm_memory import ConfigurationError, Scope, ShortTermMemory, ValidationError
+from stm_memory.providers import check_memory_setup, check_provider
 
 from ._history import ShortTermMemoryHistory
 from ._scope import SCOPE_FIELDS, scope_from_values
@@ -56,23 +56,22 @@ class ShortTermMemoryHistoryFactory:
     ) -> None:
         check_memory_setup(memory, memory_role=options.get("memory_role", "system"))
         if isinstance(keys, str) or not keys or not all(isinstance(k, str) for k in keys):
-            raise ValidationError("keys must be a non-empty sequence of names")
+            raise ConfigurationError("keys must be a non-empty sequence of names")
         if len(set(keys)) != len(keys):
-            raise ValidationError(f"keys must be distinct, got {list(keys)}")
+            raise ConfigurationError(f"keys must be distinct, got {list(keys)}")
         for name, value in (("scope", scope), ("history", history)):
             if value is not None and not callable(value):
-                raise ValidationError(f"{name} must be a callable, got {type(value).__name__}")
+                raise ConfigurationError(f"{name} must be a callable, got {type(value).__name__}")
         unknown = sorted(set(options) - {*SCOPE_FIELDS, *_HISTORY_OPTIONS})
         if unknown:
-            raise ValidationError(
+            raise ConfigurationError(
                 f"unknown option(s) {', '.join(unknown)}: the factory takes the scope fields "
                 f"({', '.join(SCOPE_FIELDS)}) and {', '.join(_HISTORY_OPTIONS)}"
             )
         if scope is not None and any(k in SCOPE_FIELDS for k in options):
-            raise ValidationError("give either scope= or scope fields, not both")
-        provider = options.get("provider")
-        if provider is not None and not isinstance(provider, str):
-            raise ValidationError(f"provider must be a string, got {type(provider).__name__}")
+            raise ConfigurationError("give either scope= or scope fields, not both")
+        if "provider" in options:
+            options["provider"] = check_provider(options["provider"])
         self.memory = memory
         self.keys = tuple(keys)
         self.scope = scope

@@ -61,6 +61,7 @@ from stm_memory.providers import (
     adrive,
     attempt,
     check_memory_setup,
+    check_provider,
     dialogue_for_capture,
     drive,
     failure,
@@ -147,7 +148,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         self.memory = memory
         self.scope = scope
         self.record: BaseChatMessageHistory = history if history is not None else MessageRecord()
-        self.provider = provider
+        self.provider = check_provider(provider)
         self.trim_history = bool(trim_history)
         self.memory_role: MemoryRole = memory_role
         self._open: _Turn | None = None
@@ -230,13 +231,13 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         if turn is None:
             return out
         context = replace(state.context, role=self.memory_role, history=None)
-        content = context.content
+        # This channel's memory and the briefings are placed apart, each its own message.
+        parts = [p for p in (context.memory, context.briefing) if p]
         misplaced = [
             i
             for i, m in enumerate(out)
-            if content
-            and isinstance(m, SystemMessage)
-            and m.content == content
+            if isinstance(m, SystemMessage)
+            and m.content in parts
             and any(not isinstance(p, SystemMessage) for p in out[:i])
         ]
         if misplaced and state.view_provider != self.provider:

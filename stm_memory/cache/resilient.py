@@ -43,7 +43,7 @@ from typing import TypeVar
 from stm_memory.cache.base import AtomicFn, CacheValue, LiveCache, Write
 from stm_memory.cache.memory import InMemoryLiveCache
 from stm_memory.cache.sql import Deletion, PrimaryHealed, SqlLiveCache
-from stm_memory.errors import CacheError
+from stm_memory.errors import CacheError, ConfigurationError
 from stm_memory.model import KEY_PREFIX
 
 __all__ = ["ReplayFn", "ResilientCache"]
@@ -74,7 +74,7 @@ class ResilientCache(LiveCache):
         replay: ReplayFn | None = None,
     ) -> None:
         if shared is not None and not shared.fenced:
-            raise ValueError("the shared degraded-mode cache must be fenced")
+            raise ConfigurationError("the shared degraded-mode cache must be fenced")
         self.primary = primary
         self.shared = shared
         self.local = InMemoryLiveCache()

@@ -101,6 +101,7 @@ class Outbox:
         except (OSError, sqlite3.Error) as exc:
             raise StorageError(f"cannot open the outbox at {self.path}: {exc}") from exc
         self._lock = threading.Lock()
+        self._closed = False
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -286,6 +287,12 @@ class Outbox:
         with self._lock:
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
+    @property
+    def closed(self) -> bool:
+        """Closed: its file is released (another process may take it, or remove it)."""
+        return self._closed
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+            self._closed = True

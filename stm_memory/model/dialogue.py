@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal, TypeAlias
 
-__all__ = ["Role", "StoredMessage"]
+__all__ = ["Role", "StoredMessage", "with_stored_speakers"]
 
 Role: TypeAlias = Literal["user", "assistant"]
 
@@ -42,3 +42,89 @@ class StoredMessage:
             name=data.get("name"),
             user_id=data.get("user_id"),
         )
+
+
+def _same_turn(new: StoredMessage, old: StoredMessage) -> bool:
+    """``new`` can be ``old`` said again: same role and text, and no name or speaker
+    id that contradicts the stored one (an explicit different speaker is someone else
+    saying the same words)."""
+    return (
+        new.role == old.role
+        and new.content == old.content
+        and (new.name is None or old.name is None or new.name == old.name)
+        and (new.user_id is None or old.user_id is None or new.user_id == old.user_id)
+    )
+
+
+def _repeated_run(
+    said: Sequence[StoredMessage], stored: Sequence[StoredMessage]
+) -> tuple[int, int]:
+    """``(start, length)`` of the longest suffix of ``stored`` that ``said`` repeats,
+    at its earliest place in ``said``; length 0 when not even the last stored turn is
+    there."""
+    best_start, best_length = 0, 0
+    for end in range(len(said), 0, -1):
+        length = 0
+        while length < min(end, len(stored)) and _same_turn(
+            said[end - 1 - length], stored[-1 - length]
+        ):
+            length += 1
+        # ">=" while walking backwards: of equally long runs, the earliest wins.
+        if length and length >= best_length:
+            best_start, best_length = end - length, length
+    return best_start, best_length
+
+
+def _alignment(
+    said: Sequence[StoredMessage], stored: Sequence[StoredMessage]
+) -> dict[int, StoredMessage]:
+    """Which stored turn each turn of ``said`` repeats, matched as a sequence.
+
+    A later transcript is (part of) the earlier one plus what was said since, so the
+    stored list reappears as a run that ends where the new turns begin: the longest
+    suffix of the stored list found in ``said`` is the anchor, and it must hold the
+    last stored turn (without it, equal words said anew would pass for stored ones).
+    Equal texts (two users both saying "yes") are told apart by their place in that
+    run, not looked up one by one. Of equally long runs the earliest is taken: new
+    turns come after the repeated ones. Before the anchor, the rest of the stored list
+    is matched the same way, so a turn the store never held (a private speaker's) or
+    one the caller no longer passes splits the run without ending the match.
+    """
+    pairs: dict[int, StoredMessage] = {}
+    said_end, stored_end = len(said), len(stored)
+    while said_end and stored_end:
+        start, length = _repeated_run(said[:said_end], stored[:stored_end])
+        if not length:
+            if stored_end == len(stored):
+                break  # the transcript does not repeat the stored list's end
+            stored_end -= 1  # a stored turn the caller no longer passes
+            continue
+        for offset in range(length):
+            pairs[start + offset] = stored[stored_end - length + offset]
+        said_end, stored_end = start, stored_end - length
+    return pairs
+
+
+def with_stored_speakers(
+    said: Sequence[StoredMessage], stored: Sequence[StoredMessage], *, default: str | None
+) -> tuple[StoredMessage, ...]:
+    """``said`` with a speaker on every user turn that names none: the one it was
+    stored with when the channel's store (``stored``, the live entry's turns) already
+    holds it, else ``default`` (the user whose turn captures it).
+
+    Whoever's turn captures a transcript again, its earlier turns stay their speakers'
+    words, so erasing a speaker reaches them (SPEC §5). A turn that names its speaker
+    keeps it.
+    """
+    unnamed = [i for i, m in enumerate(said) if m.role == "user" and m.user_id is None]
+    if not unnamed:
+        return tuple(said)
+    repeats = _alignment(said, stored) if stored else {}
+    out = list(said)
+    for i in unnamed:
+        old = repeats.get(i)
+        if old is not None and old.user_id is not None:
+            out[i] = replace(said[i], user_id=old.user_id, name=said[i].name or old.name)
+        else:
+            out[i] = replace(said[i], user_id=default)
+    return tuple(out)

@@ -73,7 +73,8 @@ def all_dialogue(
     messages: Sequence[Any], *, now: datetime, user_id: str | None = None
 ) -> tuple[StoredMessage, ...]:
     """Every user/assistant turn with visible text, each user turn with its speaker's id
-    (``user_id``, the turn's user, when the message names none). Tool traffic, system
+    (``user_id`` when the message names none; None leaves it to the caller, which
+    knows whether the channel already holds that turn). Tool traffic, system
     prompts and empty assistant turns (pure tool calls) are not dialogue and are
     skipped; the caller keeps the last ones it stores."""
     if isinstance(messages, str | bytes | Mapping):

@@ -1,8 +1,10 @@
-"""Argument checks the integrations share: one error type for a developer's mistake
-(:class:`~stm_memory.ValidationError`), raised before a turn begins so a wrong call
-never counts as a turn or sends a request. A wrong *kind* of object where the loop
-needs another (an async client for a sync loop, an async handler it cannot await,
-an option the loop sets itself) is a :class:`TypeError`, as Python raises for it."""
+"""Argument checks the integrations share, raised before a turn begins so a wrong call
+never counts as a turn or sends a request. Two errors, as in the rest of the library
+(:mod:`stm_memory.errors`): what a loop, middleware, session or chain is *built* with
+(the memory, the client, the model, options) is a
+:class:`~stm_memory.ConfigurationError`; what a *call* is given (messages, system,
+tools, handlers) is a :class:`~stm_memory.ValidationError`. Both are ``ValueError``s
+and :class:`~stm_memory.StmError`s, so one ``except`` catches every mistake of ours."""
 
 from __future__ import annotations
 
@@ -11,18 +13,21 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, TypeGuard
 
 from stm_memory.engine import ShortTermMemory
-from stm_memory.errors import ValidationError
+from stm_memory.errors import ConfigurationError, ValidationError
 from stm_memory.model import Scope
 from stm_memory.tool.turn import TOOL_NAME
 
 __all__ = [
     "MEMORY_ROLES",
     "as_messages",
+    "check_flag",
+    "check_memory",
     "check_memory_role",
     "check_memory_setup",
     "check_message_list",
     "check_model",
     "check_positive_int",
+    "check_provider",
     "check_tools",
     "refuse_async_callables",
     "refuse_reserved",
@@ -44,7 +49,17 @@ def _sequence(value: object) -> TypeGuard[Sequence[Any]]:
 def check_memory_role(value: object) -> None:
     """Refuse a ``memory_role`` the integrations do not know."""
     if value not in MEMORY_ROLES:
-        raise ValidationError(f"memory_role must be 'system' or 'user', got {value!r}")
+        raise ConfigurationError(f"memory_role must be 'system' or 'user', got {value!r}")
+
+
+def check_memory(owner: str, memory: object) -> None:
+    """``memory``, given to ``owner`` (a loop, middleware, session or chain), is a
+    :class:`~stm_memory.ShortTermMemory`. Refused when built: anything else would only
+    fail inside the first turn, after the model was already called."""
+    if not isinstance(memory, ShortTermMemory):
+        raise ConfigurationError(
+            f"{owner} needs a ShortTermMemory as memory, got {type(memory).__name__}"
+        )
 
 
 def check_memory_setup(
@@ -54,28 +69,48 @@ def check_memory_setup(
     :class:`~stm_memory.ShortTermMemory`, ``scope`` (when given) a
     :class:`~stm_memory.Scope`, ``memory_role`` one of :data:`MEMORY_ROLES`."""
     if not isinstance(memory, ShortTermMemory):
-        raise ValidationError(f"memory must be a ShortTermMemory, got {type(memory).__name__}")
+        raise ConfigurationError(f"memory must be a ShortTermMemory, got {type(memory).__name__}")
     if scope is not _NO_SCOPE and not isinstance(scope, Scope):
-        raise ValidationError(f"scope must be a Scope, got {type(scope).__name__}")
+        raise ConfigurationError(f"scope must be a Scope, got {type(scope).__name__}")
     check_memory_role(memory_role)
 
 
 def check_model(model: object) -> None:
     if not isinstance(model, str) or not model:
-        raise ValidationError("model must be a non-empty string")
+        raise ConfigurationError("model must be a non-empty string")
+
+
+def check_provider(provider: object) -> str | None:
+    """``provider=``, the name memory's provider rules go by (the provider exclusion):
+    None (the integration's own provider) or a non-empty string. Anything else is
+    refused, not read as "no provider", since a provider that cannot be named could
+    never be excluded."""
+    if provider is None:
+        return None
+    if not isinstance(provider, str) or not provider.strip():
+        shown = repr(provider) if isinstance(provider, str) else type(provider).__name__
+        raise ConfigurationError(f"provider must be a non-empty string or None, got {shown}")
+    # " openai " is the provider the exclusion list names "openai".
+    return provider.strip()
+
+
+def check_flag(name: str, value: object) -> None:
+    """An on/off option (``cache_hints`` …): a ``bool``, not something truthy."""
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"{name} must be True or False, got {type(value).__name__}")
 
 
 def check_positive_int(name: str, value: object) -> None:
     """``max_steps``, ``max_tokens`` …: an ``int`` (not a ``bool``) of at least 1."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValidationError(f"{name} must be an integer >= 1")
+        raise ConfigurationError(f"{name} must be an integer >= 1, got {value!r}")
 
 
 def refuse_reserved(owner: str, options: Collection[str], reserved: Collection[str]) -> None:
     """Refuse request options the loop sets itself (the dialogue, the tools …)."""
     clash = sorted(set(reserved).intersection(options))
     if clash:
-        raise TypeError(
+        raise ConfigurationError(
             f"{owner} sets {', '.join(clash)} itself; give the dialogue, system= and "
             "tools= to run_turn"
         )
@@ -92,7 +127,7 @@ def refuse_wrong_client(
     """Refuse the SDK's client of the other kind (async for a sync loop and back);
     any other client (Bedrock, Vertex, a stub) is taken as it is."""
     if isinstance(client, wrong):
-        raise TypeError(
+        raise ConfigurationError(
             f"{owner} needs {_client_name(needs)} client, got {_client_name(wrong)}; use {twin}"
         )
 
@@ -105,7 +140,9 @@ def refuse_async_callables(
     named = [*(tool_handlers or {}).items(), ("on_text", on_text)]
     found = [name for name, fn in named if inspect.iscoroutinefunction(fn)]
     if found:
-        raise TypeError(f"{owner} cannot await async callables ({', '.join(found)}); use {twin}")
+        raise ValidationError(
+            f"{owner} cannot await async callables ({', '.join(found)}); use {twin}"
+        )
 
 
 def as_messages(messages: str | Sequence[Any]) -> list[Any]:

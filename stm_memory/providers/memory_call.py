@@ -32,15 +32,15 @@ def run_memory_call(
 
     A call the provider cut short, or whose arguments are not a JSON object, is never
     executed: its failure is the result. Otherwise the engine's update runs, every
-    guard checked again (one update per turn). ``null`` values mean "no value" (models
-    and LangChain send them for optional fields): that category is left alone. An
-    unexpected exception is logged and becomes a failed result."""
+    guard checked again (one update per turn); the arguments go to it as the model sent
+    them (``null`` is "no value": :func:`~stm_memory.tool.arguments.parse_update_arguments`
+    says what that means, for every path alike). An unexpected exception is logged and
+    becomes a failed result."""
     check = check_tool_call(arguments, truncated=truncated)
     if not check.ok or check.args is None:
         return dict(check.result or failure("The call was not executed."))
-    args = {k: v for k, v in check.args.items() if v is not None}
     try:
-        result: dict[str, Any] = yield op(memory.update, memory.aupdate, turn, args)
+        result: dict[str, Any] = yield op(memory.update, memory.aupdate, turn, check.args)
     except Exception as exc:  # the engine returns failures; this is a bug
         log.exception("stm-memory: update_short_term_memory failed")
         return failure(f"Internal error: {type(exc).__name__}: {exc}")

@@ -19,7 +19,7 @@ from sqlalchemy.pool import StaticPool
 
 from stm_memory._sqlite.raw import CompiledSql, RawSqlite
 from stm_memory.bulk import DELETE_ROWS, ERASE_ROWS, Tally, listening
-from stm_memory.errors import DatabaseError, RejectedWriteError
+from stm_memory.errors import ConfigurationError, DatabaseError, RejectedWriteError
 from stm_memory.model import (
     Category,
     MemoryEntry,
@@ -159,7 +159,7 @@ class SqlStore(MemoryStore):
         batch_size: int = BATCH_SIZE,
     ) -> None:
         if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+            raise ConfigurationError(f"batch_size must be at least 1, got {batch_size}")
         self.engine = engine
         self.batch_size = batch_size
         # The engine's injectable clock: applied-op stamps are pruned by the janitor

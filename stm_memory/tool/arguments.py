@@ -49,6 +49,12 @@ def parse_update_arguments(
     Checked in a fixed order, so the model is told the first thing to fix: a value
     that is not a string; an empty/blank value; no category value given; unknown keys
     (named back so the model can fix the call).
+
+    ``null`` is "no value", as an omitted key: a category given null keeps its stored
+    value, and a call whose values are all null (or omitted) gives no value, in
+    either mode. This is the one place that says so: every path that runs the tool
+    (the provider loops, the LangChain tool, histories and sessions) hands the
+    arguments here as the model sent them.
     """
     if not isinstance(args, Mapping):
         return f"Arguments must be a JSON object, got {_describe(args)}."
@@ -70,6 +76,10 @@ def parse_update_arguments(
         if name not in args:
             continue
         value: Any = args[name]
+        if value is None:
+            # Models send null for a field they leave alone (strict schemas require
+            # every key); LangChain's tooling does too.
+            continue
         if not isinstance(value, str):
             return f"Field '{name}' must be a string, got {_describe(value)}."
         # Cleaned in full first, so a value longer than the limit is known to be cut.

@@ -15,6 +15,8 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Protocol
 
+from stm_memory.errors import ConfigurationError
+
 __all__ = [
     "DEFAULT_INTENT_PATTERNS",
     "IntentDetector",
@@ -216,7 +218,7 @@ def make_intent_detector(
     if isinstance(extra_patterns, str):
         # A lone string is a Sequence[str] of characters; treating it as one pattern per
         # character would silently match almost anything.
-        raise TypeError("extra_patterns must be a sequence of pattern strings, not a str")
+        raise ConfigurationError("extra_patterns must be a sequence of pattern strings, not a str")
     base: tuple[str, ...] = () if replace else DEFAULT_INTENT_PATTERNS
     compiled = _compile((*base, *extra_patterns))
 

@@ -29,12 +29,6 @@ class MemoryWriter(Protocol):
     async def aupdate(self, turn: TurnContext, args: object) -> dict[str, Any]: ...
 
 
-def _given(kwargs: dict[str, Any]) -> dict[str, Any]:
-    # Models (and LangChain's own tooling) send null for "no value"; through the tool
-    # that leaves a category alone instead of failing the call.
-    return {k: v for k, v in kwargs.items() if v is not None}
-
-
 def _unreadable(_exc: Exception) -> str:
     return tool_result_text(
         failure("The tool arguments could not be read; send a JSON object of strings.")
@@ -80,7 +74,7 @@ class ShortTermMemoryTool(BaseTool):
         if args:
             return tool_result_text(failure("Call the tool with named arguments (a JSON object)."))
         try:
-            result = self.memory.update(self.turn, _given(kwargs))
+            result = self.memory.update(self.turn, kwargs)
         except Exception as exc:  # a bug must not kill the agent loop
             log.exception("stm-memory: tool execution crashed")
             raise ToolException(tool_result_text(failure(f"Internal error: {exc}"))) from exc
@@ -90,7 +84,7 @@ class ShortTermMemoryTool(BaseTool):
         if args:
             return tool_result_text(failure("Call the tool with named arguments (a JSON object)."))
         try:
-            result = await self.memory.aupdate(self.turn, _given(kwargs))
+            result = await self.memory.aupdate(self.turn, kwargs)
         except Exception as exc:
             log.exception("stm-memory: tool execution crashed")
             raise ToolException(tool_result_text(failure(f"Internal error: {exc}"))) from exc

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import sqlite3
 from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +21,9 @@ from stm_memory import (
     StmError,
     ValidationError,
 )
+from stm_memory import engine as engine_module
 from stm_memory.model import Scope
+from stm_memory.wiring import Backends, open_backends
 
 
 @pytest.fixture
@@ -200,7 +206,66 @@ def test_bad_environment_values(make_mem: MemFactory, monkeypatch: pytest.Monkey
 
 
 def test_a_naive_clock_is_refused(make_mem: MemFactory) -> None:
-    from datetime import datetime
-
     with pytest.raises(ConfigurationError, match="timezone-aware"):  # at construction
         make_mem(clock=lambda: datetime(2026, 1, 5, 12, 0))
+
+
+def _open_files_under(root: Path) -> list[str]:
+    """Files under ``root`` this process holds open (Linux: /proc/self/fd)."""
+    held = []
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:  # closed since the listing
+            continue
+        if target.startswith(str(root)):
+            held.append(target)
+    return sorted(held)
+
+
+def test_a_failed_construction_leaves_nothing_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The rows database, the cache directory and the outbox are open when the engine
+    # refuses a naive clock: every one of them must be closed again, the outbox too
+    # (its file handle would keep the queued writes' file busy).
+    opened: list[Backends] = []
+
+    def recording(*args: Any, **kwargs: Any) -> Backends:
+        backends = open_backends(*args, **kwargs)
+        opened.append(backends)
+        return backends
+
+    monkeypatch.setattr(engine_module, "open_backends", recording)
+    with pytest.raises(ConfigurationError, match="timezone-aware"):
+        ShortTermMemory.from_url(
+            f"sqlite:///{tmp_path / 'stm.db'}",
+            cache_dir=tmp_path / "cache",
+            outbox_path=tmp_path / "outbox.sqlite3",
+            clock=lambda: datetime(2026, 1, 5, 12, 0),
+        )
+    [backends] = opened
+    assert backends.outbox.closed
+    if Path("/proc/self/fd").is_dir():
+        assert _open_files_under(tmp_path) == []
+    # The outbox file can be taken exclusively at once (nothing holds it).
+    taken = sqlite3.connect(tmp_path / "outbox.sqlite3", timeout=0)
+    try:
+        taken.execute("BEGIN EXCLUSIVE")
+        taken.execute("ROLLBACK")
+    finally:
+        taken.close()
+
+
+def test_closing_the_backends_closes_the_outbox(tmp_path: Path) -> None:
+    backends = open_backends(
+        f"sqlite:///{tmp_path / 'stm.db'}",
+        cache_dir=tmp_path / "cache",
+        redis_url=None,
+        outbox_path=tmp_path / "outbox.sqlite3",
+        clock=None,
+        timeout=5.0,
+    )
+    assert not backends.outbox.closed
+    backends.close()
+    assert backends.outbox.closed

@@ -20,9 +20,11 @@ def memory(request: pytest.FixtureRequest, make_mem: MemFactory) -> ShortTermMem
 
 
 def populate(memory: ShortTermMemory) -> None:
-    for scope in (SERVER, OTHER_CHANNEL, OTHER_USER, ELSEWHERE, DM):
+    # Each scope's user says something of their own: words the channel already holds
+    # would stay their first speaker's (u2 repeating u1's turns in c1 captures u1's).
+    for i, scope in enumerate((SERVER, OTHER_CHANNEL, OTHER_USER, ELSEWHERE, DM)):
         refresh(memory, scope, f"summary of {scope.live_key}")
-        memory.capture(scope, dialogue(2))
+        memory.capture(scope, dialogue(2, start=2 * i + 1))
 
 
 def all_keys() -> list[str]:

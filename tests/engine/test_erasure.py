@@ -118,6 +118,86 @@ def test_a_user_in_full_privacy_is_not_stored_in_anyones_turn(make_mem: MemFacto
     assert "u-cy" in entry.provenance
 
 
+def said(text: str) -> dict[str, Any]:
+    """A user message as many callers pass it: no speaker id (the turn's user's)."""
+    return {"role": "user", "content": text}
+
+
+def replied(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
+
+
+def test_a_transcript_captured_again_keeps_its_speakers(make_mem: MemFactory) -> None:
+    # The caller passes the channel's transcript every turn without speaker ids. Ann's
+    # words were stored as hers; Bob's turn captures them again: still hers, so her
+    # erasure removes them and Bob's words stay.
+    mem = make_mem()
+    ann_turn = [{**said(f"my phone is {PHONE}"), "name": "Ann"}, replied("Noted, Ann.")]
+    run_turn(mem, ANN, ann_turn)
+    run_turn(
+        mem, BOB, [said(f"my phone is {PHONE}"), *ann_turn[1:], said("call me"), replied("ok")]
+    )
+    entry = mem.get(BOB)
+    assert entry is not None
+    assert [(m.content, m.user_id, m.name) for m in entry.messages if m.role == "user"] == [
+        (f"my phone is {PHONE}", "u-ann", "Ann"),
+        ("call me", "u-bob", None),
+    ]
+
+    mem.clear_user("u-ann")
+    after = mem.get(BOB)
+    assert after is not None
+    assert [m.content for m in after.messages if m.role == "user"] == ["call me"]
+    assert PHONE not in str([m.content for m in after.messages])
+
+
+def test_equal_words_keep_their_own_speakers(make_mem: MemFactory) -> None:
+    # Ann and Bob both said "yes": matched by place in the stored sequence, not by
+    # text, each "yes" stays its speaker's; Cy's new "yes" is Cy's.
+    mem = make_mem()
+    cy = Scope(channel_id="c1", user_id="u-cy", server_id="g1")
+    history = [said("yes"), replied("Great.")]
+    run_turn(mem, ANN, history)
+    history += [said("yes"), replied("Great.")]
+    run_turn(mem, BOB, history)
+    history += [said("yes"), replied("Great.")]
+    run_turn(mem, cy, history)
+    entry = mem.get(cy)
+    assert entry is not None
+    assert [m.user_id for m in entry.messages if m.role == "user"] == ["u-ann", "u-bob", "u-cy"]
+
+    mem.clear_user("u-bob")
+    after = mem.get(cy)
+    assert after is not None
+    assert [m.user_id for m in after.messages if m.role == "user"] == ["u-ann", "u-cy"]
+
+
+def test_a_window_of_the_transcript_keeps_its_speakers(make_mem: MemFactory) -> None:
+    # A caller that passes only its last turns: the stored turns it repeats (a suffix
+    # of the stored list) keep their speakers; a named speaker stays named.
+    mem = make_mem()
+    run_turn(mem, ANN, [said("first"), replied("1"), said(f"my phone is {PHONE}"), replied("2")])
+    run_turn(mem, BOB, [said(f"my phone is {PHONE}"), replied("2"), bob_said("mine is 7")])
+    entry = mem.get(BOB)
+    assert entry is not None
+    assert [(m.content, m.user_id) for m in entry.messages if m.role == "user"] == [
+        (f"my phone is {PHONE}", "u-ann"),
+        ("mine is 7", "u-bob"),
+    ]
+
+
+def test_a_stored_speaker_who_chose_full_privacy_is_not_stored_again(
+    make_mem: MemFactory,
+) -> None:
+    mem = make_mem()
+    run_turn(mem, ANN, [said(f"my phone is {PHONE}"), replied("Noted.")])
+    mem.configure_user("u-ann", full_privacy=True)
+    run_turn(mem, BOB, [said(f"my phone is {PHONE}"), replied("Noted."), said("hi all")])
+    entry = mem.get(BOB)
+    assert entry is not None
+    assert [m.content for m in entry.messages] == ["Noted.", "hi all"]
+
+
 def test_two_users_with_one_display_name(make_mem: MemFactory) -> None:
     mem = make_mem()
     sam1 = {"role": "user", "content": "I am the first Sam", "name": "Sam", "user_id": "u-s1"}

@@ -208,8 +208,25 @@ def test_unreadable_keys_still_give_a_json_result(mem: ShortTermMemory, args: An
     assert stored_summary(mem) is None
 
 
-def test_none_value_through_update_is_named(mem: ShortTermMemory) -> None:
-    assert_failed(mem.update(begin(mem), {"summary": None}), "'summary'", "null")
+def test_a_null_summary_is_no_value_on_every_path(mem: ShortTermMemory) -> None:
+    # null is "no value", as an omitted key: the same failure through update (the
+    # provider loops) and through the LangChain tool.
+    assert_failed(mem.update(begin(mem), {"summary": None}), "No value given", "'summary'")
+    assert_failed(invoke(mem, {"summary": None}), "No value given", "'summary'")
+    assert stored_summary(mem) is None
+
+
+def test_a_null_category_keeps_its_value_on_every_path(mem: ShortTermMemory) -> None:
+    mem.set_categories("g1", PLOT_MOOD)
+    assert_completed(invoke(mem, {"plot": "p1", "mood": "m1"}))
+    # The provider loops hand the model's arguments to update as they are.
+    assert mem.update(begin(mem), {"plot": "p2", "mood": None}) == {"status": "completed"}
+    assert stored_categories(mem) == {"plot": "p2", "mood": "m1"}
+    assert_completed(invoke(mem, {"plot": None, "mood": "m3"}))
+    assert stored_categories(mem) == {"plot": "p2", "mood": "m3"}
+    # All null is no value at all, whichever path.
+    reason = assert_failed(mem.update(begin(mem), {"plot": None, "mood": None}), "No value given")
+    assert reason == assert_failed(invoke(mem, {"plot": None, "mood": None}))
 
 
 def test_failed_call_does_not_use_up_the_turn(mem: ShortTermMemory) -> None:
@@ -341,7 +358,7 @@ def test_category_merge_semantics(mem: ShortTermMemory) -> None:
     # Blank keeps, given non-blank replaces.
     assert_completed(invoke(mem, {"plot": "p3", "mood": "   "}))
     assert stored_categories(mem) == {"plot": "p3", "mood": "m2"}
-    # None through the LangChain tool means "not given".
+    # null means "not given".
     assert_completed(invoke(mem, {"plot": None, "mood": "m4"}))
     assert stored_categories(mem) == {"plot": "p3", "mood": "m4"}
 

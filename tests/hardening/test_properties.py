@@ -102,6 +102,9 @@ class MemoryMachine(RuleBasedStateMachine):
         self.rows: dict[str, Row] = {}
         # (speaker, content) of each key's captured turns.
         self.messages: dict[str, tuple[tuple[str, str], ...]] = {}
+        # Numbers each capture's turns: every capture says something new, so none is
+        # a stored turn said again (which keeps its stored speaker; tests/engine).
+        self.captures = 0
         self.universe: set[str] = set()
         self.mem = self.open()
 
@@ -177,7 +180,8 @@ class MemoryMachine(RuleBasedStateMachine):
     @rule(i=PICK, n=st.integers(min_value=1, max_value=12))
     def capture(self, i: int, n: int) -> None:
         scope = self.scope(i)
-        said = [f"m{self.clock().timestamp():.0f}-{k}" for k in range(n)]
+        self.captures += 1
+        said = [f"m{self.clock().timestamp():.0f}-{self.captures}-{k}" for k in range(n)]
         self.mem.capture(scope, [{"role": "user", "content": c} for c in said])
         for key in scope.keys:
             row = self.mutated(key)

@@ -16,7 +16,7 @@ import pytest
 from helpers.agents import AgentThread
 from helpers.dialogues import turn_count
 
-from stm_memory import Scope, ShortTermMemory
+from stm_memory import ConfigurationError, Scope, ShortTermMemory
 from stm_memory.testing import (
     FrozenClock,
     OfflineChatModel,
@@ -150,11 +150,35 @@ def test_memory_role_user_puts_the_block_in_user_turns(
             assert holders and all(m["role"] == "system" for m in holders)
 
 
-def test_memory_role_is_checked() -> None:
-    from stm_memory import ValidationError
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda memory: OpenAIChatLoop(offline_openai_client(), memory, model="m"),
+        lambda memory: OpenAIResponsesLoop(offline_openai_client(), memory, model="m"),
+        lambda memory: AnthropicLoop(offline_anthropic_client(), memory, model="m"),
+    ],
+    ids=["chat", "responses", "anthropic"],
+)
+@pytest.mark.parametrize("memory", ["not a memory", None, object()])
+def test_a_loop_refuses_what_is_not_a_memory_when_built(
+    make: Callable[[object], object], memory: object
+) -> None:
+    # Taken, it would fail only inside the first turn, after the model was called.
+    with pytest.raises(ConfigurationError, match="ShortTermMemory"):
+        make(memory)
 
-    with pytest.raises(ValidationError, match="memory_role"):
-        OpenAIChatLoop(offline_openai_client(), object(), model="m", memory_role="developer")  # type: ignore[arg-type]
+
+@pytest.mark.parametrize("provider", ["", "  ", 3])
+def test_a_loop_refuses_a_provider_that_is_not_a_name(
+    provider: object, open_memory: Callable[[], ShortTermMemory]
+) -> None:
+    with pytest.raises(ConfigurationError, match="provider"):
+        OpenAIChatLoop(offline_openai_client(), open_memory(), model="m", provider=provider)  # type: ignore[arg-type]
+
+
+def test_memory_role_is_checked(open_memory: Callable[[], ShortTermMemory]) -> None:
+    with pytest.raises(ConfigurationError, match="memory_role"):
+        OpenAIChatLoop(offline_openai_client(), open_memory(), model="m", memory_role="developer")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("name", ["chat", "responses", "anthropic"])

@@ -39,7 +39,6 @@ SUMMARY_FAILURES: list[tuple[object, tuple[str, ...]]] = [
     ({"summary": 5}, ("'summary'", "must be a string", "int")),
     ({"summary": 1.5}, ("'summary'", "must be a string", "float")),
     ({"summary": True}, ("'summary'", "must be a string", "bool")),
-    ({"summary": None}, ("'summary'", "must be a string", "null")),
     ({"summary": ["a"]}, ("'summary'", "must be a string", "list")),
     ({"summary": {"text": "a"}}, ("'summary'", "must be a string", "dict")),
     ({"summary": 5, "bogus": "x"}, ("must be a string",)),
@@ -48,8 +47,10 @@ SUMMARY_FAILURES: list[tuple[object, tuple[str, ...]]] = [
     ({"summary": "   \n\t "}, ("'summary'", "empty")),
     ({"summary": "\u3000"}, ("'summary'", "empty")),  # ideographic space is whitespace too
     ({"summary": " ", "bogus": "x"}, ("empty", "Unknown field(s): 'bogus'")),
-    # no value given at all
+    # no value given at all (null is no value, as an omitted key)
     ({}, ("No value given", "'summary'")),
+    ({"summary": None}, ("No value given", "'summary'")),
+    ({"summary": None, "bogus": "x"}, ("No value given", "Unknown field(s): 'bogus'")),
     ({"Summary": "wrong case"}, ("No value given", "'summary'", "Unknown field(s): 'Summary'")),
     ({"bogus": "x"}, ("No value given", "Unknown field(s): 'bogus'", "Allowed: 'summary'")),
     # unknown keys, named back sorted, with the allowed names
@@ -74,10 +75,11 @@ CATEGORY_FAILURES: list[tuple[object, tuple[str, ...]]] = [
     # A non-string anywhere wins, even after a blank or next to unknown keys.
     ({"plot": 3}, ("'plot'", "must be a string", "int")),
     ({"plot": "", "mood": 3}, ("'mood'", "must be a string")),
-    ({"plot": "fine", "mood": None}, ("'mood'", "must be a string", "null")),
     ({"plot": ["x"], "bogus": "y"}, ("'plot'", "must be a string", "list")),
-    # Blank values are skipped in category mode; all blank means no value.
+    # Blank and null values are skipped in category mode; none left means no value.
     ({"plot": "  ", "mood": ""}, ("No value given", "'plot', 'mood'")),
+    ({"plot": None, "mood": None}, ("No value given", "'plot', 'mood'")),
+    ({"plot": None, "mood": " "}, ("No value given", "'plot', 'mood'")),
     ({}, ("No value given", "'plot', 'mood'")),
     ({"summary": "category mode has no summary"}, ("No value given",)),
     # No value beats unknown keys (the check order).
@@ -143,6 +145,15 @@ def test_category_success_keeps_server_order_and_skips_blanks() -> None:
     partial = parse_categories({"plot": "  ", "mood": "calm"})
     assert isinstance(partial, UpdateArgs)
     assert dict(partial.categories or {}) == {"mood": "calm"}
+
+
+def test_a_null_category_is_left_alone_like_an_omitted_one() -> None:
+    # Strict schemas make every key required; a model leaves a category alone by
+    # sending null, and that must complete, not fail the call.
+    result = parse_categories({"plot": "The vault is open.", "mood": None})
+    assert result == parse_categories({"plot": "The vault is open."})
+    assert isinstance(result, UpdateArgs)
+    assert dict(result.categories or {}) == {"plot": "The vault is open."}
 
 
 @pytest.mark.parametrize(

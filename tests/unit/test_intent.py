@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from stm_memory.errors import ConfigurationError
 from stm_memory.tool.intent import (
     DEFAULT_INTENT_PATTERNS,
     IntentDetector,
@@ -198,7 +199,7 @@ def test_invalid_pattern_fails_at_construction() -> None:
 
 
 def test_single_string_is_rejected() -> None:
-    with pytest.raises(TypeError, match="extra_patterns"):
+    with pytest.raises(ConfigurationError, match="extra_patterns"):
         make_intent_detector(extra_patterns="stash")
 
 

@@ -1,4 +1,4 @@
-"""The provider kit on its own: its surface, the argument checks (one error type), the
+"""The provider kit on its own: its surface, the argument checks (our own errors), the
 drivers, the request reader and the wire helpers of each API."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 import stm_memory.providers as kit
-from stm_memory import TOOL_NAME, ValidationError
+from stm_memory import TOOL_NAME, Category, ConfigurationError, Scope, ValidationError
 from stm_memory.providers import (
     CONTENT_HEADER,
     Op,
@@ -22,11 +22,13 @@ from stm_memory.providers import (
     as_messages,
     chat_tool_call,
     chat_tool_results,
+    check_memory,
     check_memory_role,
     check_memory_setup,
     check_message_list,
     check_model,
     check_positive_int,
+    check_provider,
     check_tools,
     drive,
     is_failed_result,
@@ -37,6 +39,7 @@ from stm_memory.providers import (
     refuse_reserved,
     refuse_wrong_client,
     responses_tool_results,
+    run_memory_call,
     tool_choice_none,
     tool_name,
     tool_result_text,
@@ -58,7 +61,8 @@ def test_surface_is_sorted_and_complete() -> None:
         kit.nope  # noqa: B018
 
 
-# -- checks: a developer's mistake is a ValidationError, a wrong kind a TypeError ---------
+# -- checks: what an integration is built with is a ConfigurationError, what a call is
+# given a ValidationError ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -71,6 +75,34 @@ def test_surface_is_sorted_and_complete() -> None:
         lambda: check_positive_int("max_tokens", 1.5),
         lambda: check_memory_role("assistant"),
         lambda: check_memory_setup(object()),
+        lambda: check_memory("Loop", "not a memory"),
+        lambda: check_memory("Loop", None),
+        lambda: check_provider(""),
+        lambda: check_provider("  "),
+        lambda: check_provider(3),
+    ],
+)
+def test_bad_options_are_configuration_errors(call: Any) -> None:
+    with pytest.raises(ConfigurationError):
+        call()
+
+
+def test_a_provider_is_a_name_or_none() -> None:
+    assert check_provider(None) is None
+    assert check_provider(" openrouter ") == "openrouter"
+    with pytest.raises(ConfigurationError, match="provider must be a non-empty string"):
+        check_provider(["openai"])
+
+
+def test_the_memory_is_checked(make_mem: Any) -> None:
+    check_memory("Loop", make_mem(cache="memory"))
+    with pytest.raises(ConfigurationError, match="Loop needs a ShortTermMemory as memory, got str"):
+        check_memory("Loop", "not a memory")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
         lambda: as_messages({"role": "user"}),
         lambda: check_message_list("hi", what="Messages API"),
         lambda: check_message_list([{"content": "no role"}], what="Messages API"),
@@ -90,21 +122,25 @@ def test_bad_arguments_are_validation_errors(call: Any) -> None:
 def test_memory_setup_checks_the_scope_only_when_given(make_mem: Any) -> None:
     memory = make_mem(cache="memory")
     check_memory_setup(memory)
-    with pytest.raises(ValidationError, match="scope must be a Scope"):
+    with pytest.raises(ConfigurationError, match="scope must be a Scope"):
         check_memory_setup(memory, scope="c1")
-    with pytest.raises(ValidationError, match="memory_role"):
+    with pytest.raises(ConfigurationError, match="memory_role"):
         check_memory_setup(memory, memory_role="tool")
 
 
-def test_wrong_kinds_are_type_errors() -> None:
+def test_wrong_kinds_are_our_errors() -> None:
+    # The client and the request options are what a loop is built with; the handlers
+    # are what run_turn is given.
     class Sync: ...
 
     class Async: ...
 
-    with pytest.raises(TypeError, match=r"Loop needs a \S+\.Sync client, got a \S+\.Async; use"):
+    with pytest.raises(
+        ConfigurationError, match=r"Loop needs a \S+\.Sync client, got a \S+\.Async; use"
+    ):
         refuse_wrong_client("Loop", Async(), needs=Sync, wrong=Async, twin="AsyncLoop")
     refuse_wrong_client("Loop", object(), needs=Sync, wrong=Async, twin="AsyncLoop")
-    with pytest.raises(TypeError, match="Loop sets messages, stream itself"):
+    with pytest.raises(ConfigurationError, match="Loop sets messages, stream itself"):
         refuse_reserved(
             "Loop", {"stream": 1, "messages": 2, "temperature": 0}, {"messages", "stream"}
         )
@@ -112,7 +148,7 @@ def test_wrong_kinds_are_type_errors() -> None:
     async def handler(args: dict[str, Any]) -> str:
         return ""
 
-    with pytest.raises(TypeError, match=r"\(lookup, on_text\); use AsyncLoop"):
+    with pytest.raises(ValidationError, match=r"\(lookup, on_text\); use AsyncLoop"):
         refuse_async_callables("Loop", "AsyncLoop", {"lookup": handler}, handler)
     refuse_async_callables("Loop", "AsyncLoop", {"lookup": print}, print)
 
@@ -150,6 +186,20 @@ async def test_one_body_runs_blocking_and_awaited() -> None:
     assert drive(_body(sync_log)) == "got 1"
     assert await adrive(_body(async_log)) == "got 1"
     assert sync_log == async_log == ["caught"]
+
+
+def test_a_memory_call_outside_the_loops_takes_null_as_no_value(make_mem: Any) -> None:
+    # Histories and sessions run the call here; null follows the engine's one rule.
+    memory = make_mem(cache="memory")
+    memory.set_categories("g1", [Category("Plot", "What happened"), Category("Mood", "Tone")])
+    scope = Scope(channel_id="c1", user_id="u1", server_id="g1")
+    result = drive(run_memory_call(memory, memory.begin_turn(scope), '{"plot": "p", "mood": null}'))
+    assert result == {"status": "completed"}
+    entry = memory.get(scope)
+    assert entry is not None and dict(entry.categories) == {"plot": "p"}
+    none_given = drive(run_memory_call(memory, memory.begin_turn(scope), {"plot": None}))
+    assert none_given["status"] == "tool_execution_failed"
+    assert "No value given" in none_given["reason"]
 
 
 # -- the request reader -------------------------------------------------------------------

@@ -155,6 +155,34 @@ def test_output_and_input_keys(mem: ShortTermMemory) -> None:
         )
 
 
+def test_a_later_speakers_save_keeps_earlier_speakers_words_theirs(mem: ShortTermMemory) -> None:
+    # Two people in one channel, each with a buffer on their own scope. Bob's save
+    # captures the stored messages again in front of his exchange: Alice's words must
+    # stay hers, or they would outlive her erasure as Bob's.
+    alice = Scope(channel_id="c1", user_id="alice", server_id="g1", user_name="Alice")
+    bob = Scope(channel_id="c1", user_id="bob", server_id="g1", user_name="Bob")
+    ShortTermMemoryBuffer(memory=mem, scope=alice).save_context(
+        {"input": "My flat is at 12 Elm Street."}, {"text": "Noted."}
+    )
+    ShortTermMemoryBuffer(memory=mem, scope=bob).save_context(
+        {"input": "What's the plan for Friday?"}, {"text": "Picnic."}
+    )
+    stored = mem.get(bob)
+    assert stored is not None
+    assert [(m.content, m.user_id) for m in stored.messages if m.role == "user"] == [
+        ("My flat is at 12 Elm Street.", "alice"),
+        ("What's the plan for Friday?", "bob"),
+    ]
+
+    mem.clear_user("alice")
+    after = mem.get(bob)
+    assert after is not None
+    assert all("Elm Street" not in m.content for m in after.messages)
+    assert [m.content for m in after.messages if m.role == "user"] == [
+        "What's the plan for Friday?"
+    ]
+
+
 def test_clear_forgets_the_channel(mem: ShortTermMemory) -> None:
     summarize(mem, SCOPE, "Something.")
     buffer = ShortTermMemoryBuffer(memory=mem, scope=SCOPE)

@@ -29,7 +29,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
-from stm_memory import Category, Scope, ShortTermMemory, ValidationError
+from stm_memory import Category, ConfigurationError, Scope, ShortTermMemory, ValidationError
 from stm_memory.testing.chat_model import stream_chunk
 from stm_memory_langchain import ShortTermMemoryMiddleware
 
@@ -519,7 +519,7 @@ def test_private_state_stays_out_of_the_output(mem: ShortTermMemory) -> None:
 
 
 def test_rejects_something_that_is_not_a_memory() -> None:
-    with pytest.raises(ValidationError):
+    with pytest.raises(ConfigurationError, match="memory must be a ShortTermMemory"):
         ShortTermMemoryMiddleware(object())  # type: ignore[arg-type]
 
 

@@ -26,7 +26,7 @@ from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import RunnableLambda
 from langchain_core.runnables.history import RunnableWithMessageHistory
 
-from stm_memory import TOOL_NAME, Scope, ShortTermMemory, ValidationError
+from stm_memory import TOOL_NAME, ConfigurationError, Scope, ShortTermMemory, ValidationError
 from stm_memory.prompt.render import CONTENT_HEADER
 from stm_memory.testing.chat_model import OfflineChatModel
 from stm_memory_langchain import ShortTermMemoryHistory, with_short_term_memory
@@ -303,16 +303,23 @@ def test_memory_placed_before_the_model_was_known_moves_for_anthropic(
 
 def test_a_wrong_set_up_is_refused_at_once(stm_memory: ShortTermMemory) -> None:
     model = OfflineChatModel()
-    with pytest.raises(ValidationError, match="scope must be a Scope"):
+    with pytest.raises(ConfigurationError, match="scope must be a Scope"):
         with_short_term_memory(model, stm_memory, scope="c1")  # type: ignore[arg-type]
-    with pytest.raises(ValidationError, match="memory="):
+    with pytest.raises(ConfigurationError, match="memory="):
         with_short_term_memory(model, scope=SCOPE)
-    with pytest.raises(ValidationError, match="memory must be a ShortTermMemory"):
+    with pytest.raises(ConfigurationError, match="cache_hints"):
+        with_short_term_memory(model, stm_memory, cache_hints="yes")  # type: ignore[arg-type]
+    # What the factory is built with is configuration.
+    with pytest.raises(ConfigurationError, match="memory must be a ShortTermMemory"):
         ShortTermMemoryHistory.factory("not-a-memory", user_id="u1")  # type: ignore[arg-type]
-    with pytest.raises(ValidationError, match="unknown option"):
+    with pytest.raises(ConfigurationError, match="unknown option"):
         ShortTermMemoryHistory.factory(stm_memory, user="u1")
-    with pytest.raises(ValidationError, match="memory_role"):
+    with pytest.raises(ConfigurationError, match="memory_role"):
         ShortTermMemoryHistory.factory(stm_memory, user_id="u1", memory_role="admin")
+    with pytest.raises(ConfigurationError, match="provider"):
+        ShortTermMemoryHistory.factory(stm_memory, user_id="u1", provider="")
+    with pytest.raises(ConfigurationError, match="provider"):
+        ShortTermMemoryHistory(stm_memory, SCOPE, provider=3)  # type: ignore[arg-type]
     # Called without a history and without a scope: an error naming the fix, not a
     # warning and a silent call without memory.
     chain = with_short_term_memory(model, stm_memory)
@@ -351,7 +358,7 @@ def test_the_factory_builds_the_scope_from_the_configured_keys(
         "Where is the map?",
         answer,
     ]
-    with pytest.raises(ValidationError):
+    with pytest.raises(ConfigurationError, match="keys"):
         ShortTermMemoryHistory.factory(stm_memory, keys=())
 
 
@@ -388,5 +395,5 @@ async def test_the_wrapper_runs_the_turn_itself_without_a_history(
 
 
 def test_with_short_term_memory_needs_a_chat_model() -> None:
-    with pytest.raises(ValidationError, match="chat model"):
+    with pytest.raises(ConfigurationError, match="chat model"):
         with_short_term_memory(StrOutputParser())

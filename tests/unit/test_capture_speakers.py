@@ -1,0 +1,93 @@
+"""Who said a captured turn: ``with_stored_speakers`` credits a turn the channel's store
+already holds to the speaker it was stored with, matched as a sequence, and only new
+turns to the user whose turn captures them (SPEC §5)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from stm_memory.model import StoredMessage
+from stm_memory.model.dialogue import with_stored_speakers
+
+NOW = datetime(2026, 1, 5, 12, tzinfo=UTC)
+
+
+def user(text: str, speaker: str | None = None, name: str | None = None) -> StoredMessage:
+    return StoredMessage(role="user", content=text, timestamp=NOW, user_id=speaker, name=name)
+
+
+def bot(text: str) -> StoredMessage:
+    return StoredMessage(role="assistant", content=text, timestamp=NOW)
+
+
+def speakers_of(said: list[StoredMessage], stored: list[StoredMessage]) -> list[str | None]:
+    out = with_stored_speakers(said, stored, default="turn")
+    return [m.user_id for m in out if m.role == "user"]
+
+
+YES_TWICE = [user("yes", "ann"), bot("ok"), user("yes", "bob"), bot("ok")]
+
+
+@pytest.mark.parametrize(
+    ("said", "stored", "expected"),
+    [
+        # Nothing stored: every unnamed user turn is the turn's user's.
+        ([user("hi"), bot("hello")], [], ["turn"]),
+        # The whole stored list again, then a new turn.
+        (
+            [user("hi"), bot("hello"), user("hi")],
+            [user("hi", "ann"), bot("hello")],
+            ["ann", "turn"],
+        ),
+        # Equal words of two speakers: told apart by their place in the sequence.
+        (
+            [user("yes"), bot("ok"), user("yes"), bot("ok"), user("yes")],
+            YES_TWICE,
+            ["ann", "bob", "turn"],
+        ),
+        # A window that keeps only the stored list's last turns: the latest "yes" is Bob's.
+        ([user("yes"), bot("ok"), user("more")], YES_TWICE, ["bob", "turn"]),
+        # Older history in front of the stored list (the store keeps the last turns only).
+        (
+            [user("old"), bot("x"), *[user("yes"), bot("ok")] * 2, user("new")],
+            YES_TWICE,
+            ["turn", "ann", "bob", "turn"],
+        ),
+        # A turn the store dropped (a private speaker's) sits between two stored ones.
+        (
+            [user("a"), user("secret", "cy"), user("b"), user("c")],
+            [user("a", "ann"), user("b", "bob")],
+            ["ann", "cy", "bob", "turn"],
+        ),
+        # A stored turn the caller no longer passes does not stop the match before it.
+        (
+            [user("a"), user("c"), bot("1"), user("d")],
+            [user("a", "ann"), user("b", "bob"), user("c", "cy"), bot("1")],
+            ["ann", "cy", "turn"],
+        ),
+        # A turn that names its speaker keeps that name, and is not the stored one.
+        ([user("hi", "bob"), user("hi")], [user("hi", "ann")], ["bob", "ann"]),
+        # The same words said anew, without the stored list's last turn: a new turn.
+        ([user("hi")], [user("hi", "ann"), bot("hello")], ["turn"]),
+    ],
+)
+def test_stored_turns_keep_their_speakers(
+    said: list[StoredMessage], stored: list[StoredMessage], expected: list[str | None]
+) -> None:
+    assert speakers_of(said, stored) == expected
+
+
+def test_a_different_display_name_is_someone_else() -> None:
+    stored = [user("hi", "ann", name="Ann")]
+    assert speakers_of([user("hi", name="Bob")], stored) == ["turn"]
+
+
+def test_a_repeated_turn_keeps_its_stored_name_too() -> None:
+    out = with_stored_speakers([user("hi")], [user("hi", "ann", name="Ann")], default="bob")
+    assert [(m.user_id, m.name) for m in out] == [("ann", "Ann")]
+
+
+def test_a_legacy_turn_without_a_speaker_is_the_turns_users() -> None:
+    assert speakers_of([user("hi")], [user("hi")]) == ["turn"]
