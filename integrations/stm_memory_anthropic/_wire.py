@@ -56,9 +56,13 @@ def parse_message(message: Any) -> ModelReply:
 def _usage(usage: Any) -> Usage:
     if usage is None:
         return Usage()
-    # Cache writes and reads are input too (OpenAI's prompt_tokens count them the same way).
-    cached = (usage.cache_creation_input_tokens or 0) + (usage.cache_read_input_tokens or 0)
-    return Usage(int(usage.input_tokens or 0) + cached, int(usage.output_tokens or 0))
+    # input_tokens counts only what follows the last cache breakpoint; cache reads and
+    # writes are input too (OpenAI's prompt_tokens count them the same way).
+    read = int(getattr(usage, "cache_read_input_tokens", None) or 0)
+    written = int(getattr(usage, "cache_creation_input_tokens", None) or 0)
+    return Usage(
+        int(usage.input_tokens or 0) + read + written, int(usage.output_tokens or 0), read, written
+    )
 
 
 def streamer(client: MessagesClient, on_text: OnText) -> Send:

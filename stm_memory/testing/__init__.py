@@ -11,6 +11,10 @@
   bodies (:func:`openai_chat_body`, :func:`anthropic_message_body`) and as real SDK
   clients answered in-process (:func:`offline_openai_client`,
   :func:`offline_anthropic_client`; they need the ``openai`` / ``anthropic`` extra).
+- The providers' prompt caches, modelled from their documentation (reads, writes and
+  expiry of a shared prefix, priced per model): :class:`PromptCache`,
+  :class:`CacheProfile` (:data:`CACHE_PROFILES`), :class:`CacheUsage`, :func:`request_parts`,
+  :func:`count_tokens`. The offline clients report their usage with it.
 - The pytest plugin (:mod:`stm_memory.testing.plugin`, loaded through the ``pytest11``
   entry point): the fixtures ``stm_clock``, ``stm_memory``, ``stm_memory_factory``,
   ``stm_scope`` and ``stm_assert``.
@@ -50,14 +54,33 @@ if TYPE_CHECKING:
         openai_chat_body,
     )
     from stm_memory.testing.plugin import MemoryFactory
+    from stm_memory.testing.prompt_cache import (
+        ANTHROPIC_LOOKBACK_BLOCKS,
+        ANTHROPIC_MAX_BREAKPOINTS,
+        CACHE_PROFILES,
+        CacheProfile,
+        CacheUsage,
+        Part,
+        PromptCache,
+        count_tokens,
+        detect_api,
+        request_parts,
+    )
 
 __all__ = [
+    "ANTHROPIC_LOOKBACK_BLOCKS",
+    "ANTHROPIC_MAX_BREAKPOINTS",
+    "CACHE_PROFILES",
+    "CacheProfile",
+    "CacheUsage",
     "FrozenClock",
     "MemoryFactory",
     "MemoryPart",
     "OfflineChatModel",
     "OfflineModel",
     "OfflineReply",
+    "Part",
+    "PromptCache",
     "StmAssertions",
     "anthropic_message_body",
     "assert_memory_contains",
@@ -65,11 +88,14 @@ __all__ = [
     "assert_request_lacks_memory",
     "assert_tool_not_offered",
     "assert_tool_offered",
+    "count_tokens",
+    "detect_api",
     "injected_memory",
     "offered_tools",
     "offline_anthropic_client",
     "offline_openai_client",
     "openai_chat_body",
+    "request_parts",
 ]
 
 # name → submodule that defines it (imported on first access).
@@ -91,6 +117,16 @@ _LAZY = {
     "anthropic_message_body": "offline",
     "openai_chat_body": "offline",
     "MemoryFactory": "plugin",  # the type of the stm_memory_factory fixture
+    "ANTHROPIC_LOOKBACK_BLOCKS": "prompt_cache",
+    "ANTHROPIC_MAX_BREAKPOINTS": "prompt_cache",
+    "CACHE_PROFILES": "prompt_cache",
+    "CacheProfile": "prompt_cache",
+    "CacheUsage": "prompt_cache",
+    "Part": "prompt_cache",
+    "PromptCache": "prompt_cache",
+    "count_tokens": "prompt_cache",
+    "detect_api": "prompt_cache",
+    "request_parts": "prompt_cache",
 }
 
 

@@ -3,7 +3,10 @@
 
 One provider-neutral core (:class:`OfflineModel`) and thin shapes around it: a
 LangChain chat model, OpenAI Chat Completions / Anthropic Messages response bodies,
-and in-process SDK clients (no network) for testing the provider loops.
+and in-process SDK clients (no network) for testing the provider loops. Each body
+reports its usage as the provider would: with a :class:`~stm_memory.testing.PromptCache`
+(``cache=``) the tokens a repeated prefix would be served from the provider's cache are
+reported as cached, in the provider's own usage fields.
 """
 
 from __future__ import annotations
@@ -12,10 +15,12 @@ import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from stm_memory.model.messages import message_text
 from stm_memory.prompt.render import CONTENT_HEADER
+from stm_memory.testing.prompt_cache import CacheUsage, PromptCache, request_parts
 from stm_memory.tool.turn import TOOL_NAME
 
 __all__ = [
@@ -117,6 +122,16 @@ class OfflineModel:
 # -- provider shapes ---------------------------------------------------------------------
 
 
+def _input_usage(
+    request: Mapping[str, Any], api: str, cache: PromptCache | None, at: datetime | None
+) -> CacheUsage:
+    """The request's input tokens, split by the provider's cache when one is given (it
+    raises ValueError for a request the provider refuses, e.g. five breakpoints)."""
+    if cache is not None:
+        return cache.observe(request, at=at, api=api)
+    return CacheUsage(sum(p.tokens for p in request_parts(request, provider=api)))
+
+
 def _openai_dialogue(body: Mapping[str, Any]) -> list[tuple[str, str]]:
     out = []
     for m in body.get("messages", []):
@@ -134,8 +149,16 @@ def _openai_tools(body: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return tools
 
 
-def openai_chat_body(model: OfflineModel, request: Mapping[str, Any]) -> dict[str, Any]:
-    """A Chat Completions response body for a request body (deterministic ids)."""
+def openai_chat_body(
+    model: OfflineModel,
+    request: Mapping[str, Any],
+    *,
+    cache: PromptCache | None = None,
+    at: datetime | None = None,
+) -> dict[str, Any]:
+    """A Chat Completions response body for a request body (deterministic ids); ``cache``
+    (observed at ``at``) decides ``usage.prompt_tokens_details.cached_tokens``."""
+    usage = _input_usage(request, "openai_chat", cache, at)
     reply = model.respond(_openai_dialogue(request), tools=_openai_tools(request))
     n = model.calls
     message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
@@ -148,7 +171,7 @@ def openai_chat_body(model: OfflineModel, request: Mapping[str, Any]) -> dict[st
             }
             for i, (name, args) in enumerate(reply.tool_calls)
         ]
-    prompt = sum(len(t) for _, t in _openai_dialogue(request)) // 4
+    prompt = usage.input_tokens
     completion = len(json.dumps(message)) // 4
     return {
         "id": f"chatcmpl-offline-{n}",
@@ -167,6 +190,10 @@ def openai_chat_body(model: OfflineModel, request: Mapping[str, Any]) -> dict[st
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
+            "prompt_tokens_details": {
+                "cached_tokens": usage.cached_tokens,
+                "cache_write_tokens": usage.cache_write_tokens,
+            },
         },
     }
 
@@ -188,8 +215,17 @@ def _anthropic_dialogue(body: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def anthropic_message_body(model: OfflineModel, request: Mapping[str, Any]) -> dict[str, Any]:
-    """An Anthropic Messages response body for a request body (deterministic ids)."""
+def anthropic_message_body(
+    model: OfflineModel,
+    request: Mapping[str, Any],
+    *,
+    cache: PromptCache | None = None,
+    at: datetime | None = None,
+) -> dict[str, Any]:
+    """An Anthropic Messages response body for a request body (deterministic ids);
+    ``cache`` (observed at ``at``) splits the input into ``input_tokens`` (after the last
+    breakpoint), ``cache_read_input_tokens`` and ``cache_creation_input_tokens``."""
+    usage = _input_usage(request, "anthropic", cache, at)
     tools = {t["name"]: t.get("input_schema") or {} for t in request.get("tools", []) or []}
     reply = model.respond(_anthropic_dialogue(request), tools=tools)
     n = model.calls
@@ -200,7 +236,6 @@ def anthropic_message_body(model: OfflineModel, request: Mapping[str, Any]) -> d
         content.append(
             {"type": "tool_use", "id": f"toolu_{n:02d}_{i}", "name": name, "input": args}
         )
-    prompt = sum(len(t) for _, t in _anthropic_dialogue(request)) // 4
     return {
         "id": f"msg_offline_{n}",
         "type": "message",
@@ -209,7 +244,12 @@ def anthropic_message_body(model: OfflineModel, request: Mapping[str, Any]) -> d
         "content": content,
         "stop_reason": "tool_use" if reply.tool_calls else "end_turn",
         "stop_sequence": None,
-        "usage": {"input_tokens": prompt, "output_tokens": len(json.dumps(content)) // 4},
+        "usage": {
+            "input_tokens": usage.uncached_tokens,
+            "cache_creation_input_tokens": usage.cache_write_tokens,
+            "cache_read_input_tokens": usage.cached_tokens,
+            "output_tokens": len(json.dumps(content)) // 4,
+        },
     }
 
 
@@ -232,8 +272,16 @@ def _responses_dialogue(body: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def openai_responses_body(model: OfflineModel, request: Mapping[str, Any]) -> dict[str, Any]:
-    """A Responses API response body for a request body (deterministic ids)."""
+def openai_responses_body(
+    model: OfflineModel,
+    request: Mapping[str, Any],
+    *,
+    cache: PromptCache | None = None,
+    at: datetime | None = None,
+) -> dict[str, Any]:
+    """A Responses API response body for a request body (deterministic ids); ``cache``
+    (observed at ``at``) decides ``usage.input_tokens_details.cached_tokens``."""
+    usage = _input_usage(request, "openai_responses", cache, at)
     tools = {
         t["name"]: t.get("parameters") or {}
         for t in request.get("tools", []) or []
@@ -264,7 +312,7 @@ def openai_responses_body(model: OfflineModel, request: Mapping[str, Any]) -> di
                 "arguments": json.dumps(args, ensure_ascii=False),
             }
         )
-    prompt = sum(len(t) for _, t in dialogue) // 4
+    prompt = usage.input_tokens
     completion = len(json.dumps(output)) // 4
     return {
         "id": f"resp_offline_{n}",
@@ -281,7 +329,10 @@ def openai_responses_body(model: OfflineModel, request: Mapping[str, Any]) -> di
         "tools": request.get("tools", []),
         "usage": {
             "input_tokens": prompt,
-            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "input_tokens_details": {
+                "cached_tokens": usage.cached_tokens,
+                "cache_write_tokens": usage.cache_write_tokens,
+            },
             "output_tokens": completion,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": prompt + completion,

@@ -23,14 +23,25 @@ import logging
 import socket
 import threading
 import traceback
+from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, NamedTuple, Self
 from urllib.parse import urlsplit
 
+from stm_memory.testing.prompt_cache import CacheProfile
+
 from .script import ErrorReply, Reply, Script
 from .wire_anthropic import MessagesEndpoint, anthropic_error_body
-from .wire_common import Endpoint, IdGen, WireContext, WireError, WireResult, json_result
+from .wire_common import (
+    Endpoint,
+    IdGen,
+    WireContext,
+    WireError,
+    WireResult,
+    json_result,
+    prompt_caches,
+)
 from .wire_openai import ChatCompletionsEndpoint, ResponsesEndpoint, openai_error_body
 
 __all__ = ["DEFAULT_CREATED", "FakeProviderServer", "RecordedRequest"]
@@ -138,6 +149,13 @@ class FakeProviderServer:
     timestamp used for ``created``/``created_at`` and the HTTP ``Date`` header.
     ``strict_anthropic_alternation=False`` merges consecutive same-role Anthropic
     messages (as the live API does) instead of rejecting them with a 400.
+
+    Usage is reported as the APIs do, from one :class:`~stm_memory.testing.PromptCache`
+    per provider: ``cache_profile`` names a profile (or several, one per provider) of
+    :data:`~stm_memory.testing.CACHE_PROFILES`; the defaults are ``"openai-gpt-5"`` and
+    ``"anthropic-sonnet-5m"``. The server has no clock: requests follow each other at
+    once, so cached prefixes do not expire. An Anthropic request with more than four
+    ``cache_control`` breakpoints gets a 400, as from the API.
     """
 
     def __init__(
@@ -147,13 +165,17 @@ class FakeProviderServer:
         port: int = 0,
         created: int = DEFAULT_CREATED,
         strict_anthropic_alternation: bool = True,
+        cache_profile: str | CacheProfile | Iterable[str | CacheProfile] | None = None,
     ) -> None:
         self.script = Script()
         self.http_date = email.utils.formatdate(created, usegmt=True)
         self._host = host
         self._requested_port = port
         self._ctx = WireContext(
-            ids=IdGen(), created=created, strict_anthropic_alternation=strict_anthropic_alternation
+            ids=IdGen(),
+            created=created,
+            strict_anthropic_alternation=strict_anthropic_alternation,
+            caches=prompt_caches(cache_profile),
         )
         self._endpoints: dict[str, Endpoint] = {
             CHAT_COMPLETIONS_PATH: ChatCompletionsEndpoint(self._ctx),
@@ -244,7 +266,8 @@ class FakeProviderServer:
             return self._requests[-1]
 
     def reset(self) -> None:
-        """Forget the script, recorded requests, id counters and stored responses."""
+        """Forget the script, recorded requests, id counters, stored responses and cached
+        prompt prefixes."""
         self.script.clear()
         with self._requests_lock:
             self._requests.clear()

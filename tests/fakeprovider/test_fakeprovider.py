@@ -15,6 +15,7 @@ import anthropic
 import openai
 import pytest
 
+from stm_memory.testing import count_tokens
 from tests.fakeprovider import ErrorReply, FakeProviderServer, Reply, ToolCall, parse_partial_json
 
 USER_HI: list[Any] = [{"role": "user", "content": "hi"}]
@@ -282,7 +283,8 @@ def test_chat_text(srv: FakeProviderServer, oai: openai.OpenAI) -> None:
     assert choice.message.content == "Hello!"
     assert choice.message.tool_calls is None
     assert result.usage is not None
-    assert result.usage.prompt_tokens == len(json.dumps(USER_HI, separators=(",", ":"))) // 4
+    # one part per message, four characters a token (stm_memory.testing.count_tokens)
+    assert result.usage.prompt_tokens == count_tokens(json.dumps(USER_HI[0], sort_keys=True))
     assert result.usage.total_tokens == result.usage.prompt_tokens + result.usage.completion_tokens
 
 
@@ -856,3 +858,103 @@ def test_same_script_any_endpoint(
         == ant_call.input
         == {"summary": "same"}
     )
+
+
+# -- prompt caching (stm_memory.testing.PromptCache; its rules are in tests/unit) ------------
+
+LONG = "You are Trip, a travel assistant who knows every train in Japan. " * 80  # ~1300 tokens
+
+
+def test_chat_reports_a_repeated_prefix_as_cached(
+    srv: FakeProviderServer, oai: openai.OpenAI
+) -> None:
+    srv.script.reply_text("One.").reply_text("Two.")
+    system: Any = {"role": "system", "content": LONG}
+    more: list[Any] = [system, {"role": "user", "content": "more"}]
+    first = oai.chat.completions.create(model="gpt-test", messages=[system, *USER_HI])
+    stream = oai.chat.completions.create(
+        model="gpt-test",
+        messages=more,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    usages = [chunk.usage for chunk in stream if chunk.usage is not None]
+    assert first.usage is not None and first.usage.prompt_tokens_details is not None
+    assert first.usage.prompt_tokens_details.cached_tokens == 0
+    assert len(usages) == 1 and usages[0].prompt_tokens_details is not None
+    cached = usages[0].prompt_tokens_details.cached_tokens
+    assert cached is not None and cached >= 1024 and cached % 128 == 0
+    assert usages[0].prompt_tokens > cached
+
+
+def test_responses_cache_the_stored_history_of_a_chain(
+    srv: FakeProviderServer, oai: openai.OpenAI
+) -> None:
+    srv.script.reply_text("One.").reply_text("Two.")
+    first = oai.responses.create(model="gpt-test", instructions=LONG, input="hi")
+    second = oai.responses.create(
+        model="gpt-test", instructions=LONG, input="more", previous_response_id=first.id
+    )
+    assert first.usage is not None and second.usage is not None
+    assert first.usage.input_tokens_details.cached_tokens == 0
+    assert second.usage.input_tokens_details.cached_tokens >= 1024
+    assert second.usage.input_tokens > first.usage.input_tokens  # the history is input too
+
+
+def test_anthropic_reports_reads_and_writes_at_breakpoints(
+    srv: FakeProviderServer, ant: anthropic.Anthropic
+) -> None:
+    srv.script.reply_text("One.").reply_text("Two.").reply_text("Three.")
+    system: Any = [{"type": "text", "text": LONG, "cache_control": {"type": "ephemeral"}}]
+    first = ant.messages.create(model="claude-test", max_tokens=50, system=system, messages=USER_HI)
+    with ant.messages.stream(
+        model="claude-test", max_tokens=50, system=system, messages=USER_HI
+    ) as stream:
+        second = stream.get_final_message()
+    plain = ant.messages.create(model="claude-test", max_tokens=50, system=LONG, messages=USER_HI)
+    written = first.usage.cache_creation_input_tokens
+    assert written is not None and written >= 1024
+    assert (first.usage.cache_read_input_tokens, second.usage.cache_creation_input_tokens) == (0, 0)
+    assert second.usage.cache_read_input_tokens == written
+    assert second.usage.input_tokens == first.usage.input_tokens < 20  # only after the breakpoint
+    # without a breakpoint nothing is read or written; all of it is plain input
+    assert (plain.usage.cache_read_input_tokens, plain.usage.cache_creation_input_tokens) == (0, 0)
+    assert plain.usage.input_tokens == written + first.usage.input_tokens
+
+
+def test_anthropic_more_than_four_breakpoints_is_a_400(
+    srv: FakeProviderServer, ant: anthropic.Anthropic
+) -> None:
+    srv.script.reply_text("never")
+    marked: Any = [
+        {"type": "text", "text": f"part {i}", "cache_control": {"type": "ephemeral"}}
+        for i in range(5)
+    ]
+    with pytest.raises(anthropic.BadRequestError, match="A maximum of 4 blocks with cache_control"):
+        ant.messages.create(model="claude-test", max_tokens=50, system=marked, messages=USER_HI)
+    assert srv.script.remaining == 1  # refused before the script
+
+
+def test_cache_profile_and_reset() -> None:
+    system: Any = [{"type": "text", "text": LONG, "cache_control": {"type": "ephemeral"}}]
+    with FakeProviderServer(cache_profile="anthropic-haiku-5m") as server:
+        client = anthropic.Anthropic(base_url=server.base_url, api_key="test", max_retries=0)
+        server.script.reply_text("a").reply_text("b")
+        for _ in range(2):  # ~1300 tokens is below Haiku's 2048
+            reply = client.messages.create(
+                model="claude-test", max_tokens=50, system=system, messages=USER_HI
+            )
+            usage = reply.usage
+            assert not usage.cache_creation_input_tokens and not usage.cache_read_input_tokens
+        client.close()
+    with FakeProviderServer() as server:
+        client = anthropic.Anthropic(base_url=server.base_url, api_key="test", max_retries=0)
+        server.script.reply_text("a")
+        client.messages.create(model="claude-test", max_tokens=50, system=system, messages=USER_HI)
+        server.reset()  # forgets the cached prefix too
+        server.script.reply_text("b")
+        again = client.messages.create(
+            model="claude-test", max_tokens=50, system=system, messages=USER_HI
+        )
+        assert again.usage.cache_read_input_tokens == 0
+        client.close()

@@ -5,15 +5,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from stm_memory.testing.prompt_cache import request_parts
+
 from .script import ErrorReply, Reply
 from .wire_common import (
     WireContext,
     WireError,
     WireResult,
-    approx_tokens,
     chunk_json,
     chunk_text,
     dumps,
+    input_usage,
     json_result,
     reply_output_tokens,
     sse_result,
@@ -220,6 +222,10 @@ class MessagesEndpoint:
                 raise WireError(f"messages.{i}.role: Input should be 'user' or 'assistant'")
         if messages[0]["role"] != "user":
             raise WireError('messages: first message must use the "user" role')
+        try:  # more than four cache_control breakpoints, or an unknown ttl
+            request_parts(body, provider="anthropic")
+        except ValueError as exc:
+            raise WireError(str(exc)) from None
 
         turns: list[tuple[int, str, list[dict[str, Any]]]] = []  # (first index, role, blocks)
         for i, message in enumerate(messages):
@@ -291,11 +297,8 @@ class MessagesEndpoint:
             stop_reason = "max_tokens"
         else:
             stop_reason = "tool_use" if reply.tool_calls else "end_turn"
-        input_tokens = (
-            reply.input_tokens
-            if reply.input_tokens is not None
-            else approx_tokens([body.get("system"), body.get("messages")])
-        )
+        # input_tokens is only what follows the last breakpoint (or cache hit).
+        usage = input_usage(self.ctx, "anthropic", body, reply)
         output_tokens = reply_output_tokens(reply)
         headers = {"request-id": request_id}
 
@@ -311,9 +314,9 @@ class MessagesEndpoint:
                 "stop_reason": stop,
                 "stop_sequence": None,
                 "usage": {
-                    "input_tokens": input_tokens,
-                    "cache_creation_input_tokens": 0,
-                    "cache_read_input_tokens": 0,
+                    "input_tokens": usage.uncached_tokens,
+                    "cache_creation_input_tokens": usage.cache_write_tokens,
+                    "cache_read_input_tokens": usage.cached_tokens,
                     "output_tokens": out_tokens,
                     "service_tier": "standard",
                 },

@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from stm_memory.testing.prompt_cache import CACHE_PROFILES, CacheProfile, CacheUsage, PromptCache
+
 from .script import ErrorReply, Reply
 
 __all__ = [
@@ -17,13 +19,17 @@ __all__ = [
     "WireContext",
     "WireError",
     "WireResult",
-    "approx_tokens",
     "chunk_json",
     "chunk_text",
     "dumps",
+    "input_usage",
     "json_result",
+    "prompt_caches",
     "sse_result",
 ]
+
+#: The prompt-cache profile of each provider unless the server is given another.
+DEFAULT_CACHE_PROFILES = {"openai": "openai-gpt-5", "anthropic": "anthropic-sonnet-5m"}
 
 
 def dumps(obj: Any) -> str:
@@ -99,9 +105,23 @@ class IdGen:
             self._counters.clear()
 
 
+def prompt_caches(
+    cache_profile: str | CacheProfile | Iterable[str | CacheProfile] | None,
+) -> dict[str, PromptCache]:
+    """One :class:`PromptCache` per provider: each profile given goes to its provider
+    (``"anthropic-haiku-5m"``, or several), the others keep their default."""
+    given = [cache_profile] if isinstance(cache_profile, (str, CacheProfile)) else cache_profile
+    chosen = {name: CACHE_PROFILES[default] for name, default in DEFAULT_CACHE_PROFILES.items()}
+    for item in given or ():
+        profile = CACHE_PROFILES[item] if isinstance(item, str) else item
+        chosen[profile.provider] = profile
+    return {provider: PromptCache(profile) for provider, profile in chosen.items()}
+
+
 @dataclass
 class WireContext:
-    """Server-wide state the wire formats need (ids, clock, stored responses)."""
+    """Server-wide state the wire formats need (ids, clock, stored responses, the
+    providers' prompt caches)."""
 
     ids: IdGen
     created: int
@@ -110,11 +130,16 @@ class WireContext:
     # `previous_response_id` chains can be validated like the real service does.
     stored_responses: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # "openai" / "anthropic" -> the provider's prompt cache, shared by every request to
+    # it; requests follow each other on the cache's counter clock (the server has none).
+    caches: dict[str, PromptCache] = field(default_factory=lambda: prompt_caches(None))
 
     def reset(self) -> None:
         self.ids.reset()
         with self.lock:
             self.stored_responses.clear()
+        for cache in self.caches.values():
+            cache.clear()
 
 
 class Endpoint(Protocol):
@@ -141,10 +166,12 @@ def chunk_json(text: str, size: int = 12) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-def approx_tokens(obj: Any) -> int:
-    """Deterministic token estimate: length of the compact JSON divided by four."""
-    text = obj if isinstance(obj, str) else json.dumps(obj, sort_keys=True, separators=(",", ":"))
-    return max(1, len(text) // 4)
+def input_usage(ctx: WireContext, api: str, body: dict[str, Any], reply: Reply) -> CacheUsage:
+    """The request's input tokens as the provider's prompt cache splits them (the request
+    is recorded in the cache); ``reply.input_tokens`` overrides the count, uncached."""
+    cache = ctx.caches["anthropic" if api == "anthropic" else "openai"]
+    usage = cache.observe(body, api=api)
+    return usage if reply.input_tokens is None else CacheUsage(reply.input_tokens)
 
 
 def reply_output_tokens(reply: Reply) -> int:

@@ -5,15 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from stm_memory.testing.prompt_cache import CacheUsage
+
 from .script import ErrorReply, Reply
 from .wire_common import (
     WireContext,
     WireError,
     WireResult,
-    approx_tokens,
     chunk_json,
     chunk_text,
     dumps,
+    input_usage,
     json_result,
     reply_output_tokens,
     sse_result,
@@ -191,19 +193,16 @@ class ChatCompletionsEndpoint:
         }
         return json_result(200, obj, headers)
 
-    @staticmethod
-    def _usage(reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
-        prompt = (
-            reply.input_tokens
-            if reply.input_tokens is not None
-            else approx_tokens(body.get("messages"))
-        )
+    def _usage(self, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
+        # prompt_tokens counts every input token; the cached ones are in the details.
+        cache = input_usage(self.ctx, "openai_chat", body, reply)
+        prompt = cache.input_tokens
         completion = reply_output_tokens(reply)
         return {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+            "prompt_tokens_details": {"cached_tokens": cache.cached_tokens, "audio_tokens": 0},
             "completion_tokens_details": {
                 "reasoning_tokens": 0,
                 "audio_tokens": 0,
@@ -337,14 +336,17 @@ class ResponsesEndpoint:
     def render(self, reply: Reply, body: dict[str, Any], request_id: str) -> WireResult:
         response_id = self.ctx.ids.next("resp_")
         items = self._output_items(reply)
-        final = self._response(reply, body, response_id, items, final=True)
         with self.ctx.lock:
             history = self._history_unchecked(body)
             self.ctx.stored_responses[response_id] = history + items
+        # The prompt the model reads is the stored history plus this input, in one go.
+        prompt = {k: v for k, v in body.items() if k != "previous_response_id"}
+        usage = input_usage(self.ctx, "openai_responses", {**prompt, "input": history}, reply)
+        final = self._response(reply, body, response_id, items, usage, final=True)
         headers = {"x-request-id": request_id}
         if not body.get("stream"):
             return json_result(200, final, headers)
-        events = self._events(reply, body, response_id, items, final)
+        events = self._events(reply, body, response_id, items, usage, final)
         return sse_result(((e["type"], dumps(e)) for e in events), headers)
 
     def _history_unchecked(self, body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -392,6 +394,7 @@ class ResponsesEndpoint:
         body: dict[str, Any],
         response_id: str,
         items: list[dict[str, Any]],
+        usage: CacheUsage,
         *,
         final: bool,
     ) -> dict[str, Any]:
@@ -400,11 +403,7 @@ class ResponsesEndpoint:
             status = "in_progress"
         elif reply.truncated:
             status = "incomplete"
-        input_tokens = (
-            reply.input_tokens
-            if reply.input_tokens is not None
-            else approx_tokens([body.get("instructions"), body.get("input")])
-        )
+        input_tokens = usage.input_tokens
         output_tokens = reply_output_tokens(reply)
         text_config = body.get("text") if isinstance(body.get("text"), dict) else None
         return {
@@ -438,7 +437,10 @@ class ResponsesEndpoint:
             "usage": (
                 {
                     "input_tokens": input_tokens,
-                    "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+                    "input_tokens_details": {
+                        "cached_tokens": usage.cached_tokens,
+                        "cache_write_tokens": usage.cache_write_tokens,
+                    },
                     "output_tokens": output_tokens,
                     "output_tokens_details": {"reasoning_tokens": 0},
                     "total_tokens": input_tokens + output_tokens,
@@ -456,6 +458,7 @@ class ResponsesEndpoint:
         body: dict[str, Any],
         response_id: str,
         items: list[dict[str, Any]],
+        usage: CacheUsage,
         final: dict[str, Any],
     ) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
@@ -463,7 +466,7 @@ class ResponsesEndpoint:
         def emit(event_type: str, **fields: Any) -> None:
             events.append({"type": event_type, "sequence_number": len(events), **fields})
 
-        in_progress = self._response(reply, body, response_id, items, final=False)
+        in_progress = self._response(reply, body, response_id, items, usage, final=False)
         emit("response.created", response=in_progress)
         emit("response.in_progress", response=in_progress)
         for index, item in enumerate(items):
