@@ -33,7 +33,8 @@ class Limits:
     messages_kept: int = 10
     # Other-channel entries rendered into the prompt.
     other_channels_shown: int = 3
-    # Entries updated this recently pull the memory block close to the end of the prompt.
+    # Kept so existing settings still load: placement no longer depends on freshness (the
+    # briefings always stand before the current message; see prompt/placement.py).
     freshness_window: timedelta = timedelta(minutes=60)
     # Rows untouched this long are deleted by the janitor.
     janitor_retention: timedelta = timedelta(days=90)

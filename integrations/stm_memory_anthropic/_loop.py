@@ -40,7 +40,7 @@ _WHAT = "Messages API"
 
 class MessagesLoop(LoopShell[MessagesClient]):
     """``(client, memory, *, model, max_tokens=1024, max_steps=8, trim_history=True,
-    memory_role="system", **request_options)``.
+    memory_role="system", provider=None, cache_hints=True, **request_options)``.
 
     ``request_options`` (``temperature``, ``tool_choice``, ``metadata``, ``thinking``,
     ``extra_headers``, ``timeout`` …) go into every ``messages.create`` call.
@@ -61,6 +61,8 @@ class MessagesLoop(LoopShell[MessagesClient]):
         max_steps: int = 8,
         trim_history: bool = True,
         memory_role: MemoryRole = "system",
+        provider: str | None = None,
+        cache_hints: bool = True,
         **request_options: Any,
     ) -> None:
         super().__init__(
@@ -70,6 +72,8 @@ class MessagesLoop(LoopShell[MessagesClient]):
             max_steps=max_steps,
             trim_history=trim_history,
             memory_role=memory_role,
+            provider=provider,
+            cache_hints=cache_hints,
             **request_options,
         )
         check_positive_int("max_tokens", max_tokens)
@@ -91,6 +95,7 @@ class MessagesLoop(LoopShell[MessagesClient]):
             asend=asend,
             request_options=self.request_options,
             summary_limit=self.memory.limits.max_summary_length,
+            cache_hints=self.cache_hints,
         )
 
     def _messages(self, messages: Any) -> list[Any]:

@@ -36,11 +36,13 @@ from stm_memory.providers import (
     Op,
     System,
     ToolCall,
+    anthropic_breakpoints,
     anthropic_system,
     anthropic_tool,
     anthropic_tool_results,
     anthropic_user_text,
     has_tool_blocks,
+    text_blocks,
     wire_messages,
 )
 
@@ -71,12 +73,14 @@ class AnthropicMessagesAdapter:
         request_options: Mapping[str, Any] | None = None,
         system: System = None,
         summary_limit: int = 1500,
+        cache_hints: bool = True,
     ) -> None:
         self.model = model
         self.max_tokens = max_tokens
         self.request_options = dict(request_options or {})
         self.system = anthropic_system(system)
         self.summary_limit = summary_limit
+        self.cache_hints = cache_hints
         self._send = send
         self._asend = asend
 
@@ -113,7 +117,12 @@ class AnthropicMessagesAdapter:
             request["tool_choice"] = {"type": "none"}
         else:
             request.pop("tool_choice", None)  # refused without tools
-        return request
+        if not self.cache_hints:
+            return request
+        # The caller's system blocks come first; the memory block, if any, follows them.
+        caller_blocks = len(text_blocks(caller_system)) if placed_system != caller_system else 0
+        injected = [t for t in (context.briefing, context.nudge) if t]
+        return anthropic_breakpoints(request, caller_system_blocks=caller_blocks, injected=injected)
 
     def call_op(self, request: dict[str, Any]) -> Op:
         async def arun() -> ModelReply:

@@ -62,11 +62,12 @@ from langchain_core.runnables import (
 from langchain_core.tools import BaseTool
 from pydantic import ConfigDict
 
-from stm_memory import TOOL_NAME, Scope, ShortTermMemory, ValidationError
+from stm_memory import TOOL_NAME, ConfigurationError, Scope, ShortTermMemory, ValidationError
 from stm_memory.providers import (
     Op,
     adrive,
     build_tool,
+    check_flag,
     check_memory_setup,
     check_positive_int,
     drive,
@@ -75,8 +76,9 @@ from stm_memory.providers import (
     text_of,
 )
 
-from ._binding import base_model, own_tools, with_tool
+from ._binding import base_model, bindings, own_tools, with_tool
 from ._dialogue import cut_short, memory_calls, provider_of, without_invalid_memory_calls
+from ._hints import anthropic_dialogue_breakpoint, breakpoints_in, cache_settings
 from ._history import ShortTermMemoryHistory, _Turn
 from ._record import MessageRecord
 from ._scope import ScopeSource, resolve_scope
@@ -212,7 +214,10 @@ class _Calls:
         if self.done or self.step >= owner.max_steps:
             return None
         model = with_tool(owner.model, *owner._tool_for(plan, self.step))
-        return model, plan.history._for_model(plan.state, self.messages)
+        messages = plan.history._for_model(plan.state, self.messages)
+        if owner.cache_hints:
+            model, messages = _hinted(model, messages, plan)
+        return model, messages
 
     def after(self, reply: AIMessage) -> Generator[Op, Any, None]:
         more = yield from self.owner._after_reply(self.plan, reply, self.exchange, self.step)
@@ -234,6 +239,7 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
     memory: ShortTermMemory | None = None
     scope: Any = None  # ScopeSource
     max_steps: int = 3
+    cache_hints: bool = True
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -430,6 +436,21 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
             yield from history._add_steps([*plan.current, final])
 
 
+def _hinted(
+    model: Runnable[Any, Any], messages: list[BaseMessage], plan: _Plan
+) -> tuple[Runnable[Any, Any], list[BaseMessage]]:
+    """The model call with the provider's prompt-cache hints (see ``_hints``)."""
+    kwargs = bindings(model)[0]
+    added = cache_settings(model, plan.provider, plan.history.scope.live_key, kwargs)
+    if added:
+        return model.bind(**added), messages
+    if plan.provider != "anthropic":
+        return model, messages
+    existing = breakpoints_in(messages, tools=kwargs.get("tools") or (), settings=kwargs)
+    automatic = bool(kwargs.get("cache_control"))
+    return model, anthropic_dialogue_breakpoint(messages, existing=existing, automatic=automatic)
+
+
 def _same(message: BaseMessage, answer: AIMessage) -> bool:
     return message is answer or (
         isinstance(message, AIMessage) and message.id is not None and message.id == answer.id
@@ -452,27 +473,30 @@ def with_short_term_memory(
     *,
     scope: ScopeSource = None,
     max_steps: int = 3,
+    cache_hints: bool = True,
 ) -> Runnable[Any, Any]:
     """``chain`` (a chat model, or a sequence such as ``prompt | model | parser``) with
     its chat model wrapped in :class:`ShortTermMemoryChatModel` (see the module
     docstring). ``memory`` and ``scope`` serve calls without a
-    :class:`ShortTermMemoryHistory` in the config."""
+    :class:`ShortTermMemoryHistory` in the config. ``cache_hints`` (default on) sends
+    the provider's prompt-cache hints, as the middleware does (``_hints``)."""
     if memory is not None:
         check_memory_setup(memory)
     if scope is not None and not isinstance(scope, Scope) and not callable(scope):
-        raise ValidationError(
+        raise ConfigurationError(
             "scope must be a Scope or a callable (runtime, config) -> Scope | None, "
             f"got {type(scope).__name__}"
         )
     if scope is not None and memory is None:
-        raise ValidationError(
+        raise ConfigurationError(
             "scope= serves calls without a ShortTermMemoryHistory, which need memory= too"
         )
     check_positive_int("max_steps", max_steps)
+    check_flag("cache_hints", cache_hints)
 
     def wrap(model: Runnable[Any, Any]) -> ShortTermMemoryChatModel:
         return ShortTermMemoryChatModel(
-            model=model, memory=memory, scope=scope, max_steps=max_steps
+            model=model, memory=memory, scope=scope, max_steps=max_steps, cache_hints=cache_hints
         )
 
     if base_model(chain) is not None:
@@ -483,7 +507,7 @@ def with_short_term_memory(
             if base_model(steps[i]) is not None:
                 steps[i] = wrap(steps[i])
                 return RunnableSequence(*steps, name=chain.name)
-    raise ValidationError(
+    raise ConfigurationError(
         "with_short_term_memory needs a chat model or a sequence with one "
         f"(prompt | model …), got {type(chain).__name__}"
     )

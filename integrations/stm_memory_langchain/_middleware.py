@@ -70,6 +70,7 @@ from stm_memory.providers import (
     adrive,
     attempt,
     build_tool,
+    check_flag,
     check_memory_setup,
     check_tool_call,
     dialogue_for_capture,
@@ -93,6 +94,7 @@ from ._dialogue import (
     remembered_after_answering,
     start_index,
 )
+from ._hints import anthropic_dialogue_breakpoint, breakpoints_in, cache_settings
 from ._scope import ScopeSource, resolve_scope
 
 if TYPE_CHECKING:
@@ -192,6 +194,11 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
         memory_role: ``"system"`` (default: system messages, or user turns where the
             provider takes system messages only at the top) or ``"user"`` (user turns
             everywhere).
+        cache_hints: send the provider's prompt-cache hints (default): ``ChatOpenAI``
+            gets a ``prompt_cache_key`` per channel as a model setting, ``ChatAnthropic``
+            a ``cache_control`` breakpoint at the end of the dialogue since the cut
+            (room is kept for ``AnthropicPromptCachingMiddleware``). Your own key or
+            breakpoints win. ``False`` sends none.
     """
 
     state_schema = ShortTermMemoryState
@@ -206,8 +213,10 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
         end_after_epilogue: bool = True,
         trim_history: bool = True,
         memory_role: MemoryRole = "system",
+        cache_hints: bool = True,
     ) -> None:
         check_memory_setup(memory, memory_role=memory_role)
+        check_flag("cache_hints", cache_hints)
         self.memory = memory
         self.scope = scope
         self.provider = provider
@@ -215,6 +224,7 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
         self.end_after_epilogue = end_after_epilogue
         self.trim_history = trim_history
         self.memory_role: MemoryRole = memory_role
+        self.cache_hints = cache_hints
         self.tools = [_placeholder_tool()]
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._lock = threading.Lock()
@@ -317,7 +327,9 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
                 run.context = built if isinstance(built, MemoryContext) else MemoryContext()
             messages = self._inject(run.context, turn, request)
         tools, choice = self._offer(run, request)
-        changed = request.override(messages=messages, tools=tools, tool_choice=choice)
+        changed = self._hinted(
+            run, request.override(messages=messages, tools=tools, tool_choice=choice)
+        )
         response = yield from self._guarded(run, _call(handler, changed))
         for message in ai_messages(response):
             if cut_short(message):
@@ -479,6 +491,25 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
         except Exception:
             log.exception("stm-memory: placing memory in the request failed; sending without")
             return request.messages
+
+    def _hinted(self, run: _Run, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        """``request`` with the provider's prompt-cache hints (see ``_hints``)."""
+        if not self.cache_hints or run.scope is None:
+            return request
+        wire = provider_of(request.model)
+        settings = request.model_settings
+        added = cache_settings(request.model, wire, run.scope.live_key, settings)
+        if added:
+            return request.override(model_settings={**settings, **added})
+        if wire != "anthropic":
+            return request
+        existing = breakpoints_in(
+            request.messages, system=request.system_message, tools=request.tools, settings=settings
+        )
+        messages = anthropic_dialogue_breakpoint(
+            request.messages, existing=existing, automatic=bool(settings.get("cache_control"))
+        )
+        return request.override(messages=messages)
 
     def _offer(self, run: _Run, request: ModelRequest[Any]) -> tuple[list[Any], Any]:
         offered = run.turn is not None and run.turn.tool_offered

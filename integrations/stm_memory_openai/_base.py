@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from stm_memory.providers import missing_extra
 
@@ -23,7 +23,11 @@ from stm_memory.providers import (
     aemit_text,
     emit_text,
     last_user_text,
+    prompt_cache_key,
 )
+
+if TYPE_CHECKING:
+    from stm_memory import TurnContext
 
 # The SDK names the API modules use are imported here, behind the one guard.
 __all__ = ["AdapterBase", "AsyncOpenAI", "ClientT", "OpenAI", "OpenAIError", "OpenAILoop"]
@@ -46,20 +50,25 @@ class AdapterBase(ABC):
         options: Mapping[str, Any],
         limit: int,
         on_text: OnText | None,
+        cache_hints: bool = True,
     ) -> None:
         self.create = create  # client.chat.completions.create / client.responses.create
         self.model = model
         self.options = options
         self.limit = limit
         self.on_text = on_text
+        self.cache_hints = cache_hints
 
     def user_text(self, messages: Sequence[Any]) -> str | None:
         return last_user_text(messages)
 
-    def finish_request(self, request: dict[str, Any]) -> dict[str, Any]:
+    def finish_request(self, request: dict[str, Any], turn: TurnContext) -> dict[str, Any]:
         # Sorted so two loops built with the same options in another order send
         # byte-identical requests (prompt caches and cassettes depend on it).
         request.update((key, self.options[key]) for key in sorted(self.options))
+        if self.cache_hints and "prompt_cache_key" not in request:
+            # One key per channel: its requests share a cache (the caller's key wins).
+            request["prompt_cache_key"] = prompt_cache_key(turn.scope.live_key)
         return request
 
     @abstractmethod
@@ -107,4 +116,5 @@ class OpenAILoop(LoopShell[ClientT]):
             "options": self.request_options,
             "limit": self.memory.limits.max_summary_length,
             "on_text": on_text,
+            "cache_hints": self.cache_hints,
         }

@@ -41,7 +41,15 @@ __all__ = ["AsyncOpenAIChatLoop", "ChatCompletionsAdapter", "OpenAIChatLoop"]
 def _usage(usage: Any) -> Usage:
     if usage is None:
         return Usage()
-    return Usage(usage.prompt_tokens or 0, usage.completion_tokens or 0)
+    # prompt_tokens counts the cached tokens too; the details say how many (and, for
+    # models that bill cache writes, how many were written).
+    details = getattr(usage, "prompt_tokens_details", None)
+    return Usage(
+        usage.prompt_tokens or 0,
+        usage.completion_tokens or 0,
+        getattr(details, "cached_tokens", None) or 0,
+        getattr(details, "cache_write_tokens", None) or 0,
+    )
 
 
 def chat_reply(
@@ -149,7 +157,7 @@ class ChatCompletionsAdapter(AdapterBase):
         if self.on_text is not None:
             request["stream"] = True
             request["stream_options"] = {"include_usage": True}
-        return self.finish_request(request)
+        return self.finish_request(request, turn)
 
     def parse(self, completion: Any) -> ModelReply:
         return parse_completion(completion)

@@ -45,7 +45,14 @@ _TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "resp
 def _usage(usage: Any) -> Usage:
     if usage is None:
         return Usage()
-    return Usage(usage.input_tokens or 0, usage.output_tokens or 0)
+    # input_tokens counts the cached tokens too; the details say how many.
+    details = getattr(usage, "input_tokens_details", None)
+    return Usage(
+        usage.input_tokens or 0,
+        usage.output_tokens or 0,
+        getattr(details, "cached_tokens", None) or 0,
+        getattr(details, "cache_write_tokens", None) or 0,
+    )
 
 
 class ResponsesAdapter(AdapterBase):
@@ -75,7 +82,7 @@ class ResponsesAdapter(AdapterBase):
             request["tools"] = list(tools)
         if self.on_text is not None:
             request["stream"] = True
-        return self.finish_request(request)
+        return self.finish_request(request, turn)
 
     def parse(self, response: Any) -> ModelReply:
         """A ``Response`` → :class:`ModelReply`."""

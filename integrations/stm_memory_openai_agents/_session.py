@@ -53,7 +53,7 @@ from typing import Any
 from stm_memory.providers import missing_extra
 
 try:
-    from agents import Agent, FunctionTool, RunContextWrapper, SQLiteSession
+    from agents import Agent, FunctionTool, ModelSettings, RunContextWrapper, SQLiteSession
     from agents.items import TResponseInputItem
     from agents.memory import Session, SessionSettings
 except ImportError as exc:  # pragma: no cover - the extra is installed in the tests
@@ -75,12 +75,14 @@ from stm_memory.providers import (
     MemoryContext,
     MemoryRole,
     adrive,
+    check_flag,
     check_memory_setup,
     dialogue_for_capture,
     failure,
     is_dialogue,
     needs_previous,
     place_memory,
+    prompt_cache_key,
     run_memory_call,
     text_of,
     tool_description,
@@ -192,6 +194,8 @@ class ShortTermMemorySession:
         trim_history: ``False`` sends the whole record (memory and nudge still
             placed), for a caller that windows its history itself.
         memory_role: ``"system"`` (default) or ``"user"``, as on the loops.
+        cache_hints: :meth:`agent` sets this channel's ``prompt_cache_key`` in the
+            agent's model settings (default; the agent's own key wins). ``False`` does not.
         session_settings: the SDK's ``SessionSettings`` (``limit`` applies to the
             record read before the cut).
     """
@@ -208,8 +212,10 @@ class ShortTermMemorySession:
         trim_history: bool = True,
         memory_role: MemoryRole = "system",
         session_settings: SessionSettings | None = None,
+        cache_hints: bool = True,
     ) -> None:
         check_memory_setup(memory, scope=scope, memory_role=memory_role)
+        check_flag("cache_hints", cache_hints)
         self.memory = memory
         self.scope = scope
         if session_id is None:
@@ -222,6 +228,7 @@ class ShortTermMemorySession:
         self.provider = provider
         self.trim_history = bool(trim_history)
         self.memory_role: MemoryRole = memory_role
+        self.cache_hints = cache_hints
         self._open: _Turn | None = None
         self._tool: FunctionTool | None = None
         self._lock = threading.Lock()
@@ -325,7 +332,17 @@ class ShortTermMemorySession:
             tools=[*tools, self.memory_tool()],
             tool_use_behavior=Epilogue(self, behavior, agent.output_type),
             hooks=MemoryHooks(self, hooks),
+            model_settings=self._model_settings(agent.model_settings),
         )
+
+    def _model_settings(self, settings: ModelSettings) -> ModelSettings:
+        """The agent's model settings with this channel's ``prompt_cache_key`` (the
+        prompt-cache hint the loops send), unless hints are off or the agent has one."""
+        extra = settings.extra_args or {}
+        if not self.cache_hints or "prompt_cache_key" in extra:
+            return settings
+        key = prompt_cache_key(self.scope.live_key)
+        return settings.resolve(ModelSettings(extra_args={"prompt_cache_key": key}))
 
     def _placeholder_turn(self) -> TurnContext:
         """The schema before the first run (summary mode; each run sets its own)."""

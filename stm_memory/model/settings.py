@@ -64,7 +64,7 @@ class ServerSettings:
 
     short_term_memory_enabled: bool = True
     refresh_cadence: int = 5
-    render_mode: RenderMode = "crude_summary"
+    render_mode: RenderMode = "supersede"
     crude_message_count: int = 6
     tool_description_override: str | None = None
     update_nudge_override: str | None = None

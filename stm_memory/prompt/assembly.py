@@ -32,18 +32,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from stm_memory.config import Limits
 from stm_memory.model import Category, MemoryEntry, Scope, ScopeKind, ServerSettings, parse_key
 from stm_memory.prompt.cut import HistoryWindow
-from stm_memory.prompt.placement import MemoryContext, fresh_content_depth
+from stm_memory.prompt.placement import MemoryContext
 from stm_memory.prompt.render import (
     distilled_lines,
     nudge_text,
     other_channel_block,
-    render_content,
+    render_parts,
 )
 
 if TYPE_CHECKING:
@@ -143,7 +143,6 @@ def _assemble(turn: TurnContext, reads: _Reads) -> MemoryContext:
         now=reads.now,
         is_live=reads.is_live,
         limit=limits.other_channels_shown,
-        freshness_window=limits.freshness_window,
         history=history_window(
             turn,
             live,
@@ -292,18 +291,14 @@ def build_memory_context(
     now: datetime,
     is_live: Callable[[MemoryEntry], bool],
     limit: int,
-    freshness_window: timedelta,
     history: HistoryWindow | None = None,
 ) -> MemoryContext:
     """Pure: the context for ``turn`` given its live entry (``live``, expired or not,
     for the counters; ``shown_live`` only when it is live) and candidate entries."""
     settings = turn.settings
-    shown_times: list[datetime] = []
     this_lines: list[str] = []
     if shown_live is not None and turn.tools_available:
         this_lines = distilled_lines(shown_live.summary, shown_live.categories, turn.categories)
-        if this_lines:
-            shown_times.append(shown_live.last_updated)
     blocks: list[str] = []
     sources: frozenset[str] = frozenset()
     for entry in select_other_entries(
@@ -326,12 +321,8 @@ def build_memory_context(
         )
         if block is not None:
             blocks.append(block)
-            shown_times.append(entry.last_updated)
             sources |= entry.provenance
-    content = render_content(this_lines, blocks)
-    content_depth = settings.content_injection_depth
-    if content and any(now - t < freshness_window for t in shown_times):
-        content_depth = fresh_content_depth(content_depth)
+    content, briefing_at = render_parts(this_lines, blocks)
     nudge = None
     if (
         turn.tool_offered
@@ -345,8 +336,9 @@ def build_memory_context(
         )
     return MemoryContext(
         content=content,
+        briefing_at=briefing_at,
         nudge=nudge,
-        content_depth=content_depth,
+        content_depth=settings.content_injection_depth,
         nudge_depth=settings.nudge_injection_depth,
         history=history,
         sources=sources,

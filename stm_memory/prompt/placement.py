@@ -1,6 +1,16 @@
 """Where memory content and the nudge go in a request. Pure.
 
-Why these depths: ``docs/design.md#placement``.
+Why these places: ``docs/design.md#placement``.
+
+The prompt is ordered by how often each part changes, because providers bill a
+repeated prefix at about a tenth of the input price and a part that changes throws
+away the cache of everything after it: the caller's system prompt and tools; this
+channel's distilled memory (changes only when the model rewrites it: the top, by
+default); the dialogue since the cut (append-only between two rewrites); then what
+changes every turn — other channels' briefings with their "N minutes ago" right after
+the current user message, and the nudge — last. A context that assembly built carries
+both parts in ``content`` and says where the briefings start (``briefing_at``); a
+context built by hand with ``content`` alone places it whole at ``content_depth``.
 
 Depth rule: depth ``N >= 1`` inserts before the N-th dialogue message from the end
 (dialogue = every message that is not a system/developer message), before the first
@@ -59,7 +69,7 @@ from stm_memory.prompt.cut import HistoryWindow, cut_history
 
 __all__ = [
     "MemoryContext",
-    "fresh_content_depth",
+    "current_turn_index",
     "insertion_index",
     "message_role",
     "text_blocks",
@@ -75,11 +85,6 @@ _USER_TURN_PROVIDERS = frozenset(
     {"anthropic", "bedrock", "bedrock_converse", "google", "google_genai", "gemini", "vertexai"}
 )
 log = logging.getLogger("stm_memory")
-
-
-def fresh_content_depth(configured: int) -> int:
-    """Content depth when a shown entry is fresh: ``min(2, configured)``, top → 2."""
-    return 2 if configured < 0 else min(2, configured)
 
 
 def text_blocks(content: Any) -> list[Any]:
@@ -107,6 +112,24 @@ def insertion_index(messages: Sequence[Any], depth: int) -> int:
     ):
         index -= 1
     return index
+
+
+def current_turn_index(messages: Sequence[Any]) -> int:
+    """Index of the current user message (the last plain user message; tool results
+    are not one), where per-turn injections go: every step of one turn's tool loop
+    finds the same place, so the steps share their prefix. With no user message, the
+    end."""
+    for index in range(len(messages) - 1, -1, -1):
+        if message_role(messages[index]) == "user":
+            return index
+    return len(messages)
+
+
+def _after_current_turn(messages: Sequence[Any]) -> int:
+    # Right after the current user message: the user's words then stay part of the
+    # prefix the next turn re-reads from the cache; only what follows is billed anew.
+    index = current_turn_index(messages)
+    return index + 1 if index < len(messages) else index
 
 
 def _style(messages: Sequence[Any], provider: str | None, role: MemoryRole = "system") -> Style:
@@ -156,6 +179,11 @@ class MemoryContext:
     content_depth: int = -1
     nudge_depth: int = 2
     history: HistoryWindow | None = None
+    # Where in ``content`` the other channels' briefings start (None: ``content`` is
+    # one part, placed whole at ``content_depth``). Before it: this channel's memory,
+    # placed at ``content_depth``; from it: the briefings, placed right after the
+    # current user message (see the module docstring).
+    briefing_at: int | None = None
     # The role the memory and the nudge are injected with: "system" (system/developer
     # messages, Anthropic's system parameter for top content; the default, because
     # the block is the application's context, not something the user said) or "user"
@@ -170,14 +198,38 @@ class MemoryContext:
     def is_empty(self) -> bool:
         return not self.content and not self.nudge and self.history is None
 
-    def injections(self) -> list[tuple[int, str]]:
-        """``(depth, text)`` pairs, content first so it lands above the nudge."""
-        out: list[tuple[int, str]] = []
-        if self.content:
-            out.append((self.content_depth, self.content))
+    @property
+    def memory(self) -> str | None:
+        """This channel's part of ``content``: stable until the memory is rewritten."""
+        if not self.content or self.briefing_at is None:
+            return self.content or None
+        return self.content[: self.briefing_at].rstrip() or None
+
+    @property
+    def briefing(self) -> str | None:
+        """The other channels' part of ``content``: it changes every turn."""
+        if not self.content or self.briefing_at is None:
+            return None
+        return self.content[self.briefing_at :].strip() or None
+
+    def injections(self, messages: Sequence[Any]) -> list[tuple[int, str, bool]]:
+        """``(index, text, top)`` for ``messages``, in the order they stack at one index:
+        this channel's memory, the briefings, the nudge. ``top``: the memory placed at
+        the top (a system message wherever the provider takes one there)."""
+        out: list[tuple[int, str, bool]] = []
+        if memory := self.memory:
+            depth = self.content_depth
+            out.append((insertion_index(messages, depth), memory, depth < 0))
+        if briefing := self.briefing:
+            out.append((_after_current_turn(messages), briefing, False))
         if self.nudge:
-            out.append((self.nudge_depth, self.nudge))
+            out.append((insertion_index(messages, self.nudge_depth), self.nudge, False))
         return out
+
+    def without_memory(self) -> MemoryContext:
+        """This context less this channel's memory (the briefings stay)."""
+        briefing = self.briefing
+        return replace(self, content=briefing, briefing_at=0 if briefing else None)
 
     def cut(self, messages: Sequence[Any]) -> list[Any]:
         """``messages`` without the earlier turns the memory covers (the history cut,
@@ -204,15 +256,15 @@ class MemoryContext:
         style = _style(items, provider, self.role)
         as_system: dict[int, list[str]] = {}
         as_user: dict[int, list[str]] = {}
-        for depth, text in self.injections():
+        for index, text, top in self.injections(items):
             # Leading system messages are accepted everywhere, so the top is always a
             # system message, except for Anthropic dicts, which have no system role,
             # and when the user role was asked for.
             system = style in ("openai", "langchain") or (
-                style == "langchain_user" and depth < 0 and self.role == "system"
+                style == "langchain_user" and top and self.role == "system"
             )
             target = as_system if system else as_user
-            target.setdefault(insertion_index(items, depth), []).append(text)
+            target.setdefault(index, []).append(text)
         if not as_system and not as_user:
             return items
         ops = _USER_OPS[style]
@@ -225,9 +277,10 @@ class MemoryContext:
         parameter (after any cached prefix), the rest into user turns.
         Returns ``(system, messages)``; neither input is mutated."""
         rest = self
-        if self.content and self.content_depth < 0 and self.role == "system":
-            system = _append_system(system, self.content)
-            rest = replace(self, content=None)
+        memory = self.memory
+        if memory and self.content_depth < 0 and self.role == "system":
+            system = _append_system(system, memory)
+            rest = self.without_memory()
         return system, rest.apply(messages, provider="anthropic", trim=trim)
 
 
@@ -238,11 +291,11 @@ def _as_list(messages: Sequence[Any]) -> list[Any]:
 
 
 def _append_system(system: AnthropicSystem, text: str) -> AnthropicSystem:
+    # A block of its own after the caller's: the caller's prompt stays a prefix that
+    # every channel shares, and a cache breakpoint can end right after it.
     if system is None or system == "" or system == []:
         return text
-    if isinstance(system, str):
-        return f"{system}\n\n{text}"
-    return [*system, {"type": "text", "text": text}]
+    return [*text_blocks(system), {"type": "text", "text": text}]
 
 
 def _system_factory(items: Sequence[Any], style: Style) -> Callable[[str], Any]:

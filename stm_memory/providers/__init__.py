@@ -3,8 +3,9 @@
 - the turn, written once without I/O (:mod:`.loop`), the operations it yields and
   their sync/async drivers (:mod:`.ops`), and the loop shells every provider loop
   subclasses (:mod:`.shell`);
-- argument checks with one error type (:mod:`.checks`) and the import guard of an
-  optional SDK (:mod:`.guards`);
+- the providers' prompt-cache hints (:mod:`.cache_hints`);
+- argument checks raising the library's own errors (:mod:`.checks`) and the import
+  guard of an optional SDK (:mod:`.guards`);
 - wire helpers per API: OpenAI Chat (:mod:`.wire_chat`), Responses
   (:mod:`.wire_responses`), Anthropic Messages (:mod:`.wire_anthropic`);
 - one reader of requests in every format (:mod:`.requests`), the capture helpers of
@@ -21,6 +22,12 @@ from stm_memory.model.roles import message_role
 from stm_memory.prompt.cut import strip_memory_calls
 from stm_memory.prompt.placement import MemoryContext, MemoryRole
 from stm_memory.prompt.render import CONTENT_HEADER
+from stm_memory.providers.cache_hints import (
+    MAX_BREAKPOINTS,
+    anthropic_breakpoints,
+    count_breakpoints,
+    prompt_cache_key,
+)
 from stm_memory.providers.capture import (
     dialogue_for_capture,
     is_dialogue,
@@ -31,11 +38,14 @@ from stm_memory.providers.capture import (
 from stm_memory.providers.checks import (
     MEMORY_ROLES,
     as_messages,
+    check_flag,
+    check_memory,
     check_memory_role,
     check_memory_setup,
     check_message_list,
     check_model,
     check_positive_int,
+    check_provider,
     check_tools,
     refuse_async_callables,
     refuse_reserved,
@@ -105,6 +115,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONTENT_HEADER",
+    "MAX_BREAKPOINTS",
     "MEMORY_ROLES",
     "AsyncLoop",
     "LoopShell",
@@ -124,6 +135,7 @@ __all__ = [
     "Usage",
     "adrive",
     "aemit_text",
+    "anthropic_breakpoints",
     "anthropic_system",
     "anthropic_tool",
     "anthropic_tool_results",
@@ -133,14 +145,18 @@ __all__ = [
     "build_tool",
     "chat_tool_call",
     "chat_tool_results",
+    "check_flag",
+    "check_memory",
     "check_memory_role",
     "check_memory_setup",
     "check_message_list",
     "check_model",
     "check_positive_int",
+    "check_provider",
     "check_tool_call",
     "check_tools",
     "content_texts",
+    "count_breakpoints",
     "dialogue_for_capture",
     "drive",
     "emit_text",
@@ -163,6 +179,7 @@ __all__ = [
     "openai_chat_tool",
     "openai_responses_tool",
     "place_memory",
+    "prompt_cache_key",
     "read_request",
     "refuse_async_callables",
     "refuse_reserved",

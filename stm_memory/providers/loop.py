@@ -49,12 +49,25 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """Tokens of one request, or summed over a turn's steps.
+
+    ``input_tokens`` is every input token of the request, cached or not (Anthropic's
+    ``input_tokens`` + ``cache_read_input_tokens`` + ``cache_creation_input_tokens``);
+    ``cached_input_tokens`` of them were read from the provider's prompt cache and
+    ``cache_write_tokens`` written to it (billed above the input price by Anthropic).
+    """
+
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
-            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cached_input_tokens + other.cached_input_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
 
     @property
@@ -131,18 +144,20 @@ def run_turn_steps(
     max_steps: int = 8,
     trim_history: bool = True,
     memory_role: MemoryRole = "system",
+    provider: str | None = None,
 ) -> Generator[Op, Any, TurnResult]:
     """The turn as a generator of :class:`Op` (see the module docstring).
 
     ``messages`` may be the caller's whole history: each request carries only what
     the memory leaves (the history cut, :mod:`stm_memory.prompt.cut`), unless
-    ``trim_history=False``; ``TurnResult.messages`` is still the whole transcript."""
+    ``trim_history=False``; ``TurnResult.messages`` is still the whole transcript.
+    ``provider`` names the provider for memory's rules (default: the adapter's API)."""
     handlers = dict(tool_handlers or {})
     turn: TurnContext = yield op(
         memory.begin_turn,
         memory.abegin_turn,
         scope,
-        provider=adapter.provider,
+        provider=provider or adapter.provider,
         user_message=adapter.user_text(messages),
     )
     context: MemoryContext = yield op(memory.build_context, memory.abuild_context, turn)

@@ -1,13 +1,13 @@
 """The sync and async loop shells every provider loop subclasses.
 
 A provider loop is ``(client, memory, *, model, max_steps=8, trim_history=True,
-memory_role="system", **request_options)`` with ``run_turn(scope, messages, *,
-system=None, tools=(), tool_handlers=None, on_text=None) -> TurnResult``. The shell
-checks the settings once, builds the turn (:func:`~stm_memory.providers.loop.run_turn_steps`)
-and runs it with blocking calls (:class:`SyncLoop`) or awaits (:class:`AsyncLoop`);
-a provider only says which SDK clients it takes, which request keys it owns, how it
-reads the caller's arguments and which :class:`~stm_memory.providers.loop.ProviderAdapter`
-speaks its API.
+memory_role="system", provider=None, cache_hints=True, **request_options)`` with
+``run_turn(scope, messages, *, system=None, tools=(), tool_handlers=None,
+on_text=None) -> TurnResult``. The shell checks the settings once, builds the turn
+(:func:`~stm_memory.providers.loop.run_turn_steps`) and runs it with blocking calls
+(:class:`SyncLoop`) or awaits (:class:`AsyncLoop`); a provider only says which SDK
+clients it takes, which request keys it owns, how it reads the caller's arguments and
+which :class:`~stm_memory.providers.loop.ProviderAdapter` speaks its API.
 """
 
 from __future__ import annotations
@@ -19,9 +19,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from stm_memory.providers.checks import (
     as_messages,
+    check_flag,
+    check_memory,
     check_memory_role,
     check_model,
     check_positive_int,
+    check_provider,
     refuse_async_callables,
     refuse_reserved,
     refuse_wrong_client,
@@ -66,9 +69,18 @@ class LoopShell(ABC, Generic[ClientT]):
     every message given, for a caller that keeps its own window. ``memory_role="user"``
     injects memory and nudge as user messages instead of system messages.
 
+    ``provider`` names the provider for memory's own rules (the provider exclusion),
+    for an API-compatible endpoint in front of another provider; it never reaches the
+    SDK call. Default: the API's own provider (``openai``, ``anthropic``).
+
+    ``cache_hints`` (default on) sends the provider's prompt-cache hints
+    (:mod:`stm_memory.providers.cache_hints`): OpenAI ``prompt_cache_key`` per channel,
+    Anthropic ``cache_control`` breakpoints. ``False`` sends none of them; hints the
+    caller set in ``request_options`` are always kept.
+
     ``request_options`` go into every request (``temperature``, ``tool_choice``,
-    ``extra_headers``, ``timeout`` …); the keys the loop manages itself (``RESERVED``)
-    are refused.
+    ``extra_headers``, ``timeout``, ``prompt_cache_retention`` …); the keys the loop
+    manages itself (``RESERVED``) are refused.
     """
 
     #: Request keys the loop sets itself.
@@ -86,15 +98,19 @@ class LoopShell(ABC, Generic[ClientT]):
         max_steps: int = 8,
         trim_history: bool = True,
         memory_role: MemoryRole = "system",
+        provider: str | None = None,
+        cache_hints: bool = True,
         **request_options: Any,
     ) -> None:
         sync_client, async_client = self.CLIENTS
         needs, wrong = (async_client, sync_client) if self._is_async else self.CLIENTS
         refuse_wrong_client(self._name, client, needs=needs, wrong=wrong, twin=self._twin)
+        check_memory(self._name, memory)
         check_model(model)
         check_positive_int("max_steps", max_steps)
         refuse_reserved(self._name, request_options, self.RESERVED)
         check_memory_role(memory_role)
+        check_flag("cache_hints", cache_hints)
         self.client = client
         self.memory = memory
         self.model = model
@@ -102,6 +118,8 @@ class LoopShell(ABC, Generic[ClientT]):
         # False for a caller that windows its own history: nothing is cut.
         self.trim_history = bool(trim_history)
         self.memory_role: MemoryRole = memory_role
+        self.provider = check_provider(provider)
+        self.cache_hints = cache_hints
         self.request_options = dict(request_options)
 
     @property
@@ -152,6 +170,7 @@ class LoopShell(ABC, Generic[ClientT]):
             max_steps=self.max_steps,
             trim_history=self.trim_history,
             memory_role=self.memory_role,
+            provider=self.provider,
         )
 
 

@@ -137,6 +137,8 @@ def test_crude_only_other_channel(mem: ShortTermMemory, clock: FrozenClock) -> N
 
 
 def test_crude_summary_versus_supersede(mem: ShortTermMemory, clock: FrozenClock) -> None:
+    assert mem.server_settings("g1").render_mode == "supersede"  # the default
+    mem.configure_server("g1", render_mode="crude_summary")
     remember(mem, here("c2"), {"summary": "Heist planned for Friday."}, CHAT)
     clock.advance(minutes=30)
     # Turns after the summary was written are the "recent" ones it does not cover yet.
@@ -159,6 +161,7 @@ def test_crude_summary_versus_supersede(mem: ShortTermMemory, clock: FrozenClock
 def test_crude_summary_shows_nothing_recent_right_after_a_refresh(
     mem: ShortTermMemory, clock: FrozenClock
 ) -> None:
+    mem.configure_server("g1", render_mode="crude_summary")
     remember(mem, here("c2"), {"summary": "Heist planned for Friday."}, CHAT)
     clock.advance(minutes=90)
     assert context(mem, here()).content == (
@@ -173,10 +176,11 @@ def test_other_channel_categories_and_both_parts(mem: ShortTermMemory, clock: Fr
     clock.advance(hours=5)
     remember(mem, here(), {"mood": "Cheerful"})
     clock.advance(hours=2)
-    assert context(mem, here()).content == (
+    built = context(mem, here())
+    assert built.memory == HEAD + "This channel:\n  Mood: Cheerful"
+    assert built.content == (
         HEAD + "This channel:\n"
-        "  Mood: Cheerful\n"
-        "Other channels:\n"
+        "  Mood: Cheerful\n\n" + HEAD + "Other channels:\n"
         "- #heists, 7 hours ago:\n"
         "  Plot: Vault\n"
         "  Mood: Calm"
@@ -289,26 +293,45 @@ def test_persona_lineage(mem: ShortTermMemory, clock: FrozenClock) -> None:
     assert (context(mem, here()).content or "").count("\n- #") == 3
 
 
-# -- freshness -------------------------------------------------------------------------
+# -- placement: this channel's memory stays put, the briefings come last --------------
 
 
-@pytest.mark.parametrize(("configured", "fresh"), [(-1, 2), (0, 0), (1, 1), (2, 2), (5, 2)])
-def test_freshness_moves_content_down(
-    mem: ShortTermMemory, clock: FrozenClock, configured: int, fresh: int
+@pytest.mark.parametrize("configured", [-1, 0, 1, 2, 5])
+def test_this_channel_memory_keeps_its_configured_depth_even_when_fresh(
+    mem: ShortTermMemory, clock: FrozenClock, configured: int
 ) -> None:
+    # A fresh memory no longer moves down the prompt: above the dialogue it is a
+    # prefix the provider's cache serves until the memory is rewritten.
     mem.configure_server("g1", content_injection_depth=configured)
-    remember(mem, here("c2"), {"summary": "Recent."})
-    clock.advance(minutes=59)
-    assert context(mem, here()).content_depth == fresh
-    clock.advance(minutes=2)
-    assert context(mem, here()).content_depth == configured
-
-
-def test_freshness_counts_the_same_channel_too(mem: ShortTermMemory, clock: FrozenClock) -> None:
     remember(mem, here(), {"summary": "Here."})
+    remember(mem, here("c2"), {"summary": "Recent."})
     clock.advance(minutes=10)
-    assert context(mem, here()).content_depth == 2
-    assert context(mem, here(), tools_available=False).content is None
+    built = context(mem, here())
+    assert built.content_depth == configured
+    assert built.memory == HEAD + "This channel:\n  Here."
+    assert built.briefing == HEAD + "Other channels:\n- #c2, 10 minutes ago:\n  Recent."
+    assert context(mem, here(), tools_available=False).memory is None
+
+
+def test_briefings_stand_after_the_current_user_message(mem: ShortTermMemory) -> None:
+    remember(mem, here(), {"summary": "Here."})
+    remember(mem, here("c2"), {"summary": "Elsewhere."})
+    history = [
+        {"role": "system", "content": "base"},
+        {"role": "user", "content": "u1"},
+        {"role": "assistant", "content": "a1"},
+        {"role": "user", "content": "u2"},
+    ]
+    built = context(mem, here())
+    placed = built.apply(history, trim=False)
+    assert [m["content"] for m in placed] == [
+        "base",
+        built.memory,
+        "u1",
+        "a1",
+        "u2",
+        built.briefing,
+    ]
 
 
 # -- the nudge -------------------------------------------------------------------------

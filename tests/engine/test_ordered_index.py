@@ -88,7 +88,6 @@ def reference(mem: ShortTermMemory, scope: Scope) -> str | None:
         now=now,
         is_live=lambda e: mem._live.is_live(e, now),
         limit=mem.limits.other_channels_shown,
-        freshness_window=mem.limits.freshness_window,
         history=history_window(turn, live, reset=False, overlap=1, max_raw_turns=30),
     )
     return ctx.content

@@ -20,6 +20,7 @@ from stm_memory.prompt.render import (
     distilled_lines,
     other_channel_block,
     render_content,
+    render_parts,
 )
 
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
@@ -124,11 +125,19 @@ def test_stored_text_cannot_forge_the_block(
         )
         if rendered is not None:
             blocks.append(rendered)
-    content = render_content(this_lines, blocks)
+    content, briefing_at = render_parts(this_lines, blocks)
     if content is None:
         assert not this_lines and not blocks
         return
-    this, headers, bodies = parse(content)
+    # This channel's block and the briefings are placed apart; each reads on its own.
+    parts = [content] if briefing_at is None else [content[:briefing_at], content[briefing_at:]]
+    this, headers, bodies = [], [], []
+    for part in (p.strip("\n") for p in parts):
+        if not part:
+            continue
+        part_this, part_headers, part_bodies = parse(part)
+        assert not (part_this and part_headers), "one block holds both sections"
+        this, headers, bodies = this + part_this, headers + part_headers, bodies + part_bodies
     assert bool(this) == bool(this_lines)
     # Exactly the entries rendered, in order, each header one line of the block's own.
     assert headers == [b.splitlines()[0] for b in blocks]

@@ -18,7 +18,7 @@ from langchain_core.messages import (
 from stm_memory.errors import ValidationError
 from stm_memory.prompt.placement import (
     MemoryContext,
-    fresh_content_depth,
+    current_turn_index,
     insertion_index,
     message_role,
 )
@@ -328,7 +328,8 @@ def test_anthropic_shape_is_detected_without_a_hint() -> None:
     [
         (None, C),
         ("", C),
-        ("You are Ada.", f"You are Ada.\n\n{C}"),
+        # A block of its own: the caller's prompt stays a prefix every channel shares.
+        ("You are Ada.", [text("You are Ada."), text(C)]),
         (
             [{"type": "text", "text": "base", "cache_control": {"type": "ephemeral"}}],
             [{"type": "text", "text": "base", "cache_control": {"type": "ephemeral"}}, text(C)],
@@ -424,8 +425,87 @@ def test_langchain_block_content_gets_text_blocks() -> None:
     assert out[0].content == [text(N), {"type": "text", "text": "u1"}]
 
 
-def test_fresh_content_depth() -> None:
-    assert [fresh_content_depth(d) for d in (-1, 0, 1, 2, 3, 10)] == [2, 0, 1, 2, 2, 2]
+# -- the cache-ordered prompt: this channel's memory up top, briefings by the user ------
+
+MEM = "[Short-term memory]\nThis channel:\n  S"
+BRIEF = "[Short-term memory]\nOther channels:\n- #c2, 3 minutes ago:\n  B"
+
+
+def user(t: str) -> dict[str, Any]:
+    return {"role": "user", "content": t}
+
+
+def asst(t: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": t}
+
+
+def split_ctx(**kw: Any) -> MemoryContext:
+    content = f"{MEM}\n\n{BRIEF}"
+    return MemoryContext(content=content, briefing_at=len(MEM) + 2, **kw)
+
+
+def test_split_context_parts() -> None:
+    context = split_ctx()
+    assert (context.memory, context.briefing) == (MEM, BRIEF)
+    only_briefing = MemoryContext(content=BRIEF, briefing_at=0)
+    assert (only_briefing.memory, only_briefing.briefing) == (None, BRIEF)
+    whole = MemoryContext(content=MEM)  # built by hand: one part, placed whole
+    assert (whole.memory, whole.briefing) == (MEM, None)
+    assert split_ctx().without_memory().content == BRIEF
+
+
+def test_memory_goes_up_top_and_briefings_after_the_current_user_message() -> None:
+    msgs = [sysmsg("base"), user("u1"), asst("a1"), user("u2")]
+    out = split_ctx(nudge=N, nudge_depth=2).apply(msgs)
+    assert [m["content"] for m in out] == ["base", MEM, "u1", N, "a1", "u2", BRIEF]
+    assert_openai_valid(out)
+
+
+def test_current_turn_index_skips_tool_results() -> None:
+    assert current_turn_index(OPENAI_TOOLS) == 1
+    assert current_turn_index(ANTHROPIC_TOOLS) == 0
+    assert current_turn_index([sysmsg("base")]) == 1
+
+
+def _shared_prefix(a: list[Any], b: list[Any]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def test_steps_of_one_turn_send_the_same_prefix() -> None:
+    # Step 1 of a turn, then step 2 after a caller's tool ran: everything step 1 sent
+    # is a prefix of step 2 (the provider's cache serves it).
+    step1 = [sysmsg("base"), user("u1"), asst("a1"), user("u2")]
+    step2 = [*step1, {"role": "assistant", "content": None, "tool_calls": [call("c1")]}]
+    step2.append({"role": "tool", "tool_call_id": "c1", "content": "r1"})
+    first, second = split_ctx().apply(step1), split_ctx().apply(step2)
+    assert second[: len(first)] == first
+    assert_openai_valid(second)
+
+
+def test_the_next_turn_shares_everything_before_the_last_exchange() -> None:
+    turn1 = [sysmsg("base"), user("u1"), asst("a1"), user("u2")]
+    turn2 = [*turn1, asst("a2"), user("u3")]
+    first, second = split_ctx().apply(turn1), split_ctx().apply(turn2)
+    # base, memory, u1, a1, u2 are shared; only what follows (the briefing moved on) is new.
+    assert _shared_prefix(first, second) == 5
+
+
+def test_anthropic_memory_in_system_and_briefing_in_the_current_user_turn() -> None:
+    system, out = split_ctx().apply_anthropic(ANTHROPIC, "sys")
+    assert system == [text("sys"), text(MEM)]
+    assert out[-1]["content"] == [text("u2"), text(BRIEF)]
+    assert_anthropic_valid(out)
+
+
+def test_langchain_user_turn_providers_get_the_briefing_in_the_human_message() -> None:
+    msgs = [SystemMessage("base"), HumanMessage("u1"), AIMessage("a1"), HumanMessage("u2")]
+    out = split_ctx().apply(msgs, provider="anthropic")
+    assert isinstance(out[1], SystemMessage) and out[1].content == MEM
+    assert out[-1].content == f"u2\n\n{BRIEF}"
+    assert_langchain_valid(out)
 
 
 # -- token accounting of placed requests (stm_memory.prompt.tokens) --------------------------------

@@ -19,6 +19,7 @@ from stm_memory.prompt.render import (
     other_channel_block,
     relative_time,
     render_content,
+    render_parts,
     where,
 )
 
@@ -197,9 +198,15 @@ def test_render_content_parts() -> None:
     assert render_content([], ["- #c2, just now:\n  S"]) == (
         HEAD + "Other channels:\n- #c2, just now:\n  S"
     )
-    assert render_content(["S1"], ["- #a, just now:\n  A", "- #b, 1 day ago:\n  B"]) == (
-        HEAD + "This channel:\n  S1\nOther channels:\n- #a, just now:\n  A\n- #b, 1 day ago:\n  B"
-    )
+    # Two blocks, placed apart (this channel's stays put, the briefings change every
+    # turn); render_parts says where the briefings start.
+    this = HEAD + "This channel:\n  S1"
+    others = HEAD + "Other channels:\n- #a, just now:\n  A\n- #b, 1 day ago:\n  B"
+    both = (["S1"], ["- #a, just now:\n  A", "- #b, 1 day ago:\n  B"])
+    assert render_content(*both) == f"{this}\n\n{others}"
+    assert render_parts(*both) == (f"{this}\n\n{others}", len(this) + 2)
+    assert render_parts(["S1"], []) == (this, None)
+    assert render_parts([], ["- #a, just now:\n  A"])[1] == 0
 
 
 def test_render_content_sanitises_names_and_raw_turns() -> None:

@@ -16,8 +16,9 @@ import anthropic
 import pytest
 
 import stm_memory_anthropic
-from stm_memory import TOOL_NAME, Scope, ShortTermMemory, ValidationError
+from stm_memory import TOOL_NAME, ConfigurationError, Scope, ShortTermMemory, ValidationError
 from stm_memory.prompt.placement import MemoryContext
+from stm_memory.providers import count_breakpoints
 from stm_memory.providers.loop import ToolCall
 from stm_memory_anthropic import (
     AnthropicLoop,
@@ -48,8 +49,8 @@ def message(
     )
 
 
-def text(value: str) -> dict[str, Any]:
-    return {"type": "text", "text": value}
+def text(value: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "text", "text": value, **extra}
 
 
 def tool_use(id: str, name: str, input: dict[str, Any]) -> dict[str, Any]:
@@ -171,16 +172,45 @@ def test_top_content_joins_the_system_prompt(mem: ShortTermMemory) -> None:
     turn = mem.begin_turn(SCOPE, provider="anthropic")
     ctx = MemoryContext(content="[Short-term memory]\nX", content_depth=-1)
     dialogue = [{"role": "user", "content": "hi"}]
-    as_text = adapter(system="Be brief.").build_request(dialogue, ctx, None, [], turn)
-    assert as_text["system"] == "Be brief.\n\n[Short-term memory]\nX"
+    plain = adapter(system="Be brief.", cache_hints=False)
+    as_text = plain.build_request(dialogue, ctx, None, [], turn)
+    # A block of its own after the caller's prompt, which stays a shared prefix.
+    assert as_text["system"] == [text("Be brief."), text("[Short-term memory]\nX")]
     assert as_text["messages"] == dialogue
     cached = [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}]
-    as_blocks = adapter(system=cached).build_request(dialogue, ctx, None, [], turn)
-    assert as_blocks["system"] == [*cached, {"type": "text", "text": "[Short-term memory]\nX"}]
-    alone = adapter().build_request(dialogue, ctx, None, [], turn)
+    as_blocks = adapter(system=cached, cache_hints=False).build_request(
+        dialogue, ctx, None, [], turn
+    )
+    assert as_blocks["system"] == [*cached, text("[Short-term memory]\nX")]
+    alone = adapter(cache_hints=False).build_request(dialogue, ctx, None, [], turn)
     assert alone["system"] == "[Short-term memory]\nX"
     nothing = adapter().build_request(dialogue, MemoryContext(), None, [], turn)
     assert "system" not in nothing and "tools" not in nothing
+
+
+def test_cache_breakpoints_where_the_stable_prefix_ends(mem: ShortTermMemory) -> None:
+    turn = mem.begin_turn(SCOPE, provider="anthropic")
+    ctx = MemoryContext(content="MEM\n\nBRIEF", briefing_at=5)
+    dialogue = [
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": "two"},
+        {"role": "user", "content": "three"},
+    ]
+    request = adapter(system="Be brief.").build_request(dialogue, ctx, None, [], turn)
+    cc = {"type": "ephemeral"}
+    # The caller's prompt (shared by every channel), this channel's memory, and the
+    # user's own words ahead of the briefing merged after them (read back next turn).
+    assert request["system"] == [text("Be brief.", cache_control=cc), text("MEM", cache_control=cc)]
+    assert request["messages"][2]["content"] == [text("three", cache_control=cc), text("BRIEF")]
+    # The caller's own breakpoints are counted: never more than four in all.
+    own = [{"name": f"t{i}", "input_schema": {}, "cache_control": cc} for i in range(3)]
+    busy = adapter(system="Be brief.").build_request(dialogue, ctx, None, own, turn)
+    assert count_breakpoints(busy) == 4
+    assert busy["messages"][2]["content"][0]["cache_control"] == cc
+    off = adapter(system="Be brief.", cache_hints=False).build_request(
+        dialogue, ctx, None, [], turn
+    )
+    assert count_breakpoints(off) == 0
 
 
 def test_injections_merge_into_user_turns(mem: ShortTermMemory) -> None:
@@ -194,7 +224,7 @@ def test_injections_merge_into_user_turns(mem: ShortTermMemory) -> None:
     ]
     before = copy.deepcopy(dialogue)
     ctx = MemoryContext(content="MEM", nudge="NUDGE", content_depth=1, nudge_depth=1)
-    request = adapter().build_request(dialogue, ctx, None, [TOOL], turn)
+    request = adapter(cache_hints=False).build_request(dialogue, ctx, None, [TOOL], turn)
     assert dialogue == before  # the caller's list and messages are untouched
     assert request["messages"] == [
         {
@@ -253,17 +283,18 @@ def test_user_text_is_the_newest_real_user_message() -> None:
 def test_constructor_checks(mem: ShortTermMemory) -> None:
     sync_client = anthropic.Anthropic(api_key="test", base_url="http://127.0.0.1:9")
     async_client = anthropic.AsyncAnthropic(api_key="test", base_url="http://127.0.0.1:9")
-    with pytest.raises(TypeError, match="AsyncAnthropicLoop"):
+    # What a loop is built with is configuration, the client included.
+    with pytest.raises(ConfigurationError, match="AsyncAnthropicLoop"):
         AnthropicLoop(async_client, mem, model=MODEL)
-    with pytest.raises(TypeError, match="AnthropicLoop"):
+    with pytest.raises(ConfigurationError, match="AnthropicLoop"):
         AsyncAnthropicLoop(sync_client, mem, model=MODEL)
-    with pytest.raises(TypeError, match="system"):
+    with pytest.raises(ConfigurationError, match="system"):
         AnthropicLoop(sync_client, mem, model=MODEL, system="no")
-    with pytest.raises(ValidationError):
+    with pytest.raises(ConfigurationError):
         AnthropicLoop(sync_client, mem, model="")
-    with pytest.raises(ValidationError):
+    with pytest.raises(ConfigurationError):
         AnthropicLoop(sync_client, mem, model=MODEL, max_tokens=0)
-    with pytest.raises(ValidationError):
+    with pytest.raises(ConfigurationError):
         AnthropicLoop(sync_client, mem, model=MODEL, max_steps=0)
 
 
@@ -283,7 +314,7 @@ def test_bad_arguments_fail_before_the_turn_begins(mem: ShortTermMemory) -> None
     async def handler(args: dict[str, Any]) -> str:
         return "never awaited"
 
-    with pytest.raises(TypeError, match="AsyncAnthropicLoop"):
+    with pytest.raises(ValidationError, match="AsyncAnthropicLoop"):
         loop.run_turn(SCOPE, hi, tools=[TOOL], tool_handlers={"lookup": handler})
     assert client.messages.requests == [] and mem.get(SCOPE) is None
 

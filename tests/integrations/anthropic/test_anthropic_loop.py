@@ -90,6 +90,14 @@ def text_of(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def system_texts(request: dict[str, Any]) -> list[str]:
+    """The ``system`` parameter's texts, block by block (cache breakpoints aside)."""
+    system = request.get("system")
+    if system is None:
+        return []
+    return [system] if isinstance(system, str) else [b["text"] for b in system]
+
+
 def tool_names(request: dict[str, Any]) -> list[str]:
     return [t["name"] for t in request.get("tools", [])]
 
@@ -180,13 +188,19 @@ def test_multi_turn_scenario(
     history = [user("I'm planning a trip to Kyoto in April.")]
     r1 = run(history)
     (req,) = r1.requests
-    assert req["system"] == SYSTEM
+    assert system_texts(req) == [SYSTEM]
     first = blocks(req["messages"][0])
-    assert first[0]["text"].startswith(CONTENT_HEADER)
-    assert "#planning, just now:" in first[0]["text"]
-    assert "Ryokan booked for April 3." in first[0]["text"]
+    # The user's words (a cache breakpoint: the next turn reads them back), then the
+    # other channel's briefing, which changes every turn.
+    assert first[0] == {
+        "type": "text",
+        "text": "I'm planning a trip to Kyoto in April.",
+        "cache_control": {"type": "ephemeral"},
+    }
+    assert first[1]["text"].startswith(CONTENT_HEADER)
+    assert "#planning, just now:" in first[1]["text"]
+    assert "Ryokan booked for April 3." in first[1]["text"]
     assert "Book the ryokan" not in text_of(req)  # supersede: no raw turns
-    assert first[1] == {"type": "text", "text": "I'm planning a trip to Kyoto in April."}
     assert NUDGE_MARK not in text_of(req)
     assert tool_names(req) == [TOOL_NAME, "get_weather"]
     assert r1.messages == [
@@ -259,8 +273,11 @@ def test_multi_turn_scenario(
     history = [*r3.messages, user("Any food tips?")]
     r4 = run(history)
     cut, retry = r4.requests
-    assert cut["system"] == SYSTEM  # fresh memory sits near the end of the dialogue
-    assert f"This channel:\\n  {S1}" in text_of(cut["messages"])
+    # This channel's memory: a system block of its own after the caller's prompt, a
+    # prefix the cache keeps until the memory is rewritten.
+    caller, memory_block = system_texts(cut)
+    assert caller == SYSTEM and f"This channel:\n  {S1}" in memory_block
+    assert "This channel:" not in text_of(cut["messages"])
     (skipped,) = tool_results(r4.messages[-2])
     assert skipped["is_error"] is True
     assert "cut off" in json.loads(skipped["content"])["reason"]
@@ -286,7 +303,7 @@ def test_multi_turn_scenario(
     assert live(mem).summary == S2
 
     # Turn 6: a restart (a new ShortTermMemory on the same paths) still shows the
-    # summary; two hours on, memory is no longer fresh and goes to the system prompt.
+    # summary, in its system block after the caller's prompt.
     mem.close()
     stm_clock.advance(hours=2)
     mem2 = open_memory()
@@ -297,14 +314,19 @@ def test_multi_turn_scenario(
     history = [*r5.messages, user("I'm back.")]
     r6 = run(history)
     (req,) = r6.requests
-    system, content = req["system"].split("\n\n", 1)
+    system, content = system_texts(req)
     assert system == SYSTEM
     assert content.startswith(CONTENT_HEADER)
     assert f"This channel:\n  {S2}" in content
-    assert "#planning, 2 hours ago:" in content
-    assert CONTENT_HEADER not in text_of(req["messages"])
+    # The other channels' briefings change every turn: with the current user message.
     last = blocks(req["messages"][-1])
-    assert [b["type"] for b in last] == ["text"]
+    # The user's own words end the cached prefix: the next turn reads them back.
+    assert last[0] == {
+        "type": "text",
+        "text": "I'm back.",
+        "cache_control": {"type": "ephemeral"},
+    }
+    assert "#planning, 2 hours ago:" in last[1]["text"]
     assert req["messages"][-2] == {
         "role": "assistant",
         "content": [{"type": "text", "text": "Have a wonderful trip!"}],
@@ -362,7 +384,7 @@ async def test_async_scenario(
     r1 = await run([user("Hi, I'm Ann.")])
     r2 = await run([*r1.messages, user("Which temple first?")])
     assert NUDGE_MARK not in text_of([r1.requests, r2.requests])
-    assert r1.requests[0]["system"] == [{"type": "text", "text": SYSTEM}]
+    assert system_texts(r1.requests[0]) == [SYSTEM]
 
     anthropic_script.reply_tool_calls(
         [("get_weather", {"city": "Kyoto"}), (TOOL_NAME, {"summary": S1})]
@@ -379,13 +401,13 @@ async def test_async_scenario(
     entry = await mem.aget(SCOPE)
     assert r3.stm_updated and entry is not None and entry.summary == S1
 
-    # The next request carries the summary (fresh: inside the dialogue).
+    # The next request carries the summary, after the caller's system blocks.
     anthropic_script.reply_text("Yudofu.")
     r4 = await run([*r3.messages, user("Food?")])
-    assert f"This channel:\\n  {S1}" in text_of(r4.requests[0]["messages"])
-    assert r4.requests[0]["system"] == [{"type": "text", "text": SYSTEM}]
+    base, memory_text = system_texts(r4.requests[0])
+    assert base == SYSTEM and f"This channel:\n  {S1}" in memory_text
 
-    # Restart on the same paths, later: the summary moves to the end of the system blocks.
+    # Restart on the same paths, later: the summary is still at the end of the system blocks.
     mem.close()
     stm_clock.advance(hours=3)
     mem2 = open_memory()
@@ -393,7 +415,7 @@ async def test_async_scenario(
     anthropic_script.reply_text("Welcome back.")
     r5 = await run([*r4.messages, user("Back again.")])
     base, memory_block = r5.requests[0]["system"]
-    assert base == {"type": "text", "text": SYSTEM}
+    assert base["text"] == SYSTEM
     assert memory_block["text"].startswith(CONTENT_HEADER) and S1 in memory_block["text"]
 
     # A provider error propagates; the turn was ended first.

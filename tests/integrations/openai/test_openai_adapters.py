@@ -16,9 +16,9 @@ from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 
 import stm_memory_openai
-from stm_memory import Scope, ShortTermMemory
+from stm_memory import ConfigurationError, Scope, ShortTermMemory, ValidationError
 from stm_memory.prompt.placement import MemoryContext
-from stm_memory.providers import place_memory
+from stm_memory.providers import place_memory, prompt_cache_key
 from stm_memory.tool.turn import TurnContext
 from stm_memory_openai import (
     AsyncOpenAIChatLoop,
@@ -79,7 +79,7 @@ def test_missing_openai_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None
 def test_sync_loops_refuse_an_async_client(
     loop: type[Any], clients: tuple[openai.OpenAI, openai.AsyncOpenAI], memory: ShortTermMemory
 ) -> None:
-    with pytest.raises(TypeError, match=r"needs an openai\.OpenAI client"):
+    with pytest.raises(ConfigurationError, match=r"needs an openai\.OpenAI client"):
         loop(clients[1], memory, model="m")
 
 
@@ -87,7 +87,7 @@ def test_sync_loops_refuse_an_async_client(
 def test_async_loops_refuse_a_sync_client(
     loop: type[Any], clients: tuple[openai.OpenAI, openai.AsyncOpenAI], memory: ShortTermMemory
 ) -> None:
-    with pytest.raises(TypeError, match=r"needs an openai\.AsyncOpenAI client"):
+    with pytest.raises(ConfigurationError, match=r"needs an openai\.AsyncOpenAI client"):
         loop(clients[0], memory, model="m")
 
 
@@ -101,7 +101,7 @@ def test_options_the_loop_manages_are_refused(
     clients: tuple[openai.OpenAI, openai.AsyncOpenAI],
     memory: ShortTermMemory,
 ) -> None:
-    with pytest.raises(TypeError, match=option):
+    with pytest.raises(ConfigurationError, match=option):
         loop(clients[0], memory, model="m", **{option: 1})
 
 
@@ -109,7 +109,7 @@ def test_options_the_loop_manages_are_refused(
 def test_bad_settings_are_refused(
     bad: dict[str, Any], clients: tuple[openai.OpenAI, openai.AsyncOpenAI], memory: ShortTermMemory
 ) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigurationError):
         OpenAIChatLoop(clients[0], memory, **bad)
 
 
@@ -120,7 +120,7 @@ def test_sync_loop_refuses_async_tool_handlers(
         return "x"
 
     loop = OpenAIChatLoop(clients[0], memory, model="m")
-    with pytest.raises(TypeError, match="AsyncOpenAIChatLoop"):
+    with pytest.raises(ValidationError, match="AsyncOpenAIChatLoop"):
         loop.run_turn(Scope(channel_id="c1", user_id="u1"), "hi", tool_handlers={"t": handler})
 
 
@@ -186,7 +186,15 @@ def test_chat_request_shape_and_determinism(turn: TurnContext) -> None:
     transcript = [{"role": "user", "content": "hi"}]
     before = json.dumps(transcript)
     request = chat.build_request(transcript, CONTEXT, "sys", [{"type": "function"}], turn)
-    assert list(request) == ["model", "messages", "tools", "temperature", "top_p"]
+    assert list(request) == [
+        "model",
+        "messages",
+        "tools",
+        "temperature",
+        "top_p",
+        "prompt_cache_key",
+    ]
+    assert request["prompt_cache_key"] == prompt_cache_key(turn.scope.live_key)
     assert request["messages"] == [
         {"role": "system", "content": "sys"},
         {"role": "system", "content": "[memory]"},
@@ -209,7 +217,18 @@ def test_chat_streaming_request(turn: TurnContext) -> None:
         "messages": [{"role": "user", "content": "hi"}],
         "stream": True,
         "stream_options": {"include_usage": True},
+        "prompt_cache_key": prompt_cache_key(turn.scope.live_key),
     }
+
+
+@pytest.mark.parametrize("kind", [ChatCompletionsAdapter, ResponsesAdapter])
+def test_cache_key_hint_yields_to_the_callers_and_turns_off(turn: TurnContext, kind: Any) -> None:
+    hi = [{"role": "user", "content": "hi"}]
+    own = adapter(kind, prompt_cache_key="mine", prompt_cache_retention="24h")
+    request = own.build_request(hi, MemoryContext(), None, [], turn)
+    assert (request["prompt_cache_key"], request["prompt_cache_retention"]) == ("mine", "24h")
+    off = kind(lambda **_: None, model="m", options={}, limit=15, on_text=None, cache_hints=False)
+    assert "prompt_cache_key" not in off.build_request(hi, MemoryContext(), None, [], turn)
 
 
 def test_chat_memory_tool_is_strict(turn: TurnContext) -> None:
@@ -303,6 +322,7 @@ def test_responses_request_shape(turn: TurnContext) -> None:
             {"role": "user", "content": "hi"},
         ],
         "store": False,
+        "prompt_cache_key": prompt_cache_key(turn.scope.live_key),
     }
 
 

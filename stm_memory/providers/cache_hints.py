@@ -1,0 +1,206 @@
+"""Provider prompt-cache hints, written once for every integration. Pure.
+
+Providers bill a repeated prompt prefix at about a tenth of the input price
+(``docs/design.md#prompt-caching``). Placement already orders the prompt by how often
+each part changes (:mod:`stm_memory.prompt.placement`); these hints tell the provider
+where the stable prefix ends:
+
+- **OpenAI** caches automatically; ``prompt_cache_key`` steers requests with the same
+  key to the same cache. One key per channel (derived from the scope's live key, so a
+  persona's memory gets its own) keeps a channel's requests together without sending
+  any id in the clear. A key the caller set wins.
+- **Anthropic** caches only up to ``cache_control`` breakpoints, at most four per
+  request, counting the caller's own (on tools, system blocks, message blocks, or the
+  top-level automatic one). Ours go, in order of value: on the last block of the
+  dialogue before what changes every turn — the current user message's own last block,
+  ahead of the briefings merged after it (the next turn reads it back) — then on the
+  last system block (this channel's memory: read back after the
+  dialogue changes), and on the caller's last system block when the memory follows it
+  (the caller's prompt is shared by every channel). Each is added only while the
+  request stays within four; a block that already has one is left alone; ours take
+  the TTL the caller's breakpoints use, so a request never mixes them in an order the
+  API refuses.
+
+Nothing here mutates its input.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
+
+from stm_memory.model.roles import message_role
+
+__all__ = [
+    "MAX_BREAKPOINTS",
+    "anthropic_breakpoints",
+    "count_breakpoints",
+    "current_user_index",
+    "prompt_cache_key",
+]
+
+#: The Messages API refuses a request with more ``cache_control`` breakpoints.
+MAX_BREAKPOINTS = 4
+
+
+def prompt_cache_key(live_key: str) -> str:
+    """A stable, opaque cache key for one channel's memory scope (its live key)."""
+    return "stm-" + hashlib.sha256(live_key.encode("utf-8")).hexdigest()[:32]
+
+
+def current_user_index(messages: Sequence[Any]) -> int | None:
+    """Index of the current user message: the last user message with something besides
+    tool results (Anthropic carries results in user messages, and a new user message
+    after them joins that turn)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message_role(message) == "user":
+            return index
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if (
+            isinstance(message, Mapping)
+            and message.get("role") == "user"
+            and isinstance(content, list)
+            and any(isinstance(b, Mapping) and b.get("type") != "tool_result" for b in content)
+        ):
+            return index
+    return None
+
+
+def _blocks(content: Any) -> list[Any]:
+    if isinstance(content, list):
+        return content
+    return [content] if isinstance(content, Mapping) else []
+
+
+def count_breakpoints(request: Mapping[str, Any]) -> int:
+    """Breakpoints a Messages request already has, the top-level automatic one included."""
+    count = 1 if request.get("cache_control") else 0
+    count += sum(1 for t in request.get("tools") or () if _marked(t))
+    count += sum(1 for b in _blocks(request.get("system")) if _marked(b))
+    for message in request.get("messages") or ():
+        if isinstance(message, Mapping):
+            count += sum(1 for b in _blocks(message.get("content")) if _marked(b))
+    return count
+
+
+def _marked(block: Any) -> bool:
+    return isinstance(block, Mapping) and bool(block.get("cache_control"))
+
+
+def _caller_ttl(request: Mapping[str, Any]) -> str | None:
+    """The TTL every caller breakpoint uses, when they agree (else the default)."""
+    found: set[str | None] = set()
+
+    def see(marker: Any) -> None:
+        if isinstance(marker, Mapping):
+            found.add(marker.get("ttl"))
+
+    see(request.get("cache_control"))
+    for tool in request.get("tools") or ():
+        if isinstance(tool, Mapping):
+            see(tool.get("cache_control"))
+    for block in _blocks(request.get("system")):
+        see(block.get("cache_control") if isinstance(block, Mapping) else None)
+    for message in request.get("messages") or ():
+        for block in _blocks(message.get("content") if isinstance(message, Mapping) else None):
+            see(block.get("cache_control") if isinstance(block, Mapping) else None)
+    return found.pop() if len(found) == 1 else None
+
+
+def _marker(ttl: str | None) -> dict[str, str]:
+    return {"type": "ephemeral", "ttl": ttl} if ttl else {"type": "ephemeral"}
+
+
+def _mark_last(content: Any, marker: Mapping[str, str]) -> Any | None:
+    """``content`` as blocks with ``marker`` on its last block; None when that block
+    cannot carry one (empty, thinking) or already has one."""
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+    if not isinstance(blocks, list) or not blocks or not isinstance(blocks[-1], Mapping):
+        return None
+    last = blocks[-1]
+    if last.get("cache_control") or last.get("type") in ("thinking", "redacted_thinking"):
+        return None
+    if last.get("type") == "text" and not last.get("text"):
+        return None  # the API refuses a breakpoint on an empty text block
+    return [*blocks[:-1], {**last, "cache_control": dict(marker)}]
+
+
+def anthropic_breakpoints(
+    request: Mapping[str, Any],
+    *,
+    caller_system_blocks: int = 0,
+    injected: Collection[str] = (),
+) -> dict[str, Any]:
+    """``request`` (a Messages API body) with our breakpoints added (see the module
+    docstring). ``caller_system_blocks``: how many leading system blocks are the
+    caller's own (the memory block follows them); ``injected``: the texts placement
+    merged into user turns this turn (briefings, nudge), which change every turn."""
+    out = dict(request)
+    budget = MAX_BREAKPOINTS - count_breakpoints(request)
+    marker = _marker(_caller_ttl(request))
+    steps: list[Callable[[dict[str, Any]], bool]] = [
+        lambda body: _mark_dialogue(body, marker, frozenset(injected)),
+        lambda body: _mark_system(body, marker, None),
+    ]
+    if caller_system_blocks:
+        steps.append(lambda body: _mark_system(body, marker, caller_system_blocks - 1))
+    for step in steps:
+        if budget <= 0:
+            break
+        if step(out):
+            budget -= 1
+    return out
+
+
+def _mark_dialogue(
+    body: dict[str, Any], marker: Mapping[str, str], injected: frozenset[str]
+) -> bool:
+    messages = list(body.get("messages") or ())
+    current = current_user_index(messages)
+    if current is None:
+        return False
+    # The current user message's own last block, else the message before it.
+    for index in (current, current - 1):
+        message = messages[index] if index >= 0 else None
+        if not isinstance(message, Mapping):
+            continue
+        blocks = _own_blocks(message.get("content"), injected)
+        content = _mark_last(blocks, marker) if blocks else None
+        if content is not None:
+            rest = _blocks_of(message.get("content"))[len(blocks) :]
+            messages[index] = {**message, "content": [*content, *rest]}
+            body["messages"] = messages
+            return True
+        if blocks:  # the last block of its own cannot carry one: keep looking no further
+            return False
+    return False
+
+
+def _blocks_of(content: Any) -> list[Any]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+
+
+def _own_blocks(content: Any, injected: frozenset[str]) -> list[Any]:
+    """The blocks up to the last one that is not an injected text."""
+    blocks = _blocks_of(content)
+    end = len(blocks)
+    while end and isinstance(blocks[end - 1], Mapping) and blocks[end - 1].get("text") in injected:
+        end -= 1
+    return blocks[:end]
+
+
+def _mark_system(body: dict[str, Any], marker: Mapping[str, str], index: int | None) -> bool:
+    system = body.get("system")
+    if not system:
+        return False
+    blocks = [{"type": "text", "text": system}] if isinstance(system, str) else list(system)
+    at = len(blocks) - 1 if index is None else index
+    if not 0 <= at < len(blocks) or (index is not None and at == len(blocks) - 1):
+        return False
+    marked = _mark_last(blocks[: at + 1], marker)
+    if marked is None:
+        return False
+    body["system"] = [*marked, *blocks[at + 1 :]]
+    return True

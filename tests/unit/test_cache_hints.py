@@ -1,0 +1,162 @@
+"""Provider prompt-cache hints (stm_memory.providers.cache_hints): one OpenAI key per
+channel, Anthropic breakpoints where the stable prefix ends, never more than four."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stm_memory import Scope
+from stm_memory.providers import (
+    MAX_BREAKPOINTS,
+    anthropic_breakpoints,
+    count_breakpoints,
+    prompt_cache_key,
+)
+
+CC = {"type": "ephemeral"}
+
+
+def text(t: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "text", "text": t, **extra}
+
+
+def test_one_key_per_channel_and_persona() -> None:
+    a = Scope(channel_id="c1", user_id="u1", server_id="g1")
+    b = Scope(channel_id="c1", user_id="u2", server_id="g1")  # same channel, another user
+    c = Scope(channel_id="c2", user_id="u1", server_id="g1")
+    p = Scope(channel_id="c1", user_id="u1", server_id="g1", persona_id="p1")
+    keys = [prompt_cache_key(s.live_key) for s in (a, b, c, p)]
+    assert keys[0] == keys[1]  # the channel's requests share one cache, whoever speaks
+    assert len({keys[0], keys[2], keys[3]}) == 3
+    # Opaque: no id in the clear (hex digits cannot spell "general").
+    named = prompt_cache_key(Scope(channel_id="general", user_id="u1", server_id="g1").live_key)
+    assert named.startswith("stm-") and "general" not in named
+
+
+def request(system: Any = None, **extra: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": "m",
+        "max_tokens": 10,
+        "messages": [
+            {"role": "user", "content": "u1"},
+            {"role": "assistant", "content": [text("a1")]},
+            {"role": "user", "content": [text("u2"), text("briefing")]},
+        ],
+        **extra,
+    }
+    if system is not None:
+        body["system"] = system
+    return body
+
+
+def test_breakpoints_at_the_dialogue_end_the_memory_and_the_callers_prompt() -> None:
+    body = request(system=[text("caller"), text("memory")])
+    before = copy.deepcopy(body)
+    out = anthropic_breakpoints(body, caller_system_blocks=1, injected=["briefing"])
+    assert body == before  # nothing mutated
+    # The user's own last block, ahead of the briefing merged after it: the next turn
+    # (where "u2" stands alone) reads it back; the per-turn tail is not cached.
+    assert out["messages"][2]["content"] == [text("u2", cache_control=CC), text("briefing")]
+    assert out["messages"][1] == body["messages"][1]
+    assert out["system"] == [text("caller", cache_control=CC), text("memory", cache_control=CC)]
+    assert count_breakpoints(out) == 3
+
+
+def test_a_string_message_becomes_a_block_to_carry_the_breakpoint() -> None:
+    body = request()
+    body["messages"][2] = {"role": "user", "content": "u2"}
+    out = anthropic_breakpoints(body)
+    assert out["messages"][2]["content"] == [text("u2", cache_control=CC)]
+    assert "system" not in out
+
+
+def test_without_a_block_of_its_own_the_message_before_carries_it() -> None:
+    body = request()
+    body["messages"][2] = {"role": "user", "content": [text("briefing")]}
+    out = anthropic_breakpoints(body, injected=["briefing"])
+    assert out["messages"][1]["content"] == [text("a1", cache_control=CC)]
+    assert out["messages"][2] == body["messages"][2]
+
+
+def test_the_callers_breakpoints_are_kept_and_counted() -> None:
+    tools = [{"name": f"t{i}", "input_schema": {}, "cache_control": CC} for i in range(3)]
+    body = request(system=[text("caller"), text("memory")], tools=tools)
+    out = anthropic_breakpoints(body, caller_system_blocks=1, injected=["briefing"])
+    assert count_breakpoints(out) == MAX_BREAKPOINTS
+    assert out["tools"] == tools
+    # The one left goes where it is worth most: the end of the dialogue.
+    assert out["messages"][2]["content"][0]["cache_control"] == CC
+    assert "cache_control" not in out["system"][-1]
+
+
+def test_ours_take_the_ttl_the_caller_uses() -> None:
+    long = {"type": "ephemeral", "ttl": "1h"}
+    out = anthropic_breakpoints(request(system=[text("caller", cache_control=long)]))
+    assert out["messages"][2]["content"][-1]["cache_control"] == long
+
+
+def test_no_breakpoint_on_blocks_that_cannot_carry_one() -> None:
+    body = request()
+    body["messages"][2] = {"role": "user", "content": [text("briefing")]}
+    body["messages"][1] = {"role": "assistant", "content": [{"type": "thinking", "thinking": "t"}]}
+    assert anthropic_breakpoints(body, injected=["briefing"])["messages"] == body["messages"]
+    body["messages"][1] = {"role": "assistant", "content": ""}
+    assert anthropic_breakpoints(body, injected=["briefing"])["messages"] == body["messages"]
+    briefing_only = {"model": "m", "messages": [{"role": "user", "content": [text("briefing")]}]}
+    assert anthropic_breakpoints(briefing_only, injected=["briefing"]) == briefing_only
+
+
+_MARK = st.sampled_from([None, CC, {"type": "ephemeral", "ttl": "1h"}])
+
+
+def _block(t: str, mark: Any) -> dict[str, Any]:
+    return text(t, cache_control=mark) if mark else text(t)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    tool_marks=st.lists(_MARK, max_size=4),
+    system_marks=st.lists(_MARK, max_size=4),
+    message_marks=st.lists(_MARK, min_size=1, max_size=7),
+    automatic=st.booleans(),
+    caller_blocks=st.integers(min_value=0, max_value=4),
+)
+def test_never_more_than_four_breakpoints(
+    tool_marks: list[Any],
+    system_marks: list[Any],
+    message_marks: list[Any],
+    automatic: bool,
+    caller_blocks: int,
+) -> None:
+    messages = []
+    for i, mark in enumerate(message_marks):
+        role = "user" if i % 2 == 0 else "assistant"
+        messages.append({"role": role, "content": [_block(f"m{i}", mark)]})
+    body: dict[str, Any] = {"model": "m", "max_tokens": 1, "messages": messages}
+    if tool_marks:
+        body["tools"] = [
+            {"name": f"t{i}", "input_schema": {}, **({"cache_control": m} if m else {})}
+            for i, m in enumerate(tool_marks)
+        ]
+    if system_marks:
+        body["system"] = [_block(f"s{i}", m) for i, m in enumerate(system_marks)]
+    if automatic:
+        body["cache_control"] = CC
+    caller = count_breakpoints(body)
+    out = anthropic_breakpoints(body, caller_system_blocks=min(caller_blocks, len(system_marks)))
+    assert count_breakpoints(out) <= max(MAX_BREAKPOINTS, caller)
+    if caller < MAX_BREAKPOINTS:
+        assert count_breakpoints(out) >= caller
+    # Every breakpoint the caller set is still there, unchanged.
+    assert out.get("tools") == body.get("tools")
+    for old, new in zip(body.get("system") or [], out.get("system") or [], strict=True):
+        if old.get("cache_control"):
+            assert new == old
+    for old, new in zip(body["messages"], out["messages"], strict=True):
+        for a, b in zip(old["content"], new["content"], strict=True):
+            if a.get("cache_control"):
+                assert a == b
