@@ -2,7 +2,10 @@
 
 The floors are "the same work written naively by hand": a raw ``diskcache.Cache`` with
 its default settings, and a raw ``sqlite3`` connection in WAL / synchronous=NORMAL with
-the same table, indexes and upsert statements as ours, fed the same values.
+the same table, indexes and upsert statements as ours, fed the same values. The
+recency index our cache keeps (each owner's entry keys by ``last_updated``, read by
+prompt assembly) is, in the floor, the same table in the diskcache file written with
+one raw upsert per key on diskcache's own connection (:data:`RANK_UPSERT`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from stm_memory import ShortTermMemory
 from stm_memory.model import MemoryEntry
 
 __all__ = [
+    "RANK_UPSERT",
     "UPSERT_PLAIN",
     "UPSERT_RESET",
     "WORDS",
@@ -139,6 +143,19 @@ def row_params(entry: MemoryEntry) -> tuple[Any, ...]:
     )
 
 
+#: The floor's recency index: the table the engine's diskcache backend keeps beside
+#: diskcache's (``stm_memory/cache/_disk_rows.py``), with its order index.
+_RANK_DDL = (
+    "CREATE TABLE IF NOT EXISTS floor_rank (idx TEXT NOT NULL, member TEXT NOT NULL,"
+    " score REAL NOT NULL, PRIMARY KEY (idx, member)) WITHOUT ROWID",
+    "CREATE INDEX IF NOT EXISTS floor_rank_order ON floor_rank (idx, score DESC, member)",
+)
+RANK_UPSERT = (
+    "INSERT INTO floor_rank (idx, member, score) VALUES (?, ?, ?)"
+    " ON CONFLICT (idx, member) DO UPDATE SET score = excluded.score"
+)
+
+
 class RawFloor:
     """Raw diskcache + raw sqlite3, as a careful developer would write them by hand."""
 
@@ -149,6 +166,8 @@ class RawFloor:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(_DDL)
+        for statement in _RANK_DDL:
+            self.cache._con.execute(statement)
 
     def seed(self, items: dict[str, dict[str, Any]], ttl: float | None = None) -> None:
         for key, value in items.items():
@@ -159,11 +178,20 @@ class RawFloor:
         values: Sequence[tuple[str, dict[str, Any]]],
         rows: Sequence[tuple[str, tuple[Any, ...]]],
         ttl: float,
+        ranks: Sequence[tuple[str, str, float]] = (),
     ) -> None:
-        """The floor of one update: a set per key, then one transaction with the upserts."""
+        """The floor of one update: a set per key, then one transaction with the upserts.
+        ``ranks`` — ``(index key, entry key, score)`` — adds the recency index: one raw
+        upsert (its own transaction, as each ``set`` is) per key after its ``set``."""
         cache = self.cache
-        for key, value in values:
-            cache.set(key, value, expire=ttl)
+        if ranks:
+            index = cache._con
+            for (key, value), rank in zip(values, ranks, strict=True):
+                cache.set(key, value, expire=ttl)
+                index.execute(RANK_UPSERT, rank)
+        else:
+            for key, value in values:
+                cache.set(key, value, expire=ttl)
         db = self.db
         db.execute("BEGIN")
         for sql, params in rows:

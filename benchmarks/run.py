@@ -1,9 +1,10 @@
 """Run the benchmark suite: ``python -m benchmarks.run [--quick] [--only NAME ...]``.
 
-A full run writes ``benchmarks/results/latest.json``, ``latest.md`` and ``tokens.png``
-and refreshes the table in ``benchmarks/README.md``. ``--quick`` (smaller sizes, a
-smoke test) and ``--only`` write ``partial.json`` / ``partial.md`` / ``tokens-partial.png``
-instead, so a partial run never replaces the committed numbers.
+A full run writes ``benchmarks/results/latest.json``, ``latest.md``, ``tokens.png`` and
+``cost.png`` and refreshes the table in ``benchmarks/README.md``. ``--quick`` (smaller
+sizes, a smoke test) and ``--only`` write ``partial.json`` / ``partial.md`` /
+``tokens-partial.png`` / ``cost-partial.png`` instead, so a partial run never replaces
+the committed numbers.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ CASES: dict[str, str] = {
     "peers": "benchmarks.peers",
     "hydrate": "benchmarks.hydration",
     "tokens": "benchmarks.token_growth",
+    "cost": "benchmarks.cost",
     "scale": "benchmarks.scale",
     "multiprocess": "benchmarks.multiprocess",
     "erasure": "benchmarks.erasure",

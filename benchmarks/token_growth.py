@@ -27,6 +27,10 @@ answers are the same text for every approach and are left out of the cost, which
 providers list it). One tokenizer for all:
 ``langchain_core.messages.utils.count_tokens_approximately``.
 
+The runners take the system prompt and the caller's tools as arguments and also log each
+turn's request bodies as sent, with the turn's time (:class:`Turn`): the ``cost`` case
+(:mod:`benchmarks.cost`) replays them through a provider prompt-cache model.
+
 Measured over the last 50 turns (a single turn depends on where the refresh cycle
 stands): mean prompt against full history, prompt growth (mean over turns 151–200 /
 mean over 51–100), against *minimal* (what a perfect cut would send with the same
@@ -41,8 +45,9 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +56,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 
 from stm_memory import TOOL_NAME, Scope
 from stm_memory.prompt.render import CONTENT_HEADER
+from stm_memory.testing.prompt_cache import count_tokens
 
 from ._fixtures import open_memory, sentence
 from ._harness import CaseResult, Config, Metric
@@ -60,6 +66,10 @@ SYSTEM = "You are Mira, a friendly assistant in the Heist Club server. Answer he
 CHANNELS = ("c-plans", "c-lore", "c-random")
 USER_WORDS = (20, 40)
 ANSWER_WORDS = (60, 110)
+#: A turn every three minutes, round-robin over the channels (the FrozenClock's step).
+STEP = timedelta(minutes=3)
+#: The ``model`` of every request body (one name for all: caches are per model).
+MODEL = "offline"
 
 
 def user_messages(turns: int) -> list[str]:
@@ -162,6 +172,57 @@ class Series:
 OUTPUT_PRICE = 4  # output tokens cost four times input tokens
 
 
+@dataclass(frozen=True)
+class Turn:
+    """One turn as a provider bills it: when, in which channel, the request bodies sent
+    (Chat Completions, Messages or Responses bodies), the output tokens spent on memory
+    (:func:`~stm_memory.testing.prompt_cache.count_tokens` of the memory-tool arguments,
+    or of the summaries), and the extra calls' bodies (the summarizer's)."""
+
+    at: datetime
+    channel: str
+    bodies: tuple[Mapping[str, Any], ...]
+    memory_output: int = 0
+    side_bodies: tuple[Mapping[str, Any], ...] = ()
+
+
+def chat_body(request: Request) -> dict[str, Any]:
+    """A recorded request (LangChain messages or Chat dicts) as a Chat Completions body."""
+    from langchain_core.messages import convert_to_openai_messages
+
+    messages = [
+        m if isinstance(m, Mapping) else convert_to_openai_messages(m) for m in request.messages
+    ]
+    body: dict[str, Any] = {"model": MODEL, "messages": messages}
+    if request.tools:
+        body["tools"] = list(request.tools)
+    return body
+
+
+def memory_argument_tokens(messages: Sequence[Any]) -> int:
+    """Output tokens (:func:`count_tokens`) of the memory-tool calls' arguments among
+    ``messages``: LangChain ``AIMessage``, Chat or Messages dicts, Responses items."""
+    total = 0
+    for m in messages:
+        if isinstance(m, AIMessage):
+            calls = [c["args"] for c in m.tool_calls if c["name"] == TOOL_NAME]
+            total += sum(count_tokens(json.dumps(a, ensure_ascii=False)) for a in calls)
+        elif not isinstance(m, Mapping):
+            continue
+        elif m.get("type") == "function_call" and m.get("name") == TOOL_NAME:
+            total += count_tokens(str(m.get("arguments") or ""))
+        elif m.get("role") == "assistant":
+            for call in m.get("tool_calls") or ():
+                if call["function"]["name"] == TOOL_NAME:
+                    total += count_tokens(str(call["function"].get("arguments") or ""))
+            content = m.get("content")
+            for block in content if isinstance(content, list) else ():
+                if block.get("type") == "tool_use" and block.get("name") == TOOL_NAME:
+                    args = json.dumps(block.get("input") or {}, ensure_ascii=False)
+                    total += count_tokens(args)
+    return total
+
+
 def _scope(channel: str) -> Scope:
     return Scope(
         channel_id=channel,
@@ -226,23 +287,45 @@ def minimal_request(request: dict[str, Any], dialogue: Sequence[dict[str, Any]],
     )
 
 
-def run_ours_loop(root: Path, texts: Sequence[str]) -> dict[str, Any]:
-    from stm_memory.testing.clients import offline_openai_client
+def run_ours_loop(
+    root: Path,
+    texts: Sequence[str],
+    *,
+    system: Any = SYSTEM,
+    tools: Sequence[Any] = (),
+    provider: str = "openai",
+) -> dict[str, Any]:
+    """Ours through ``OpenAIChatLoop`` (``provider="openai"``) or ``AnthropicLoop``
+    (``"anthropic"``: ``system`` may be text blocks, ``tools`` Messages tool schemas)
+    on the offline SDK client, fed ``result.messages`` back each turn. ``minimal`` and
+    the breakdown are for the OpenAI loop with the default system prompt."""
     from stm_memory.testing.clock import FrozenClock
     from stm_memory.testing.offline import OfflineModel
-    from stm_memory_openai import OpenAIChatLoop
 
     clock = FrozenClock()
     model = OfflineModel(answers=answer_for)
-    client = offline_openai_client(model)
+    client: Any
+    loop: Any
+    if provider == "anthropic":
+        from stm_memory.testing.clients import offline_anthropic_client
+        from stm_memory_anthropic import AnthropicLoop as Loop
+
+        client = offline_anthropic_client(model)
+    else:
+        from stm_memory.testing.clients import offline_openai_client
+        from stm_memory_openai import OpenAIChatLoop as Loop  # type: ignore[assignment]
+
+        client = offline_openai_client(model)
+    handlers = {name: _no_result for name in _tool_names(tools)}
     series = Series()
+    log: list[Turn] = []
     minimal: list[int] = []
     updates = 0
     last_request: dict[str, Any] = {}
     histories: dict[str, list[Any]] = {c: [] for c in CHANNELS}
     dialogues: dict[str, list[dict[str, Any]]] = {c: [] for c in CHANNELS}
     with open_memory(root, clock=clock) as mem:
-        loop = OpenAIChatLoop(client, mem, model="offline")
+        loop = Loop(client, mem, model=MODEL)
         for i, text in enumerate(texts):
             channel = CHANNELS[i % len(CHANNELS)]
             scope = _scope(channel)
@@ -250,9 +333,14 @@ def run_ours_loop(root: Path, texts: Sequence[str]) -> dict[str, Any]:
             since = entry.turns_since_refresh if entry is not None else len(dialogues[channel]) // 2
             calls_before = model.calls
             result = loop.run_turn(
-                scope, [*histories[channel], {"role": "user", "content": text}], system=SYSTEM
+                scope,
+                [*histories[channel], {"role": "user", "content": text}],
+                system=system,
+                tools=list(tools),
+                tool_handlers=handlers,
             )
             new = result.messages[len(histories[channel]) :]
+            log.append(Turn(clock(), channel, tuple(result.requests), memory_argument_tokens(new)))
             series.add(
                 channel,
                 [
@@ -262,7 +350,8 @@ def run_ours_loop(root: Path, texts: Sequence[str]) -> dict[str, Any]:
                 extra=model.calls - calls_before - 1,
                 memory_output=_memory_call_tokens(new),
             )
-            minimal.append(minimal_request(result.requests[0], dialogues[channel], since))
+            if provider == "openai":
+                minimal.append(minimal_request(result.requests[0], dialogues[channel], since))
             histories[channel] = list(result.messages)
             dialogues[channel] += [
                 {"role": "user", "content": text},
@@ -270,15 +359,24 @@ def run_ours_loop(root: Path, texts: Sequence[str]) -> dict[str, Any]:
             ]
             last_request = result.requests[0]
             updates += int(result.stm_updated)
-            clock.advance(minutes=3)
+            clock.advance(STEP)
     client.close()
     return {
         "series": series,
+        "log": log,
         "minimal": minimal,
         "updates": updates,
         "model_calls": model.calls,
-        "last_turn_breakdown": breakdown(last_request),
+        "last_turn_breakdown": breakdown(last_request) if provider == "openai" else {},
     }
+
+
+def _tool_names(tools: Sequence[Any]) -> list[str]:
+    return [t["function"]["name"] if "function" in t else t["name"] for t in tools]
+
+
+def _no_result(args: dict[str, Any]) -> str:
+    return "no result"
 
 
 # -- ours, create_agent middleware --------------------------------------------------------
@@ -302,7 +400,11 @@ def _recorder() -> Any:
     return Recorder()
 
 
-def run_ours_middleware(root: Path, texts: Sequence[str]) -> dict[str, Any]:
+def run_ours_middleware(
+    root: Path, texts: Sequence[str], *, system: str = SYSTEM, tools: Sequence[Any] = ()
+) -> dict[str, Any]:
+    """Ours through ``create_agent`` + ``ShortTermMemoryMiddleware``; ``tools`` are
+    LangChain tools (logged as Chat Completions bodies)."""
     from langchain.agents import create_agent
     from langgraph.checkpoint.memory import InMemorySaver
 
@@ -315,11 +417,12 @@ def run_ours_middleware(root: Path, texts: Sequence[str]) -> dict[str, Any]:
     chat = OfflineChatModel(model=OfflineModel(answers=answer_for))
     recorder = _recorder()
     series = Series()
+    log: list[Turn] = []
     with open_memory(root, clock=clock) as mem:
         agent: Any = create_agent(
             model=chat,
-            tools=[],
-            system_prompt=SYSTEM,
+            tools=list(tools),
+            system_prompt=system,
             middleware=[ShortTermMemoryMiddleware(mem)],
             checkpointer=InMemorySaver(),
         )
@@ -337,20 +440,26 @@ def run_ours_middleware(root: Path, texts: Sequence[str]) -> dict[str, Any]:
             state = agent.invoke({"messages": [HumanMessage(text)]}, config)
             requests = recorder.requests[before:]
             turn_messages = state["messages"][-4:]
+            answer = [m for m in turn_messages if isinstance(m, AIMessage)][-1:]
             series.add(
                 channel,
                 requests,
                 extra=len(requests) - 1,
-                memory_output=_memory_call_tokens(
-                    [m for m in turn_messages if isinstance(m, AIMessage)][-1:]
-                ),
+                memory_output=_memory_call_tokens(answer),
             )
-            clock.advance(minutes=3)
+            bodies = tuple(chat_body(r) for r in requests)
+            log.append(Turn(clock(), channel, bodies, memory_argument_tokens(answer)))
+            clock.advance(STEP)
         kept = sum(
             len(agent.get_state({"configurable": {"thread_id": c}}).values["messages"])
             for c in CHANNELS
         )
-    return {"series": series, "model_calls": len(chat.prompts), "checkpointed_messages": kept}
+    return {
+        "series": series,
+        "log": log,
+        "model_calls": len(chat.prompts),
+        "checkpointed_messages": kept,
+    }
 
 
 # -- LangChain SummarizationMiddleware -------------------------------------------------
@@ -385,20 +494,28 @@ def _summarizer_class() -> type[Any]:
     return CountingSummarizer
 
 
-def run_summarization(texts: Sequence[str]) -> dict[str, Any]:
+def run_summarization(
+    texts: Sequence[str], *, system: str = SYSTEM, tools: Sequence[Any] = ()
+) -> dict[str, Any]:
+    """LangChain's ``SummarizationMiddleware``; its summarizer's calls are logged as
+    the turn's side bodies and their summaries as its memory output."""
     from langchain.agents import create_agent
     from langchain.agents.middleware import SummarizationMiddleware
+    from langchain_core.utils.function_calling import convert_to_openai_tool
     from langgraph.checkpoint.memory import InMemorySaver
 
     from stm_memory.testing.chat_model import OfflineChatModel
+    from stm_memory.testing.clock import FrozenClock
     from stm_memory.testing.offline import OfflineModel
 
+    clock = FrozenClock()
     chat = OfflineChatModel(model=OfflineModel(answers=answer_for))
     summarizer = _summarizer_class()()
+    schemas = tuple(convert_to_openai_tool(t) for t in tools)  # what bind_tools sends
     agent: Any = create_agent(
         model=chat,
-        tools=[],
-        system_prompt=SYSTEM,
+        tools=list(tools),
+        system_prompt=system,
         middleware=[
             SummarizationMiddleware(
                 model=summarizer, trigger=("tokens", 4000), keep=("messages", 20)
@@ -407,11 +524,22 @@ def run_summarization(texts: Sequence[str]) -> dict[str, Any]:
         checkpointer=InMemorySaver(),
     )
     series = Series()
+    log: list[Turn] = []
     for i, text in enumerate(texts):
         channel = CHANNELS[i % len(CHANNELS)]
         prompts_before = len(chat.prompts)
         summaries_before = len(summarizer.prompts)
         agent.invoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": channel}})
+        log.append(
+            Turn(
+                clock(),
+                channel,
+                tuple(chat_body(Request(tuple(p), schemas)) for p in chat.prompts[prompts_before:]),
+                sum(count_tokens(t) for t in summarizer.summaries[summaries_before:]),
+                tuple(chat_body(Request(tuple(p))) for p in summarizer.prompts[summaries_before:]),
+            )
+        )
+        clock.advance(STEP)
         series.add(
             channel,
             [Request(tuple(p)) for p in chat.prompts[prompts_before:]],
@@ -426,6 +554,7 @@ def run_summarization(texts: Sequence[str]) -> dict[str, Any]:
         )
     return {
         "series": series,
+        "log": log,
         "model_calls": len(chat.prompts),
         "summarizer_calls": len(summarizer.prompts),
     }
@@ -434,15 +563,34 @@ def run_summarization(texts: Sequence[str]) -> dict[str, Any]:
 # -- full history ----------------------------------------------------------------------
 
 
-def run_full(texts: Sequence[str]) -> Series:
+def run_full(
+    texts: Sequence[str],
+    *,
+    system: str = SYSTEM,
+    tools: Sequence[Any] = (),
+    log: list[Turn] | None = None,
+    count: bool = True,
+) -> Series:
+    """The system prompt and the channel's whole dialogue each turn; ``tools`` are Chat
+    tool schemas; ``log`` (when given) receives each turn's Chat Completions body;
+    ``count=False`` leaves the series empty (counting a long history is the slow part)."""
+    from stm_memory.testing.clock import FrozenClock
+
+    clock = FrozenClock()
     series = Series()
     histories: dict[str, list[dict[str, Any]]] = {c: [] for c in CHANNELS}
+    head = {"role": "system", "content": system}
     for i, text in enumerate(texts):
         channel = CHANNELS[i % len(CHANNELS)]
         history = histories[channel]
         history.append({"role": "user", "content": text})
-        series.add(channel, [Request(({"role": "system", "content": SYSTEM}, *history))])
+        request = Request((head, *history), tuple(tools))
+        if count:
+            series.add(channel, [request])
+        if log is not None:
+            log.append(Turn(clock(), channel, (chat_body(request),)))
         history.append({"role": "assistant", "content": answer_for(text)})
+        clock.advance(STEP)
     return series
 
 
@@ -509,9 +657,12 @@ def _recording_client(
     )
 
 
-def run_agents_sessions(root: Path, texts: Sequence[str]) -> dict[str, Any]:
+def run_agents_sessions(
+    root: Path, texts: Sequence[str], *, system: str = SYSTEM, tools: Sequence[Any] = ()
+) -> dict[str, Any]:
     """The same conversation through ``Runner.run`` twice: with ``ShortTermMemorySession``
-    and with ``SQLiteSession`` (full replay)."""
+    and with ``SQLiteSession`` (full replay). ``tools`` are the SDK's ``FunctionTool``s;
+    ``ours_log`` / ``sqlite_log`` hold the Responses bodies sent."""
     import asyncio
 
     from agents import Agent, OpenAIResponsesModel, RunConfig, Runner, SQLiteSession
@@ -522,15 +673,18 @@ def run_agents_sessions(root: Path, texts: Sequence[str]) -> dict[str, Any]:
 
     run_config = RunConfig(tracing_disabled=True)
 
-    async def conversation(with_memory: bool) -> tuple[Series, int, int]:
+    Outcome = tuple[Series, list[Turn], int, int]
+
+    async def conversation(with_memory: bool) -> Outcome:
         offline = OfflineModel(answers=answer_for)
         bodies: list[dict[str, Any]] = []
         replies: list[dict[str, Any]] = []
         client = _recording_client(offline, bodies, replies)
-        model = OpenAIResponsesModel("offline", client)
-        base = Agent(name="Mira", instructions=SYSTEM, model=model)
+        model = OpenAIResponsesModel(MODEL, client)
+        base = Agent(name="Mira", instructions=system, model=model, tools=list(tools))
         clock = FrozenClock()
         series = Series()
+        log: list[Turn] = []
         updates = 0
         name = "agents-stm" if with_memory else "agents-sqlite"
         with open_memory(root, name, clock=clock) as mem:
@@ -560,7 +714,11 @@ def run_agents_sessions(root: Path, texts: Sequence[str]) -> dict[str, Any]:
                     extra=len(requests) - 1,
                     memory_output=_memory_call_tokens(said),
                 )
-                clock.advance(minutes=3)
+                items = [item for r in replies[before:] for item in r["output"]]
+                log.append(
+                    Turn(clock(), channel, tuple(bodies[before:]), memory_argument_tokens(items))
+                )
+                clock.advance(STEP)
             for session in sessions.values():
                 session.close()
             if with_memory:
@@ -568,15 +726,19 @@ def run_agents_sessions(root: Path, texts: Sequence[str]) -> dict[str, Any]:
                     (e.last_refreshed_turn if (e := mem.get(_scope(c))) else 0) for c in CHANNELS
                 )
         await client.close()
-        return series, offline.calls, updates
+        return series, log, offline.calls, updates
 
-    async def both() -> tuple[tuple[Series, int, int], tuple[Series, int, int]]:
+    async def both() -> tuple[Outcome, Outcome]:
         return await conversation(True), await conversation(False)
 
-    (ours, ours_calls, updates), (sqlite, sqlite_calls, _) = asyncio.run(both())
+    (ours, ours_log, ours_calls, updates), (sqlite, sqlite_log, sqlite_calls, _) = asyncio.run(
+        both()
+    )
     return {
         "ours": ours,
         "sqlite": sqlite,
+        "ours_log": ours_log,
+        "sqlite_log": sqlite_log,
         "model_calls": {"agents_session": ours_calls, "sqlite_session": sqlite_calls},
         "updates": updates,
     }

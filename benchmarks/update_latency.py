@@ -1,8 +1,12 @@
 """Case 1 — update latency.
 
 ``mem.update()`` in summary mode on a warm server scope (two keys, two rows) against
-its floor: 2 × raw ``diskcache.Cache.set`` of the same two entry values + one raw
-sqlite3 (WAL/NORMAL) transaction with the same two upserts.
+its floor, which does the same job: per key, a raw ``diskcache.Cache.set`` of the same
+entry value and one raw upsert moving the key in its owner's recency index (the ordered
+index prompt assembly reads; the same table and order index as our diskcache backend's,
+in the same file, each statement its own transaction); then one raw sqlite3
+(WAL/NORMAL) transaction with the same two upserts. ``update_vs_floor_no_index`` keeps
+the earlier floor without the index writes, for continuity.
 
 Each update needs a fresh TurnContext (one update per turn): the turns of a round are
 created *outside* the timed region; ``begin_turn`` is measured on its own and
@@ -14,6 +18,7 @@ from __future__ import annotations
 import random
 
 from stm_memory import Scope, ShortTermMemory
+from stm_memory.live.indexes import owner_index, score
 
 from ._fixtures import (
     UPSERT_PLAIN,
@@ -41,7 +46,7 @@ def warm_scope(mem: ShortTermMemory, scope: Scope, rng: random.Random) -> None:
 
 def measure(
     mem: ShortTermMemory, floor: RawFloor, summary: str, cfg: Config
-) -> tuple[Comparison, Comparison]:
+) -> tuple[Comparison, Comparison, Comparison]:
     scope = SCOPE
     args = {"summary": summary}
 
@@ -60,9 +65,15 @@ def measure(
         (UPSERT_RESET if k == scope.live_key else UPSERT_PLAIN, row_params(entries[k]))
         for k in scope.keys
     ]
-    floor.write_pair(values, rows, ttl)  # rows exist: the timed upserts take the update path
+    # The recency index: each key under its owner's index, scored by last_updated.
+    ranks = [(owner_index(k), k, score(entries[k])) for k in scope.keys]
+    # Rows and index members exist: the timed upserts take the update path.
+    floor.write_pair(values, rows, ttl, ranks)
 
     def raw(n: int) -> int:
+        return timed(lambda _: floor.write_pair(values, rows, ttl, ranks), range(n))
+
+    def raw_no_index(n: int) -> int:
         return timed(lambda _: floor.write_pair(values, rows, ttl), range(n))
 
     patch = {"summary": summary, "turns_since_refresh": 0}
@@ -76,7 +87,11 @@ def measure(
         "repeats": cfg.pick(21, 5),
         "inner": cfg.pick(300, 60),
     }
-    return compare(ours, raw, **sizes), compare(ours, rmw, **sizes)
+    return (
+        compare(ours, raw, **sizes),
+        compare(ours, raw_no_index, **sizes),
+        compare(ours, rmw, **sizes),
+    )
 
 
 def measure_begin_turn(mem: ShortTermMemory, cfg: Config) -> float:
@@ -94,7 +109,7 @@ def run(cfg: Config) -> CaseResult:
         with open_memory(root) as mem:
             warm_scope(mem, SCOPE, rng)
             summary = summary_text(rng, 600)
-            result, by_hand = measure(mem, floor, summary, cfg)
+            result, no_index, by_hand = measure(mem, floor, summary, cfg)
             begin_ns = measure_begin_turn(mem, cfg)
     finally:
         floor.close()
@@ -105,6 +120,8 @@ def run(cfg: Config) -> CaseResult:
             Metric("update_vs_floor", result.ratio, "<=", 1.5, note="aim < 1.0"),
             Metric("update_us", result.ours_ns / 1000, unit="µs"),
             Metric("update_floor_us", result.floor_ns / 1000, unit="µs"),
+            Metric("update_vs_floor_no_index", no_index.ratio),
+            Metric("update_floor_no_index_us", no_index.floor_ns / 1000, unit="µs"),
             Metric("update_vs_rmw_by_hand", by_hand.ratio),
             Metric("update_rmw_by_hand_us", by_hand.floor_ns / 1000, unit="µs"),
             Metric("begin_turn_us", begin_ns / 1000, unit="µs"),
@@ -112,6 +129,7 @@ def run(cfg: Config) -> CaseResult:
         ],
         {
             "update": result.to_dict(),
+            "update_vs_floor_no_index": no_index.to_dict(),
             "update_vs_rmw_by_hand": by_hand.to_dict(),
             "begin_turn_us": begin_ns / 1000,
             "summary_chars": 600,

@@ -1,0 +1,610 @@
+"""Case "cost" — what each approach costs as the providers bill it, prompt caching included.
+
+Providers bill a prompt prefix they served recently at about a tenth of the input price.
+Our memory rewrites the prompt (a memory block + the dialogue since the memory was last
+written, instead of the whole history), so its cost is measured here as billed: every
+request body is replayed, at its turn's time, through the one prompt-cache model
+(:class:`stm_memory.testing.prompt_cache.PromptCache`), one cache per approach ×
+regime × profile (each approach is a separate customer).
+
+The conversation is the ``tokens`` case's (3 channels round-robin, a turn every 3
+minutes on a ``FrozenClock``, **every approach given the whole history**), behind a
+realistic agent prefix: a system prompt of about 2,500 tokens and three caller tools
+(``search_lore``, ``roll_dice``, ``get_weather``; the model never calls them).
+Approaches (the runners are :mod:`benchmarks.token_growth`'s):
+
+- **ours, loop**: ``OpenAIChatLoop`` (its bodies, with ``prompt_cache_key``) and, for
+  Anthropic, ``AnthropicLoop`` (its bodies, with our ``cache_control`` breakpoints), on
+  the offline SDK clients, fed ``result.messages``. In the warm regime the caller marks
+  its system block with a 1-hour breakpoint (our breakpoints take the caller's TTL).
+- **ours, middleware**: ``create_agent`` + ``ShortTermMemoryMiddleware``.
+- **SummarizationMiddleware** (``trigger=("tokens", 4000)``, ``keep=("messages", 20)``;
+  its summarizer's calls are billed too, input as billed + output) and **full history**.
+- **OpenAI Agents SDK**: ``ShortTermMemorySession`` against ``SQLiteSession`` (OpenAI only).
+
+"With the caching a careful user would turn on": OpenAI caches automatically; on
+Anthropic the approaches without breakpoints of their own (the peers and the
+middleware) send a top-level automatic ``cache_control`` (a breakpoint at the end),
+with ``"ttl": "1h"`` when warm. Their recorded Chat requests are converted to Messages
+bodies (:func:`anthropic_body`); the summarizer's own calls get no breakpoint.
+
+Regimes: **warm** = ``openai-gpt-5-24h`` / ``anthropic-sonnet-1h``; **cold** =
+``openai-gpt-5`` (5-minute in-memory retention) / ``anthropic-sonnet-5m``: each channel
+comes back after 9 minutes, after its own prefix lapsed (the shared tools + system
+prefix stays warm: another channel reads it every 3 minutes).
+
+Cost, in input-token units: input as billed (uncached 1×, cached at the profile's read
+multiplier, cache writes at its write multiplier) + memory output at 4× (ours: the
+``update_short_term_memory`` arguments; SummarizationMiddleware: the summaries). The
+answers' own output is the same for everyone and left out. Tokens are the cache
+model's (``ceil(len(json) / 4)`` of each part).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stm_memory.model.messages import message_text
+from stm_memory.testing.prompt_cache import (
+    CACHE_PROFILES,
+    CacheProfile,
+    CacheUsage,
+    PromptCache,
+    count_tokens,
+)
+
+from ._fixtures import sentence
+from ._harness import CaseResult, Config, Metric
+from .token_growth import (
+    MODEL,
+    Turn,
+    run_agents_sessions,
+    run_full,
+    run_ours_loop,
+    run_ours_middleware,
+    run_summarization,
+    user_messages,
+)
+
+NAME = "cost"
+
+#: Regime → provider → prompt-cache profile.
+REGIMES: dict[str, dict[str, str]] = {
+    "warm": {"openai": "openai-gpt-5-24h", "anthropic": "anthropic-sonnet-1h"},
+    "cold": {"openai": "openai-gpt-5", "anthropic": "anthropic-sonnet-5m"},
+}
+#: The TTL a careful Anthropic user asks for in each regime (None: the default 5m).
+ANTHROPIC_TTL: dict[str, str | None] = {"warm": "1h", "cold": None}
+SYSTEM_TOKENS = 2500
+MOVING_AVERAGE = 10
+#: The approaches that send the whole history every turn (their cost grows without bound).
+REPLAY_ALL = frozenset({"full", "sqlite_session"})
+#: Approaches: key → plot label.
+LABELS: dict[str, str] = {
+    "full": "full history",
+    "summarization_mw": "SummarizationMiddleware",
+    "sqlite_session": "Agents SDK, SQLiteSession",
+    "agents_session": "stm-memory, Agents SDK session",
+    "middleware": "stm-memory, create_agent middleware",
+    "ours": "stm-memory, loop",
+}
+STYLES: dict[str, dict[str, Any]] = {
+    "full": {"color": "#999999", "linewidth": 1.4},
+    "summarization_mw": {"color": "#d9822b", "linewidth": 1.4},
+    "sqlite_session": {"color": "#b794f4", "linewidth": 1.2, "linestyle": "--"},
+    "agents_session": {"color": "#6b46c1", "linewidth": 1.4, "linestyle": "--"},
+    "middleware": {"color": "#38a169", "linewidth": 1.6},
+    "ours": {"color": "#2b6cb0", "linewidth": 2.0},
+}
+
+_INTRO = """\
+You are Mira, the resident assistant of the Heist Club, a Discord server where people \
+plan tabletop heist campaigns, swap lore and chat about their week. You talk to many \
+members in many channels; each message tells you who is speaking and where.
+
+Style:
+- Be warm, direct and brief: two short paragraphs at most unless asked for detail.
+- Match the channel: planning channels want concrete steps, lore channels want \
+in-world flavour, the random channel wants light conversation.
+- Never invent server rules, member facts or past events; say when you do not know.
+- Use the member's name sparingly; never reveal another member's private messages.
+- Do not use headings in short answers; use lists only for steps or options.
+
+Tools:
+- search_lore(query): the server's lore wiki. Use it before stating canon facts about \
+places, factions or characters; quote at most two sentences from it.
+- roll_dice(sides, count): rolls for game moments. Never fake a roll.
+- get_weather(city): real-world weather, only when a member asks about it.
+- Call a tool only when its answer changes yours; do not announce tool calls.
+
+Safety and moderation:
+- Heists here are fiction. Refuse real-world instructions for breaking into places, \
+bypassing alarms or stealing, and steer back to the game.
+- If someone seems distressed, answer with care and point to the #support channel.
+- Do not take part in harassment; if a conversation turns hostile, de-escalate.
+
+Campaign notes (canon, in no particular order):
+"""
+
+
+def agent_system_prompt(tokens: int = SYSTEM_TOKENS) -> str:
+    """A deterministic system prompt of about ``tokens`` tokens: persona, style, tool and
+    safety rules, then numbered campaign notes."""
+    rng = random.Random(11)
+    text = _INTRO
+    n = 0
+    while count_tokens(text) < tokens:
+        n += 1
+        text += f"{n}. {sentence(rng, rng.randint(14, 26))}\n"
+    return text
+
+
+# -- the caller's tools ----------------------------------------------------------------
+
+
+def langchain_tools() -> list[Any]:
+    """The three caller tools as LangChain tools (create_agent)."""
+    from langchain_core.tools import tool
+
+    @tool
+    def search_lore(query: str, limit: int = 3) -> str:
+        """Search the Heist Club lore wiki and return the best matching passages.
+
+        Args:
+            query: What to look for: a place, faction, character or event.
+            limit: How many passages to return (1-5).
+        """
+        return "no result"
+
+    @tool
+    def roll_dice(sides: int, count: int = 1, modifier: int = 0) -> str:
+        """Roll dice for a game moment and return each die and the total.
+
+        Args:
+            sides: Sides per die (4, 6, 8, 10, 12, 20 or 100).
+            count: How many dice to roll (1-10).
+            modifier: Added to the total (may be negative).
+        """
+        return "no result"
+
+    @tool
+    def get_weather(city: str, units: str = "metric") -> str:
+        """Current real-world weather for a city.
+
+        Args:
+            city: City name, optionally with its country ("Lyon, France").
+            units: "metric" or "imperial".
+        """
+        return "no result"
+
+    return [search_lore, roll_dice, get_weather]
+
+
+def chat_tools() -> list[dict[str, Any]]:
+    """The caller tools as Chat Completions schemas (what ``bind_tools`` sends too)."""
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    return [convert_to_openai_tool(t) for t in langchain_tools()]
+
+
+def anthropic_tool(chat_tool: Mapping[str, Any]) -> dict[str, Any]:
+    """A Chat Completions tool schema as a Messages API tool."""
+    function = chat_tool["function"]
+    return {
+        "name": function["name"],
+        "description": function.get("description", ""),
+        "input_schema": function.get("parameters") or {"type": "object", "properties": {}},
+    }
+
+
+def agents_tools() -> list[Any]:
+    """The caller tools as OpenAI Agents SDK ``FunctionTool``s (never called here)."""
+    from agents import FunctionTool
+
+    async def invoke(ctx: Any, args: str) -> str:
+        return "no result"
+
+    return [
+        FunctionTool(
+            name=t["function"]["name"],
+            description=t["function"].get("description", ""),
+            params_json_schema=t["function"]["parameters"],
+            on_invoke_tool=invoke,
+            strict_json_schema=False,
+        )
+        for t in chat_tools()
+    ]
+
+
+# -- Chat Completions → Messages --------------------------------------------------------
+
+
+def _text_blocks(content: Any) -> list[dict[str, Any]]:
+    text = message_text(content)
+    return [{"type": "text", "text": text}] if text else []
+
+
+def anthropic_body(
+    body: Mapping[str, Any], *, cache_ttl: str | None = None, automatic: bool = True
+) -> dict[str, Any]:
+    """A recorded Chat Completions body as the Messages body a careful user would send.
+
+    Leading system messages → ``system`` blocks; a later system message (our briefings
+    and nudge) → a text block prepended to the next user turn (appended to the last
+    one when none follows), as the library places them for Anthropic; tool calls →
+    ``tool_use`` blocks, tool results → ``tool_result`` blocks in a user turn;
+    consecutive turns of one role merged, so roles alternate. ``automatic`` adds the
+    top-level ``cache_control`` (with ``ttl`` when given).
+    """
+    system: list[dict[str, Any]] = []
+    messages: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"] += blocks
+        else:
+            messages.append({"role": role, "content": blocks})
+
+    for m in body.get("messages") or ():
+        role = m.get("role")
+        if role in ("system", "developer"):
+            (pending if messages else system).extend(_text_blocks(m.get("content")))
+        elif role == "user":
+            add("user", [*pending, *_text_blocks(m.get("content"))])
+            pending = []
+        elif role == "assistant":
+            blocks = _text_blocks(m.get("content"))
+            for call in m.get("tool_calls") or ():
+                fn = call["function"]
+                args = json.loads(fn.get("arguments") or "{}")
+                blocks.append({"type": "tool_use", "id": call["id"], "name": fn["name"]})
+                blocks[-1]["input"] = args
+            add("assistant", blocks)
+        elif role == "tool":
+            result = {"type": "tool_result", "tool_use_id": m["tool_call_id"]}
+            add("user", [{**result, "content": message_text(m.get("content"))}])
+    if pending:
+        if messages and messages[-1]["role"] == "user":
+            messages[-1]["content"] += pending
+        else:
+            add("user", pending)
+    out: dict[str, Any] = {"model": MODEL, "max_tokens": 1024, "messages": messages}
+    if system:
+        out["system"] = system
+    if body.get("tools"):
+        out["tools"] = [anthropic_tool(t) for t in body["tools"]]
+    if automatic:
+        marker = {"type": "ephemeral"}
+        out["cache_control"] = {**marker, "ttl": cache_ttl} if cache_ttl else marker
+    return out
+
+
+# -- billing ---------------------------------------------------------------------------
+
+#: (body, side call?) → (body as sent to the provider, api for PromptCache).
+Shape = Callable[[Mapping[str, Any], bool], tuple[Mapping[str, Any], str]]
+
+
+def as_is(api: str) -> Shape:
+    return lambda body, side: (body, api)
+
+
+def as_anthropic(cache_ttl: str | None) -> Shape:
+    """Peers on Anthropic: automatic caching on the agent's calls, none on the
+    summarizer's own calls."""
+    return lambda body, side: (
+        anthropic_body(body, cache_ttl=cache_ttl, automatic=not side),
+        "anthropic",
+    )
+
+
+@dataclass
+class Bill:
+    """One approach in one regime and profile: per-turn usage and cost."""
+
+    profile: CacheProfile
+    usage: list[CacheUsage] = field(default_factory=list)
+    cost: list[float] = field(default_factory=list)
+    memory_output: list[int] = field(default_factory=list)
+    requests: list[int] = field(default_factory=list)
+
+    def total(self, turns: int | None = None) -> float:
+        return sum(self.cost[:turns])
+
+    def summed(self, turns: int | None = None) -> CacheUsage:
+        total = CacheUsage(0)
+        for u in self.usage[:turns]:
+            total = total + u
+        return total
+
+    def cache_share(self, turns: int | None = None) -> float:
+        u = self.summed(turns)
+        return u.cached_tokens / u.input_tokens if u.input_tokens else 0.0
+
+    def to_dict(self, turns: int | None = None) -> dict[str, Any]:
+        u = self.summed(turns)
+        return {
+            "profile": self.profile.name,
+            "turns": len(self.cost[:turns]),
+            "cost": round(self.total(turns), 1),
+            "input_tokens": u.input_tokens,
+            "cached_tokens": u.cached_tokens,
+            "cache_write_tokens": u.cache_write_tokens,
+            "uncached_tokens": u.uncached_tokens,
+            "cache_share": round(self.cache_share(turns), 4),
+            "memory_output_tokens": sum(self.memory_output[:turns]),
+            "requests": sum(self.requests[:turns]),
+        }
+
+
+def bill(
+    log: Sequence[Turn],
+    profile_name: str,
+    shape: Shape,
+    partition: Callable[[Mapping[str, Any]], Any] | None = None,
+) -> Bill:
+    """Replay ``log`` through a fresh prompt cache of ``profile_name`` (one cache per
+    ``partition(body)`` value when given: requests that never share a machine)."""
+    profile = CACHE_PROFILES[profile_name]
+    caches: dict[Any, PromptCache] = {}
+    out = Bill(profile)
+    for turn in log:
+        usage = CacheUsage(0)
+        calls = [(b, True) for b in turn.side_bodies] + [(b, False) for b in turn.bodies]
+        for body, side in calls:
+            sent, api = shape(body, side)
+            shard = partition(sent) if partition is not None else None
+            cache = caches.get(shard)
+            if cache is None:
+                cache = caches[shard] = PromptCache(profile)
+            usage = usage + cache.observe(sent, at=turn.at, api=api)
+        out.usage.append(usage)
+        out.memory_output.append(turn.memory_output)
+        out.requests.append(len(calls))
+        out.cost.append(usage.cost(profile, output_tokens=turn.memory_output))
+    return out
+
+
+# -- plot ------------------------------------------------------------------------------
+
+
+def moving_average(values: Sequence[float], window: int = MOVING_AVERAGE) -> list[float]:
+    """Trailing mean over the last ``window`` values (fewer at the start)."""
+    out: list[float] = []
+    running = 0.0
+    for i, v in enumerate(values):
+        running += v
+        if i >= window:
+            running -= values[i - window]
+        out.append(running / min(i + 1, window))
+    return out
+
+
+def plot(path: Path, bills: Mapping[tuple[str, str, str], Bill]) -> None:
+    """Effective cost per turn (moving average), OpenAI and Anthropic × warm and cold.
+    Replaying the whole history grows without bound: a panel's y axis stops at twice the
+    highest other curve, and a line that leaves it says where it ends in its label."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8), dpi=100)
+    for row, provider in enumerate(("openai", "anthropic")):
+        for col, regime in enumerate(("warm", "cold")):
+            ax = axes[row][col]
+            curves = {
+                approach: moving_average(found.cost)
+                for approach in LABELS
+                if (found := bills.get((approach, regime, provider))) is not None
+            }
+            bounded = [max(c) for a, c in curves.items() if a not in REPLAY_ALL]
+            top = 2 * max(bounded) if bounded else None
+            for approach, curve in curves.items():
+                label = LABELS[approach]
+                if top is not None and max(curve) > top:
+                    label += f" (ends at {curve[-1]:,.0f}, turn {len(curve)})"
+                ax.plot(range(1, len(curve) + 1), curve, label=label, **STYLES[approach])
+            ax.set_title(f"{regime}: {REGIMES[regime][provider]}", fontsize=10)
+            ax.set_ylim(0, top)
+            ax.set_xlim(left=1)
+            ax.grid(alpha=0.3)
+            ax.legend(loc="upper left", fontsize=7)
+            if col == 0:
+                ax.set_ylabel("cost per turn (uncached input tokens)")
+            if row == 1:
+                ax.set_xlabel("turn (3 channels, round-robin, one every 3 minutes)")
+    fig.suptitle(
+        f"Effective cost per turn as billed ({MOVING_AVERAGE}-turn moving average): "
+        "input with prompt caching + memory output × 4",
+        fontsize=11,
+    )
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+# -- the case --------------------------------------------------------------------------
+
+
+def run(cfg: Config) -> CaseResult:
+    turns = cfg.pick(200, 30)
+    long = cfg.pick(1000, 60)
+    texts = user_messages(long)
+    root = cfg.workdir / NAME
+    system = agent_system_prompt()
+    tools = chat_tools()
+    anthropic_tools = [anthropic_tool(t) for t in tools]
+
+    # Ours loop, SummarizationMiddleware and full history run the long conversation; its
+    # first `turns` turns are exactly the short one (same texts, same clock).
+    loop = run_ours_loop(root / "loop", texts, system=system, tools=tools)
+    anthropic_logs: dict[str, list[Turn]] = {}
+    for regime, ttl in ANTHROPIC_TTL.items():
+        caller_system: Any = system
+        if ttl is not None:  # the caller's own breakpoint: ours then use its TTL
+            marker = {"type": "ephemeral", "ttl": ttl}
+            caller_system = [{"type": "text", "text": system, "cache_control": marker}]
+        anthropic_logs[regime] = run_ours_loop(
+            root / f"anthropic-{regime}",
+            texts[:turns],
+            system=caller_system,
+            tools=anthropic_tools,
+            provider="anthropic",
+        )["log"]
+    mw = run_ours_middleware(
+        root / "middleware", texts[:turns], system=system, tools=langchain_tools()
+    )
+    sm = run_summarization(texts, system=system, tools=langchain_tools())
+    full_log: list[Turn] = []
+    run_full(texts, system=system, tools=tools, log=full_log, count=False)
+    agents_sdk = run_agents_sessions(
+        root / "agents", texts[:turns], system=system, tools=agents_tools()
+    )
+
+    logs: dict[str, list[Turn]] = {
+        "ours": loop["log"],
+        "middleware": mw["log"],
+        "summarization_mw": sm["log"],
+        "full": full_log,
+        "agents_session": agents_sdk["ours_log"],
+        "sqlite_session": agents_sdk["sqlite_log"],
+    }
+    bills: dict[tuple[str, str, str], Bill] = {}
+    for regime, profiles in REGIMES.items():
+        for approach, log in logs.items():
+            api = "openai_responses" if approach.endswith("session") else "openai_chat"
+            bills[approach, regime, "openai"] = bill(log, profiles["openai"], as_is(api))
+        anthropic = profiles["anthropic"]
+        ttl = ANTHROPIC_TTL[regime]
+        bills["ours", regime, "anthropic"] = bill(
+            anthropic_logs[regime], anthropic, as_is("anthropic")
+        )
+        for approach in ("middleware", "summarization_mw", "full"):
+            bills[approach, regime, "anthropic"] = bill(
+                logs[approach][:turns], anthropic, as_anthropic(ttl)
+            )
+    # The model shares one cache among a customer's requests. OpenAI routes a request by
+    # a hash of its prefix combined with its prompt_cache_key: our per-channel keys may
+    # put each channel on a machine of its own, where the shared tools + system prefix
+    # is not warmed by the other channels. The worst case: one cache per key.
+    keyed = {
+        regime: bill(
+            loop["log"][:turns],
+            profiles["openai"],
+            as_is("openai_chat"),
+            partition=lambda body: body.get("prompt_cache_key"),
+        )
+        for regime, profiles in REGIMES.items()
+    }
+    plot(cfg.png_path.with_name(cfg.png_path.name.replace("tokens", "cost")), bills)
+
+    def cost(approach: str, regime: str, provider: str, n: int | None = turns) -> float:
+        return bills[approach, regime, provider].total(n)
+
+    def best_peer(regime: str, provider: str, n: int | None = turns) -> float:
+        return min(cost("full", regime, provider, n), cost("summarization_mw", regime, provider, n))
+
+    metrics: list[Metric] = []
+    for regime, target in (("warm", 1.0), ("cold", 0.5)):
+        for provider in ("openai", "anthropic"):
+            ratio = cost("ours", regime, provider) / best_peer(regime, provider)
+            metrics.append(
+                Metric(f"cost_{regime}_ours_vs_best_peer_{provider}", ratio, "<=", target)
+            )
+    metrics += [
+        Metric(
+            "cost_warm_1000_ours_vs_full_openai",
+            cost("ours", "warm", "openai", long) / cost("full", "warm", "openai", long),
+            "<=",
+            0.4,
+            note=f"{long} turns",
+        ),
+        Metric(
+            "cost_warm_1000_ours_vs_best_peer_openai",
+            cost("ours", "warm", "openai", long) / best_peer("warm", "openai", long),
+        ),
+        Metric(
+            "cost_cold_1000_ours_vs_best_peer_openai",
+            cost("ours", "cold", "openai", long) / best_peer("cold", "openai", long),
+        ),
+        Metric(
+            "cache_share_ours_warm_openai",
+            bills["ours", "warm", "openai"].cache_share(turns),
+            ">=",
+            0.8,
+        ),
+    ]
+    for regime in ("warm", "cold"):
+        ratio = keyed[regime].total(turns) / best_peer(regime, "openai")
+        metrics.append(
+            Metric(
+                f"cost_{regime}_ours_vs_best_peer_openai_cache_per_key",
+                ratio,
+                note="one cache per prompt_cache_key (worst-case routing)",
+            )
+        )
+    for regime in ("warm", "cold"):
+        for provider in ("openai", "anthropic"):
+            ratio = cost("middleware", regime, provider) / best_peer(regime, provider)
+            metrics.append(Metric(f"cost_{regime}_middleware_vs_best_peer_{provider}", ratio))
+    metrics.append(
+        Metric(
+            "cache_share_middleware_warm_openai",
+            bills["middleware", "warm", "openai"].cache_share(turns),
+        )
+    )
+    for regime in ("warm", "cold"):
+        ratio = cost("agents_session", regime, "openai") / cost("sqlite_session", regime, "openai")
+        metrics.append(Metric(f"cost_{regime}_agents_session_vs_sqlite_session_openai", ratio))
+    for regime in ("warm", "cold"):
+        for provider in ("openai", "anthropic"):
+            for approach in LABELS:
+                if (approach, regime, provider) in bills:
+                    value = round(cost(approach, regime, provider))
+                    key = f"cost_{regime}_{provider}_{approach}"
+                    metrics.append(Metric(key, value))
+    # Model calls beyond one per turn: the loops (both APIs) and the middleware.
+    ours_logs = [loop["log"][:turns], mw["log"], *anthropic_logs.values()]
+    extra = sum(len(t.bodies) - 1 for log in ours_logs for t in log)
+    metrics.append(Metric("extra_llm_calls_ours", extra, "==", 0))
+
+    details: dict[str, Any] = {
+        "caller_history": "full",
+        "turns": turns,
+        "long_turns": long,
+        "channels": 3,
+        "minutes_between_turns": 3,
+        "system_prompt_tokens": count_tokens(system),
+        "caller_tools": [t["function"]["name"] for t in tools],
+        "regimes": REGIMES,
+        "anthropic_ttl": ANTHROPIC_TTL,
+        "output_multiplier": 4,
+        "units": "input-token prices (1.0 = one uncached input token)",
+        "summarizer_calls": sum(len(t.side_bodies) for t in sm["log"][:turns]),
+        "summarizer_calls_long": sum(len(t.side_bodies) for t in sm["log"]),
+        "stm_updates_ours": loop["updates"],
+        "plot": cfg.png_path.name.replace("tokens", "cost"),
+        "bills": {
+            f"{approach}/{regime}/{provider}": b.to_dict(turns)
+            for (approach, regime, provider), b in bills.items()
+        },
+        "bills_ours_cache_per_key": {
+            f"ours/{regime}/openai": b.to_dict(turns) for regime, b in keyed.items()
+        },
+        "bills_long": {
+            f"{approach}/{regime}/{provider}": b.to_dict(long)
+            for (approach, regime, provider), b in bills.items()
+            if len(b.cost) >= long
+        },
+    }
+    return CaseResult(NAME, metrics, details)
