@@ -20,6 +20,7 @@ from stm_memory.providers import (
     ModelReply,
     OnText,
     Op,
+    Usage,
     aemit_text,
     emit_text,
     last_user_text,
@@ -30,9 +31,33 @@ if TYPE_CHECKING:
     from stm_memory import TurnContext
 
 # The SDK names the API modules use are imported here, behind the one guard.
-__all__ = ["AdapterBase", "AsyncOpenAI", "ClientT", "OpenAI", "OpenAIError", "OpenAILoop"]
+__all__ = [
+    "AdapterBase",
+    "AsyncOpenAI",
+    "ClientT",
+    "OpenAI",
+    "OpenAIError",
+    "OpenAILoop",
+    "usage_of",
+]
 
 ClientT = TypeVar("ClientT", bound="OpenAI | AsyncOpenAI")
+
+
+def usage_of(usage: Any, *, prompt: str, output: str, details: str) -> Usage:
+    """The SDK's usage object as a :class:`~stm_memory.providers.Usage`. Both APIs count
+    the cached tokens in the prompt total; ``details`` says how many (and, for models
+    that bill cache writes, how many were written). Chat and Responses differ only in
+    the field names."""
+    if usage is None:
+        return Usage()
+    found = getattr(usage, details, None)
+    return Usage(
+        getattr(usage, prompt, None) or 0,
+        getattr(usage, output, None) or 0,
+        getattr(found, "cached_tokens", None) or 0,
+        getattr(found, "cache_write_tokens", None) or 0,
+    )
 
 
 class AdapterBase(ABC):

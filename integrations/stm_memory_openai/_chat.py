@@ -29,7 +29,7 @@ from stm_memory.providers import (
     without_speaker_ids,
 )
 
-from ._base import AdapterBase, AsyncOpenAI, ClientT, OpenAI, OpenAILoop
+from ._base import AdapterBase, AsyncOpenAI, ClientT, OpenAI, OpenAILoop, usage_of
 
 if TYPE_CHECKING:
     from stm_memory import TurnContext
@@ -39,16 +39,8 @@ __all__ = ["AsyncOpenAIChatLoop", "ChatCompletionsAdapter", "OpenAIChatLoop"]
 
 
 def _usage(usage: Any) -> Usage:
-    if usage is None:
-        return Usage()
-    # prompt_tokens counts the cached tokens too; the details say how many (and, for
-    # models that bill cache writes, how many were written).
-    details = getattr(usage, "prompt_tokens_details", None)
-    return Usage(
-        usage.prompt_tokens or 0,
-        usage.completion_tokens or 0,
-        getattr(details, "cached_tokens", None) or 0,
-        getattr(details, "cache_write_tokens", None) or 0,
+    return usage_of(
+        usage, prompt="prompt_tokens", output="completion_tokens", details="prompt_tokens_details"
     )
 
 

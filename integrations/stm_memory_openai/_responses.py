@@ -31,7 +31,7 @@ from stm_memory.providers import (
     without_speaker_ids,
 )
 
-from ._base import AdapterBase, AsyncOpenAI, ClientT, OpenAI, OpenAIError, OpenAILoop
+from ._base import AdapterBase, AsyncOpenAI, ClientT, OpenAI, OpenAIError, OpenAILoop, usage_of
 
 if TYPE_CHECKING:
     from stm_memory import TurnContext
@@ -43,15 +43,8 @@ _TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "resp
 
 
 def _usage(usage: Any) -> Usage:
-    if usage is None:
-        return Usage()
-    # input_tokens counts the cached tokens too; the details say how many.
-    details = getattr(usage, "input_tokens_details", None)
-    return Usage(
-        usage.input_tokens or 0,
-        usage.output_tokens or 0,
-        getattr(details, "cached_tokens", None) or 0,
-        getattr(details, "cache_write_tokens", None) or 0,
+    return usage_of(
+        usage, prompt="input_tokens", output="output_tokens", details="input_tokens_details"
     )
 
 
