@@ -3,11 +3,13 @@
 The same hints the loops send (:mod:`stm_memory.providers.cache_hints`), through what a
 LangChain chat model takes: ``ChatOpenAI`` gets ``prompt_cache_key`` as a model setting
 (a key the caller bound or set in ``model_kwargs`` wins); ``ChatAnthropic`` gets one
-``cache_control`` breakpoint, on the last block before the current user message (the
-end of the dialogue since the cut, which the next turn reads back). One, not the loops'
+``cache_control`` breakpoint, on the user's own last block of the current message, ahead
+of the briefings placed after it (the next turn reads it back). One, not the loops'
 three: a middleware that runs inside ours (langchain-anthropic's
 ``AnthropicPromptCachingMiddleware`` tags the system prompt, the last tool and the
-request) adds its own after we counted, and the API refuses a fifth.
+request) adds its own after we counted, and the API refuses a fifth. Ours takes the TTL
+of the breakpoints it can see; one added later, inside ours, it cannot: list a caching
+middleware with a 1-hour TTL before ``ShortTermMemoryMiddleware``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ __all__ = [
     "anthropic_dialogue_breakpoint",
     "breakpoints_in",
     "cache_settings",
+    "caller_ttl",
 ]
 
 OPENAI_PROVIDERS = frozenset({"openai", "azure", "azure_openai"})
@@ -77,30 +80,79 @@ def breakpoints_in(
 _CACHING_MIDDLEWARE_BREAKPOINTS = 3
 
 
+def caller_ttl(
+    messages: Sequence[BaseMessage],
+    *,
+    system: BaseMessage | None = None,
+    tools: Sequence[Any] = (),
+    settings: Mapping[str, Any] | None = None,
+) -> str | None:
+    """The TTL the request's breakpoints use when they agree (ours then use it too: the
+    API refuses a shorter TTL before a longer one)."""
+    markers: list[Any] = [(settings or {}).get("cache_control")]
+    for content in [*(m.content for m in messages), system.content if system else None]:
+        if isinstance(content, list):
+            markers += [b.get("cache_control") for b in content if isinstance(b, Mapping)]
+    for tool in tools:
+        extras = tool if isinstance(tool, Mapping) else getattr(tool, "extras", None) or {}
+        markers.append(extras.get("cache_control"))
+    found = {m.get("ttl") for m in markers if isinstance(m, Mapping)}
+    return found.pop() if len(found) == 1 else None
+
+
 def anthropic_dialogue_breakpoint(
-    messages: Sequence[M], *, existing: int, automatic: bool
+    messages: Sequence[M],
+    *,
+    existing: int,
+    automatic: bool,
+    injected: Sequence[str] = (),
+    ttl: str | None = None,
 ) -> list[M]:
-    """``messages`` with a breakpoint on the last block before the current user
-    message, when the request stays within the limit (``existing`` breakpoints, plus
-    a caching middleware's while no ``automatic`` one is set) and that block can carry
-    one."""
+    """``messages`` with a breakpoint on the user's own last block of the current
+    message (ahead of the ``injected`` texts placement appended to it), else on the
+    message before it, when the request stays within the limit (``existing``
+    breakpoints, plus a caching middleware's while no ``automatic`` one is set) and
+    that block can carry one."""
     out = list(messages)
     pending = 0 if automatic else _CACHING_MIDDLEWARE_BREAKPOINTS
     if existing + 1 + pending > MAX_BREAKPOINTS:
         return out
     current = next((i for i in range(len(out) - 1, -1, -1) if out[i].type == "human"), None)
-    if not current:
+    if current is None:
         return out
-    previous = out[current - 1]
-    content = previous.content
-    blocks: list[Any] = (
-        [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
-    )
-    if not blocks or not isinstance(blocks[-1], Mapping) or _marked(blocks[-1]):
-        return out
-    last = blocks[-1]
-    if last.get("type") != "text" or not last.get("text"):
-        return out  # tool_use blocks come from tool_calls; empty text is refused
-    blocks[-1] = {**last, "cache_control": dict(_BREAKPOINT)}
-    out[current - 1] = previous.model_copy(update={"content": blocks})
+    marker = {**_BREAKPOINT, "ttl": ttl} if ttl else dict(_BREAKPOINT)
+    for index in (current, current - 1):
+        if index < 0:
+            break
+        content = _marked_content(out[index].content, marker, injected)
+        if content is not None:
+            out[index] = out[index].model_copy(update={"content": content})
+            return out
+        if index == current and _own_blocks(out[index].content, injected):
+            break  # its own last block cannot carry one: no further back
     return out
+
+
+def _blocks_of(content: Any) -> list[Any]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+
+
+def _own_blocks(content: Any, injected: Sequence[str]) -> list[Any]:
+    blocks = _blocks_of(content)
+    end = len(blocks)
+    while end and isinstance(blocks[end - 1], Mapping) and blocks[end - 1].get("text") in injected:
+        end -= 1
+    return blocks[:end]
+
+
+def _marked_content(content: Any, marker: Mapping[str, str], injected: Sequence[str]) -> Any:
+    """``content`` with ``marker`` on its own last block, or None when that block cannot
+    carry one (tool calls come from ``tool_calls``; empty text is refused)."""
+    own = _own_blocks(content, injected)
+    last = own[-1] if own else None
+    if not isinstance(last, Mapping) or _marked(last):
+        return None
+    if last.get("type") != "text" or not last.get("text"):
+        return None
+    rest = _blocks_of(content)[len(own) :]
+    return [*own[:-1], {**last, "cache_control": dict(marker)}, *rest]

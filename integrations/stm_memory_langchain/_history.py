@@ -118,6 +118,14 @@ def _settled(message: BaseMessage) -> BaseMessage:
     return message
 
 
+def _carries_only(message: BaseMessage, text: str) -> bool:
+    """Whether ``message`` holds nothing but ``text`` (as a string or one text block)."""
+    content = message.content
+    if isinstance(content, str):
+        return content == text
+    return content == [{"type": "text", "text": text}]
+
+
 class ShortTermMemoryHistory(BaseChatMessageHistory):
     """A ``BaseChatMessageHistory`` whose ``messages`` are what the model should be sent.
 
@@ -231,13 +239,19 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         if turn is None:
             return out
         context = replace(state.context, role=self.memory_role, history=None)
-        # This channel's memory and the briefings are placed apart, each its own message.
-        parts = [p for p in (context.memory, context.briefing) if p]
+        # The view placed the briefings after a stand-in for the user's message (it did
+        # not know it yet); the model gets them after the real one, where they leave the
+        # user's words in the prefix the next turn re-reads from the provider's cache.
+        briefing = context.briefing
+        if briefing:
+            out = [m for m in out if not _carries_only(m, briefing)]
+        memory = context.memory
         misplaced = [
             i
             for i, m in enumerate(out)
             if isinstance(m, SystemMessage)
-            and m.content in parts
+            and memory
+            and m.content == memory
             and any(not isinstance(p, SystemMessage) for p in out[:i])
         ]
         if misplaced and state.view_provider != self.provider:
@@ -245,7 +259,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
             # takes no system message below the top (Anthropic …): place it again.
             out = [m for i, m in enumerate(out) if i not in misplaced]
         else:
-            context = replace(context, content=None)
+            context = context.without_memory()
         if not turn.tool_offered or not context.nudge:
             context = replace(context, nudge=None)
         if context.is_empty:

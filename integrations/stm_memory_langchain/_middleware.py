@@ -94,7 +94,7 @@ from ._dialogue import (
     remembered_after_answering,
     start_index,
 )
-from ._hints import anthropic_dialogue_breakpoint, breakpoints_in, cache_settings
+from ._hints import anthropic_dialogue_breakpoint, breakpoints_in, cache_settings, caller_ttl
 from ._scope import ScopeSource, resolve_scope
 
 if TYPE_CHECKING:
@@ -152,6 +152,20 @@ def _placeholder_tool() -> BaseTool:
         description="Short-term memory (replaced per turn by ShortTermMemoryMiddleware).",
         args_schema=_AnyArguments,
     )
+
+
+def _in_place_of(placeholder: Any, tool: BaseTool) -> BaseTool:
+    """The turn's tool, keeping what another middleware attached to the placeholder
+    (``AnthropicPromptCachingMiddleware``'s ``cache_control`` on the last tool)."""
+    extras = getattr(placeholder, "extras", None)
+    if not extras or extras == tool.extras:
+        return tool
+    return tool.model_copy(update={"extras": {**(tool.extras or {}), **extras}})
+
+
+def _injected(context: MemoryContext | None) -> list[str]:
+    """The texts placement merges into user turns this turn (they change every turn)."""
+    return [t for t in (context.briefing, context.nudge) if t] if context is not None else []
 
 
 def _current_config() -> Mapping[str, Any]:
@@ -503,11 +517,15 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
             return request.override(model_settings={**settings, **added})
         if wire != "anthropic":
             return request
-        existing = breakpoints_in(
-            request.messages, system=request.system_message, tools=request.tools, settings=settings
-        )
+        system, tools = request.system_message, request.tools
         messages = anthropic_dialogue_breakpoint(
-            request.messages, existing=existing, automatic=bool(settings.get("cache_control"))
+            request.messages,
+            existing=breakpoints_in(
+                request.messages, system=system, tools=tools, settings=settings
+            ),
+            automatic=bool(settings.get("cache_control")),
+            injected=_injected(run.context),
+            ttl=caller_ttl(request.messages, system=system, tools=tools, settings=settings),
         )
         return request.override(messages=messages)
 
@@ -520,7 +538,7 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
             if tool_name(tool) != TOOL_NAME:
                 tools.append(tool)
             elif offered and run.tool is not None:
-                tools.append(run.tool)
+                tools.append(_in_place_of(tool, run.tool))
         choice = request.tool_choice
         if not offered and names_memory_tool(choice):
             choice = None

@@ -179,6 +179,25 @@ def _drop_nudge(items: list[Any], nudge: str, end: int) -> None:
             return
 
 
+def _move_after_user_message(items: list[Any], briefing: str) -> None:
+    """Move the briefings the view placed (it did not know the run's input yet, so they
+    stand before it) right after the current user message, in place: the user's words
+    then stay in the prefix the next run re-reads from the provider's cache."""
+    at = next(
+        (
+            i
+            for i, item in enumerate(items)
+            if isinstance(item, Mapping) and item.get("content") == briefing
+        ),
+        None,
+    )
+    if at is None:
+        return
+    user = max((i for i, item in enumerate(items) if i != at and _role(item) == "user"), default=-1)
+    if user > at:  # pop shifts the user message down by one: insert right after it
+        items.insert(user, items.pop(at))
+
+
 class ShortTermMemorySession:
     """An Agents SDK ``Session`` whose items, at the start of a run, are what the model
     should be sent (see the module docstring).
@@ -441,7 +460,11 @@ class ShortTermMemorySession:
         model's input, the view first)."""
         if state.turn is None or not isinstance(items, Sequence) or isinstance(items, str):
             return
-        self.memory.note_user_message(state.turn, _user_text(list(items)[state.view_len :]))
+        new = list(items)[state.view_len :]
+        briefing = state.context.briefing
+        # The briefings may stand after the user's message by now (see _before_model).
+        said = [i for i in new if not (isinstance(i, Mapping) and i.get("content") == briefing)]
+        self.memory.note_user_message(state.turn, _user_text(said))
 
     def _before_model(self, items: Any) -> None:
         """agent()'s hooks, before each model call: the input as it will be sent."""
@@ -451,6 +474,8 @@ class ShortTermMemorySession:
         self._note_input(state, items)
         if state.nudge is not None and not state.turn.tool_offered:
             _drop_nudge(items, state.nudge, state.view_len)
+        if state.context.briefing:
+            _move_after_user_message(items, state.context.briefing)
 
     async def _end(self, state: _Turn) -> None:
         with self._lock:

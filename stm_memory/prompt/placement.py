@@ -335,11 +335,18 @@ _anthropic_ops = _UserOps(
 
 
 def _lc_join(content: Any, texts: Sequence[str], *, before: bool) -> Any:
-    if isinstance(content, str):
-        parts = [*texts, content] if before else [content, *texts]
-        return "\n\n".join(p for p in parts if p)
+    if isinstance(content, str) and before:
+        return "\n\n".join(p for p in [*texts, content] if p)
+    # Appended text (the briefings after the current user message) becomes blocks of
+    # its own, so the user's words stay a block the next turn sends unchanged: a prefix
+    # the provider's cache serves, and where a cache breakpoint can end.
     blocks = _anthropic_text(texts)
-    return [*blocks, *content] if before else [*content, *blocks]
+    own = (
+        (_anthropic_text([content]) if content else [])
+        if isinstance(content, str)
+        else list(content)
+    )
+    return [*blocks, *own] if before else [*own, *blocks]
 
 
 _langchain_ops = _UserOps(

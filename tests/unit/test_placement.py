@@ -416,7 +416,8 @@ def test_langchain_for_anthropic_after_tool_results_adds_a_human_turn() -> None:
     assert_langchain_valid(out)
     out = ctx(nudge_depth=1).apply(msgs, provider="anthropic")
     # before the tool-call message: merged into the preceding human turn
-    assert out[1].content == f"u1\n\n{N}" and len(out) == len(msgs)
+    # Appended as a block of its own: the user's words stay the block they were.
+    assert out[1].content == [text("u1"), text(N)] and len(out) == len(msgs)
 
 
 def test_langchain_block_content_gets_text_blocks() -> None:
@@ -504,7 +505,7 @@ def test_langchain_user_turn_providers_get_the_briefing_in_the_human_message() -
     msgs = [SystemMessage("base"), HumanMessage("u1"), AIMessage("a1"), HumanMessage("u2")]
     out = split_ctx().apply(msgs, provider="anthropic")
     assert isinstance(out[1], SystemMessage) and out[1].content == MEM
-    assert out[-1].content == f"u2\n\n{BRIEF}"
+    assert out[-1].content == [text("u2"), text(BRIEF)]
     assert_langchain_valid(out)
 
 
