@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from stm_memory.cli.demo import CHANNELS, run_conversation, run_demo, script
+from stm_memory.cli.demo import CHANNELS, bills, run_conversation, run_demo, script
 
 
 def test_script_is_multi_channel_and_sized() -> None:
@@ -44,6 +44,18 @@ def test_demo_output_restart_and_plot(tmp_path: Path) -> None:
     assert "zero extra LLM calls" in text
     assert plot.stat().st_size > 10_000
     assert len(rows) == 30
+    assert "effective input cost" in text and "warm cache (24 h)" in text
+
+
+def test_the_demo_prices_both_approaches_with_the_prompt_cache_model(tmp_path: Path) -> None:
+    rows, mem, _clock = run_conversation(tmp_path, turns=30)
+    mem.close()
+    warm, lapsed = bills(rows)
+    # Both are billed; a 24-hour cache serves more than a 5-minute one, never less.
+    assert 0 < warm.ours <= lapsed.ours and 0 < warm.full <= lapsed.full
+    assert 0.0 <= lapsed.cached_share <= warm.cached_share <= 1.0
+    # Without any cache each approach would pay its whole input: the cache can only help.
+    assert warm.ours <= sum(r.tokens_memory for r in rows) * 1.5
 
 
 def test_the_demo_table_fits_an_80_column_terminal(tmp_path: Path) -> None:
