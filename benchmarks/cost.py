@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from stm_memory.model.messages import message_text
+from stm_memory.providers import anthropic_breakpoints
 from stm_memory.testing.prompt_cache import (
     CACHE_PROFILES,
     CacheProfile,
@@ -306,6 +307,25 @@ def as_anthropic(cache_ttl: str | None) -> Shape:
     )
 
 
+def as_anthropic_middleware(cache_ttl: str | None) -> Shape:
+    """Our middleware on Anthropic, as ``ChatAnthropic`` beside
+    ``AnthropicPromptCachingMiddleware`` sends it: the careful user's automatic
+    breakpoint and system breakpoint, and ours on the user's own words ahead of the
+    briefings (the offline chat model the runner records is not ``ChatAnthropic``, so
+    the middleware's Anthropic hints are added here, from the one kit function)."""
+
+    def shape(body: Mapping[str, Any], side: bool) -> tuple[Mapping[str, Any], str]:
+        out = anthropic_body(body, cache_ttl=cache_ttl)
+        injected = [
+            m["content"]
+            for m in (body.get("messages") or ())[1:]
+            if m.get("role") == "system" and isinstance(m.get("content"), str)
+        ]
+        return anthropic_breakpoints(out, injected=injected), "anthropic"
+
+    return shape
+
+
 @dataclass
 class Bill:
     """One approach in one regime and profile: per-turn usage and cost."""
@@ -489,7 +509,10 @@ def run(cfg: Config) -> CaseResult:
         bills["ours", regime, "anthropic"] = bill(
             anthropic_logs[regime], anthropic, as_is("anthropic")
         )
-        for approach in ("middleware", "summarization_mw", "full"):
+        bills["middleware", regime, "anthropic"] = bill(
+            logs["middleware"][:turns], anthropic, as_anthropic_middleware(ttl)
+        )
+        for approach in ("summarization_mw", "full"):
             bills[approach, regime, "anthropic"] = bill(
                 logs[approach][:turns], anthropic, as_anthropic(ttl)
             )
