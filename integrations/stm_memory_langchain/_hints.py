@@ -19,7 +19,13 @@ from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage
 
-from stm_memory.providers import MAX_BREAKPOINTS, prompt_cache_key
+from stm_memory.providers import (
+    MAX_BREAKPOINTS,
+    is_marked,
+    mark_own_last,
+    own_blocks,
+    prompt_cache_key,
+)
 
 from ._binding import base_model
 
@@ -49,12 +55,8 @@ def cache_settings(
     return {"prompt_cache_key": prompt_cache_key(live_key)}
 
 
-def _marked(block: Any) -> bool:
-    return isinstance(block, Mapping) and bool(block.get("cache_control"))
-
-
 def _count(content: Any) -> int:
-    return sum(1 for b in content if _marked(b)) if isinstance(content, list) else 0
+    return sum(1 for b in content if is_marked(b)) if isinstance(content, list) else 0
 
 
 def breakpoints_in(
@@ -124,35 +126,14 @@ def anthropic_dialogue_breakpoint(
     for index in (current, current - 1):
         if index < 0:
             break
-        content = _marked_content(out[index].content, marker, injected)
-        if content is not None:
-            out[index] = out[index].model_copy(update={"content": content})
-            return out
-        if index == current and _own_blocks(out[index].content, injected):
+        # Tool calls of an AI message travel in ``tool_calls``, not its content: only a
+        # text block here is sure to reach the wire as a block that carries a breakpoint.
+        own = own_blocks(out[index].content, injected)
+        if own and isinstance(own[-1], Mapping) and own[-1].get("type") == "text":
+            content = mark_own_last(out[index].content, marker, injected)
+            if content is not None:
+                out[index] = out[index].model_copy(update={"content": content})
+                return out
+        if index == current and own:
             break  # its own last block cannot carry one: no further back
     return out
-
-
-def _blocks_of(content: Any) -> list[Any]:
-    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
-
-
-def _own_blocks(content: Any, injected: Sequence[str]) -> list[Any]:
-    blocks = _blocks_of(content)
-    end = len(blocks)
-    while end and isinstance(blocks[end - 1], Mapping) and blocks[end - 1].get("text") in injected:
-        end -= 1
-    return blocks[:end]
-
-
-def _marked_content(content: Any, marker: Mapping[str, str], injected: Sequence[str]) -> Any:
-    """``content`` with ``marker`` on its own last block, or None when that block cannot
-    carry one (tool calls come from ``tool_calls``; empty text is refused)."""
-    own = _own_blocks(content, injected)
-    last = own[-1] if own else None
-    if not isinstance(last, Mapping) or _marked(last):
-        return None
-    if last.get("type") != "text" or not last.get("text"):
-        return None
-    rest = _blocks_of(content)[len(own) :]
-    return [*own[:-1], {**last, "cache_control": dict(marker)}, *rest]

@@ -35,8 +35,12 @@ from stm_memory.model.roles import message_role
 __all__ = [
     "MAX_BREAKPOINTS",
     "anthropic_breakpoints",
+    "as_blocks",
     "count_breakpoints",
     "current_user_index",
+    "is_marked",
+    "mark_own_last",
+    "own_blocks",
     "prompt_cache_key",
 ]
 
@@ -77,15 +81,16 @@ def _blocks(content: Any) -> list[Any]:
 def count_breakpoints(request: Mapping[str, Any]) -> int:
     """Breakpoints a Messages request already has, the top-level automatic one included."""
     count = 1 if request.get("cache_control") else 0
-    count += sum(1 for t in request.get("tools") or () if _marked(t))
-    count += sum(1 for b in _blocks(request.get("system")) if _marked(b))
+    count += sum(1 for t in request.get("tools") or () if is_marked(t))
+    count += sum(1 for b in _blocks(request.get("system")) if is_marked(b))
     for message in request.get("messages") or ():
         if isinstance(message, Mapping):
-            count += sum(1 for b in _blocks(message.get("content")) if _marked(b))
+            count += sum(1 for b in _blocks(message.get("content")) if is_marked(b))
     return count
 
 
-def _marked(block: Any) -> bool:
+def is_marked(block: Any) -> bool:
+    """Whether a block (or tool definition) carries a ``cache_control`` breakpoint."""
     return isinstance(block, Mapping) and bool(block.get("cache_control"))
 
 
@@ -166,29 +171,41 @@ def _mark_dialogue(
         message = messages[index] if index >= 0 else None
         if not isinstance(message, Mapping):
             continue
-        blocks = _own_blocks(message.get("content"), injected)
-        content = _mark_last(blocks, marker) if blocks else None
+        content = mark_own_last(message.get("content"), marker, injected)
         if content is not None:
-            rest = _blocks_of(message.get("content"))[len(blocks) :]
-            messages[index] = {**message, "content": [*content, *rest]}
+            messages[index] = {**message, "content": content}
             body["messages"] = messages
             return True
-        if blocks:  # the last block of its own cannot carry one: keep looking no further
-            return False
+        if own_blocks(message.get("content"), injected):
+            return False  # its own last block cannot carry one: look no further back
     return False
 
 
-def _blocks_of(content: Any) -> list[Any]:
+def as_blocks(content: Any) -> list[Any]:
+    """Message content as a block list (a string is one text block)."""
     return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
 
 
-def _own_blocks(content: Any, injected: frozenset[str]) -> list[Any]:
-    """The blocks up to the last one that is not an injected text."""
-    blocks = _blocks_of(content)
+def own_blocks(content: Any, injected: Collection[str]) -> list[Any]:
+    """The blocks up to the last one that is not an ``injected`` text (the briefings and
+    nudge placement merged in this turn)."""
+    blocks = as_blocks(content)
     end = len(blocks)
     while end and isinstance(blocks[end - 1], Mapping) and blocks[end - 1].get("text") in injected:
         end -= 1
     return blocks[:end]
+
+
+def mark_own_last(
+    content: Any, marker: Mapping[str, str], injected: Collection[str] = ()
+) -> list[Any] | None:
+    """``content`` as blocks with ``marker`` on its own last block (ahead of the
+    ``injected`` texts); None when that block cannot carry one."""
+    own = own_blocks(content, injected)
+    marked = _mark_last(own, marker) if own else None
+    if marked is None:
+        return None
+    return [*marked, *as_blocks(content)[len(own) :]]
 
 
 def _mark_system(body: dict[str, Any], marker: Mapping[str, str], index: int | None) -> bool:
