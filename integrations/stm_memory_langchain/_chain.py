@@ -238,7 +238,7 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
     model: Runnable[Any, Any]
     memory: ShortTermMemory | None = None
     scope: Any = None  # ScopeSource
-    max_steps: int = 3
+    max_steps: int = 8
     cache_hints: bool = True
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -478,7 +478,7 @@ def with_short_term_memory(
     memory: ShortTermMemory | None = None,
     *,
     scope: ScopeSource = None,
-    max_steps: int = 3,
+    max_steps: int = 8,
     cache_hints: bool = True,
 ) -> Runnable[Any, Any]:
     """``chain`` (a chat model, or a sequence such as ``prompt | model | parser``) with

@@ -72,15 +72,15 @@ class AdapterBase(ABC):
         create: Callable[..., Any],
         *,
         model: str,
-        options: Mapping[str, Any],
-        limit: int,
+        request_options: Mapping[str, Any],
+        summary_limit: int,
         on_text: OnText | None,
         cache_hints: bool = True,
     ) -> None:
         self.create = create  # client.chat.completions.create / client.responses.create
         self.model = model
-        self.options = options
-        self.limit = limit
+        self.request_options = request_options
+        self.summary_limit = summary_limit
         self.on_text = on_text
         self.cache_hints = cache_hints
 
@@ -90,7 +90,8 @@ class AdapterBase(ABC):
     def finish_request(self, request: dict[str, Any], turn: TurnContext) -> dict[str, Any]:
         # Sorted so two loops built with the same options in another order send
         # byte-identical requests (prompt caches and cassettes depend on it).
-        request.update((key, self.options[key]) for key in sorted(self.options))
+        options = self.request_options
+        request.update((key, options[key]) for key in sorted(options))
         if self.cache_hints and "prompt_cache_key" not in request:
             # One key per channel: its requests share a cache (the caller's key wins).
             request["prompt_cache_key"] = prompt_cache_key(turn.scope.live_key)
@@ -138,8 +139,8 @@ class OpenAILoop(LoopShell[ClientT]):
     def _adapter_args(self, on_text: OnText | None) -> dict[str, Any]:
         return {
             "model": self.model,
-            "options": self.request_options,
-            "limit": self.memory.limits.max_summary_length,
+            "request_options": self.request_options,
+            "summary_limit": self.memory.limits.max_summary_length,
             "on_text": on_text,
             "cache_hints": self.cache_hints,
         }

@@ -172,7 +172,7 @@ class ChatCompletionsAdapter(AdapterBase):
         return chat_tool_results(results)
 
     def memory_tool(self, turn: TurnContext) -> Any:
-        return openai_chat_tool(turn, limit=self.limit)
+        return openai_chat_tool(turn, limit=self.summary_limit)
 
 
 class _ChatLoop(OpenAILoop[ClientT]):

@@ -137,7 +137,7 @@ class ResponsesAdapter(AdapterBase):
         return responses_tool_results(results, self._custom_calls)
 
     def memory_tool(self, turn: TurnContext) -> Any:
-        return openai_responses_tool(turn, limit=self.limit)
+        return openai_responses_tool(turn, limit=self.summary_limit)
 
 
 class _ResponsesLoop(OpenAILoop[ClientT]):

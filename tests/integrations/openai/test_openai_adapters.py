@@ -50,7 +50,9 @@ def turn(memory: ShortTermMemory) -> TurnContext:
 
 
 def adapter(kind: type[Any], **options: Any) -> Any:
-    return kind(lambda **_: None, model="m", options=options, limit=1500, on_text=None)
+    return kind(
+        lambda **_: None, model="m", request_options=options, summary_limit=1500, on_text=None
+    )
 
 
 # -- package surface ------------------------------------------------------------------------
@@ -209,7 +211,9 @@ def test_chat_request_shape_and_determinism(turn: TurnContext) -> None:
 
 
 def test_chat_streaming_request(turn: TurnContext) -> None:
-    chat = ChatCompletionsAdapter(lambda **_: None, model="m", options={}, limit=15, on_text=print)
+    chat = ChatCompletionsAdapter(
+        lambda **_: None, model="m", request_options={}, summary_limit=15, on_text=print
+    )
     hi = [{"role": "user", "content": "hi"}]
     request = chat.build_request(hi, MemoryContext(), None, [], turn)
     assert request == {
@@ -227,7 +231,14 @@ def test_cache_key_hint_yields_to_the_callers_and_turns_off(turn: TurnContext, k
     own = adapter(kind, prompt_cache_key="mine", prompt_cache_retention="24h")
     request = own.build_request(hi, MemoryContext(), None, [], turn)
     assert (request["prompt_cache_key"], request["prompt_cache_retention"]) == ("mine", "24h")
-    off = kind(lambda **_: None, model="m", options={}, limit=15, on_text=None, cache_hints=False)
+    off = kind(
+        lambda **_: None,
+        model="m",
+        request_options={},
+        summary_limit=15,
+        on_text=None,
+        cache_hints=False,
+    )
     assert "prompt_cache_key" not in off.build_request(hi, MemoryContext(), None, [], turn)
 
 

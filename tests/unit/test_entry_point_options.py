@@ -1,0 +1,115 @@
+"""Every entry point's options: the same names and defaults wherever an option applies,
+and the README's table says which apply where. A signature that drifts fails here."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from stm_memory_anthropic import AnthropicLoop, AsyncAnthropicLoop
+from stm_memory_langchain import (
+    ShortTermMemoryBuffer,
+    ShortTermMemoryHistory,
+    ShortTermMemoryMiddleware,
+    with_short_term_memory,
+)
+from stm_memory_openai import (
+    AsyncOpenAIChatLoop,
+    AsyncOpenAIResponsesLoop,
+    OpenAIChatLoop,
+    OpenAIResponsesLoop,
+)
+from stm_memory_openai_agents import ShortTermMemorySession
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+#: option → its one default, wherever it applies.
+DEFAULTS: dict[str, Any] = {
+    "provider": None,
+    "trim_history": True,
+    "memory_role": "system",
+    "max_steps": 8,
+    "cache_hints": True,
+}
+#: README column → the callables it stands for, and the options that apply there.
+ENTRY_POINTS: dict[str, tuple[list[Callable[..., Any]], set[str]]] = {
+    "loops": (
+        [
+            OpenAIChatLoop,
+            AsyncOpenAIChatLoop,
+            OpenAIResponsesLoop,
+            AsyncOpenAIResponsesLoop,
+            AnthropicLoop,
+            AsyncAnthropicLoop,
+        ],
+        {"provider", "trim_history", "memory_role", "max_steps", "cache_hints"},
+    ),
+    "`ShortTermMemoryMiddleware`": (
+        [ShortTermMemoryMiddleware],
+        {"provider", "trim_history", "memory_role", "cache_hints"},
+    ),
+    "`with_short_term_memory`": ([with_short_term_memory], {"max_steps", "cache_hints"}),
+    "`ShortTermMemoryHistory`": (
+        [ShortTermMemoryHistory],
+        {"provider", "trim_history", "memory_role"},
+    ),
+    "`ShortTermMemorySession`": (
+        [ShortTermMemorySession],
+        {"provider", "trim_history", "memory_role", "cache_hints"},
+    ),
+    "`ShortTermMemoryBuffer`": ([ShortTermMemoryBuffer], {"provider"}),
+}
+#: Where a default differs, and why (the README says so too).
+EXCEPTIONS = {("`ShortTermMemorySession`", "provider"): "openai"}
+
+
+def _parameters(target: Callable[..., Any]) -> dict[str, Any]:
+    if isinstance(target, type) and "model_fields" in vars(target):  # a pydantic model
+        return {n: f.default for n, f in target.model_fields.items()}  # type: ignore[attr-defined]
+    signature = inspect.signature(target)
+    return {n: p.default for n, p in signature.parameters.items()}
+
+
+@pytest.mark.parametrize("column", list(ENTRY_POINTS))
+def test_each_entry_point_takes_its_options_with_the_one_default(column: str) -> None:
+    targets, applies = ENTRY_POINTS[column]
+    for target in targets:
+        params = _parameters(target)
+        for option in DEFAULTS:
+            if option in applies:
+                expected = EXCEPTIONS.get((column, option), DEFAULTS[option])
+                assert option in params, f"{target.__name__} lacks {option}="
+                assert params[option] == expected, (target.__name__, option, params[option])
+            else:
+                assert option not in params, f"{target.__name__} takes {option}=: update the table"
+
+
+def _readme_table() -> dict[str, dict[str, str]]:
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Options of every entry point", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")]  # not |---|
+    header = [cell.strip() for cell in rows[0].strip("|").split("|")]
+    table: dict[str, dict[str, str]] = {}
+    for row in rows[1:]:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        option = re.match(r"`?([\w ]+)`?", cells[0])
+        assert option is not None
+        table[option.group(1).strip()] = dict(zip(header[1:], cells[1:], strict=True))
+    return table
+
+
+def test_the_readme_table_says_where_each_option_applies() -> None:
+    table = _readme_table()
+    columns = {name.split(" (")[0]: name for name in next(iter(table.values()))}
+    for column, (_targets, applies) in ENTRY_POINTS.items():
+        cells = {option: table[option][columns[column]] for option in DEFAULTS}
+        for option, cell in cells.items():
+            if option in applies:
+                default = EXCEPTIONS.get((column, option), DEFAULTS[option])
+                assert cell.startswith(f"`{default!r}`".replace("'", '"')), (column, option, cell)
+            else:
+                assert cell.startswith("—"), (column, option, cell)
