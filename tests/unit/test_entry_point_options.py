@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from stm_memory_anthropic import AnthropicLoop, AsyncAnthropicLoop
 from stm_memory_langchain import (
     ShortTermMemoryBuffer,
