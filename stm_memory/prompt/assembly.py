@@ -299,29 +299,15 @@ def build_memory_context(
     this_lines: list[str] = []
     if shown_live is not None and turn.tools_available:
         this_lines = distilled_lines(shown_live.summary, shown_live.categories, turn.categories)
-    blocks: list[str] = []
-    sources: frozenset[str] = frozenset()
-    for entry in select_other_entries(
+    shown = select_other_entries(
         others,
         scope=turn.scope,
         cross_server=turn.user_settings.cross_server_opt_in,
         current_settings=settings,
         server_settings=server_settings,
         is_live=is_live,
-    ):
-        if len(blocks) >= limit:
-            break
-        block = other_channel_block(
-            entry,
-            categories=categories.get(entry.server_id, ()),
-            now=now,
-            current_server_id=turn.scope.server_id,
-            render_mode=settings.render_mode,
-            crude_count=settings.crude_message_count,
-        )
-        if block is not None:
-            blocks.append(block)
-            sources |= entry.provenance
+    )
+    blocks, sources = _briefings(turn, shown, categories, now=now, limit=limit)
     content, briefing_at = render_parts(this_lines, blocks)
     nudge = None
     if (
@@ -343,6 +329,36 @@ def build_memory_context(
         history=history,
         sources=sources,
     )
+
+
+def _briefings(
+    turn: TurnContext,
+    shown: Iterable[MemoryEntry],
+    categories: Mapping[str | None, Sequence[Category]],
+    *,
+    now: datetime,
+    limit: int,
+) -> tuple[list[str], frozenset[str]]:
+    """The first ``limit`` entries that render a block, and the users whose words those
+    blocks may hold (provenance)."""
+    settings = turn.settings
+    blocks: list[str] = []
+    sources: frozenset[str] = frozenset()
+    for entry in shown:
+        if len(blocks) >= limit:
+            break
+        block = other_channel_block(
+            entry,
+            categories=categories.get(entry.server_id, ()),
+            now=now,
+            current_server_id=turn.scope.server_id,
+            render_mode=settings.render_mode,
+            crude_count=settings.crude_message_count,
+        )
+        if block is not None:
+            blocks.append(block)
+            sources |= entry.provenance
+    return blocks, sources
 
 
 def _eligible(entry: MemoryEntry, scope: Scope, cross_server: bool) -> bool:

@@ -165,43 +165,55 @@ def run_turn_steps(
     if not trim_history:
         context = replace(context, history=None)
     transcript = list(messages)
-    usage = Usage()
-    text = ""
-    steps = 0
-    requests: list[dict[str, Any]] = []
     try:
-        while steps < max_steps:
-            steps += 1
-            offered = [adapter.memory_tool(turn)] if turn.tool_offered else []
-            # After this turn's update the nudge has done its job; keep the content.
-            step_context = replace(context, nudge=None) if turn.updated else context
-            request = adapter.build_request(
-                transcript, step_context, system, [*offered, *tools], turn
-            )
-            requests.append(request)
-            reply: ModelReply = yield adapter.call_op(request)
-            usage = usage + reply.usage
-            transcript.extend(reply.transcript)
-            text = reply.text
-            if not reply.tool_calls:
-                break
-            results: list[tuple[ToolCall, str]] = []
-            memory_called = False
-            for call in reply.tool_calls:
-                content = yield from _execute(memory, turn, call, handlers)
-                memory_called = memory_called or call.name == TOOL_NAME
-                results.append((call, content))
-            transcript.extend(adapter.tool_results(results))
-            if memory_called and reply.text.strip():
-                # The user already saw the answer; the memory call was the epilogue.
-                break
+        outcome = yield from _model_steps(
+            memory, adapter, turn, context, transcript, system, tools, handlers, max_steps
+        )
     except BaseException:
         # Close the turn cleanly, then let the provider's error surface as-is.
         yield op(memory.end_turn, memory.aend_turn, turn)
         raise
     yield op(memory.capture, memory.acapture, scope, transcript)
     yield op(memory.end_turn, memory.aend_turn, turn)
+    text, usage, steps, requests = outcome
     return TurnResult(text, transcript, turn.updated, usage, steps, requests)
+
+
+def _model_steps(
+    memory: ShortTermMemory,
+    adapter: ProviderAdapter,
+    turn: TurnContext,
+    context: MemoryContext,
+    transcript: list[Any],
+    system: Any,
+    tools: Sequence[Any],
+    handlers: Mapping[str, ToolHandler],
+    max_steps: int,
+) -> Generator[Op, Any, tuple[str, Usage, int, list[dict[str, Any]]]]:
+    """Model calls and tool calls until a plain answer (or ``max_steps``); extends
+    ``transcript`` in place. Returns the answer's text, the usage, the steps taken and
+    the requests sent."""
+    usage, text, steps = Usage(), "", 0
+    requests: list[dict[str, Any]] = []
+    while steps < max_steps:
+        steps += 1
+        offered = [adapter.memory_tool(turn)] if turn.tool_offered else []
+        # After this turn's update the nudge has done its job; keep the content.
+        step_context = replace(context, nudge=None) if turn.updated else context
+        request = adapter.build_request(transcript, step_context, system, [*offered, *tools], turn)
+        requests.append(request)
+        reply: ModelReply = yield adapter.call_op(request)
+        usage, text = usage + reply.usage, reply.text
+        transcript.extend(reply.transcript)
+        if not reply.tool_calls:
+            break
+        results: list[tuple[ToolCall, str]] = []
+        for call in reply.tool_calls:
+            results.append((call, (yield from _execute(memory, turn, call, handlers))))
+        transcript.extend(adapter.tool_results(results))
+        if reply.text.strip() and any(call.name == TOOL_NAME for call in reply.tool_calls):
+            break  # the user already saw the answer; the memory call was the epilogue
+    return text, usage, steps, requests
 
 
 def _execute(
