@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
@@ -238,7 +238,10 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         turn = state.turn
         if turn is None:
             return out
-        context = replace(state.context, role=self.memory_role, history=None)
+        # The nudge only once the user's message is known and while the tool is offered.
+        context = state.context.for_request(
+            role=self.memory_role, trim=False, nudge=turn.tool_offered
+        )
         # The view placed the briefings after a stand-in for the user's message (it did
         # not know it yet); the model gets them after the real one, where they leave the
         # user's words in the prefix the next turn re-reads from the provider's cache.
@@ -260,8 +263,6 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
             out = [m for i, m in enumerate(out) if i not in misplaced]
         else:
             context = context.without_memory()
-        if not turn.tool_offered or not context.nudge:
-            context = replace(context, nudge=None)
         if context.is_empty:
             return out
         try:
@@ -335,10 +336,10 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
 
     def _place(self, record: list[BaseMessage], state: _Turn) -> list[BaseMessage]:
         # The nudge waits for the user's message (see the module docstring).
-        context = replace(state.context, role=self.memory_role, nudge=None)
+        context = state.context.for_request(
+            role=self.memory_role, trim=self.trim_history, nudge=False
+        )
         state.view_provider = self.provider
-        if not self.trim_history:
-            context = replace(context, history=None)
         if context.is_empty:
             return record
         try:

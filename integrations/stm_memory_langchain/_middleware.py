@@ -38,7 +38,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
 from stm_memory.providers import missing_extra
@@ -492,11 +492,10 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
     def _inject(
         self, context: MemoryContext, turn: TurnContext, request: ModelRequest[Any]
     ) -> list[Any]:
-        if not turn.tool_offered:  # updated this turn (or a guard): the nudge is done
-            context = replace(context, nudge=None)
-        context = replace(context, role=self.memory_role)
-        if not self.trim_history:
-            context = replace(context, history=None)
+        # Updated this turn (or a guard): the nudge is done.
+        context = context.for_request(
+            role=self.memory_role, trim=self.trim_history, nudge=turn.tool_offered
+        )
         if context.is_empty:
             return request.messages
         try:

@@ -45,7 +45,7 @@ import inspect
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -438,12 +438,11 @@ class ShortTermMemorySession:
         return state
 
     def _view(self, items: list[Any], state: _Turn) -> list[Any]:
-        context = replace(state.context, role=self.memory_role)
         turn = state.turn
-        if turn is None or not turn.tool_offered or self._tool is None:
-            context = replace(context, nudge=None)  # no tool to call: no nudge
-        if not self.trim_history:
-            context = replace(context, history=None)
+        offered = turn is not None and turn.tool_offered and self._tool is not None
+        context = state.context.for_request(
+            role=self.memory_role, trim=self.trim_history, nudge=offered
+        )  # no tool to call: no nudge
         if context.is_empty:
             return items
         stand_in: dict[str, Any] = {"role": "user", "content": ""}

@@ -226,6 +226,18 @@ class MemoryContext:
             out.append((insertion_index(messages, self.nudge_depth), self.nudge, False))
         return out
 
+    def for_request(self, *, role: MemoryRole, trim: bool, nudge: bool) -> MemoryContext:
+        """This context as one request of an entry point sends it: with the entry
+        point's ``role``, the history cut only when ``trim``, and the nudge only while
+        ``nudge`` (the tool is offered: not after this turn's update, not under a
+        guard). Every integration derives its request's context here."""
+        return replace(
+            self,
+            role=role,
+            history=self.history if trim else None,
+            nudge=self.nudge if nudge else None,
+        )
+
     def without_memory(self) -> MemoryContext:
         """This context less this channel's memory (the briefings stay)."""
         briefing = self.briefing

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from stm_memory.providers.ops import Op, op
@@ -161,13 +161,15 @@ def run_turn_steps(
         user_message=adapter.user_text(messages),
     )
     context: MemoryContext = yield op(memory.build_context, memory.abuild_context, turn)
-    context = replace(context, role=memory_role)
-    if not trim_history:
-        context = replace(context, history=None)
+
+    def step_context() -> MemoryContext:
+        # The nudge only while the tool is offered: after this turn's update it is done.
+        return context.for_request(role=memory_role, trim=trim_history, nudge=turn.tool_offered)
+
     transcript = list(messages)
     try:
         outcome = yield from _model_steps(
-            memory, adapter, turn, context, transcript, system, tools, handlers, max_steps
+            memory, adapter, turn, step_context, transcript, system, tools, handlers, max_steps
         )
     except BaseException:
         # Close the turn cleanly, then let the provider's error surface as-is.
@@ -183,7 +185,7 @@ def _model_steps(
     memory: ShortTermMemory,
     adapter: ProviderAdapter,
     turn: TurnContext,
-    context: MemoryContext,
+    step_context: Callable[[], MemoryContext],
     transcript: list[Any],
     system: Any,
     tools: Sequence[Any],
@@ -198,9 +200,9 @@ def _model_steps(
     while steps < max_steps:
         steps += 1
         offered = [adapter.memory_tool(turn)] if turn.tool_offered else []
-        # After this turn's update the nudge has done its job; keep the content.
-        step_context = replace(context, nudge=None) if turn.updated else context
-        request = adapter.build_request(transcript, step_context, system, [*offered, *tools], turn)
+        request = adapter.build_request(
+            transcript, step_context(), system, [*offered, *tools], turn
+        )
         requests.append(request)
         reply: ModelReply = yield adapter.call_op(request)
         usage, text = usage + reply.usage, reply.text
