@@ -278,8 +278,8 @@ def test_a_memory_call_alone_at_the_last_step_is_still_run(
 def test_memory_placed_before_the_model_was_known_moves_for_anthropic(
     stm_memory: ShortTermMemory,
 ) -> None:
-    """A history built per call reads its view before the chain's model is known; a
-    fresh memory sits below the top there, which Anthropic takes in user turns only."""
+    """A history built per call reads its view before the chain's model is known; the
+    briefings sit below the top there, which Anthropic takes in user turns only."""
     payloads: list[dict[str, Any]] = []
 
     class Recording(ChatAnthropic):
