@@ -78,7 +78,7 @@ from stm_memory.providers import (
 
 from ._binding import base_model, bindings, own_tools, with_tool
 from ._dialogue import cut_short, memory_calls, provider_of, without_invalid_memory_calls
-from ._hints import anthropic_dialogue_breakpoint, breakpoints_in, cache_settings, caller_ttl
+from ._hints import anthropic_dialogue_breakpoint, breakpoints_in, cache_settings
 from ._history import ShortTermMemoryHistory, _Turn
 from ._record import MessageRecord
 from ._scope import ScopeSource, resolve_scope
@@ -446,14 +446,12 @@ def _hinted(
         return model.bind(**added), messages
     if plan.provider != "anthropic":
         return model, messages
-    tools = kwargs.get("tools") or ()
     context = plan.state.context
     return model, anthropic_dialogue_breakpoint(
         messages,
-        existing=breakpoints_in(messages, tools=tools, settings=kwargs),
+        markers=breakpoints_in(messages, tools=kwargs.get("tools") or (), settings=kwargs),
         automatic=bool(kwargs.get("cache_control")),
         injected=[t for t in (context.briefing, context.nudge) if t],
-        ttl=caller_ttl(messages, tools=tools, settings=kwargs),
     )
 
 

@@ -94,7 +94,7 @@ from ._dialogue import (
     remembered_after_answering,
     start_index,
 )
-from ._hints import anthropic_dialogue_breakpoint, breakpoints_in, cache_settings, caller_ttl
+from ._hints import anthropic_dialogue_breakpoint, breakpoints_in, cache_settings
 from ._scope import ScopeSource, resolve_scope
 
 if TYPE_CHECKING:
@@ -516,15 +516,14 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
             return request.override(model_settings={**settings, **added})
         if wire != "anthropic":
             return request
-        system, tools = request.system_message, request.tools
+        markers = breakpoints_in(
+            request.messages, system=request.system_message, tools=request.tools, settings=settings
+        )
         messages = anthropic_dialogue_breakpoint(
             request.messages,
-            existing=breakpoints_in(
-                request.messages, system=system, tools=tools, settings=settings
-            ),
+            markers=markers,
             automatic=bool(settings.get("cache_control")),
             injected=_injected(run.context),
-            ttl=caller_ttl(request.messages, system=system, tools=tools, settings=settings),
         )
         return request.override(messages=messages)
 

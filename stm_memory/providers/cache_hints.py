@@ -27,20 +27,20 @@ Nothing here mutates its input.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from stm_memory.model.roles import message_role
 
 __all__ = [
     "MAX_BREAKPOINTS",
+    "agreed_ttl",
     "anthropic_breakpoints",
-    "as_blocks",
+    "breakpoint_marker",
+    "breakpoint_markers",
     "count_breakpoints",
     "current_user_index",
-    "is_marked",
-    "mark_own_last",
-    "own_blocks",
+    "dialogue_breakpoint",
     "prompt_cache_key",
 ]
 
@@ -78,43 +78,33 @@ def _blocks(content: Any) -> list[Any]:
     return [content] if isinstance(content, Mapping) else []
 
 
-def count_breakpoints(request: Mapping[str, Any]) -> int:
-    """Breakpoints a Messages request already has, the top-level automatic one included."""
-    count = 1 if request.get("cache_control") else 0
-    count += sum(1 for t in request.get("tools") or () if is_marked(t))
-    count += sum(1 for b in _blocks(request.get("system")) if is_marked(b))
+def breakpoint_markers(request: Mapping[str, Any]) -> list[Any]:
+    """Every ``cache_control`` marker a Messages request carries: the top-level automatic
+    one, then tools, system blocks and message blocks."""
+    found = [request.get("cache_control")]
+    found += [t.get("cache_control") for t in request.get("tools") or () if isinstance(t, Mapping)]
+    blocks = list(_blocks(request.get("system")))
     for message in request.get("messages") or ():
         if isinstance(message, Mapping):
-            count += sum(1 for b in _blocks(message.get("content")) if is_marked(b))
-    return count
+            blocks += _blocks(message.get("content"))
+    found += [b.get("cache_control") for b in blocks if isinstance(b, Mapping)]
+    return [marker for marker in found if marker]
 
 
-def is_marked(block: Any) -> bool:
-    """Whether a block (or tool definition) carries a ``cache_control`` breakpoint."""
-    return isinstance(block, Mapping) and bool(block.get("cache_control"))
+def count_breakpoints(request: Mapping[str, Any]) -> int:
+    """Breakpoints a Messages request already has, the top-level automatic one included."""
+    return len(breakpoint_markers(request))
 
 
-def _caller_ttl(request: Mapping[str, Any]) -> str | None:
-    """The TTL every caller breakpoint uses, when they agree (else the default)."""
-    found: set[str | None] = set()
-
-    def see(marker: Any) -> None:
-        if isinstance(marker, Mapping):
-            found.add(marker.get("ttl"))
-
-    see(request.get("cache_control"))
-    for tool in request.get("tools") or ():
-        if isinstance(tool, Mapping):
-            see(tool.get("cache_control"))
-    for block in _blocks(request.get("system")):
-        see(block.get("cache_control") if isinstance(block, Mapping) else None)
-    for message in request.get("messages") or ():
-        for block in _blocks(message.get("content") if isinstance(message, Mapping) else None):
-            see(block.get("cache_control") if isinstance(block, Mapping) else None)
+def agreed_ttl(markers: Iterable[Any]) -> str | None:
+    """The TTL every one of ``markers`` uses, when they agree (else the default): ours
+    take it, since the API refuses a shorter TTL ahead of a longer one."""
+    found = {m.get("ttl") for m in markers if isinstance(m, Mapping)}
     return found.pop() if len(found) == 1 else None
 
 
-def _marker(ttl: str | None) -> dict[str, str]:
+def breakpoint_marker(ttl: str | None) -> dict[str, str]:
+    """A ``cache_control`` marker with ``ttl`` (none: the API's 5 minutes)."""
     return {"type": "ephemeral", "ttl": ttl} if ttl else {"type": "ephemeral"}
 
 
@@ -144,7 +134,7 @@ def anthropic_breakpoints(
     merged into user turns this turn (briefings, nudge), which change every turn."""
     out = dict(request)
     budget = MAX_BREAKPOINTS - count_breakpoints(request)
-    marker = _marker(_caller_ttl(request))
+    marker = breakpoint_marker(agreed_ttl(breakpoint_markers(request)))
     steps: list[Callable[[dict[str, Any]], bool]] = [
         lambda body: _mark_dialogue(body, marker, frozenset(injected)),
         lambda body: _mark_system(body, marker, None),
@@ -166,46 +156,72 @@ def _mark_dialogue(
     current = current_user_index(messages)
     if current is None:
         return False
-    # The current user message's own last block, else the message before it.
+    contents = [m.get("content") if isinstance(m, Mapping) else None for m in messages]
+    found = dialogue_breakpoint(contents, current, marker, injected)
+    if found is None:
+        return False
+    index, content = found
+    messages[index] = {**messages[index], "content": content}
+    body["messages"] = messages
+    return True
+
+
+def dialogue_breakpoint(
+    contents: Sequence[Any],
+    current: int,
+    marker: Mapping[str, str],
+    injected: Collection[str] = (),
+    *,
+    text_only: bool = False,
+) -> tuple[int, list[Any]] | None:
+    """Where the dialogue's breakpoint goes, given the messages' ``contents`` and the
+    index of the current user message: ``(index, new content)`` with ``marker`` on the
+    current message's own last block (ahead of the ``injected`` texts), else on the
+    message before it; None when neither can carry one. ``text_only``: only a text
+    block qualifies (LangChain AI messages carry their tool calls outside ``content``)."""
     for index in (current, current - 1):
-        message = messages[index] if index >= 0 else None
-        if not isinstance(message, Mapping):
-            continue
-        content = mark_own_last(message.get("content"), marker, injected)
-        if content is not None:
-            messages[index] = {**message, "content": content}
-            body["messages"] = messages
-            return True
-        if own_blocks(message.get("content"), injected):
-            return False  # its own last block cannot carry one: look no further back
-    return False
+        if index < 0:
+            break
+        own = _own_blocks(contents[index], injected)
+        last = own[-1] if own else None
+        if last is not None and (not text_only or _is_text(last)):
+            content = _mark_own_last(contents[index], marker, injected)
+            if content is not None:
+                return index, content
+        if own:
+            return None  # its own last block cannot carry one: look no further back
+    return None
 
 
-def as_blocks(content: Any) -> list[Any]:
+def _is_text(block: Any) -> bool:
+    return isinstance(block, Mapping) and block.get("type") == "text"
+
+
+def _as_blocks(content: Any) -> list[Any]:
     """Message content as a block list (a string is one text block)."""
     return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
 
 
-def own_blocks(content: Any, injected: Collection[str]) -> list[Any]:
+def _own_blocks(content: Any, injected: Collection[str]) -> list[Any]:
     """The blocks up to the last one that is not an ``injected`` text (the briefings and
     nudge placement merged in this turn)."""
-    blocks = as_blocks(content)
+    blocks = _as_blocks(content)
     end = len(blocks)
     while end and isinstance(blocks[end - 1], Mapping) and blocks[end - 1].get("text") in injected:
         end -= 1
     return blocks[:end]
 
 
-def mark_own_last(
+def _mark_own_last(
     content: Any, marker: Mapping[str, str], injected: Collection[str] = ()
 ) -> list[Any] | None:
     """``content`` as blocks with ``marker`` on its own last block (ahead of the
     ``injected`` texts); None when that block cannot carry one."""
-    own = own_blocks(content, injected)
+    own = _own_blocks(content, injected)
     marked = _mark_last(own, marker) if own else None
     if marked is None:
         return None
-    return [*marked, *as_blocks(content)[len(own) :]]
+    return [*marked, *_as_blocks(content)[len(own) :]]
 
 
 def _mark_system(body: dict[str, Any], marker: Mapping[str, str], index: int | None) -> bool:
