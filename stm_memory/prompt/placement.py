@@ -115,14 +115,24 @@ def insertion_index(messages: Sequence[Any], depth: int) -> int:
 
 
 def current_turn_index(messages: Sequence[Any]) -> int:
-    """Index of the current user message (the last plain user message; tool results
-    are not one), where per-turn injections go: every step of one turn's tool loop
-    finds the same place, so the steps share their prefix. With no user message, the
-    end."""
+    """Index of the current user message, where per-turn injections go: the last user
+    message with something besides tool results (an Anthropic user message that only
+    carries results is not one; one where the user's words follow the results is).
+    Every step of one turn's tool loop finds the same place, so the steps share their
+    prefix. With no user message, the end."""
     for index in range(len(messages) - 1, -1, -1):
-        if message_role(messages[index]) == "user":
+        if message_role(messages[index]) == "user" or _says_more_than_results(messages[index]):
             return index
     return len(messages)
+
+
+def _says_more_than_results(message: Any) -> bool:
+    if not isinstance(message, Mapping) or message.get("role") != "user":
+        return False
+    content = message.get("content")
+    return isinstance(content, list) and any(
+        isinstance(b, Mapping) and b.get("type") != "tool_result" for b in content
+    )
 
 
 def _after_current_turn(messages: Sequence[Any]) -> int:

@@ -30,7 +30,7 @@ import hashlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from stm_memory.model.roles import message_role
+from stm_memory.prompt.placement import current_turn_index
 
 __all__ = [
     "MAX_BREAKPOINTS",
@@ -54,22 +54,10 @@ def prompt_cache_key(live_key: str) -> str:
 
 
 def current_user_index(messages: Sequence[Any]) -> int | None:
-    """Index of the current user message: the last user message with something besides
-    tool results (Anthropic carries results in user messages, and a new user message
-    after them joins that turn)."""
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if message_role(message) == "user":
-            return index
-        content = message.get("content") if isinstance(message, Mapping) else None
-        if (
-            isinstance(message, Mapping)
-            and message.get("role") == "user"
-            and isinstance(content, list)
-            and any(isinstance(b, Mapping) and b.get("type") != "tool_result" for b in content)
-        ):
-            return index
-    return None
+    """Index of the current user message (placement's
+    :func:`~stm_memory.prompt.placement.current_turn_index`), None when there is none."""
+    index = current_turn_index(messages)
+    return index if index < len(messages) else None
 
 
 def _blocks(content: Any) -> list[Any]:

@@ -466,6 +466,14 @@ def test_current_turn_index_skips_tool_results() -> None:
     assert current_turn_index(OPENAI_TOOLS) == 1
     assert current_turn_index(ANTHROPIC_TOOLS) == 0
     assert current_turn_index([sysmsg("base")]) == 1
+    # An Anthropic user message where the user's words follow the results is the turn.
+    merged = {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "t1"}, text("next")],
+    }
+    assert current_turn_index(
+        [*ANTHROPIC_TOOLS, {"role": "assistant", "content": "a"}, merged]
+    ) == (len(ANTHROPIC_TOOLS) + 1)
 
 
 def _shared_prefix(a: list[Any], b: list[Any]) -> int:
