@@ -230,15 +230,13 @@ def render_parts(
     the memory is rewritten, the second changes every turn: see
     :mod:`stm_memory.prompt.placement`). Placeholders are sanitised last: names and
     raw turns were never cleaned on the way in."""
-    blocks: list[str] = []
-    if this_channel:
-        blocks.append(_block([THIS_CHANNEL, *_indented(this_channel)]))
-    if others:
-        blocks.append(_block([OTHER_CHANNELS, *others]))
-    if not blocks:
-        return None, None
-    text = "\n\n".join(blocks)
-    return text, (len(blocks[0]) + 2 if this_channel and others else (0 if others else None))
+    memory = _block([THIS_CHANNEL, *_indented(this_channel)]) if this_channel else None
+    briefing = _block([OTHER_CHANNELS, *others]) if others else None
+    if briefing is None:
+        return memory, None
+    if memory is None:
+        return briefing, 0
+    return f"{memory}\n\n{briefing}", len(memory) + 2
 
 
 def _block(lines: Sequence[str]) -> str:
