@@ -56,7 +56,7 @@ from stm_memory.testing.prompt_cache import (
     CacheProfile,
     CacheUsage,
     PromptCache,
-    count_tokens,
+    count_text_tokens,
 )
 
 from ._fixtures import sentence
@@ -139,7 +139,7 @@ def agent_system_prompt(tokens: int = SYSTEM_TOKENS) -> str:
     rng = random.Random(11)
     text = _INTRO
     n = 0
-    while count_tokens(text) < tokens:
+    while count_text_tokens(text) < tokens:
         n += 1
         text += f"{n}. {sentence(rng, rng.randint(14, 26))}\n"
     return text
@@ -607,7 +607,7 @@ def run(cfg: Config) -> CaseResult:
         "long_turns": long,
         "channels": 3,
         "minutes_between_turns": 3,
-        "system_prompt_tokens": count_tokens(system),
+        "system_prompt_tokens": count_text_tokens(system),
         "caller_tools": [t["function"]["name"] for t in tools],
         "regimes": REGIMES,
         "anthropic_ttl": ANTHROPIC_TTL,

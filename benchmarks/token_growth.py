@@ -56,7 +56,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 
 from stm_memory import TOOL_NAME, Scope
 from stm_memory.prompt.render import CONTENT_HEADER
-from stm_memory.testing.prompt_cache import count_tokens
+from stm_memory.testing.prompt_cache import count_text_tokens
 
 from ._fixtures import open_memory, sentence
 from ._harness import CaseResult, Config, Metric
@@ -176,7 +176,7 @@ OUTPUT_PRICE = 4  # output tokens cost four times input tokens
 class Turn:
     """One turn as a provider bills it: when, in which channel, the request bodies sent
     (Chat Completions, Messages or Responses bodies), the output tokens spent on memory
-    (:func:`~stm_memory.testing.prompt_cache.count_tokens` of the memory-tool arguments,
+    (:func:`~stm_memory.testing.prompt_cache.count_text_tokens` of the memory-tool arguments,
     or of the summaries), and the extra calls' bodies (the summarizer's)."""
 
     at: datetime
@@ -200,26 +200,26 @@ def chat_body(request: Request) -> dict[str, Any]:
 
 
 def memory_argument_tokens(messages: Sequence[Any]) -> int:
-    """Output tokens (:func:`count_tokens`) of the memory-tool calls' arguments among
+    """Output tokens (:func:`count_text_tokens`) of the memory-tool calls' arguments among
     ``messages``: LangChain ``AIMessage``, Chat or Messages dicts, Responses items."""
     total = 0
     for m in messages:
         if isinstance(m, AIMessage):
             calls = [c["args"] for c in m.tool_calls if c["name"] == TOOL_NAME]
-            total += sum(count_tokens(json.dumps(a, ensure_ascii=False)) for a in calls)
+            total += sum(count_text_tokens(json.dumps(a, ensure_ascii=False)) for a in calls)
         elif not isinstance(m, Mapping):
             continue
         elif m.get("type") == "function_call" and m.get("name") == TOOL_NAME:
-            total += count_tokens(str(m.get("arguments") or ""))
+            total += count_text_tokens(str(m.get("arguments") or ""))
         elif m.get("role") == "assistant":
             for call in m.get("tool_calls") or ():
                 if call["function"]["name"] == TOOL_NAME:
-                    total += count_tokens(str(call["function"].get("arguments") or ""))
+                    total += count_text_tokens(str(call["function"].get("arguments") or ""))
             content = m.get("content")
             for block in content if isinstance(content, list) else ():
                 if block.get("type") == "tool_use" and block.get("name") == TOOL_NAME:
                     args = json.dumps(block.get("input") or {}, ensure_ascii=False)
-                    total += count_tokens(args)
+                    total += count_text_tokens(args)
     return total
 
 
@@ -535,7 +535,7 @@ def run_summarization(
                 clock(),
                 channel,
                 tuple(chat_body(Request(tuple(p), schemas)) for p in chat.prompts[prompts_before:]),
-                sum(count_tokens(t) for t in summarizer.summaries[summaries_before:]),
+                sum(count_text_tokens(t) for t in summarizer.summaries[summaries_before:]),
                 tuple(chat_body(Request(tuple(p))) for p in summarizer.prompts[summaries_before:]),
             )
         )

@@ -14,7 +14,7 @@
 - The providers' prompt caches, modelled from their documentation (reads, writes and
   expiry of a shared prefix, priced per model): :class:`PromptCache`,
   :class:`CacheProfile` (:data:`CACHE_PROFILES`), :class:`CacheUsage`, :func:`request_parts`,
-  :func:`count_tokens`. The offline clients report their usage with it.
+  :func:`count_text_tokens`. The offline clients report their usage with it.
 - The pytest plugin (:mod:`stm_memory.testing.plugin`, loaded through the ``pytest11``
   entry point): the fixtures ``stm_clock``, ``stm_memory``, ``stm_memory_factory``,
   ``stm_scope`` and ``stm_assert``.
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
         CacheUsage,
         Part,
         PromptCache,
-        count_tokens,
+        count_text_tokens,
         detect_api,
         request_parts,
     )
@@ -88,7 +88,7 @@ __all__ = [
     "assert_request_lacks_memory",
     "assert_tool_not_offered",
     "assert_tool_offered",
-    "count_tokens",
+    "count_text_tokens",
     "detect_api",
     "injected_memory",
     "offered_tools",
@@ -124,7 +124,7 @@ _LAZY = {
     "CacheUsage": "prompt_cache",
     "Part": "prompt_cache",
     "PromptCache": "prompt_cache",
-    "count_tokens": "prompt_cache",
+    "count_text_tokens": "prompt_cache",
     "detect_api": "prompt_cache",
     "request_parts": "prompt_cache",
 }

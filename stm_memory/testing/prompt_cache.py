@@ -47,7 +47,7 @@ __all__ = [
     "CacheUsage",
     "Part",
     "PromptCache",
-    "count_tokens",
+    "count_text_tokens",
     "detect_api",
     "request_parts",
 ]
@@ -143,14 +143,14 @@ class Part:
     cache_ttl: str | None = None  # Anthropic: a breakpoint ends here ("5m" or "1h")
 
 
-def count_tokens(text: str) -> int:
+def count_text_tokens(text: str) -> int:
     """The deterministic token estimate: four characters a token, rounded up."""
     return math.ceil(len(text) / 4)
 
 
 def _part(obj: Any, cache_ttl: str | None = None) -> Part:
     text = json.dumps(obj, sort_keys=True, ensure_ascii=False)
-    return Part(text, count_tokens(text), cache_ttl)
+    return Part(text, count_text_tokens(text), cache_ttl)
 
 
 def detect_api(body: Mapping[str, Any]) -> str:

@@ -15,7 +15,7 @@ import anthropic
 import openai
 import pytest
 
-from stm_memory.testing import count_tokens
+from stm_memory.testing import count_text_tokens
 from tests.fakeprovider import ErrorReply, FakeProviderServer, Reply, ToolCall, parse_partial_json
 
 USER_HI: list[Any] = [{"role": "user", "content": "hi"}]
@@ -283,8 +283,8 @@ def test_chat_text(srv: FakeProviderServer, oai: openai.OpenAI) -> None:
     assert choice.message.content == "Hello!"
     assert choice.message.tool_calls is None
     assert result.usage is not None
-    # one part per message, four characters a token (stm_memory.testing.count_tokens)
-    assert result.usage.prompt_tokens == count_tokens(json.dumps(USER_HI[0], sort_keys=True))
+    # one part per message, four characters a token (stm_memory.testing.count_text_tokens)
+    assert result.usage.prompt_tokens == count_text_tokens(json.dumps(USER_HI[0], sort_keys=True))
     assert result.usage.total_tokens == result.usage.prompt_tokens + result.usage.completion_tokens
 
 

@@ -12,7 +12,7 @@ from stm_memory.testing import (
     CACHE_PROFILES,
     CacheUsage,
     PromptCache,
-    count_tokens,
+    count_text_tokens,
     detect_api,
     request_parts,
 )
@@ -46,7 +46,7 @@ def chat(system_tokens: int, user: str, **extra: Any) -> dict[str, Any]:
 
 
 def test_count_tokens_is_four_characters_rounded_up() -> None:
-    assert [count_tokens(t) for t in ("", "a", "abcd", "abcde", "é" * 8)] == [0, 1, 1, 2, 2]
+    assert [count_text_tokens(t) for t in ("", "a", "abcd", "abcde", "é" * 8)] == [0, 1, 1, 2, 2]
 
 
 def test_chat_parts_are_the_tools_then_each_message() -> None:
