@@ -23,6 +23,8 @@ from stm_memory.model import (
     StoredMessage,
     UserSettings,
 )
+from stm_memory.providers.options import TurnOptions
+from stm_memory.providers.turn import MemoryTurn
 from stm_memory.tool.turn import TOOL_NAME, TurnContext
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "DatabaseError",
     "Limits",
     "MemoryEntry",
+    "MemoryTurn",
     "RejectedWriteError",
     "Scope",
     "ServerSettings",
@@ -42,6 +45,7 @@ __all__ = [
     "StorageError",
     "StoredMessage",
     "TurnContext",
+    "TurnOptions",
     "UserSettings",
     "ValidationError",
 ]

@@ -255,6 +255,24 @@ class ShortTermMemory:
             started_at=self.now(),
         )
 
+    def default_turn(self, scope: Scope, *, provider: str | None = None) -> TurnContext:
+        """A turn with the default settings (summary mode) and no storage read: what a
+        tool built before any turn began describes itself with. It describes, it does not
+        write: a memory call runs against a begun turn."""
+        if not isinstance(scope, Scope):
+            raise ValidationError(f"scope must be a Scope, got {type(scope).__name__}")
+        return TurnContext(
+            scope=scope,
+            provider=provider,
+            user_message=None,
+            settings=ServerSettings(),
+            categories=(DEFAULT_CATEGORY,),
+            user_settings=UserSettings(),
+            long_term_intent=False,
+            provider_excluded=(provider or "").lower() in self.excluded_providers,
+            started_at=self.now(),
+        )
+
     def note_user_message(self, turn: TurnContext, text: str | None) -> None:
         """Give a turn begun before its user message existed that message (a chat
         history or an Agents SDK session is read before it is handed the new input),
@@ -383,10 +401,8 @@ class ShortTermMemory:
 
     def end_turn(self, turn: TurnContext) -> None:
         """Count the turn on the live scope, unless this turn refreshed the memory."""
-        with turn._lock:
-            if turn.ended:
-                return
-            turn.ended = True
+        if not turn.mark_ended():
+            return
         if turn.updated or turn.user_settings.full_privacy:
             return
         scope = turn.scope
@@ -408,10 +424,13 @@ class ShortTermMemory:
         return entry
 
     def build_context(self, turn: TurnContext) -> MemoryContext:
-        """Memory content and nudge for this turn, with their injection depths."""
-        return assemble_context(
+        """Memory content and nudge for this turn, with their injection depths. The turn
+        records whose words the briefings show, for the provenance of its update."""
+        context = assemble_context(
             turn, entries=self._live, settings=self._settings, limits=self.limits, clock=self.now
         )
+        turn.note_shown(context.sources)
+        return context
 
     # -- deletion ------------------------------------------------------------------------
 

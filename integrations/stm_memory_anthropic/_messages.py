@@ -29,7 +29,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from stm_memory import TurnContext
+from stm_memory import MemoryTurn, TurnContext
 from stm_memory.providers import (
     MemoryContext,
     ModelReply,
@@ -90,7 +90,7 @@ class AnthropicMessagesAdapter:
         context: MemoryContext,
         system: Any,
         tools: Sequence[Any],
-        turn: TurnContext,
+        turn: MemoryTurn,
     ) -> dict[str, Any]:
         caller_system = system if system is not None else self.system
         # The history cut reads turns on the transcript as it is: merged for the wire, a
@@ -113,7 +113,7 @@ class AnthropicMessagesAdapter:
         if tools:
             request["tools"] = copy.deepcopy(list(tools))
         elif has_tool_blocks(messages):
-            request["tools"] = [self.memory_tool(turn)]
+            request["tools"] = [self.memory_tool(turn.schema_state())]
             request["tool_choice"] = {"type": "none"}
         else:
             request.pop("tool_choice", None)  # refused without tools

@@ -28,7 +28,7 @@ from stm_memory.providers import (
 )
 
 if TYPE_CHECKING:
-    from stm_memory import TurnContext
+    from stm_memory import MemoryTurn
 
 # The SDK names the API modules use are imported here, behind the one guard.
 __all__ = [
@@ -87,12 +87,12 @@ class AdapterBase(ABC):
     def user_text(self, messages: Sequence[Any]) -> str | None:
         return last_user_text(messages)
 
-    def finish_request(self, request: dict[str, Any], turn: TurnContext) -> dict[str, Any]:
+    def finish_request(self, request: dict[str, Any], turn: MemoryTurn) -> dict[str, Any]:
         # Sorted so two loops built with the same options in another order send
         # byte-identical requests (prompt caches and cassettes depend on it).
         options = self.request_options
         request.update((key, options[key]) for key in sorted(options))
-        if self.cache_hints and "prompt_cache_key" not in request:
+        if self.cache_hints and turn.scope is not None and "prompt_cache_key" not in request:
             # One key per channel: its requests share a cache (the caller's key wins).
             request["prompt_cache_key"] = prompt_cache_key(turn.scope.live_key)
         return request

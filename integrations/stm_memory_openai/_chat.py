@@ -32,7 +32,7 @@ from stm_memory.providers import (
 from ._base import AdapterBase, AsyncOpenAI, ClientT, OpenAI, OpenAILoop, usage_of
 
 if TYPE_CHECKING:
-    from stm_memory import TurnContext
+    from stm_memory import MemoryTurn, TurnContext
     from stm_memory.providers import MemoryContext
 
 __all__ = ["AsyncOpenAIChatLoop", "ChatCompletionsAdapter", "OpenAIChatLoop"]
@@ -136,7 +136,7 @@ class ChatCompletionsAdapter(AdapterBase):
         context: MemoryContext,
         system: str | None,
         tools: Sequence[Any],
-        turn: TurnContext,
+        turn: MemoryTurn,
     ) -> dict[str, Any]:
         messages: list[Any] = [{"role": "system", "content": system}] if system else []
         messages.extend(transcript)

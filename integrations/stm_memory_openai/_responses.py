@@ -34,7 +34,7 @@ from stm_memory.providers import (
 from ._base import AdapterBase, AsyncOpenAI, ClientT, OpenAI, OpenAIError, OpenAILoop, usage_of
 
 if TYPE_CHECKING:
-    from stm_memory import TurnContext
+    from stm_memory import MemoryTurn, TurnContext
     from stm_memory.providers import MemoryContext
 
 __all__ = ["AsyncOpenAIResponsesLoop", "OpenAIResponsesLoop", "ResponsesAdapter"]
@@ -65,7 +65,7 @@ class ResponsesAdapter(AdapterBase):
         context: MemoryContext,
         system: str | None,
         tools: Sequence[Any],
-        turn: TurnContext,
+        turn: MemoryTurn,
     ) -> dict[str, Any]:
         request: dict[str, Any] = {"model": self.model}
         if system:

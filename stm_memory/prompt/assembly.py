@@ -153,7 +153,6 @@ def _assemble(turn: TurnContext, reads: _Reads) -> MemoryContext:
             max_raw_turns=limits.max_raw_turns,
         ),
     )
-    turn.shown_provenance = context.sources
     return context
 
 

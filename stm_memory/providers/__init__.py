@@ -1,8 +1,10 @@
 """The kit provider integrations build on.
 
-- the turn, written once without I/O (:mod:`.loop`), the operations it yields and
-  their sync/async drivers (:mod:`.ops`), and the loop shells every provider loop
-  subclasses (:mod:`.shell`);
+- the memory turn every entry point drives (:mod:`.turn`, ``MemoryTurn``) and the
+  options they share (:mod:`.options`, ``TurnOptions``);
+- the agent turn of the loops, written once without I/O (:mod:`.loop`), the
+  operations it yields and their sync/async drivers (:mod:`.ops`), and the loop shells
+  every provider loop subclasses (:mod:`.shell`);
 - the providers' prompt-cache hints (:mod:`.cache_hints`);
 - argument checks raising the library's own errors (:mod:`.checks`) and the import
   guard of an optional SDK (:mod:`.guards`);
@@ -67,6 +69,7 @@ from stm_memory.providers.loop import (
 )
 from stm_memory.providers.memory_call import run_memory_call
 from stm_memory.providers.ops import Op, adrive, attempt, drive, op
+from stm_memory.providers.options import TurnOptions
 from stm_memory.providers.requests import (
     MessageKind,
     RequestMessage,
@@ -88,6 +91,7 @@ from stm_memory.providers.shell import (
     aemit_text,
     emit_text,
 )
+from stm_memory.providers.turn import MemoryTurn
 from stm_memory.providers.wire_anthropic import (
     anthropic_system,
     anthropic_tool_results,
@@ -125,6 +129,7 @@ __all__ = [
     "LoopShell",
     "MemoryContext",
     "MemoryRole",
+    "MemoryTurn",
     "MessageKind",
     "ModelReply",
     "OnText",
@@ -135,6 +140,7 @@ __all__ = [
     "System",
     "ToolCall",
     "ToolHandler",
+    "TurnOptions",
     "TurnResult",
     "Usage",
     "adrive",

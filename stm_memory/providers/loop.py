@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from stm_memory.providers.ops import Op, op
+from stm_memory.prompt.placement import current_turn_index
+from stm_memory.providers.ops import Op
+from stm_memory.providers.options import TurnOptions
+from stm_memory.providers.turn import MemoryTurn
 from stm_memory.tool.turn import TOOL_NAME, TurnContext
 from stm_memory.tool.vetting import check_tool_call, tool_result_text
 
 if TYPE_CHECKING:
     from stm_memory.engine import ShortTermMemory
     from stm_memory.model import Scope
-    from stm_memory.prompt.placement import MemoryContext, MemoryRole
+    from stm_memory.prompt.placement import MemoryContext
 
 __all__ = [
     "ModelReply",
@@ -108,7 +111,7 @@ class ProviderAdapter(Protocol):
         context: MemoryContext,
         system: Any,
         tools: Sequence[Any],
-        turn: TurnContext,
+        turn: MemoryTurn,
     ) -> dict[str, Any]: ...
 
     def call_op(self, request: dict[str, Any]) -> Op:
@@ -142,50 +145,41 @@ def run_turn_steps(
     tools: Sequence[Any] = (),
     tool_handlers: Mapping[str, ToolHandler] | None = None,
     max_steps: int = 8,
-    trim_history: bool = True,
-    memory_role: MemoryRole = "system",
-    provider: str | None = None,
+    options: TurnOptions | None = None,
 ) -> Generator[Op, Any, TurnResult]:
-    """The turn as a generator of :class:`Op` (see the module docstring).
+    """The turn as a generator of :class:`Op` (see the module docstring): the
+    :class:`~stm_memory.providers.turn.MemoryTurn`'s lifecycle around the model ↔ tools
+    steps.
 
     ``messages`` may be the caller's whole history: each request carries only what
     the memory leaves (the history cut, :mod:`stm_memory.prompt.cut`), unless
-    ``trim_history=False``; ``TurnResult.messages`` is still the whole transcript.
-    ``provider`` names the provider for memory's rules (default: the adapter's API)."""
-    handlers = dict(tool_handlers or {})
-    turn: TurnContext = yield op(
-        memory.begin_turn,
-        memory.abegin_turn,
-        scope,
-        provider=provider or adapter.provider,
-        user_message=adapter.user_text(messages),
+    ``options.trim_history`` is off; ``TurnResult.messages`` is still the whole
+    transcript. ``options.provider`` names the provider for memory's rules (default:
+    the adapter's API)."""
+    options = options or TurnOptions()
+    if options.provider is None:
+        options = replace(options, provider=adapter.provider)
+    turn: MemoryTurn = yield from MemoryTurn.begin(
+        memory, scope, options=options, user_message=adapter.user_text(messages)
     )
-    context: MemoryContext = yield op(memory.build_context, memory.abuild_context, turn)
-
-    def step_context() -> MemoryContext:
-        # The nudge only while the tool is offered: after this turn's update it is done.
-        return context.for_request(role=memory_role, trim=trim_history, nudge=turn.tool_offered)
-
+    yield from turn.assemble()
     transcript = list(messages)
     try:
         outcome = yield from _model_steps(
-            memory, adapter, turn, step_context, transcript, system, tools, handlers, max_steps
+            adapter, turn, transcript, system, tools, dict(tool_handlers or {}), max_steps
         )
     except BaseException:
         # Close the turn cleanly, then let the provider's error surface as-is.
-        yield op(memory.end_turn, memory.aend_turn, turn)
+        yield from turn.abandon()
         raise
-    yield op(memory.capture, memory.acapture, scope, transcript)
-    yield op(memory.end_turn, memory.aend_turn, turn)
+    yield from turn.finish(transcript, start=current_turn_index(messages))
     text, usage, steps, requests = outcome
     return TurnResult(text, transcript, turn.updated, usage, steps, requests)
 
 
 def _model_steps(
-    memory: ShortTermMemory,
     adapter: ProviderAdapter,
-    turn: TurnContext,
-    step_context: Callable[[], MemoryContext],
+    turn: MemoryTurn,
     transcript: list[Any],
     system: Any,
     tools: Sequence[Any],
@@ -199,9 +193,10 @@ def _model_steps(
     requests: list[dict[str, Any]] = []
     while steps < max_steps:
         steps += 1
-        offered = [adapter.memory_tool(turn)] if turn.tool_offered else []
+        offered = [adapter.memory_tool(turn.schema_state())] if turn.tool_offered else []
+        # The nudge only while the tool is offered: after this turn's update it is done.
         request = adapter.build_request(
-            transcript, step_context(), system, [*offered, *tools], turn
+            transcript, turn.request_context(), system, [*offered, *tools], turn
         )
         requests.append(request)
         reply: ModelReply = yield adapter.call_op(request)
@@ -211,7 +206,7 @@ def _model_steps(
             break
         results: list[tuple[ToolCall, str]] = []
         for call in reply.tool_calls:
-            results.append((call, (yield from _execute(memory, turn, call, handlers))))
+            results.append((call, (yield from _execute(turn, call, handlers))))
         transcript.extend(adapter.tool_results(results))
         if reply.text.strip() and any(call.name == TOOL_NAME for call in reply.tool_calls):
             break  # the user already saw the answer; the memory call was the epilogue
@@ -219,17 +214,14 @@ def _model_steps(
 
 
 def _execute(
-    memory: ShortTermMemory,
-    turn: TurnContext,
-    call: ToolCall,
-    handlers: Mapping[str, ToolHandler],
+    turn: MemoryTurn, call: ToolCall, handlers: Mapping[str, ToolHandler]
 ) -> Generator[Op, Any, str]:
+    if call.name == TOOL_NAME:
+        result = yield from turn.memory_call(call.arguments, truncated=call.truncated)
+        return tool_result_text(result)
     check = check_tool_call(call.arguments, truncated=call.truncated)
     if not check.ok or check.args is None:
         return tool_result_text(check.result)
-    if call.name == TOOL_NAME:
-        result = yield op(memory.update, memory.aupdate, turn, check.args)
-        return tool_result_text(result)
     handler = handlers.get(call.name)
     if handler is None:
         return tool_result_text({"status": "error", "reason": f"Unknown tool {call.name!r}."})

@@ -19,18 +19,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from stm_memory.providers.checks import (
     as_messages,
-    check_flag,
     check_memory,
-    check_memory_role,
     check_model,
     check_positive_int,
-    check_provider,
     refuse_async_callables,
     refuse_reserved,
     refuse_wrong_client,
 )
 from stm_memory.providers.loop import ProviderAdapter, ToolHandler, TurnResult, run_turn_steps
 from stm_memory.providers.ops import Op, adrive, drive
+from stm_memory.providers.options import TurnOptions
 
 if TYPE_CHECKING:
     from stm_memory.engine import ShortTermMemory
@@ -109,18 +107,34 @@ class LoopShell(ABC, Generic[ClientT]):
         check_model(model)
         check_positive_int("max_steps", max_steps)
         refuse_reserved(self._name, request_options, self.RESERVED)
-        check_memory_role(memory_role)
-        check_flag("cache_hints", cache_hints)
         self.client = client
         self.memory = memory
         self.model = model
         self.max_steps = max_steps
-        # False for a caller that windows its own history: nothing is cut.
-        self.trim_history = bool(trim_history)
-        self.memory_role: MemoryRole = memory_role
-        self.provider = check_provider(provider)
-        self.cache_hints = cache_hints
+        #: The memory turn's options, checked here (one place for every entry point).
+        self.options = TurnOptions(
+            provider=provider,
+            trim_history=trim_history,
+            memory_role=memory_role,
+            cache_hints=cache_hints,
+        )
         self.request_options = dict(request_options)
+
+    @property
+    def provider(self) -> str | None:
+        return self.options.provider
+
+    @property
+    def trim_history(self) -> bool:
+        return self.options.trim_history
+
+    @property
+    def memory_role(self) -> MemoryRole:
+        return self.options.memory_role
+
+    @property
+    def cache_hints(self) -> bool:
+        return self.options.cache_hints
 
     @property
     def _name(self) -> str:
@@ -168,9 +182,7 @@ class LoopShell(ABC, Generic[ClientT]):
             tools=self._tools(tools, tool_handlers),
             tool_handlers=tool_handlers,
             max_steps=self.max_steps,
-            trim_history=self.trim_history,
-            memory_role=self.memory_role,
-            provider=self.provider,
+            options=self.options,
         )
 
 

@@ -106,3 +106,18 @@ class TurnContext:
     def release_update(self) -> None:
         with self._lock:
             self.updated = False
+
+    def mark_ended(self) -> bool:
+        """Atomically end the turn; False if it had already ended (ending is idempotent:
+        a failed step ends it early and the normal end must not count it twice)."""
+        with self._lock:
+            if self.ended:
+                return False
+            self.ended = True
+            return True
+
+    def note_shown(self, provenance: frozenset[str]) -> None:
+        """Record whose words the model was shown this turn besides its user's (the
+        other channels' briefings): an update written after seeing them may carry them."""
+        with self._lock:
+            self.shown_provenance = self.shown_provenance | provenance

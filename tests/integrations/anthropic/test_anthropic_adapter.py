@@ -16,9 +16,17 @@ import anthropic
 import pytest
 
 import stm_memory_anthropic
-from stm_memory import TOOL_NAME, ConfigurationError, Scope, ShortTermMemory, ValidationError
+from stm_memory import (
+    TOOL_NAME,
+    ConfigurationError,
+    MemoryTurn,
+    Scope,
+    ShortTermMemory,
+    TurnOptions,
+    ValidationError,
+)
 from stm_memory.prompt.placement import MemoryContext
-from stm_memory.providers import count_breakpoints
+from stm_memory.providers import count_breakpoints, drive
 from stm_memory.providers.loop import ToolCall
 from stm_memory_anthropic import (
     AnthropicLoop,
@@ -169,7 +177,7 @@ def test_tool_results_are_one_user_message() -> None:
 
 
 def test_top_content_joins_the_system_prompt(mem: ShortTermMemory) -> None:
-    turn = mem.begin_turn(SCOPE, provider="anthropic")
+    turn = drive(MemoryTurn.begin(mem, SCOPE, options=TurnOptions(provider="anthropic")))
     ctx = MemoryContext(content="[Short-term memory]\nX", content_depth=-1)
     dialogue = [{"role": "user", "content": "hi"}]
     plain = adapter(system="Be brief.", cache_hints=False)
@@ -189,7 +197,7 @@ def test_top_content_joins_the_system_prompt(mem: ShortTermMemory) -> None:
 
 
 def test_cache_breakpoints_where_the_stable_prefix_ends(mem: ShortTermMemory) -> None:
-    turn = mem.begin_turn(SCOPE, provider="anthropic")
+    turn = drive(MemoryTurn.begin(mem, SCOPE, options=TurnOptions(provider="anthropic")))
     ctx = MemoryContext(content="MEM\n\nBRIEF", briefing_at=5)
     dialogue = [
         {"role": "user", "content": "one"},
@@ -214,7 +222,7 @@ def test_cache_breakpoints_where_the_stable_prefix_ends(mem: ShortTermMemory) ->
 
 
 def test_injections_merge_into_user_turns(mem: ShortTermMemory) -> None:
-    turn = mem.begin_turn(SCOPE, provider="anthropic")
+    turn = drive(MemoryTurn.begin(mem, SCOPE, options=TurnOptions(provider="anthropic")))
     dialogue: list[dict[str, Any]] = [
         {"role": "user", "content": "one", "name": "Ann"},
         {"role": "user", "content": "two", "name": "Bob"},
@@ -240,7 +248,7 @@ def test_injections_merge_into_user_turns(mem: ShortTermMemory) -> None:
 
 
 def test_tool_history_without_tools_gets_uncallable_definition(mem: ShortTermMemory) -> None:
-    turn = mem.begin_turn(SCOPE, provider="anthropic")
+    turn = drive(MemoryTurn.begin(mem, SCOPE, options=TurnOptions(provider="anthropic")))
     dialogue = [
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": [tool_use("toolu_1", TOOL_NAME, {"summary": "s"})]},

@@ -16,10 +16,9 @@ from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 
 import stm_memory_openai
-from stm_memory import ConfigurationError, Scope, ShortTermMemory, ValidationError
+from stm_memory import ConfigurationError, MemoryTurn, Scope, ShortTermMemory, ValidationError
 from stm_memory.prompt.placement import MemoryContext
-from stm_memory.providers import place_memory, prompt_cache_key
-from stm_memory.tool.turn import TurnContext
+from stm_memory.providers import drive, place_memory, prompt_cache_key
 from stm_memory_openai import (
     AsyncOpenAIChatLoop,
     AsyncOpenAIResponsesLoop,
@@ -45,8 +44,8 @@ def memory(open_memory: Callable[[], ShortTermMemory]) -> ShortTermMemory:
 
 
 @pytest.fixture
-def turn(memory: ShortTermMemory) -> TurnContext:
-    return memory.begin_turn(Scope(channel_id="c1", user_id="u1", server_id="g1"))
+def turn(memory: ShortTermMemory) -> MemoryTurn:
+    return drive(MemoryTurn.begin(memory, Scope(channel_id="c1", user_id="u1", server_id="g1")))
 
 
 def adapter(kind: type[Any], **options: Any) -> Any:
@@ -183,7 +182,7 @@ def test_chat_without_choices_is_an_empty_reply() -> None:
     assert (reply.text, reply.tool_calls, reply.transcript) == ("", (), ())
 
 
-def test_chat_request_shape_and_determinism(turn: TurnContext) -> None:
+def test_chat_request_shape_and_determinism(turn: MemoryTurn) -> None:
     chat = adapter(ChatCompletionsAdapter, top_p=1, temperature=0)
     transcript = [{"role": "user", "content": "hi"}]
     before = json.dumps(transcript)
@@ -210,7 +209,7 @@ def test_chat_request_shape_and_determinism(turn: TurnContext) -> None:
     assert json.dumps(again) == json.dumps(request)
 
 
-def test_chat_streaming_request(turn: TurnContext) -> None:
+def test_chat_streaming_request(turn: MemoryTurn) -> None:
     chat = ChatCompletionsAdapter(
         lambda **_: None, model="m", request_options={}, summary_limit=15, on_text=print
     )
@@ -226,7 +225,7 @@ def test_chat_streaming_request(turn: TurnContext) -> None:
 
 
 @pytest.mark.parametrize("kind", [ChatCompletionsAdapter, ResponsesAdapter])
-def test_cache_key_hint_yields_to_the_callers_and_turns_off(turn: TurnContext, kind: Any) -> None:
+def test_cache_key_hint_yields_to_the_callers_and_turns_off(turn: MemoryTurn, kind: Any) -> None:
     hi = [{"role": "user", "content": "hi"}]
     own = adapter(kind, prompt_cache_key="mine", prompt_cache_retention="24h")
     request = own.build_request(hi, MemoryContext(), None, [], turn)
@@ -242,8 +241,8 @@ def test_cache_key_hint_yields_to_the_callers_and_turns_off(turn: TurnContext, k
     assert "prompt_cache_key" not in off.build_request(hi, MemoryContext(), None, [], turn)
 
 
-def test_chat_memory_tool_is_strict(turn: TurnContext) -> None:
-    tool = adapter(ChatCompletionsAdapter).memory_tool(turn)
+def test_chat_memory_tool_is_strict(turn: MemoryTurn) -> None:
+    tool = adapter(ChatCompletionsAdapter).memory_tool(turn.schema_state())
     assert tool["function"]["name"] == "update_short_term_memory"
     assert tool["function"]["strict"] is True
 
@@ -320,7 +319,7 @@ def test_responses_custom_tool_results_use_their_own_item_type() -> None:
     assert [r["type"] for r in results] == ["custom_tool_call_output", "function_call_output"]
 
 
-def test_responses_request_shape(turn: TurnContext) -> None:
+def test_responses_request_shape(turn: MemoryTurn) -> None:
     request = adapter(ResponsesAdapter, store=False).build_request(
         [{"role": "user", "content": "hi"}], CONTEXT, "sys", [], turn
     )

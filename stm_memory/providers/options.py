@@ -1,0 +1,55 @@
+"""The options every entry point shares, with one set of names, defaults and checks.
+
+Each entry point (the loops, ``ShortTermMemoryMiddleware``, ``ShortTermMemoryHistory``
+and ``with_short_term_memory``, ``ShortTermMemorySession``) takes these as keyword
+arguments and builds one :class:`TurnOptions` from them, so a default or a check is
+written here once; the README's "Options of every entry point" table lists them and
+``tests/unit/test_entry_point_options.py`` fails when an entry point drifts.
+
+What is not here, and why: ``max_steps`` bounds *our* tool loop (the provider loops and
+the LCEL chain, which run the model themselves); where the framework runs the loop
+(``create_agent``, the Agents SDK's ``Runner``) its own limit applies
+(``ModelCallLimitMiddleware``, ``max_turns``), and a second bound of ours would only
+disagree with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stm_memory.prompt.placement import MemoryRole
+from stm_memory.providers.checks import check_flag, check_memory_role, check_provider
+
+__all__ = ["TurnOptions"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnOptions:
+    """How an entry point runs its memory turns. Checked when built: a wrong value is a
+    :class:`~stm_memory.ConfigurationError` before any turn begins.
+
+    Attributes:
+        provider: the provider memory's own rules go by (the provider exclusion,
+            ``novelai`` by default) and placement's message style; never sent to an
+            SDK. ``None``: the entry point's own (the loop's API, the chat model's
+            LangSmith provider).
+        trim_history: send the model only what the memory does not cover (the memory
+            block, the turns since it was written, the current turn); ``False`` sends
+            everything the caller gives, for a caller that windows its own history.
+        memory_role: inject memory and nudge as ``"system"`` messages (default) or as
+            ``"user"`` turns.
+        cache_hints: send the provider's prompt-cache hints (``prompt_cache_key``,
+            Anthropic breakpoints); the caller's own always win.
+    """
+
+    provider: str | None = None
+    trim_history: bool = True
+    memory_role: MemoryRole = "system"
+    cache_hints: bool = True
+
+    def __post_init__(self) -> None:
+        # " openai " is the provider the exclusion list names "openai".
+        object.__setattr__(self, "provider", check_provider(self.provider))
+        check_flag("trim_history", self.trim_history)
+        check_memory_role(self.memory_role)
+        check_flag("cache_hints", self.cache_hints)

@@ -1,0 +1,272 @@
+"""``MemoryTurn``: one memory turn, written once, that every entry point drives.
+
+A turn's lifecycle is the same whichever framework runs the model::
+
+    begin ──► note the user's message ──► assemble ──► request context / place ─┐
+      │            (intent guard)          (once)      (per model call)          │
+      │                                                                          ▼
+      │                          memory call (one rule set) ◄── the model calls the tool
+      │                                                                          │
+      └──► abandon (a step failed: counted, not captured) ──► finish (capture with
+                                                              speakers, count, end)
+
+``MemoryTurn`` owns that lifecycle and holds its state (the engine's
+:class:`~stm_memory.TurnContext`, the assembled :class:`MemoryContext`). It does no
+I/O itself: each step that reads or writes memory is a generator of
+:class:`~stm_memory.providers.Op` that the caller runs with ``drive`` (blocking) or
+``adrive`` (awaiting), so a sync hook and its async twin share one body. Integrations
+translate their framework's hooks onto these steps (which hook calls which:
+``docs/design.md#a-turn-in-every-entry-point``); none of them re-implements one.
+
+Memory never fails the user's turn: a storage error while beginning, assembling,
+capturing or ending is logged and the turn goes on without memory (a turn that could
+not begin is *off*: no memory, no tool). A mistake of the caller's (a scope that is
+not a :class:`~stm_memory.Scope`) is raised, typed, before anything runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Generator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from stm_memory.errors import ValidationError
+from stm_memory.model import Scope
+from stm_memory.prompt.placement import MemoryContext
+from stm_memory.providers.capture import dialogue_for_capture, needs_previous
+from stm_memory.providers.memory_call import run_memory_call
+from stm_memory.providers.ops import Op, attempt, op
+from stm_memory.providers.options import TurnOptions
+from stm_memory.tool.turn import failure
+
+if TYPE_CHECKING:
+    from langchain_core.tools import BaseTool
+
+    from stm_memory.engine import ShortTermMemory
+    from stm_memory.tool.turn import TurnContext
+
+__all__ = ["MemoryTurn"]
+
+log = logging.getLogger("stm_memory")
+
+_UNAVAILABLE = "Short-term memory is not available in this conversation."
+
+
+class MemoryTurn:
+    """One responding turn's memory (see the module docstring). Build it with
+    :meth:`begin`; a turn whose scope is ``None`` or whose beginning failed is *off*
+    (``active`` False): it places nothing, offers no tool and writes nothing."""
+
+    __slots__ = ("_context", "_finished", "_lock", "_tool", "memory", "options", "scope", "state")
+
+    def __init__(
+        self,
+        memory: ShortTermMemory,
+        scope: Scope | None,
+        state: TurnContext | None,
+        *,
+        options: TurnOptions,
+    ) -> None:
+        self.memory = memory
+        self.scope = scope
+        #: The engine's per-turn state (guards, snapshot, the one update); None: off.
+        self.state = state
+        self.options = options
+        self._context: MemoryContext | None = None
+        self._tool: BaseTool | None = None
+        self._finished = False
+        self._lock = threading.Lock()
+
+    # -- begin --------------------------------------------------------------------------
+
+    @classmethod
+    def begin(
+        cls,
+        memory: ShortTermMemory,
+        scope: Scope | None,
+        *,
+        options: TurnOptions | None = None,
+        user_message: str | None = None,
+        tools_available: bool = True,
+    ) -> Generator[Op, Any, MemoryTurn]:
+        """Begin the turn of ``scope`` (None: memory is off for it): the settings and
+        category snapshot, the guards, the long-term intent of ``user_message``."""
+        options = options or TurnOptions()
+        if scope is not None and not isinstance(scope, Scope):
+            raise ValidationError(f"scope must be a Scope, got {type(scope).__name__}")
+        state: TurnContext | None = None
+        if scope is not None:
+            state = yield from attempt(
+                op(
+                    memory.begin_turn,
+                    memory.abegin_turn,
+                    scope,
+                    provider=options.provider,
+                    user_message=user_message or None,
+                    tools_available=tools_available,
+                ),
+                "beginning the turn",
+            )
+        return cls(memory, scope, state, options=options)
+
+    @classmethod
+    def idle(
+        cls, memory: ShortTermMemory, scope: Scope, *, options: TurnOptions | None = None
+    ) -> MemoryTurn:
+        """A turn that has not begun, with the defaults (summary mode) and no storage
+        read: what a tool built before the first real turn describes itself with."""
+        options = options or TurnOptions()
+        state = memory.default_turn(scope, provider=options.provider)
+        return cls(memory, scope, state, options=options)
+
+    # -- what the turn knows --------------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        """Memory is on for this turn (it has a scope and began)."""
+        return self.state is not None
+
+    @property
+    def tool_offered(self) -> bool:
+        """The memory tool may be offered now: no guard hides it (not after this turn's
+        update, not in a "remember this permanently" turn …)."""
+        return self.state is not None and self.state.tool_offered
+
+    @property
+    def updated(self) -> bool:
+        return self.state is not None and self.state.updated
+
+    @property
+    def context(self) -> MemoryContext:
+        """The assembled memory context (empty before :meth:`assemble` or when off)."""
+        return self._context if self._context is not None else MemoryContext()
+
+    @property
+    def assembled(self) -> bool:
+        return self._context is not None
+
+    def schema_state(self) -> TurnContext:
+        """The turn state the memory tool's schema is built from: this turn's snapshot,
+        or, for a turn that is off, the defaults (a request that must still describe
+        the tool, e.g. Anthropic history with tool blocks, offered with no call)."""
+        if self.state is not None:
+            return self.state
+        if self.scope is None:
+            raise ValidationError("a turn without a scope has no memory tool")
+        return self.memory.default_turn(self.scope, provider=self.options.provider)
+
+    def note_user_message(self, text: str | None) -> None:
+        """Hand a turn begun before its user message existed that message, so the
+        long-term-intent guard sees it before the tool is offered or runs (no I/O)."""
+        if self.state is not None:
+            self.memory.note_user_message(self.state, text)
+
+    def claim_update(self) -> None:
+        """Count this turn's one update as taken (a turn resumed after its update)."""
+        if self.state is not None:
+            self.state.claim_update()
+
+    # -- the request ------------------------------------------------------------------------
+
+    def assemble(self) -> Generator[Op, Any, MemoryContext]:
+        """Read the memory this turn shows (once; later calls return the same)."""
+        if self._context is None:
+            built: Any = None
+            if self.state is not None:
+                m = self.memory
+                built = yield from attempt(
+                    op(m.build_context, m.abuild_context, self.state), "assembling memory"
+                )
+            context = built if isinstance(built, MemoryContext) else MemoryContext()
+            with self._lock:
+                if self._context is None:  # a concurrent step may have assembled first
+                    self._context = context
+        return self.context
+
+    def request_context(
+        self, *, trim: bool | None = None, nudge: bool | None = None
+    ) -> MemoryContext:
+        """What one model request of this turn carries: the options' memory role, the
+        history cut when trimming (``trim`` overrides the option), the nudge only while
+        the tool is offered (``nudge=False`` holds it back, e.g. until the user's
+        message is known)."""
+        offered = self.tool_offered if nudge is None else nudge and self.tool_offered
+        return self.context.for_request(
+            role=self.options.memory_role,
+            trim=self.options.trim_history if trim is None else trim,
+            nudge=offered,
+        )
+
+    def place(
+        self,
+        messages: Sequence[Any],
+        *,
+        provider: str | None = None,
+        context: MemoryContext | None = None,
+        trim: bool = True,
+    ) -> list[Any]:
+        """``messages`` with this request's memory placed (``context``, default
+        :meth:`request_context`), for ``provider`` (default the options'). A placing
+        error is logged and the messages go as they are: never a failed turn."""
+        context = context if context is not None else self.request_context()
+        if context.is_empty:
+            return list(messages)
+        try:
+            return context.apply(messages, provider=provider or self.options.provider, trim=trim)
+        except Exception:
+            log.exception("stm-memory: placing memory in the request failed; sending without")
+            return list(messages)
+
+    def tool(self) -> BaseTool | None:
+        """The LangChain tool bound to this turn (its schema from the turn's snapshot),
+        or None while a guard hides it."""
+        if self.state is None or not self.state.tool_offered:
+            return None
+        if self._tool is None:
+            self._tool = self.memory.tool(self.state)
+        return self._tool
+
+    def memory_call(
+        self, arguments: str | Mapping[str, Any] | None, *, truncated: bool = False
+    ) -> Generator[Op, Any, dict[str, Any]]:
+        """Run one ``update_short_term_memory`` call: vetted, every guard checked again,
+        one update per turn; a result dict, never an exception."""
+        if self.state is None:
+            return failure(_UNAVAILABLE)
+        return (yield from run_memory_call(self.memory, self.state, arguments, truncated=truncated))
+
+    # -- the end ------------------------------------------------------------------------------
+
+    def abandon(self) -> Generator[Op, Any, None]:
+        """A step of the turn failed: count the turn now (ending is idempotent, so a
+        caller that recovers can still :meth:`finish`, which then only captures)."""
+        if self.state is not None:
+            m = self.memory
+            yield from attempt(op(m.end_turn, m.aend_turn, self.state), "ending the turn")
+
+    def finish(self, messages: Sequence[Any], *, start: int) -> Generator[Op, Any, None]:
+        """Capture the recent dialogue and end the turn (once; later calls do nothing).
+
+        ``messages`` is the dialogue as the caller keeps it, this turn's messages from
+        ``start``. Capture replaces the channel's recent messages, so when nothing
+        before ``start`` is dialogue (a caller that passes only the new message) the
+        stored ones go in front; stored messages keep their speakers."""
+        with self._lock:
+            if self._finished:
+                return
+            self._finished = True
+        if self.state is None or self.scope is None:
+            return
+        m, scope = self.memory, self.scope
+        start = max(0, min(start, len(messages)))
+        previous: Any = None
+        if needs_previous(messages, start):
+            previous = yield from attempt(op(m.get, m.aget, scope), "reading memory")
+        dialogue = dialogue_for_capture(messages, start, previous.messages if previous else ())
+        yield from attempt(op(m.capture, m.acapture, scope, dialogue), "capturing dialogue")
+        yield from attempt(op(m.end_turn, m.aend_turn, self.state), "ending the turn")
+
+    @property
+    def finished(self) -> bool:
+        return self._finished

@@ -1,0 +1,196 @@
+"""``MemoryTurn``: the one turn lifecycle every entry point drives (begin, assemble,
+request context, memory call, abandon, finish), and ``TurnOptions``, the one set of
+option checks. Driven here with ``drive`` and ``adrive``, as the entry points do."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from helpers.memory import SERVER, refresh
+
+from stm_memory import (
+    ConfigurationError,
+    MemoryTurn,
+    Scope,
+    ShortTermMemory,
+    StorageError,
+    TurnOptions,
+    ValidationError,
+)
+from stm_memory.providers import adrive, drive
+from stm_memory.testing import FrozenClock
+
+USER_MSG = {"role": "user", "content": "what next?"}
+
+
+def begin(mem: ShortTermMemory, scope: Scope | None = SERVER, **kw: Any) -> MemoryTurn:
+    return drive(MemoryTurn.begin(mem, scope, **kw))
+
+
+def counted_turns(mem: ShortTermMemory, scope: Scope = SERVER) -> int:
+    entry = mem.get(scope)
+    return entry.turns_since_refresh if entry is not None else 0
+
+
+# -- begin -------------------------------------------------------------------------------
+
+
+def test_a_turn_without_scope_is_off_and_touches_nothing(mem: ShortTermMemory) -> None:
+    turn = begin(mem, None)
+    assert not turn.active and not turn.tool_offered and turn.tool() is None
+    assert drive(turn.assemble()).is_empty
+    assert turn.place([USER_MSG]) == [USER_MSG]
+    result = drive(turn.memory_call('{"summary": "x"}'))
+    assert result["status"] == "tool_execution_failed"
+    drive(turn.finish([USER_MSG], start=0))
+    assert mem.get(SERVER) is None
+
+
+def test_a_scope_that_is_not_a_scope_is_refused_before_anything_runs(
+    mem: ShortTermMemory,
+) -> None:
+    steps = MemoryTurn.begin(mem, "c1")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="scope must be a Scope"):
+        next(steps)
+
+
+def test_a_turn_that_cannot_begin_goes_on_without_memory(
+    mem: ShortTermMemory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(*_: Any, **__: Any) -> Any:
+        raise StorageError("settings unreadable")
+
+    monkeypatch.setattr(mem, "begin_turn", broken)
+    with caplog.at_level(logging.ERROR, logger="stm_memory"):
+        turn = begin(mem)
+    assert not turn.active and turn.tool() is None
+    assert "beginning the turn failed" in caplog.text
+
+
+# -- the request ---------------------------------------------------------------------------
+
+
+def test_assemble_reads_once(mem: ShortTermMemory) -> None:
+    refresh(mem, SERVER, "the plot so far")
+    turn = begin(mem)
+    first = drive(turn.assemble())
+    assert first.memory is not None and "the plot so far" in first.memory
+    again = turn.assemble()
+    with pytest.raises(StopIteration) as stop:  # no Op: nothing is read again
+        next(again)
+    assert stop.value.value is first
+
+
+def test_the_nudge_goes_only_while_the_tool_is_offered(mem: ShortTermMemory) -> None:
+    for _ in range(mem.server_settings("g1").refresh_cadence):
+        drive(begin(mem).finish([USER_MSG], start=0))
+    turn = begin(mem)
+    drive(turn.assemble())
+    assert turn.request_context().nudge
+    assert turn.request_context(nudge=False).nudge is None
+    assert drive(turn.memory_call({"summary": "done"}))["status"] == "completed"
+    assert turn.updated and not turn.tool_offered
+    assert turn.request_context().nudge is None
+
+
+def test_request_context_follows_the_options(mem: ShortTermMemory) -> None:
+    refresh(mem, SERVER, "memory")
+    turn = begin(mem, options=TurnOptions(memory_role="user", trim_history=False))
+    drive(turn.assemble())
+    context = turn.request_context()
+    assert context.role == "user" and context.history is None
+    assert turn.request_context(trim=True).history is not None
+
+
+def test_one_update_per_turn_for_every_caller(mem: ShortTermMemory) -> None:
+    turn = begin(mem)
+    assert drive(turn.memory_call('{"summary": "first"}'))["status"] == "completed"
+    second = drive(turn.memory_call('{"summary": "second"}'))
+    assert second["status"] == "tool_execution_failed"
+    entry = mem.get(SERVER)
+    assert entry is not None and entry.summary == "first"
+
+
+# -- the end -------------------------------------------------------------------------------
+
+
+def test_finish_counts_once_and_abandon_does_not_count_again(mem: ShortTermMemory) -> None:
+    turn = begin(mem)
+    drive(turn.abandon())
+    drive(turn.finish([USER_MSG, {"role": "assistant", "content": "ok"}], start=0))
+    drive(turn.finish([USER_MSG], start=0))
+    assert counted_turns(mem) == 1
+    entry = mem.get(SERVER)
+    # A caller that recovered after the failed step still gets its dialogue captured.
+    assert entry is not None and [m.content for m in entry.messages] == ["what next?", "ok"]
+
+
+def test_finish_puts_the_stored_dialogue_in_front_of_a_lone_message(
+    mem: ShortTermMemory,
+) -> None:
+    alice = Scope(channel_id="c1", user_id="alice", server_id="g1")
+    bob = Scope(channel_id="c1", user_id="bob", server_id="g1")
+    said = [{"role": "user", "content": "alice here"}, {"role": "assistant", "content": "hi"}]
+    drive(begin(mem, alice).finish(said, start=0))
+    # Bob's caller passes only his new message: capture must not drop Alice's turn,
+    # and her words stay hers (erasure reaches them).
+    lone = [{"role": "user", "content": "bob here"}, {"role": "assistant", "content": "yo"}]
+    drive(begin(mem, bob).finish(lone, start=0))
+    entry = mem.get(bob)
+    assert entry is not None
+    assert [(m.content, m.user_id) for m in entry.messages] == [
+        ("alice here", "alice"),
+        ("hi", None),
+        ("bob here", "bob"),
+        ("yo", None),
+    ]
+
+
+def test_the_async_driver_runs_the_same_steps(mem: ShortTermMemory) -> None:
+    async def run() -> MemoryTurn:
+        turn = await adrive(MemoryTurn.begin(mem, SERVER))
+        await adrive(turn.assemble())
+        await adrive(turn.memory_call({"summary": "async"}))
+        await adrive(turn.finish([USER_MSG], start=0))
+        return turn
+
+    turn = asyncio.run(run())
+    entry = mem.get(SERVER)
+    assert turn.updated and entry is not None and entry.summary == "async"
+
+
+def test_an_idle_turn_reads_the_memorys_clock(
+    mem: ShortTermMemory, fake_clock: FrozenClock
+) -> None:
+    fake_clock.advance(timedelta(minutes=7))  # the memory's clock, not the wall clock
+    idle = MemoryTurn.idle(mem, SERVER)
+    assert idle.state is not None and idle.state.started_at == fake_clock()
+    assert idle.state.summary_mode
+
+
+# -- options -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"provider": ""}, "provider"),
+        ({"provider": 3}, "provider"),
+        ({"memory_role": "assistant"}, "memory_role"),
+        ({"trim_history": "yes"}, "trim_history"),
+        ({"cache_hints": 1}, "cache_hints"),
+    ],
+)
+def test_options_are_checked_once_for_every_entry_point(
+    options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        TurnOptions(**options)
+
+
+def test_a_provider_name_is_read_as_the_exclusion_list_names_it() -> None:
+    assert TurnOptions(provider=" novelai ").provider == "novelai"
