@@ -3,6 +3,7 @@ and the README's table says which apply where. A signature that drifts fails her
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import re
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from stm_memory import TurnOptions
 from stm_memory_anthropic import AnthropicLoop, AsyncAnthropicLoop
 from stm_memory_langchain import (
     ShortTermMemoryBuffer,
@@ -114,3 +116,11 @@ def test_the_readme_table_says_where_each_option_applies() -> None:
                 assert cell.startswith(f"`{default!r}`".replace("'", '"')), (column, option, cell)
             else:
                 assert cell.startswith("—"), (column, option, cell)
+
+
+def test_the_one_default_is_turn_options_default() -> None:
+    # The memory options' defaults and checks live in TurnOptions, which every entry
+    # point builds from its keywords: the table's defaults must be that object's.
+    memory_options = {f.name: f.default for f in dataclasses.fields(TurnOptions)}
+    assert memory_options == {k: v for k, v in DEFAULTS.items() if k in memory_options}
+    assert set(memory_options) == set(DEFAULTS) - {"max_steps"}
