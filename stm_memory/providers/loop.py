@@ -208,8 +208,8 @@ def _model_steps(
         for call in reply.tool_calls:
             results.append((call, (yield from _execute(turn, call, handlers))))
         transcript.extend(adapter.tool_results(results))
-        if reply.text.strip() and any(call.name == TOOL_NAME for call in reply.tool_calls):
-            break  # the user already saw the answer; the memory call was the epilogue
+        if MemoryTurn.answered_then_remembered(reply.text, [c.name for c in reply.tool_calls]):
+            break
     return text, usage, steps, requests
 
 

@@ -13,6 +13,7 @@ import pytest
 from helpers.memory import SERVER, refresh
 
 from stm_memory import (
+    TOOL_NAME,
     ConfigurationError,
     MemoryTurn,
     Scope,
@@ -21,7 +22,7 @@ from stm_memory import (
     TurnOptions,
     ValidationError,
 )
-from stm_memory.providers import adrive, drive
+from stm_memory.providers import ModelReply, Op, ToolCall, adrive, drive, run_turn_steps
 from stm_memory.testing import FrozenClock
 
 USER_MSG = {"role": "user", "content": "what next?"}
@@ -194,3 +195,75 @@ def test_options_are_checked_once_for_every_entry_point(
 
 def test_a_provider_name_is_read_as_the_exclusion_list_names_it() -> None:
     assert TurnOptions(provider=" novelai ").provider == "novelai"
+
+
+# -- the epilogue rule ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "names", "ends"),
+    [
+        ("Here you go.", [TOOL_NAME], True),
+        ("", [TOOL_NAME], False),  # nothing answered yet: the model must run again
+        ("Here you go.", [TOOL_NAME, "lookup"], False),  # it must see lookup's result
+        ("Here you go.", [], False),
+    ],
+)
+def test_one_epilogue_rule(text: str, names: list[str], ends: bool) -> None:
+    assert MemoryTurn.answered_then_remembered(text, names) is ends
+
+
+class _ScriptedAdapter:
+    """A provider API reduced to what the loop asks of it; replies come from a script."""
+
+    provider = "openai"
+
+    def __init__(self, replies: list[ModelReply]) -> None:
+        self.replies = replies
+        self.sent: list[dict[str, Any]] = []
+
+    def build_request(
+        self, transcript: Any, context: Any, system: Any, tools: Any, turn: Any
+    ) -> dict[str, Any]:
+        return {"messages": list(transcript), "tools": list(tools)}
+
+    def call_op(self, request: dict[str, Any]) -> Op:
+        def reply() -> ModelReply:
+            self.sent.append(request)
+            return self.replies.pop(0)
+
+        async def areply() -> ModelReply:
+            return reply()
+
+        return Op(reply, areply, "scripted")
+
+    def tool_results(self, results: Any) -> list[Any]:
+        return [{"role": "tool", "tool_call_id": c.id, "content": r} for c, r in results]
+
+    def memory_tool(self, turn: Any) -> Any:
+        return {"name": TOOL_NAME}
+
+    def user_text(self, messages: Any) -> str | None:
+        return "what next?"
+
+
+def test_the_loop_runs_the_model_again_when_a_callers_tool_rode_with_the_memory_call(
+    mem: ShortTermMemory,
+) -> None:
+    both = (
+        ToolCall("m1", TOOL_NAME, '{"summary": "noted"}'),
+        ToolCall("t1", "lookup", "{}"),
+    )
+    adapter = _ScriptedAdapter(
+        [
+            ModelReply("Let me check.", both, ({"role": "assistant", "content": "x"},)),
+            ModelReply("It is 4.", (), ({"role": "assistant", "content": "It is 4."},)),
+        ]
+    )
+    result = drive(
+        run_turn_steps(
+            mem, adapter, SERVER, [USER_MSG], tool_handlers={"lookup": lambda _args: "4"}
+        )
+    )
+    assert result.steps == 2 and result.text == "It is 4." and result.stm_updated
+    assert {"role": "tool", "tool_call_id": "t1", "content": "4"} in adapter.sent[1]["messages"]
