@@ -2,7 +2,9 @@
 
 ``Runner.run(agent, input, session=session)`` (and ``run_sync`` / ``run_streamed``)
 reads the session once before the first model call and appends to it as the run goes
-(the new input first, then each step's items). Here that brackets one memory turn:
+(the new input first, then each step's items). Here that brackets one
+:class:`~stm_memory.providers.MemoryTurn`, which owns every step of the turn; the
+session only translates the SDK's hooks onto it:
 
 - the run's first ``get_items`` (the SDK passes the run's context wrapper) begins the
   turn and returns what the model should be sent: the memory block, the items the
@@ -14,7 +16,8 @@ reads the session once before the first model call and appends to it as the run 
 - the turn learns its user message from the run's input before the tool list is
   built (the long-term-intent guard: no tool in a "remember this" turn);
 - ``add_items`` records the items in the wrapped session; the step that ends the run
-  (an assistant message last) captures the dialogue and ends the turn;
+  (an assistant message last) finishes the turn with the record's recent items
+  (capture with speakers, count, end);
 - ``memory_tool()`` is ``update_short_term_memory`` as an Agents SDK
   ``FunctionTool`` bound to the session's current turn: the turn's schema, hidden
   while a guard hides it (``is_enabled``), one update per turn;
@@ -46,7 +49,6 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -61,32 +63,19 @@ except ImportError as exc:  # pragma: no cover - the extra is installed in the t
         "stm_memory_openai_agents", "the OpenAI Agents SDK", "openai-agents"
     ) from exc
 
-from stm_memory import (
-    DEFAULT_CATEGORY,
-    TOOL_NAME,
-    Scope,
-    ServerSettings,
-    ShortTermMemory,
-    StmError,
-    TurnContext,
-    UserSettings,
-)
+from stm_memory import TOOL_NAME, Scope, ShortTermMemory, StmError, TurnContext
 from stm_memory.providers import (
-    MemoryContext,
     MemoryRole,
+    MemoryTurn,
+    OptionsView,
+    TurnOptions,
     adrive,
-    check_flag,
     check_memory_setup,
-    dialogue_for_capture,
     failure,
     is_dialogue,
-    needs_previous,
     place_memory,
     prompt_cache_key,
-    run_memory_call,
     text_of,
-    tool_description,
-    tool_parameters,
     tool_result_text,
 )
 
@@ -108,10 +97,10 @@ class SessionBusyError(StmError, RuntimeError):
 
 @dataclass(eq=False)
 class _Turn:
-    """The open turn of a session (``turn`` None: memory is off for it)."""
+    """The open turn of a session: its :class:`~stm_memory.providers.MemoryTurn` (off
+    until it has begun, and when beginning failed) and the run it belongs to."""
 
-    turn: TurnContext | None
-    context: MemoryContext
+    turn: MemoryTurn
     run: Any  # the RunContextWrapper of the run (None: items added outside a run)
     task: asyncio.Task[Any] | None  # the task that started the run
     view_len: int = 0  # items of the view the run's first read returned
@@ -119,7 +108,6 @@ class _Turn:
     added: int = 0  # items recorded in this turn
     finishing: bool = False  # the next add_items is the run's last (the epilogue)
     answered: str = ""  # visible text of the model's last response (agent() hooks)
-    ended: bool = False
 
 
 def _role(item: Any) -> Any:
@@ -198,7 +186,7 @@ def _move_after_user_message(items: list[Any], briefing: str) -> None:
         items.insert(user, items.pop(at))
 
 
-class ShortTermMemorySession:
+class ShortTermMemorySession(OptionsView):
     """An Agents SDK ``Session`` whose items, at the start of a run, are what the model
     should be sent (see the module docstring).
 
@@ -233,8 +221,14 @@ class ShortTermMemorySession:
         session_settings: SessionSettings | None = None,
         cache_hints: bool = True,
     ) -> None:
-        check_memory_setup(memory, scope=scope, memory_role=memory_role)
-        check_flag("cache_hints", cache_hints)
+        check_memory_setup(memory, scope=scope)
+        #: The memory turns' options, checked here (one place for every entry point).
+        self.options = TurnOptions(
+            provider=provider,
+            trim_history=trim_history,
+            memory_role=memory_role,
+            cache_hints=cache_hints,
+        )
         self.memory = memory
         self.scope = scope
         if session_id is None:
@@ -244,10 +238,6 @@ class ShortTermMemorySession:
             session if session is not None else SQLiteSession(session_id, db_path)
         )
         self.session_settings: SessionSettings | None = session_settings
-        self.provider = provider
-        self.trim_history = bool(trim_history)
-        self.memory_role: MemoryRole = memory_role
-        self.cache_hints = cache_hints
         self._open: _Turn | None = None
         self._tool: FunctionTool | None = None
         self._lock = threading.Lock()
@@ -281,8 +271,7 @@ class ShortTermMemorySession:
             if state is None:  # items added outside a run: still a turn
                 state = await self._start(None)
         assert state is not None
-        if state.turn is not None:
-            self.memory.note_user_message(state.turn, _user_text(items))
+        state.turn.note_user_message(_user_text(items))
         state.added += len(items)
         if state.finishing or (items and _is_answer(items[-1])):
             await self._end(state)
@@ -311,9 +300,9 @@ class ShortTermMemorySession:
 
     @property
     def turn(self) -> TurnContext | None:
-        """The open turn, or None."""
+        """The engine's state of the open turn, or None."""
         state = self._current()
-        return state.turn if state is not None else None
+        return state.turn.state if state is not None else None
 
     def memory_tool(self) -> FunctionTool:
         """``update_short_term_memory`` as a ``FunctionTool`` bound to this session's
@@ -322,11 +311,16 @@ class ShortTermMemorySession:
         with self._lock:
             if self._tool is not None:
                 return self._tool
-        turn = self.turn or self._placeholder_turn()
+        state = self._current()
+        # Before the first run: the defaults' schema (summary mode); each run sets its own.
+        if state is not None and state.turn.active:
+            turn = state.turn
+        else:
+            turn = MemoryTurn.idle(self.memory, self.scope, options=self.options)
         tool = FunctionTool(
             name=TOOL_NAME,
-            description=tool_description(turn, limit=self.memory.limits.max_summary_length),
-            params_json_schema=tool_parameters(turn),
+            description=turn.tool_description(),
+            params_json_schema=turn.tool_parameters(),
             on_invoke_tool=self._invoke_tool,
             strict_json_schema=True,
             is_enabled=self._tool_enabled,
@@ -363,29 +357,15 @@ class ShortTermMemorySession:
         key = prompt_cache_key(self.scope.live_key)
         return settings.resolve(ModelSettings(extra_args={"prompt_cache_key": key}))
 
-    def _placeholder_turn(self) -> TurnContext:
-        """The schema before the first run (summary mode; each run sets its own)."""
-        return TurnContext(
-            scope=self.scope,
-            provider=self.provider,
-            user_message=None,
-            settings=ServerSettings(),
-            categories=(DEFAULT_CATEGORY,),
-            user_settings=UserSettings(),
-            long_term_intent=False,
-            provider_excluded=False,
-            started_at=datetime.now(UTC),
-        )
-
     async def _invoke_tool(self, ctx: Any, arguments: str) -> str:
         state = self._current()
-        if state is None or state.turn is None:
+        if state is None:
             return tool_result_text(failure(f"{TOOL_NAME} is not bound to a turn here."))
-        return tool_result_text(await adrive(run_memory_call(self.memory, state.turn, arguments)))
+        return tool_result_text(await adrive(state.turn.memory_call(arguments)))
 
     def _tool_enabled(self, ctx: Any, agent: Any) -> bool:
         state = self._current()
-        if state is None or state.turn is None:
+        if state is None or not state.turn.active:
             return False
         self._note_input(state, getattr(ctx, "turn_input", None))
         if state.turn.tool_offered:
@@ -412,6 +392,7 @@ class ShortTermMemorySession:
     async def _start(self, run: Any) -> _Turn:
         """Open the turn of ``run`` (None: items added outside a run), ending the turn of
         a run that never finished first."""
+        off = MemoryTurn(self.memory, self.scope, None, options=self.options)
         with self._lock:
             old = self._open
             if old is not None and old.run is not None and _running_elsewhere(old.task):
@@ -420,29 +401,22 @@ class ShortTermMemorySession:
                     "serves one run at a time (await it, or give each conversation its own "
                     "session)"
                 )
-            state = _Turn(None, MemoryContext(), run, _current_task() if run is not None else None)
+            state = _Turn(off, run, _current_task() if run is not None else None)
             self._open = state
         if old is not None and old.added:
             await self._end(old)  # a run that never finished: its turn still happened
-        m = self.memory
-        try:
-            state.turn = await m.abegin_turn(self.scope, provider=self.provider)
-            state.context = await m.abuild_context(state.turn)
-        except Exception:
-            log.exception("stm-memory: beginning the turn failed; no memory this time")
+        state.turn = await adrive(MemoryTurn.begin(self.memory, self.scope, options=self.options))
+        await adrive(state.turn.assemble())
         with self._lock:
             tool = self._tool
-        if tool is not None and state.turn is not None:  # the schema of this turn's snapshot
-            tool.params_json_schema = tool_parameters(state.turn)
-            tool.description = tool_description(state.turn, limit=m.limits.max_summary_length)
+        if tool is not None and state.turn.active:  # this turn's snapshot
+            tool.description = state.turn.tool_description()
+            tool.params_json_schema = state.turn.tool_parameters()
         return state
 
     def _view(self, items: list[Any], state: _Turn) -> list[Any]:
-        turn = state.turn
-        offered = turn is not None and turn.tool_offered and self._tool is not None
-        context = state.context.for_request(
-            role=self.memory_role, trim=self.trim_history, nudge=offered
-        )  # no tool to call: no nudge
+        # No tool to call: no nudge.
+        context = state.turn.request_context(nudge=self._tool is not None)
         if context.is_empty:
             return items
         stand_in: dict[str, Any] = {"role": "user", "content": ""}
@@ -457,48 +431,40 @@ class ShortTermMemorySession:
     def _note_input(self, state: _Turn, items: Any) -> None:
         """Hand the turn the user message of the run's new input (``items``: the
         model's input, the view first)."""
-        if state.turn is None or not isinstance(items, Sequence) or isinstance(items, str):
+        if not isinstance(items, Sequence) or isinstance(items, str):
             return
         new = list(items)[state.view_len :]
-        briefing = state.context.briefing
+        briefing = state.turn.context.briefing
         # The briefings may stand after the user's message by now (see _before_model).
         said = [i for i in new if not (isinstance(i, Mapping) and i.get("content") == briefing)]
-        self.memory.note_user_message(state.turn, _user_text(said))
+        state.turn.note_user_message(_user_text(said))
 
     def _before_model(self, items: Any) -> None:
         """agent()'s hooks, before each model call: the input as it will be sent."""
         state = self._current()
-        if state is None or state.turn is None or not isinstance(items, list):
+        if state is None or not state.turn.active or not isinstance(items, list):
             return
         self._note_input(state, items)
         if state.nudge is not None and not state.turn.tool_offered:
             _drop_nudge(items, state.nudge, state.view_len)
-        if state.context.briefing:
-            _move_after_user_message(items, state.context.briefing)
+        briefing = state.turn.context.briefing
+        if briefing:
+            _move_after_user_message(items, briefing)
 
     async def _end(self, state: _Turn) -> None:
+        """Finish ``state``'s turn (once): capture the record's recent dialogue, count."""
         with self._lock:
             if self._open is state:
                 self._open = None
-            if state.ended:
-                return
-            state.ended = True
         turn = state.turn
-        if turn is None:
-            return
-        m = self.memory
-        try:
-            await m.acapture(self.scope, await self._dialogue(state.added))
-        except Exception:
-            log.exception("stm-memory: capturing the dialogue failed")
-        try:
-            await m.aend_turn(turn)
-        except Exception:
-            log.exception("stm-memory: ending the turn failed")
+        if turn.active and not turn.finished:
+            items, start = await self._dialogue(state.added)
+            await adrive(turn.finish(items, start=start))
 
-    async def _dialogue(self, added: int) -> list[Any]:
-        """The recent dialogue for capture: the record's tail (capture keeps the last
-        turns), after the stored messages when nothing precedes this turn."""
+    async def _dialogue(self, added: int) -> tuple[list[Any], int]:
+        """The record's tail for capture (capture keeps the last turns) and where this
+        turn's ``added`` items start in it: more of the record only when the tail holds
+        too little dialogue before this turn."""
         kept = self.memory.limits.messages_kept
         window = max(CAPTURE_WINDOW, added + 4 * kept)
         items = list(await self.session.get_items(window))
@@ -506,11 +472,7 @@ class ShortTermMemorySession:
         if len(items) >= window and sum(map(is_dialogue, items[:start])) < kept:
             items = list(await self.session.get_items())
             start = max(0, len(items) - added)
-        previous: Any = ()
-        if needs_previous(items, start):
-            entry = await self.memory.aget(self.scope)
-            previous = entry.messages if entry else ()
-        return dialogue_for_capture(items, start, previous)
+        return items, start
 
     def _answered(self, text: str) -> None:
         """agent()'s hooks, after each model call: the visible text of the response."""

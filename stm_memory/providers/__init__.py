@@ -69,7 +69,7 @@ from stm_memory.providers.loop import (
 )
 from stm_memory.providers.memory_call import run_memory_call
 from stm_memory.providers.ops import Op, adrive, attempt, drive, op
-from stm_memory.providers.options import TurnOptions
+from stm_memory.providers.options import OptionsView, TurnOptions
 from stm_memory.providers.requests import (
     MessageKind,
     RequestMessage,
@@ -134,6 +134,7 @@ __all__ = [
     "ModelReply",
     "OnText",
     "Op",
+    "OptionsView",
     "ProviderAdapter",
     "RequestMessage",
     "SyncLoop",

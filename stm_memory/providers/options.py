@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from stm_memory.prompt.placement import MemoryRole
 from stm_memory.providers.checks import check_flag, check_memory_role, check_provider
 
-__all__ = ["TurnOptions"]
+__all__ = ["OptionsView", "TurnOptions"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,3 +53,27 @@ class TurnOptions:
         check_flag("trim_history", self.trim_history)
         check_memory_role(self.memory_role)
         check_flag("cache_hints", self.cache_hints)
+
+
+class OptionsView:
+    """The options as read-only attributes of an entry point that keeps them in
+    ``self.options`` (``loop.provider``, ``session.memory_role`` …): one object holds
+    them, so they cannot drift apart after construction."""
+
+    options: TurnOptions
+
+    @property
+    def provider(self) -> str | None:
+        return self.options.provider
+
+    @property
+    def trim_history(self) -> bool:
+        return self.options.trim_history
+
+    @property
+    def memory_role(self) -> MemoryRole:
+        return self.options.memory_role
+
+    @property
+    def cache_hints(self) -> bool:
+        return self.options.cache_hints

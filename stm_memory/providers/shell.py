@@ -28,7 +28,7 @@ from stm_memory.providers.checks import (
 )
 from stm_memory.providers.loop import ProviderAdapter, ToolHandler, TurnResult, run_turn_steps
 from stm_memory.providers.ops import Op, adrive, drive
-from stm_memory.providers.options import TurnOptions
+from stm_memory.providers.options import OptionsView, TurnOptions
 
 if TYPE_CHECKING:
     from stm_memory.engine import ShortTermMemory
@@ -58,7 +58,7 @@ async def aemit_text(on_text: OnText | None, delta: str) -> None:
             await result
 
 
-class LoopShell(ABC, Generic[ClientT]):
+class LoopShell(OptionsView, ABC, Generic[ClientT]):
     """Settings, checks and the turn of a provider loop (see the module docstring).
 
     ``messages`` given to ``run_turn`` may be the whole history (``result.messages`` fed
@@ -119,22 +119,6 @@ class LoopShell(ABC, Generic[ClientT]):
             cache_hints=cache_hints,
         )
         self.request_options = dict(request_options)
-
-    @property
-    def provider(self) -> str | None:
-        return self.options.provider
-
-    @property
-    def trim_history(self) -> bool:
-        return self.options.trim_history
-
-    @property
-    def memory_role(self) -> MemoryRole:
-        return self.options.memory_role
-
-    @property
-    def cache_hints(self) -> bool:
-        return self.options.cache_hints
 
     @property
     def _name(self) -> str:

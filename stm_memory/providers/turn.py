@@ -32,12 +32,13 @@ from collections.abc import Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stm_memory.errors import ValidationError
-from stm_memory.model import Scope
+from stm_memory.model import Scope, StoredMessage
 from stm_memory.prompt.placement import MemoryContext
 from stm_memory.providers.capture import dialogue_for_capture, needs_previous
 from stm_memory.providers.memory_call import run_memory_call
 from stm_memory.providers.ops import Op, attempt, op
 from stm_memory.providers.options import TurnOptions
+from stm_memory.tool.schema import tool_description, tool_parameters
 from stm_memory.tool.turn import TOOL_NAME, failure
 
 if TYPE_CHECKING:
@@ -156,6 +157,15 @@ class MemoryTurn:
             raise ValidationError("a turn without a scope has no memory tool")
         return self.memory.default_turn(self.scope, provider=self.options.provider)
 
+    def tool_description(self) -> str:
+        """The memory tool's description for this turn (the server's override or the
+        mode's default), for a framework that builds its own tool object."""
+        return tool_description(self.schema_state(), limit=self.memory.limits.max_summary_length)
+
+    def tool_parameters(self) -> dict[str, Any]:
+        """The memory tool's JSON-schema parameters for this turn's categories."""
+        return tool_parameters(self.schema_state())
+
     def note_user_message(self, text: str | None) -> None:
         """Hand a turn begun before its user message existed that message, so the
         long-term-intent guard sees it before the tool is offered or runs (no I/O)."""
@@ -269,11 +279,20 @@ class MemoryTurn:
             return
         m, scope = self.memory, self.scope
         start = max(0, min(start, len(messages)))
-        previous: Any = None
+        previous: Sequence[StoredMessage] = ()
+        readable = True
         if needs_previous(messages, start):
-            previous = yield from attempt(op(m.get, m.aget, scope), "reading memory")
-        dialogue = dialogue_for_capture(messages, start, previous.messages if previous else ())
-        yield from attempt(op(m.capture, m.acapture, scope, dialogue), "capturing dialogue")
+            try:
+                entry = yield op(m.get, m.aget, scope)
+                previous = entry.messages if entry is not None else ()
+            except Exception:
+                # Capture replaces the stored messages: with them unreadable, this
+                # turn alone would overwrite them. Skip it; the turn still counts.
+                log.exception("stm-memory: reading memory failed; the dialogue is not captured")
+                readable = False
+        if readable:
+            dialogue = dialogue_for_capture(messages, start, previous)
+            yield from attempt(op(m.capture, m.acapture, scope, dialogue), "capturing dialogue")
         yield from attempt(op(m.end_turn, m.aend_turn, self.state), "ending the turn")
 
     @property

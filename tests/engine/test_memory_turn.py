@@ -267,3 +267,31 @@ def test_the_loop_runs_the_model_again_when_a_callers_tool_rode_with_the_memory_
     )
     assert result.steps == 2 and result.text == "It is 4." and result.stm_updated
     assert {"role": "tool", "tool_call_id": "t1", "content": "4"} in adapter.sent[1]["messages"]
+
+
+def test_finish_keeps_the_stored_dialogue_when_it_cannot_read_it(
+    mem: ShortTermMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    said = [{"role": "user", "content": "earlier"}, {"role": "assistant", "content": "noted"}]
+    drive(begin(mem).finish(said, start=0))
+    turn = begin(mem)
+
+    def unreadable(*_: Any, **__: Any) -> Any:
+        raise StorageError("cache down")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(mem, "get", unreadable)
+        drive(turn.finish([USER_MSG], start=0))
+    entry = mem.get(SERVER)
+    # Capture replaces the stored messages: this turn alone must not overwrite them.
+    assert entry is not None and [m.content for m in entry.messages] == ["earlier", "noted"]
+    assert entry.turns_since_refresh == 2  # the turn still counts
+
+
+def test_a_framework_tool_is_described_from_the_turns_snapshot(mem: ShortTermMemory) -> None:
+    mem.set_categories("g1", ["Plot", "Mood"])
+    turn = begin(mem)
+    assert set(turn.tool_parameters()["properties"]) == {"plot", "mood"}
+    assert "category" in turn.tool_description()
+    mem.set_categories("g1", [])  # an admin edit mid-turn does not change this turn's tool
+    assert set(turn.tool_parameters()["properties"]) == {"plot", "mood"}
