@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from stm_memory.providers import missing_extra
 
@@ -22,10 +22,29 @@ except ImportError as exc:  # pragma: no cover - the extra is installed in the t
 
 from stm_memory import TOOL_NAME
 
-if TYPE_CHECKING:
-    from ._session import ShortTermMemorySession
+__all__ = ["Epilogue", "MemoryHooks", "RunObserver"]
 
-__all__ = ["Epilogue", "MemoryHooks"]
+
+class RunObserver(Protocol):
+    """What the hooks tell the session's open turn (the session implements it; the
+    hooks hold it instead of reaching into the session's private state)."""
+
+    @property
+    def session(self) -> object:
+        """The session observed (a plain agent's hooks are not this session's)."""
+        ...
+
+    def before_model(self, items: Any) -> None:
+        """Before each model call: the input as it will be sent (mutable)."""
+
+    def answered(self, text: str) -> None:
+        """After each model call: the visible text of the response."""
+
+    def finish_after_memory(self, call_names: Sequence[str]) -> str | None:
+        """The answer to end the run with after this step's calls, or None."""
+
+    def finishing(self) -> None:
+        """The step recorded next is the run's last."""
 
 
 def _response_text(response: ModelResponse) -> str:
@@ -45,8 +64,8 @@ class Epilogue:
     run's last (its answer the final output); everything else goes to the agent's
     own behaviour, without the memory results (never a final output themselves)."""
 
-    def __init__(self, session: ShortTermMemorySession, inner: Any, output_type: Any) -> None:
-        self.session = session
+    def __init__(self, observer: RunObserver, inner: Any, output_type: Any) -> None:
+        self.observer = observer
         self.inner = inner
         self.text_output = output_type is None or output_type is str
 
@@ -54,13 +73,13 @@ class Epilogue:
         self, context: RunContextWrapper[Any], results: list[FunctionToolResult]
     ) -> ToolsToFinalOutputResult:
         theirs = [r for r in results if r.tool.name != TOOL_NAME]
-        if results and not theirs and self.text_output:
-            answer = self.session._finish_after_memory()
+        if self.text_output:
+            answer = self.observer.finish_after_memory([r.tool.name for r in results])
             if answer is not None:
                 return ToolsToFinalOutputResult(is_final_output=True, final_output=answer)
         outcome = await _delegate(self.inner, context, theirs)
         if outcome.is_final_output:  # the step being saved next is the run's last
-            self.session._finishing()
+            self.observer.finishing()
         return outcome
 
 
@@ -92,8 +111,8 @@ class MemoryHooks(AgentHooks[Any]):
     from the input and the nudge taken out once the tool is gone; after it, the text
     of the response (for the epilogue)."""
 
-    def __init__(self, session: ShortTermMemorySession, inner: Any) -> None:
-        self.session = session
+    def __init__(self, observer: RunObserver, inner: Any) -> None:
+        self.observer = observer
         self.inner = inner
 
     async def _forward(self, name: str, *args: Any) -> None:
@@ -118,9 +137,9 @@ class MemoryHooks(AgentHooks[Any]):
     async def on_llm_start(
         self, context: Any, agent: Any, system_prompt: Any, input_items: Any
     ) -> None:
-        self.session._before_model(input_items)
+        self.observer.before_model(input_items)
         await self._forward("on_llm_start", context, agent, system_prompt, input_items)
 
     async def on_llm_end(self, context: Any, agent: Any, response: ModelResponse) -> None:
-        self.session._answered(_response_text(response))
+        self.observer.answered(_response_text(response))
         await self._forward("on_llm_end", context, agent, response)

@@ -241,6 +241,7 @@ class ShortTermMemorySession(OptionsView):
         self._open: _Turn | None = None
         self._tool: FunctionTool | None = None
         self._lock = threading.Lock()
+        self._observer = _Observer(self)
 
     # -- the Session protocol ---------------------------------------------------------------
 
@@ -343,8 +344,8 @@ class ShortTermMemorySession(OptionsView):
         tools = [t for t in agent.tools if getattr(t, "name", None) != TOOL_NAME]
         return agent.clone(
             tools=[*tools, self.memory_tool()],
-            tool_use_behavior=Epilogue(self, behavior, agent.output_type),
-            hooks=MemoryHooks(self, hooks),
+            tool_use_behavior=Epilogue(self._observer, behavior, agent.output_type),
+            hooks=MemoryHooks(self._observer, hooks),
             model_settings=self._model_settings(agent.model_settings),
         )
 
@@ -376,7 +377,7 @@ class ShortTermMemorySession(OptionsView):
         # out instead (_before_model).
         hooks = getattr(agent, "hooks", None)
         return state.nudge is not None and not (
-            isinstance(hooks, MemoryHooks) and hooks.session is self
+            isinstance(hooks, MemoryHooks) and hooks.observer.session is self
         )
 
     # -- the turn --------------------------------------------------------------------------
@@ -480,11 +481,11 @@ class ShortTermMemorySession(OptionsView):
         if state is not None:
             state.answered = text
 
-    def _finish_after_memory(self) -> str | None:
+    def _finish_after_memory(self, call_names: Sequence[str]) -> str | None:
         """The answer to end the run with, when the last response answered and called
-        only the memory tool (None: the model runs again)."""
+        only the memory tool (the one epilogue rule; None: the model runs again)."""
         state = self._current()
-        if state is None or not state.answered.strip():
+        if state is None or not MemoryTurn.answered_then_remembered(state.answered, call_names):
             return None
         state.finishing = True
         return state.answered
@@ -493,3 +494,23 @@ class ShortTermMemorySession(OptionsView):
         state = self._current()
         if state is not None:
             state.finishing = True
+
+
+@dataclass(frozen=True)
+class _Observer:
+    """The session as agent()'s hooks see it (:class:`RunObserver`): the hooks call
+    these, never the session's private methods."""
+
+    session: ShortTermMemorySession
+
+    def before_model(self, items: Any) -> None:
+        self.session._before_model(items)
+
+    def answered(self, text: str) -> None:
+        self.session._answered(text)
+
+    def finish_after_memory(self, call_names: Sequence[str]) -> str | None:
+        return self.session._finish_after_memory(call_names)
+
+    def finishing(self) -> None:
+        self.session._finishing()
