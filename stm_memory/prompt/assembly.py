@@ -233,42 +233,80 @@ def _gather(
     # private, empty, another persona — call for more).
     page = limit + 1
     while True:
-        keys: list[str] = []
-        for src in (s for s in sources if not s.done):
-            members = reads.entries.newest(src.kind, src.owner, offset=src.offset, count=page)
-            src.offset += len(members)
-            if members:
-                src.floor = members[-1][1]
-            src.done = len(members) < page or src.floor < oldest
-            keys += [k for k, _ in members if k not in seen and _may_show(k, scope)]
+        keys = _next_page(reads, sources, scope, seen, page=page, oldest=oldest)
         seen.update(keys)
         found = reads.entries.get_many(keys) if keys else {}
         fresh = [e for e in found.values() if _eligible(e, scope, cross) and reads.is_live(e)]
         pool += fresh
-        # Settings are looked up before filtering on them: each may be a SQL read.
-        for sid in sorted({e.server_id for e in fresh if e.server_id is not None} - set(settings)):
-            own = sid == scope.server_id
-            settings[sid] = turn.settings if own else reads.settings.server_settings(sid)
-            labels[sid] = turn.categories if own else reads.settings.categories(sid)
-        if all(s.done for s in sources):
-            return pool, settings, labels
-        shown = [
-            e
-            for e in select_other_entries(
-                pool,
-                scope=scope,
-                cross_server=cross,
-                current_settings=turn.settings,
-                server_settings=settings,
-                is_live=reads.is_live,
-            )
-            if e.summary or e.categories or e.messages
-        ]
-        # Strictly newer: an unread member with the same score may sort first by key.
-        unread = max(s.floor for s in sources if not s.done)
-        if len(shown) >= limit and shown[limit - 1].last_updated.timestamp() > unread:
+        _read_settings(reads, turn, fresh, settings, labels)
+        if all(s.done for s in sources) or _settled(reads, turn, pool, settings, sources):
             return pool, settings, labels
         page *= 2
+
+
+def _next_page(
+    reads: _Reads,
+    sources: Sequence[_Source],
+    scope: Scope,
+    seen: set[str],
+    *,
+    page: int,
+    oldest: float,
+) -> list[str]:
+    """The next ``page`` keys of every index not yet read to its end, new and showable."""
+    keys: list[str] = []
+    for src in (s for s in sources if not s.done):
+        members = reads.entries.newest(src.kind, src.owner, offset=src.offset, count=page)
+        src.offset += len(members)
+        if members:
+            src.floor = members[-1][1]
+        src.done = len(members) < page or src.floor < oldest
+        keys += [k for k, _ in members if k not in seen and _may_show(k, scope)]
+    return keys
+
+
+def _read_settings(
+    reads: _Reads,
+    turn: TurnContext,
+    fresh: Sequence[MemoryEntry],
+    settings: dict[str, ServerSettings],
+    labels: dict[str | None, Sequence[Category]],
+) -> None:
+    """The settings and labels of the servers ``fresh`` entries belong to, added in
+    place (the turn's own server from its snapshot). Looked up before filtering on
+    them: each may be a SQL read."""
+    own_server = turn.scope.server_id
+    for sid in sorted({e.server_id for e in fresh if e.server_id is not None} - set(settings)):
+        own = sid == own_server
+        settings[sid] = turn.settings if own else reads.settings.server_settings(sid)
+        labels[sid] = turn.categories if own else reads.settings.categories(sid)
+
+
+def _settled(
+    reads: _Reads,
+    turn: TurnContext,
+    pool: Sequence[MemoryEntry],
+    settings: Mapping[str, ServerSettings],
+    sources: Sequence[_Source],
+) -> bool:
+    """Whether the blocks shown can no longer change: ``limit`` entries that show
+    something, the last of them newer than anything still unread."""
+    limit = reads.limits.other_channels_shown
+    shown = [
+        e
+        for e in select_other_entries(
+            pool,
+            scope=turn.scope,
+            cross_server=turn.user_settings.cross_server_opt_in,
+            current_settings=turn.settings,
+            server_settings=settings,
+            is_live=reads.is_live,
+        )
+        if e.summary or e.categories or e.messages
+    ]
+    # Strictly newer: an unread member with the same score may sort first by key.
+    unread = max(s.floor for s in sources if not s.done)
+    return len(shown) >= limit and shown[limit - 1].last_updated.timestamp() > unread
 
 
 def _may_show(key: str, scope: Scope) -> bool:
