@@ -33,6 +33,45 @@ class UpdateArgs:
         )
 
 
+def _clean_values(
+    args: Mapping[Any, Any],
+    expected: Sequence[str],
+    *,
+    summary_mode: bool,
+    limit: int,
+    unknown_note: str,
+) -> tuple[dict[str, str], list[str]] | str:
+    """The expected fields' values, cleaned and cut to ``limit`` (with the names of
+    those cut), or the first value's failure (an empty summary also names the unknown
+    keys: the model may have put the summary under one). A null or, in category mode,
+    blank value is no value: the stored one stays."""
+    cleaned: dict[str, str] = {}
+    cut: list[str] = []
+    for name in expected:
+        value: Any = args.get(name)
+        if value is None:
+            # Models send null for a field they leave alone (strict schemas require
+            # every key); LangChain's tooling does too.
+            continue
+        if not isinstance(value, str):
+            return f"Field '{name}' must be a string, got {_describe(value)}."
+        # Cleaned in full first, so a value longer than the limit is known to be cut.
+        safe = storage_safe(value)
+        whole = clean_value(safe, limit=len(safe))
+        text = truncate_code_points(whole, limit).rstrip()
+        if not text:
+            if summary_mode:
+                return (
+                    "Field 'summary' is empty. Provide a compact summary of the dialogue."
+                    + unknown_note
+                )
+            continue  # category mode: a blank value keeps the stored one
+        if len(whole) > limit:
+            cut.append(name)
+        cleaned[name] = text
+    return cleaned, cut
+
+
 def _describe(value: object) -> str:
     return "null" if value is None else type(value).__name__
 
@@ -70,32 +109,12 @@ def parse_update_arguments(
         else ""
     )
     unknown_note = f" {unknown_text}" if unknown else ""
-    cleaned: dict[str, str] = {}
-    cut: list[str] = []
-    for name in expected:
-        if name not in args:
-            continue
-        value: Any = args[name]
-        if value is None:
-            # Models send null for a field they leave alone (strict schemas require
-            # every key); LangChain's tooling does too.
-            continue
-        if not isinstance(value, str):
-            return f"Field '{name}' must be a string, got {_describe(value)}."
-        # Cleaned in full first, so a value longer than the limit is known to be cut.
-        safe = storage_safe(value)
-        whole = clean_value(safe, limit=len(safe))
-        text = truncate_code_points(whole, limit).rstrip()
-        if not text:
-            if summary_mode:
-                return (
-                    "Field 'summary' is empty. Provide a compact summary of the dialogue."
-                    + unknown_note
-                )
-            continue  # category mode: a blank value keeps the stored one
-        if len(whole) > limit:
-            cut.append(name)
-        cleaned[name] = text
+    values = _clean_values(
+        args, expected, summary_mode=summary_mode, limit=limit, unknown_note=unknown_note
+    )
+    if isinstance(values, str):
+        return values
+    cleaned, cut = values
     if not cleaned:
         fields = ", ".join(f"'{n}'" for n in expected)
         return (
