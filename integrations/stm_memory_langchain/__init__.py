@@ -7,7 +7,8 @@
 - :class:`ShortTermMemoryHistory`: a ``BaseChatMessageHistory`` for LCEL chains under
   ``RunnableWithMessageHistory`` (``ShortTermMemoryHistory.factory(...)`` is their
   ``get_session_history``), and :func:`with_short_term_memory`, which gives the
-  chain's chat model the memory tool (langchain-core only).
+  chain's chat model the memory tool (langchain-core only); :class:`HistoryTurn` is
+  a history's open turn, as that wrapper (or a model loop of your own) drives it.
 
 Each is imported on first use, so one works without another's extra; a missing
 extra raises :class:`ImportError` naming the ``pip install`` that fixes it.
@@ -23,10 +24,11 @@ if TYPE_CHECKING:
     from ._buffer import ShortTermMemoryBuffer
     from ._chain import ShortTermMemoryChatModel, with_short_term_memory
     from ._factory import ShortTermMemoryHistoryFactory
-    from ._history import ShortTermMemoryHistory
+    from ._history import HistoryTurn, ShortTermMemoryHistory
     from ._middleware import ShortTermMemoryMiddleware, ShortTermMemoryState
 
 __all__ = [
+    "HistoryTurn",
     "ScopeResolver",
     "ScopeSource",
     "ShortTermMemoryBuffer",
@@ -44,6 +46,7 @@ _LAZY = {
     "ShortTermMemoryState": "._middleware",
     "ShortTermMemoryBuffer": "._buffer",
     "ShortTermMemoryHistory": "._history",
+    "HistoryTurn": "._history",
     "ShortTermMemoryHistoryFactory": "._factory",
     "ShortTermMemoryChatModel": "._chain",
     "with_short_term_memory": "._chain",

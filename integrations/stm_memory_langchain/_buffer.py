@@ -12,6 +12,11 @@ after it; here they begin and end one memory turn:
   server's refresh cadence, so an agent in the same channel is nudged in time.
 - ``clear`` forgets the channel (the "/refresh" command).
 
+Both are translations onto :class:`~stm_memory.providers.MemoryTurn`: the load is
+``begin`` and ``assemble`` (the content only: a chain places nothing itself), the save
+``finish`` (the stored messages, with their speakers, go in front of the exchange), and
+a load whose save never came is ``abandon`` when the next one begins.
+
 The buffer holds no raw transcript in the prompt: pair it with a window memory
 (``CombinedMemory``) when the chain also needs the verbatim last exchanges. One buffer
 serves one conversation (its ``scope``), like every classic memory.
@@ -19,7 +24,6 @@ serves one conversation (its ``scope``), like every classic memory.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -33,12 +37,10 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise missing_extra("ShortTermMemoryBuffer", "langchain-classic", "classic") from exc
 
-from stm_memory import Scope, ShortTermMemory, TurnContext, ValidationError
-from stm_memory.providers import stored_as_dicts, text_of
+from stm_memory import Scope, ShortTermMemory, ValidationError
+from stm_memory.providers import MemoryTurn, TurnOptions, drive, text_of
 
 __all__ = ["ShortTermMemoryBuffer"]
-
-log = logging.getLogger("stm_memory.langchain")
 
 _OUTPUT_KEYS = ("text", "output", "response", "answer", "result")
 
@@ -62,7 +64,8 @@ class ShortTermMemoryBuffer(BaseMemory):
             is not a memory variable, else ``input``).
         output_key: the output holding the answer (default: the only output, else
             ``text``/``output``/``response``/``answer``/``result``).
-        provider: provider name for the engine's provider exclusion.
+        provider: provider name for the engine's provider exclusion (the buffer's one
+            option of a turn: see :attr:`options`).
     """
 
     memory: ShortTermMemory
@@ -74,8 +77,17 @@ class ShortTermMemoryBuffer(BaseMemory):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    _turn: TurnContext | None = PrivateAttr(default=None)
+    _turn: MemoryTurn | None = PrivateAttr(default=None)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    def model_post_init(self, context: Any, /) -> None:
+        self.options  # noqa: B018 - a wrong provider is refused when built, not mid-chain
+
+    @property
+    def options(self) -> TurnOptions:
+        """What this buffer's turns begin with (built from ``provider``, checked as every
+        entry point's options are)."""
+        return TurnOptions(provider=self.provider)
 
     @property
     def memory_variables(self) -> list[str]:
@@ -83,46 +95,33 @@ class ShortTermMemoryBuffer(BaseMemory):
 
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """Begin the turn and return ``{memory_key: content}`` ("" when there is none)."""
-        user_message = _as_text(inputs.get(self._input_key(inputs))) or None
-        try:
-            turn = self.memory.begin_turn(
-                self.scope, provider=self.provider, user_message=user_message
-            )
-        except Exception:
-            log.exception("stm-memory: beginning the turn failed; no memory this time")
+        turn = self._begin(_as_text(inputs.get(self._input_key(inputs))))
+        if not turn.active:  # could not begin: no memory this time
             return {self.memory_key: ""}
-        self._end_stale(self._swap(turn))
-        context = self.memory.build_context(turn)  # never raises: errors → empty
+        stale = self._swap(turn)
+        if stale is not None:  # a load without its save (the chain failed): it happened
+            drive(stale.abandon())
+        context = drive(turn.assemble())
         return {self.memory_key: context.content or ""}
 
     def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
         """Capture this exchange after the stored recent messages and end the turn."""
         user_text = _as_text(inputs.get(self._input_key(inputs)))
         answer = _as_text(outputs.get(self._output_key(outputs)))
-        turn = self._swap(None)
-        try:
-            if turn is None:  # save without load: still one turn of this conversation
-                turn = self.memory.begin_turn(
-                    self.scope, provider=self.provider, user_message=user_text or None
-                )
-            entry = self.memory.get(self.scope)
-            # The stored messages go back with their speakers: capture replaces the
-            # list, and a message credited to this buffer's user would outlive its
-            # speaker's erasure.
-            previous = stored_as_dicts(entry.messages if entry else ())
-            exchange = [
-                {
-                    "role": "user",
-                    "content": user_text,
-                    "name": self.scope.user_name,
-                    "user_id": self.scope.user_id,
-                },
-                {"role": "assistant", "content": answer},
-            ]
-            self.memory.capture(self.scope, [*previous, *exchange])
-            self.memory.end_turn(turn)
-        except Exception:
-            log.exception("stm-memory: saving the exchange failed")
+        # A save without a load is still one turn of this conversation.
+        turn = self._swap(None) or self._begin(user_text)
+        exchange = [
+            {
+                "role": "user",
+                "content": user_text,
+                "name": self.scope.user_name,
+                "user_id": self.scope.user_id,
+            },
+            {"role": "assistant", "content": answer},
+        ]
+        # Only this exchange is the buffer's: the stored messages go in front of it,
+        # keeping their speakers (an erasure must find each one's words).
+        drive(turn.finish(exchange, start=0))
 
     def clear(self) -> None:
         """Forget this channel's memory everywhere (cache, database, outbox)."""
@@ -131,18 +130,15 @@ class ShortTermMemoryBuffer(BaseMemory):
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _swap(self, turn: TurnContext | None) -> TurnContext | None:
+    def _begin(self, user_text: str) -> MemoryTurn:
+        return drive(
+            MemoryTurn.begin(self.memory, self.scope, options=self.options, user_message=user_text)
+        )
+
+    def _swap(self, turn: MemoryTurn | None) -> MemoryTurn | None:
         with self._lock:
             old, self._turn = self._turn, turn
         return old
-
-    def _end_stale(self, turn: TurnContext | None) -> None:
-        # A load without its save (the chain failed): that turn still happened.
-        if turn is not None:
-            try:
-                self.memory.end_turn(turn)
-            except Exception:
-                log.exception("stm-memory: ending an unfinished turn failed")
 
     def _input_key(self, inputs: Mapping[str, Any]) -> str:
         if self.input_key is not None:

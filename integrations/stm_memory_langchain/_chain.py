@@ -29,6 +29,11 @@ are held back. A call that fails (the model raises, the stream is abandoned) end
 turn, as the loops do; so does the next input after a chain that failed past the
 model without reaching ``add_messages``.
 
+The wrapper holds no turn state of its own: it drives the history's open turn
+(:meth:`ShortTermMemoryHistory.open_turn`, a :class:`HistoryTurn` whose
+:class:`~stm_memory.providers.MemoryTurn` offers the tool and runs the memory calls)
+through the history's public methods, and a model loop of its own (``max_steps``).
+
 Without a :class:`ShortTermMemoryHistory` in the config (a chain called directly),
 the wrapper runs the turn itself when it was given ``memory``: the scope comes from
 ``scope=`` or ``config["configurable"]`` (``channel_id`` / ``thread_id``, ``user_id``
@@ -39,7 +44,6 @@ unchanged.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -65,27 +69,31 @@ from pydantic import ConfigDict
 from stm_memory import TOOL_NAME, ConfigurationError, Scope, ShortTermMemory, ValidationError
 from stm_memory.providers import (
     Op,
+    TurnOptions,
     adrive,
-    build_tool,
-    check_flag,
     check_memory_setup,
     check_positive_int,
     drive,
     is_summary_message,
+    op,
     strip_memory_calls,
     text_of,
 )
 
 from ._binding import base_model, bindings, own_tools, with_tool
-from ._dialogue import cut_short, memory_calls, provider_of, without_invalid_memory_calls
+from ._dialogue import (
+    cut_short,
+    memory_calls,
+    memory_result,
+    provider_of,
+    without_invalid_memory_calls,
+)
 from ._hints import anthropic_dialogue_breakpoint, breakpoints_in, cache_settings
-from ._history import ShortTermMemoryHistory, _Turn
+from ._history import HistoryTurn, ShortTermMemoryHistory
 from ._record import MessageRecord
 from ._scope import ScopeSource, resolve_scope
 
 __all__ = ["ShortTermMemoryChatModel", "with_short_term_memory"]
-
-log = logging.getLogger("stm_memory.langchain")
 
 # config["configurable"] keys naming the channel of a call without a history.
 _CHANNEL_KEYS = ("channel_id", "thread_id")
@@ -169,7 +177,7 @@ class _Plan:
     history in the config), the turn's own input."""
 
     history: ShortTermMemoryHistory
-    state: _Turn
+    state: HistoryTurn
     messages: list[BaseMessage]
     current: list[BaseMessage] | None = None
     provider: str | None = None
@@ -214,7 +222,7 @@ class _Calls:
         if self.done or self.step >= owner.max_steps:
             return None
         model = with_tool(owner.model, *owner._tool_for(plan, self.step))
-        messages = plan.history._for_model(plan.state, self.messages)
+        messages = plan.history.model_messages(self.messages, turn=plan.state)
         if owner.cache_hints:
             model, messages = _hinted(model, messages, plan)
         return model, messages
@@ -272,7 +280,7 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
                 drive(calls.after(chunks.reply()))
             drive(calls.finish())
         except BaseException:  # the consumer stopping early included
-            drive(plan.history._abandon_steps(plan.state))
+            plan.history.abandon_turn(plan.state)
             raise
 
     async def astream(
@@ -294,7 +302,7 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
                 await adrive(calls.after(chunks.reply()))
             await adrive(calls.finish())
         except BaseException:  # the consumer stopping early included
-            await adrive(plan.history._abandon_steps(plan.state))
+            await plan.history.aabandon_turn(plan.state)
             raise
 
     # -- the body, written once ---------------------------------------------------------
@@ -321,7 +329,7 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         except BaseException:
             # The model (or memory) failed: end the turn, as the loops do, so the next
             # input begins its own (counted, its own user message for the guards).
-            yield from plan.history._abandon_steps(plan.state)
+            yield op(plan.history.abandon_turn, plan.history.aabandon_turn, plan.state)
             raise
         return visible if visible is not None else AIMessage("")
 
@@ -340,16 +348,16 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         provider = provider_of(base_model(self.model))
         if history.provider is None:
             history.provider = provider
-        state = yield from history._turn_steps()
-        if state.planned:
+        state: HistoryTurn = yield op(history.open_turn, history.aopen_turn)
+        if state.model_called:
             # This history's last run called the model and never reached add_messages
             # (the chain failed after the model): that turn is over; this is a new one.
-            yield from history._abandon_steps(state)
-            state = yield from history._turn_steps()
-        state.planned = True
-        history.note_user_message(_last_user_text(messages))
+            yield op(history.abandon_turn, history.aabandon_turn, state)
+            state = yield op(history.open_turn, history.aopen_turn)
+        state.model_called = True
+        state.turn.note_user_message(_last_user_text(messages))
         if current is not None:
-            view = yield from history._view_steps()
+            view = yield op(lambda: history.messages, history.aget_messages)
             messages = [*view, *current]
         return _Plan(history, state, messages, current, provider)
 
@@ -388,15 +396,16 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         """The memory tool to bind for this step, and the ``tool_choice`` to bind it
         with (None: the model's own)."""
         turn = plan.state.turn
-        if turn is None:
+        if turn.state is None:
             return None, None
-        if turn.tool_offered:
-            return plan.history.memory.tool(turn), None
+        tool = turn.tool()
+        if tool is not None:
+            return tool, None
         if step > 0 and plan.provider == "anthropic" and not own_tools(self.model):
             # The request carries this turn's tool_use/tool_result blocks, which the
             # Messages API refuses without `tools`: the tool goes along, uncallable
             # (as the Anthropic loop sends it).
-            return build_tool(plan.history.memory, turn), {"type": "none"}
+            return turn.tool(hidden=True), {"type": "none"}
         return None, None
 
     def _after_reply(
@@ -414,10 +423,8 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         stored = without_invalid_memory_calls(reply)
         results: list[BaseMessage] = []
         for call in memory_calls(stored):
-            if turn is None:  # pragma: no cover - the tool is only offered with a turn
-                continue
-            truncated = cut_short(reply)
-            results.append((yield from plan.history._run_call(turn, call, truncated=truncated)))
+            result = yield from turn.memory_call(call.get("args"), truncated=cut_short(reply))
+            results.append(memory_result(call, result))
         exchange.extend([stored, *results])
         others = [c for c in reply.tool_calls if c.get("name") != TOOL_NAME]
         if text_of(reply).strip() or others or step + 1 >= self.max_steps:
@@ -433,7 +440,7 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
             history.keep_exchange(exchange, answer_included=included)
         if plan.current is not None:  # no RunnableWithMessageHistory: end the turn here
             final = answer if answer is not None else AIMessage("")
-            yield from history._add_steps([*plan.current, final])
+            yield op(history.add_messages, history.aadd_messages, [*plan.current, final])
 
 
 def _hinted(
@@ -446,7 +453,7 @@ def _hinted(
         return model.bind(**added), messages
     if plan.provider != "anthropic":
         return model, messages
-    context = plan.state.context
+    context = plan.state.turn.context
     return model, anthropic_dialogue_breakpoint(
         messages,
         markers=breakpoints_in(messages, tools=kwargs.get("tools") or (), settings=kwargs),
@@ -496,11 +503,17 @@ def with_short_term_memory(
             "scope= serves calls without a ShortTermMemoryHistory, which need memory= too"
         )
     check_positive_int("max_steps", max_steps)
-    check_flag("cache_hints", cache_hints)
+    # The chain's one option of a turn (the others are the history's): checked as every
+    # entry point's options are.
+    options = TurnOptions(cache_hints=cache_hints)
 
     def wrap(model: Runnable[Any, Any]) -> ShortTermMemoryChatModel:
         return ShortTermMemoryChatModel(
-            model=model, memory=memory, scope=scope, max_steps=max_steps, cache_hints=cache_hints
+            model=model,
+            memory=memory,
+            scope=scope,
+            max_steps=max_steps,
+            cache_hints=options.cache_hints,
         )
 
     if base_model(chain) is not None:

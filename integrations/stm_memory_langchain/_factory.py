@@ -13,7 +13,7 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.runnables import ConfigurableFieldSpec
 
 from stm_memory import ConfigurationError, Scope, ShortTermMemory, ValidationError
-from stm_memory.providers import check_memory_setup, check_provider
+from stm_memory.providers import TurnOptions, check_memory_setup
 
 from ._history import ShortTermMemoryHistory
 from ._scope import SCOPE_FIELDS, scope_from_values
@@ -54,7 +54,7 @@ class ShortTermMemoryHistoryFactory:
         history: Callable[..., BaseChatMessageHistory] | None = None,
         **options: Any,
     ) -> None:
-        check_memory_setup(memory, memory_role=options.get("memory_role", "system"))
+        check_memory_setup(memory)
         if isinstance(keys, str) or not keys or not all(isinstance(k, str) for k in keys):
             raise ConfigurationError("keys must be a non-empty sequence of names")
         if len(set(keys)) != len(keys):
@@ -70,13 +70,12 @@ class ShortTermMemoryHistoryFactory:
             )
         if scope is not None and any(k in SCOPE_FIELDS for k in options):
             raise ConfigurationError("give either scope= or scope fields, not both")
-        if "provider" in options:
-            options["provider"] = check_provider(options["provider"])
+        # Every history gets the same options: checked once, here, as TurnOptions.
+        self.options = TurnOptions(**{k: options.pop(k) for k in _HISTORY_OPTIONS if k in options})
         self.memory = memory
         self.keys = tuple(keys)
         self.scope = scope
         self.history = history
-        self._history_options = {k: options.pop(k) for k in _HISTORY_OPTIONS if k in options}
         self.scope_defaults = options  # user_id=, server_id=, …
         self._built: OrderedDict[tuple[Any, ...], ShortTermMemoryHistory] = OrderedDict()
         self._lock = threading.Lock()
@@ -117,7 +116,9 @@ class ShortTermMemoryHistoryFactory:
             self.memory,
             self._scope(values),
             history=self.history(**values) if self.history is not None else None,
-            **self._history_options,
+            provider=self.options.provider,
+            trim_history=self.options.trim_history,
+            memory_role=self.options.memory_role,
         )
         with self._lock:
             built = self._built.setdefault(key, history)

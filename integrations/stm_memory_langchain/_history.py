@@ -17,6 +17,16 @@ turn:
   ``ToolMessage``, so the record stays valid for the provider.
 - ``clear`` empties the record and forgets the channel (the "/refresh" command).
 
+The turn itself is a :class:`~stm_memory.providers.MemoryTurn`: the first read is
+``MemoryTurn.begin`` and ``assemble``; the view and each model request are
+``request_context``/``place``; a memory call is ``memory_call``; ``add_messages`` with
+the answer is ``finish`` (given the record's tail that capture keeps); a run that
+failed is ``abandon``. A wrapper that calls the model itself drives the open turn
+through public methods: :meth:`~ShortTermMemoryHistory.open_turn` (a
+:class:`HistoryTurn`), :meth:`~ShortTermMemoryHistory.model_messages`,
+:meth:`~ShortTermMemoryHistory.keep_exchange` and
+:meth:`~ShortTermMemoryHistory.abandon_turn`.
+
 The full record lives in a wrapped history of your choice (``history=``; default an
 list in memory), as a checkpointer keeps a LangChain thread: only
 what the model is sent is cut. :func:`~stm_memory_langchain.with_short_term_memory`
@@ -35,10 +45,8 @@ like every chat history.
 
 from __future__ import annotations
 
-import logging
 import threading
-from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
@@ -55,21 +63,17 @@ from langchain_core.tools import BaseTool
 
 from stm_memory import Scope, ShortTermMemory, TurnContext
 from stm_memory.providers import (
-    MemoryContext,
     MemoryRole,
+    MemoryTurn,
     Op,
+    TurnOption,
+    TurnOptions,
     adrive,
-    attempt,
     check_memory_setup,
-    check_provider,
-    dialogue_for_capture,
     drive,
-    failure,
     is_dialogue,
     is_summary_message,
-    needs_previous,
     op,
-    run_memory_call,
     text_of,
 )
 
@@ -79,36 +83,46 @@ from ._record import MessageRecord
 if TYPE_CHECKING:
     from ._factory import ShortTermMemoryHistoryFactory
 
-__all__ = ["MessageRecord", "ShortTermMemoryHistory"]
-
-log = logging.getLogger("stm_memory.langchain")
+__all__ = ["HistoryTurn", "MessageRecord", "ShortTermMemoryHistory"]
 
 # The upcoming user message, while the view is placed: the chain appends the real one
 # after the history, so depths count from it and the cut treats it as the current turn.
 _STAND_IN = "stm-memory-upcoming-input"
 
 
-@dataclass(eq=False)
-class _Turn:
-    """The open turn: the engine's turn, its memory context and the cached view."""
+class HistoryTurn:
+    """The open turn of a :class:`ShortTermMemoryHistory`: its
+    :class:`~stm_memory.providers.MemoryTurn` (``turn``) and what the history keeps for
+    it (the view it returned, the record as the turn knows it, the memory exchange to
+    store). :meth:`ShortTermMemoryHistory.open_turn` returns it to a wrapper that calls
+    the model itself (:func:`~stm_memory_langchain.with_short_term_memory`), which hands
+    it back to :meth:`~ShortTermMemoryHistory.model_messages` and
+    :meth:`~ShortTermMemoryHistory.abandon_turn`."""
 
-    turn: TurnContext | None  # None: memory is off for this turn (begin failed)
-    context: MemoryContext
-    view: list[BaseMessage] | None = None
-    seen: list[BaseMessage] | None = None  # the record the view was built from
-    known: list[BaseMessage] | None = None  # the record as this turn last knew it
-    view_provider: str | None = None  # the provider the view's memory was placed for
-    # The chain wrapper called the model in this turn: another call on it is a new
-    # input after a run that never reached add_messages (it failed after the model).
-    planned: bool = False
-    # Set by the chain wrapper: the messages to store in place of the last AI message
-    # added (the memory exchange it ran), and whether that AI message is among them.
-    exchange: list[BaseMessage] | None = None
-    answer_in_exchange: bool = False
+    __slots__ = (
+        "_answer_in_exchange",
+        "_exchange",
+        "_known",
+        "_seen",
+        "_view",
+        "_view_provider",
+        "model_called",
+        "turn",
+    )
 
-
-def _is_ai(message: BaseMessage) -> bool:
-    return isinstance(message, AIMessage)
+    def __init__(self, turn: MemoryTurn) -> None:
+        self.turn = turn
+        #: Set by the chain wrapper once it called the model in this turn: another call
+        #: on it is a new input after a run that never reached ``add_messages``.
+        self.model_called = False
+        self._view: list[BaseMessage] | None = None
+        self._seen: list[BaseMessage] | None = None  # the record the view was built from
+        self._known: list[BaseMessage] | None = None  # the record as this turn last knew it
+        self._view_provider: str | None = None  # the provider the view's memory was placed for
+        # The messages to store in place of the last AI message added (the memory exchange
+        # the chain wrapper ran), and whether that AI message is among them.
+        self._exchange: list[BaseMessage] | None = None
+        self._answer_in_exchange = False
 
 
 def _settled(message: BaseMessage) -> BaseMessage:
@@ -126,6 +140,14 @@ def _carries_only(message: BaseMessage, text: str) -> bool:
     return content == [{"type": "text", "text": text}]
 
 
+def _user_text(messages: Sequence[BaseMessage]) -> str | None:
+    """The last user message's text (summaries of earlier history are no message)."""
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage) and not is_summary_message(message):
+            return text_of(message)
+    return None
+
+
 class ShortTermMemoryHistory(BaseChatMessageHistory):
     """A ``BaseChatMessageHistory`` whose ``messages`` are what the model should be sent.
 
@@ -140,7 +162,14 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         trim_history: ``False`` sends the whole record (memory and nudge are still
             placed), for a caller that windows its history itself.
         memory_role: ``"system"`` (default) or ``"user"``, as on the loops.
+
+    The three options make up ``options`` (a :class:`~stm_memory.providers.TurnOptions`,
+    what each turn begins with); the attributes of their names read and replace it.
     """
+
+    provider = TurnOption[str | None]()
+    trim_history = TurnOption[bool]()
+    memory_role = TurnOption[MemoryRole]()
 
     def __init__(
         self,
@@ -156,10 +185,10 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         self.memory = memory
         self.scope = scope
         self.record: BaseChatMessageHistory = history if history is not None else MessageRecord()
-        self.provider = check_provider(provider)
-        self.trim_history = bool(trim_history)
-        self.memory_role: MemoryRole = memory_role
-        self._open: _Turn | None = None
+        self.options = TurnOptions(
+            provider=provider, trim_history=trim_history, memory_role=memory_role
+        )
+        self._open: HistoryTurn | None = None
         self._lock = threading.RLock()
 
     # -- BaseChatMessageHistory ----------------------------------------------------------
@@ -198,78 +227,76 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
 
     @property
     def turn(self) -> TurnContext | None:
-        """The open turn (begun by ``messages`` or ``memory_tool``), or None."""
+        """The engine's state of the open turn (begun by ``messages`` or
+        ``memory_tool``), or None (no turn open, or memory is off for it)."""
         with self._lock:
-            return self._open.turn if self._open is not None else None
+            return self._open.turn.state if self._open is not None else None
+
+    def open_turn(self) -> HistoryTurn:
+        """The open turn, begun (and its memory read) if none is open."""
+        return drive(self._open_steps())
+
+    async def aopen_turn(self) -> HistoryTurn:
+        return await adrive(self._open_steps())
+
+    def abandon_turn(self, turn: HistoryTurn) -> None:
+        """End ``turn``, uncaptured, if it is still the open one: its run failed (or
+        never reached ``add_messages``). It counted as a turn, as in the loops, whose
+        turn ends when the model call raises; the next read begins a new one."""
+        drive(self._abandon_steps(turn))
+
+    async def aabandon_turn(self, turn: HistoryTurn) -> None:
+        await adrive(self._abandon_steps(turn))
 
     def memory_tool(self) -> BaseTool | None:
         """The ``update_short_term_memory`` tool bound to the current turn (begun if
         none is open), or None while a guard hides it. Binding it to the model is what
         :func:`~stm_memory_langchain.with_short_term_memory` does; a loop of your own
         also calls :meth:`note_user_message` first and sends :meth:`model_messages`."""
-        turn = drive(self._turn_steps()).turn
-        return self.memory.tool(turn) if turn is not None and turn.tool_offered else None
+        return self.open_turn().turn.tool()
 
     async def amemory_tool(self) -> BaseTool | None:
-        turn = (await adrive(self._turn_steps())).turn
-        return self.memory.tool(turn) if turn is not None and turn.tool_offered else None
+        return (await self.aopen_turn()).turn.tool()
 
     def note_user_message(self, text: str | None) -> None:
         """Hand the turn its user message before the model runs (the intent guard)."""
-        turn = self.turn
-        if turn is not None:
-            self.memory.note_user_message(turn, text)
-
-    def model_messages(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-        """``messages`` (the model's whole input: prompt, this history's ``messages``,
-        the new user message) as the model should get them in this step of the turn:
-        with the nudge placed while it is due and the tool is offered (after the user's
-        message is known, so never in a "remember this" turn, and no longer once the
-        memory was updated); memory placed for a provider the view did not know of
-        moved where that provider takes it. Unchanged without an open turn."""
         with self._lock:
             state = self._open
-        if state is None:
-            return list(messages)
-        return self._for_model(state, messages)
+        if state is not None:
+            state.turn.note_user_message(text)
 
-    def _for_model(self, state: _Turn, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-        out = list(messages)
-        turn = state.turn
+    def model_messages(
+        self, messages: Sequence[BaseMessage], *, turn: HistoryTurn | None = None
+    ) -> list[BaseMessage]:
+        """``messages`` (the model's whole input: prompt, this history's ``messages``,
+        the new user message) as the model should get them in this step of ``turn``
+        (default the open one): with the nudge placed while it is due and the tool is
+        offered (after the user's message is known, so never in a "remember this" turn,
+        and no longer once the memory was updated); memory placed for a provider the
+        view did not know of moved where that provider takes it. Unchanged without a
+        turn."""
         if turn is None:
-            return out
+            with self._lock:
+                turn = self._open
+        if turn is None or not turn.turn.active:
+            return list(messages)
         # The nudge only once the user's message is known and while the tool is offered.
-        context = state.context.for_request(
-            role=self.memory_role, trim=False, nudge=turn.tool_offered
-        )
+        context = turn.turn.request_context(trim=False)
         # The view placed the briefings after a stand-in for the user's message (it did
         # not know it yet); the model gets them after the real one, where they leave the
         # user's words in the prefix the next turn re-reads from the provider's cache.
         briefing = context.briefing
-        if briefing:
-            out = [m for m in out if not _carries_only(m, briefing)]
-        memory = context.memory
-        misplaced = [
-            i
-            for i, m in enumerate(out)
-            if isinstance(m, SystemMessage)
-            and memory
-            and m.content == memory
-            and any(not isinstance(p, SystemMessage) for p in out[:i])
-        ]
-        if misplaced and state.view_provider != self.provider:
+        out = [m for m in messages if not (briefing and _carries_only(m, briefing))]
+        misplaced = _misplaced_memory(out, context.memory)
+        if misplaced and turn._view_provider != self.provider:
             # The view was placed before the chain's model was known; this provider
             # takes no system message below the top (Anthropic …): place it again.
             out = [m for i, m in enumerate(out) if i not in misplaced]
         else:
             context = context.without_memory()
-        if context.is_empty:
-            return out
-        try:
-            placed: list[BaseMessage] = context.apply(out, provider=self.provider, trim=False)
-        except Exception:
-            log.exception("stm-memory: placing the nudge failed; sending the input as is")
-            return list(messages)
+        placed: list[BaseMessage] = turn.turn.place(
+            out, provider=self.provider, context=context, trim=False, fallback=messages
+        )
         return placed
 
     def keep_exchange(self, exchange: Sequence[BaseMessage], *, answer_included: bool) -> None:
@@ -278,77 +305,48 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         part of ``exchange``; else it follows it)."""
         with self._lock:
             if self._open is not None:
-                self._open.exchange = list(exchange)
-                self._open.answer_in_exchange = answer_included
-
-    def _run_call(
-        self, turn: TurnContext, call: Mapping[str, Any], *, truncated: bool
-    ) -> Generator[Op, Any, ToolMessage]:
-        result = yield from run_memory_call(
-            self.memory, turn, call.get("args"), truncated=truncated
-        )
-        return memory_result(call, result)
+                self._open._exchange = list(exchange)
+                self._open._answer_in_exchange = answer_included
 
     # -- bodies (sync and async share them: generators of Op) ---------------------------
 
-    def _turn_steps(self) -> Generator[Op, Any, _Turn]:
+    def _open_steps(self) -> Generator[Op, Any, HistoryTurn]:
         with self._lock:
             if self._open is not None:
                 return self._open
-        m = self.memory
-        turn = yield from attempt(
-            op(m.begin_turn, m.abegin_turn, self.scope, provider=self.provider),
-            "beginning the turn",
-        )
-        context: Any = None
-        if turn is not None:
-            context = yield from attempt(
-                op(m.build_context, m.abuild_context, turn), "assembling memory"
-            )
-        opened = _Turn(turn, context if isinstance(context, MemoryContext) else MemoryContext())
+        turn = yield from MemoryTurn.begin(self.memory, self.scope, options=self.options)
+        yield from turn.assemble()
+        opened = HistoryTurn(turn)
         with self._lock:
             if self._open is None:  # a concurrent reader may have opened it first
                 self._open = opened
             return self._open
 
-    def _abandon_steps(self, state: _Turn) -> Generator[Op, Any, None]:
-        """End ``state``'s turn, uncaptured, if it is still open: its run failed (or
-        never reached ``add_messages``). It counted as a turn, as in the loops, whose
-        turn ends when the model call raises."""
+    def _abandon_steps(self, state: HistoryTurn) -> Generator[Op, Any, None]:
         with self._lock:
             if self._open is not state:
                 return
             self._open = None
-        turn = state.turn
-        if turn is not None:
-            m = self.memory
-            yield from attempt(op(m.end_turn, m.aend_turn, turn), "ending the turn")
+        yield from state.turn.abandon()
 
     def _view_steps(self) -> Generator[Op, Any, list[BaseMessage]]:
         record = list((yield op(lambda: self.record.messages, self.record.aget_messages)))
-        state = yield from self._turn_steps()
+        state = yield from self._open_steps()
         with self._lock:
-            if state.view is None or state.seen is None or len(state.seen) != len(record):
-                state.view = self._place(record, state)
-                state.seen = record
-            state.known = record
-            return list(state.view)
+            if state._view is None or state._seen is None or len(state._seen) != len(record):
+                state._view = self._place(record, state)
+                state._seen = record
+            state._known = record
+            return list(state._view)
 
-    def _place(self, record: list[BaseMessage], state: _Turn) -> list[BaseMessage]:
+    def _place(self, record: list[BaseMessage], state: HistoryTurn) -> list[BaseMessage]:
         # The nudge waits for the user's message (see the module docstring).
-        context = state.context.for_request(
-            role=self.memory_role, trim=self.trim_history, nudge=False
+        state._view_provider = self.provider
+        placed = state.turn.place(
+            [*record, HumanMessage("", id=_STAND_IN)],
+            provider=self.provider,
+            context=state.turn.request_context(nudge=False),
         )
-        state.view_provider = self.provider
-        if context.is_empty:
-            return record
-        try:
-            placed = context.apply(
-                [*record, HumanMessage("", id=_STAND_IN)], provider=self.provider
-            )
-        except Exception:
-            log.exception("stm-memory: placing memory in the history failed; sending it whole")
-            return record
         view: list[BaseMessage] = []
         for message in placed:
             if getattr(message, "id", None) != _STAND_IN:
@@ -359,45 +357,30 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
 
     def _add_steps(self, messages: Sequence[BaseMessage]) -> Generator[Op, Any, None]:
         added = [_settled(m) for m in messages]
-        user_text = next(
-            (
-                text_of(m)
-                for m in reversed(added)
-                if isinstance(m, HumanMessage) and not is_summary_message(m)
-            ),
-            None,
-        )
-        state = yield from self._turn_steps()
-        turn = state.turn
-        if turn is not None:
-            self.memory.note_user_message(turn, user_text)
+        state = yield from self._open_steps()
+        state.turn.note_user_message(_user_text(added))
         ai_at = next((i for i in range(len(added) - 1, -1, -1) if _is_ai(added[i])), None)
-        if ai_at is not None and state.exchange is not None:
-            kept = [] if state.answer_in_exchange else [added[ai_at]]
-            added[ai_at : ai_at + 1] = [*state.exchange, *kept]
-        stored = yield from self._apply_calls(turn, added)
+        if ai_at is not None and state._exchange is not None:
+            kept = [] if state._answer_in_exchange else [added[ai_at]]
+            added[ai_at : ai_at + 1] = [*state._exchange, *kept]
+        stored = yield from self._apply_calls(state.turn, added)
         record = self.record
         yield op(record.add_messages, record.aadd_messages, stored)
         with self._lock:
-            if state.known is not None:
-                state.known = [*state.known, *stored]
-        if ai_at is None:
-            return  # the user's message alone: the turn goes on
-        with self._lock:
-            if self._open is state:
+            if state._known is not None:
+                state._known = [*state._known, *stored]
+            if ai_at is not None and self._open is state:
                 self._open = None
-        if turn is None:
-            return
-        if state.known is not None:  # the record as this turn read it, plus what it added
-            full = state.known
+        if ai_at is None or not state.turn.active:
+            return  # the user's message alone (the turn goes on), or memory is off
+        if state._known is not None:  # the record as this turn read it, plus what it added
+            full = state._known
         else:
             full = list((yield op(lambda: record.messages, record.aget_messages)))
-        yield from self._capture(full, len(full) - len(stored))
-        m = self.memory
-        yield from attempt(op(m.end_turn, m.aend_turn, turn), "ending the turn")
+        yield from self._finish(state.turn, full, len(full) - len(stored))
 
     def _apply_calls(
-        self, turn: TurnContext | None, added: list[BaseMessage]
+        self, turn: MemoryTurn, added: list[BaseMessage]
     ) -> Generator[Op, Any, list[BaseMessage]]:
         """``added`` with a result after every memory call nobody answered yet."""
         answered = {m.tool_call_id for m in added if isinstance(m, ToolMessage)}
@@ -409,26 +392,21 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
             message = without_invalid_memory_calls(message)
             out.append(message)
             for call in memory_calls(message):
-                if call.get("id") in answered:
-                    continue
-                if turn is None:
-                    result = memory_result(call, _unavailable())
-                else:
-                    result = yield from self._run_call(turn, call, truncated=cut_short(message))
-                out.append(result)
+                if call.get("id") not in answered:
+                    args = call.get("args")
+                    result = yield from turn.memory_call(args, truncated=cut_short(message))
+                    out.append(memory_result(call, result))
         return out
 
-    def _capture(self, full: list[BaseMessage], start: int) -> Generator[Op, Any, None]:
-        m, scope = self.memory, self.scope
+    def _finish(
+        self, turn: MemoryTurn, full: list[BaseMessage], start: int
+    ) -> Generator[Op, Any, None]:
+        """Capture and end: the turn gets only the record's tail that capture keeps,
+        so a long record is not walked (and the stored messages go in front only when
+        the record holds no dialogue before this turn)."""
         start = max(0, min(start, len(full)))
-        tail_from = _dialogue_tail(full, start, m.limits.messages_kept)
-        tail = full[tail_from:]
-        start -= tail_from
-        previous: Any = None
-        if tail_from == 0 and needs_previous(tail, start):
-            previous = yield from attempt(op(m.get, m.aget, scope), "reading memory")
-        dialogue = dialogue_for_capture(tail, start, previous.messages if previous else ())
-        yield from attempt(op(m.capture, m.acapture, scope, dialogue), "capturing dialogue")
+        tail_from = _dialogue_tail(full, start, self.memory.limits.messages_kept)
+        yield from turn.finish(full[tail_from:], start=start - tail_from)
 
     # -- factory ---------------------------------------------------------------------------
 
@@ -451,8 +429,20 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         )
 
 
-def _unavailable() -> dict[str, Any]:
-    return failure("Short-term memory is not available in this conversation.")
+def _is_ai(message: BaseMessage) -> bool:
+    return isinstance(message, AIMessage)
+
+
+def _misplaced_memory(messages: Sequence[BaseMessage], memory: str | None) -> list[int]:
+    """Where ``memory`` stands as a system message below the top of ``messages``."""
+    return [
+        i
+        for i, m in enumerate(messages)
+        if isinstance(m, SystemMessage)
+        and memory
+        and m.content == memory
+        and any(not isinstance(p, SystemMessage) for p in messages[:i])
+    ]
 
 
 def _dialogue_tail(full: Sequence[BaseMessage], start: int, kept: int) -> int:

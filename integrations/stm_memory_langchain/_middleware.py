@@ -17,7 +17,13 @@ One agent run (``invoke``/``stream`` and their async twins) is one memory turn:
   user already has);
 - ``after_agent`` captures the recent dialogue and ends the turn.
 
-Per-run state. The :class:`~stm_memory.TurnContext` (a live object with a lock) cannot
+Each hook is a translation onto :class:`~stm_memory.providers.MemoryTurn`, which owns
+the turn's lifecycle: ``before_agent`` is ``MemoryTurn.begin``; the first
+``wrap_model_call`` ``assemble``, every one ``request_context``/``place`` and
+``tool``; a memory call runs through the turn's LangChain tool (the engine checks every
+guard again); a failing model or tool is ``abandon``; ``after_agent`` is ``finish``.
+
+Per-run state. The turn (a live object with a lock) cannot
 be checkpointed, so it lives in this middleware in a dict keyed by a random run id;
 only that id (and the id of the turn's first message) go into graph state, as private
 attributes that never appear in the agent's input or output. Concurrent runs, threads
@@ -66,18 +72,14 @@ from stm_memory import TOOL_NAME, ShortTermMemory, ValidationError
 from stm_memory.providers import (
     MemoryContext,
     MemoryRole,
+    MemoryTurn,
     Op,
+    TurnOption,
+    TurnOptions,
     adrive,
-    attempt,
-    build_tool,
-    check_flag,
     check_memory_setup,
-    check_tool_call,
-    dialogue_for_capture,
     drive,
     failure,
-    needs_previous,
-    op,
     text_of,
     tool_name,
     tool_result_text,
@@ -102,8 +104,6 @@ if TYPE_CHECKING:
     from langgraph.runtime import Runtime
     from langgraph.types import Command
 
-    from stm_memory import Scope, TurnContext
-
 __all__ = ["ShortTermMemoryMiddleware", "ShortTermMemoryState"]
 
 log = logging.getLogger("stm_memory.langchain")
@@ -126,12 +126,10 @@ class ShortTermMemoryState(AgentState[Any]):
 
 @dataclass(eq=False)
 class _Run:
-    """What one agent run knows about its memory turn (``turn`` None: memory off)."""
+    """One agent run: its memory turn (off when the run has no scope or its beginning
+    failed) and the ids of memory calls the provider cut at the output-token limit."""
 
-    scope: Scope | None
-    turn: TurnContext | None
-    context: MemoryContext | None = None
-    tool: BaseTool | None = None
+    turn: MemoryTurn
     truncated: set[str] = field(default_factory=set)
 
 
@@ -163,9 +161,9 @@ def _in_place_of(placeholder: Any, tool: BaseTool) -> BaseTool:
     return tool.model_copy(update={"extras": {**(tool.extras or {}), **extras}})
 
 
-def _injected(context: MemoryContext | None) -> list[str]:
+def _injected(context: MemoryContext) -> list[str]:
     """The texts placement merges into user turns this turn (they change every turn)."""
-    return [t for t in (context.briefing, context.nudge) if t] if context is not None else []
+    return [t for t in (context.briefing, context.nudge) if t]
 
 
 def _current_config() -> Mapping[str, Any]:
@@ -216,6 +214,10 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
     """
 
     state_schema = ShortTermMemoryState
+    provider = TurnOption[str | None]()
+    trim_history = TurnOption[bool]()
+    memory_role = TurnOption[MemoryRole]()
+    cache_hints = TurnOption[bool]()
 
     def __init__(
         self,
@@ -230,15 +232,18 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
         cache_hints: bool = True,
     ) -> None:
         check_memory_setup(memory, memory_role=memory_role)
-        check_flag("cache_hints", cache_hints)
         self.memory = memory
         self.scope = scope
-        self.provider = provider
+        #: What every run's turn begins with; ``provider``, ``trim_history``,
+        #: ``memory_role`` and ``cache_hints`` read (and replace) it.
+        self.options = TurnOptions(
+            provider=provider,
+            trim_history=trim_history,
+            memory_role=memory_role,
+            cache_hints=cache_hints,
+        )
         self.strict = strict
         self.end_after_epilogue = end_after_epilogue
-        self.trim_history = trim_history
-        self.memory_role: MemoryRole = memory_role
-        self.cache_hints = cache_hints
         self.tools = [_placeholder_tool()]
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._lock = threading.Lock()
@@ -331,18 +336,13 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
     ) -> Generator[Op, Any, ModelResult]:
         run = yield from self._run_for(request.state, request.runtime, _current_config())
         turn = run.turn
-        messages = request.messages
-        if turn is not None:
-            if run.context is None:
-                m = self.memory
-                built = yield from attempt(
-                    op(m.build_context, m.abuild_context, turn), "assembling memory"
-                )
-                run.context = built if isinstance(built, MemoryContext) else MemoryContext()
-            messages = self._inject(run.context, turn, request)
-        tools, choice = self._offer(run, request)
+        yield from turn.assemble()  # once per turn; an off turn places nothing
+        # The nudge goes only while the tool is offered (not after this turn's update).
+        provider = turn.options.provider or provider_of(request.model)
+        messages = turn.place(request.messages, provider=provider)
+        tools, choice = _offer(turn, request)
         changed = self._hinted(
-            run, request.override(messages=messages, tools=tools, tool_choice=choice)
+            turn, request.override(messages=messages, tools=tools, tool_choice=choice)
         )
         response = yield from self._guarded(run, _call(handler, changed))
         for message in ai_messages(response):
@@ -362,16 +362,15 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
         try:
             config = getattr(request.runtime, "config", None) or _current_config()
             run = yield from self._run_for(request.state, request.runtime, config)
-            if run.turn is None:
-                return memory_result(
-                    call, failure("Short-term memory is not available in this conversation.")
-                )
-            if call.get("id") in run.truncated:
-                refused = check_tool_call(None, truncated=True).result
-                return memory_result(call, refused or failure("The call was cut off."))
+            turn = run.turn
+            truncated = call.get("id") in run.truncated
             # The engine re-checks every guard at execution, so a hidden tool the model
             # calls anyway gets the guard's failure, not a write.
-            tool = run.tool or build_tool(self.memory, run.turn)
+            tool = None if truncated else turn.tool(hidden=True)
+            if tool is None:
+                # Off, or cut at the output-token limit: never run; the turn refuses it.
+                result = yield from turn.memory_call(call.get("args"), truncated=truncated)
+                return memory_result(call, result)
             return (yield _call(handler, request.override(tool=tool)))  # type: ignore[no-any-return]
         except GraphBubbleUp:  # interrupts and parent commands are control flow
             raise
@@ -386,16 +385,9 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
             return None
         run = yield from self._run_for(state, runtime, _current_config())
         self._pop(state.get(STATE_TURN_ID))
-        if run.turn is not None and run.scope is not None:
-            m, scope = self.memory, run.scope
-            messages: Sequence[Any] = state.get("messages") or []
-            start = start_index(messages, state.get(STATE_TURN_START))
-            previous: Any = None
-            if needs_previous(messages, start):
-                previous = yield from attempt(op(m.get, m.aget, scope), "reading memory")
-            dialogue = dialogue_for_capture(messages, start, previous.messages if previous else ())
-            yield from attempt(op(m.capture, m.acapture, scope, dialogue), "capturing dialogue")
-            yield from attempt(op(m.end_turn, m.aend_turn, run.turn), "ending the turn")
+        messages: Sequence[Any] = state.get("messages") or []
+        start = start_index(messages, state.get(STATE_TURN_START))
+        yield from run.turn.finish(messages, start=start)
         return {STATE_TURN_ID: None, STATE_TURN_START: None}
 
     # -- helpers ---------------------------------------------------------------------------
@@ -410,9 +402,8 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
         except GraphBubbleUp:
             raise
         except Exception:
-            if run is not None and run.turn is not None:
-                m = self.memory
-                yield from attempt(op(m.end_turn, m.aend_turn, run.turn), "ending the turn")
+            if run is not None:
+                yield from run.turn.abandon()
             raise
 
     def _open(
@@ -430,24 +421,14 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
                 raise
             log.warning("stm-memory: short-term memory is off for this run: %s", exc)
             scope = None
-        turn: TurnContext | None = None
-        if scope is not None:
-            m = self.memory
-            user_message = text_of(messages[start]) if start is not None else None
-            turn = yield from attempt(
-                op(
-                    m.begin_turn,
-                    m.abegin_turn,
-                    scope,
-                    provider=self.provider,
-                    user_message=user_message or None,
-                ),
-                "beginning the turn",
-            )
-            if turn is not None and start is not None and memory_updated(messages, start):
-                # Resumed elsewhere after this turn's update: keep it to one update.
-                turn.claim_update()
-        return self._store(run_id, _Run(scope=scope, turn=turn))
+        user_message = text_of(messages[start]) if start is not None else None
+        turn = yield from MemoryTurn.begin(
+            self.memory, scope, options=self.options, user_message=user_message
+        )
+        if turn.active and start is not None and memory_updated(messages, start):
+            # Resumed elsewhere after this turn's update: keep it to one update.
+            turn.claim_update()
+        return self._store(run_id, _Run(turn))
 
     def _run_for(
         self, state: Any, runtime: Any, config: Mapping[str, Any]
@@ -489,29 +470,13 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
         with self._lock:
             return self._runs.pop(run_id, None)
 
-    def _inject(
-        self, context: MemoryContext, turn: TurnContext, request: ModelRequest[Any]
-    ) -> list[Any]:
-        # Updated this turn (or a guard): the nudge is done.
-        context = context.for_request(
-            role=self.memory_role, trim=self.trim_history, nudge=turn.tool_offered
-        )
-        if context.is_empty:
-            return request.messages
-        try:
-            provider = self.provider or provider_of(request.model)
-            return context.apply(request.messages, provider=provider)
-        except Exception:
-            log.exception("stm-memory: placing memory in the request failed; sending without")
-            return request.messages
-
-    def _hinted(self, run: _Run, request: ModelRequest[Any]) -> ModelRequest[Any]:
+    def _hinted(self, turn: MemoryTurn, request: ModelRequest[Any]) -> ModelRequest[Any]:
         """``request`` with the provider's prompt-cache hints (see ``_hints``)."""
-        if not self.cache_hints or run.scope is None:
+        if not self.cache_hints or turn.scope is None:
             return request
         wire = provider_of(request.model)
         settings = request.model_settings
-        added = cache_settings(request.model, wire, run.scope.live_key, settings)
+        added = cache_settings(request.model, wire, turn.scope.live_key, settings)
         if added:
             return request.override(model_settings={**settings, **added})
         if wire != "anthropic":
@@ -523,21 +488,22 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
             request.messages,
             markers=markers,
             automatic=bool(settings.get("cache_control")),
-            injected=_injected(run.context),
+            injected=_injected(turn.context),
         )
         return request.override(messages=messages)
 
-    def _offer(self, run: _Run, request: ModelRequest[Any]) -> tuple[list[Any], Any]:
-        offered = run.turn is not None and run.turn.tool_offered
-        if offered and run.tool is None and run.turn is not None:
-            run.tool = self.memory.tool(run.turn)
-        tools: list[Any] = []
-        for tool in request.tools:
-            if tool_name(tool) != TOOL_NAME:
-                tools.append(tool)
-            elif offered and run.tool is not None:
-                tools.append(_in_place_of(tool, run.tool))
-        choice = request.tool_choice
-        if not offered and names_memory_tool(choice):
-            choice = None
-        return tools, choice
+
+def _offer(turn: MemoryTurn, request: ModelRequest[Any]) -> tuple[list[Any], Any]:
+    """The request's tools with the placeholder swapped for the turn's tool (or dropped
+    while a guard hides it), and a ``tool_choice`` that never forces a hidden tool."""
+    tool = turn.tool()
+    tools: list[Any] = []
+    for offered in request.tools:
+        if tool_name(offered) != TOOL_NAME:
+            tools.append(offered)
+        elif tool is not None:
+            tools.append(_in_place_of(offered, tool))
+    choice = request.tool_choice
+    if tool is None and names_memory_tool(choice):
+        choice = None
+    return tools, choice

@@ -69,7 +69,7 @@ from stm_memory.providers.loop import (
 )
 from stm_memory.providers.memory_call import run_memory_call
 from stm_memory.providers.ops import Op, adrive, attempt, drive, op
-from stm_memory.providers.options import OptionsView, TurnOptions
+from stm_memory.providers.options import OptionsView, TurnOption, TurnOptions
 from stm_memory.providers.requests import (
     MessageKind,
     RequestMessage,
@@ -141,6 +141,7 @@ __all__ = [
     "System",
     "ToolCall",
     "ToolHandler",
+    "TurnOption",
     "TurnOptions",
     "TurnResult",
     "Usage",

@@ -15,12 +15,15 @@ disagree with it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 from stm_memory.prompt.placement import MemoryRole
 from stm_memory.providers.checks import check_flag, check_memory_role, check_provider
 
-__all__ = ["OptionsView", "TurnOptions"]
+__all__ = ["OptionsView", "TurnOption", "TurnOptions"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,25 +58,47 @@ class TurnOptions:
         check_flag("cache_hints", self.cache_hints)
 
 
-class OptionsView:
-    """The options as read-only attributes of an entry point that keeps them in
-    ``self.options`` (``loop.provider``, ``session.memory_role`` …): one object holds
-    them, so they cannot drift apart after construction."""
-
+class _HasOptions(Protocol):
     options: TurnOptions
 
-    @property
-    def provider(self) -> str | None:
-        return self.options.provider
 
-    @property
-    def trim_history(self) -> bool:
-        return self.options.trim_history
+class TurnOption(Generic[T]):
+    """An entry point's attribute standing for the :class:`TurnOptions` field of its
+    name (``loop.provider``, ``middleware.trim_history`` …). Reading it reads the
+    options; setting it rebuilds them, so the value is checked as at construction (a
+    wrong one is a :class:`~stm_memory.ConfigurationError`) and a turn already begun
+    keeps the options it began with."""
 
-    @property
-    def memory_role(self) -> MemoryRole:
-        return self.options.memory_role
+    name = ""
 
-    @property
-    def cache_hints(self) -> bool:
-        return self.options.cache_hints
+    def __set_name__(self, owner: type[Any], name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, objtype: type[Any] | None = None) -> TurnOption[T]: ...
+
+    @overload
+    def __get__(self, obj: _HasOptions, objtype: type[Any] | None = None) -> T: ...
+
+    def __get__(
+        self, obj: _HasOptions | None, objtype: type[Any] | None = None
+    ) -> TurnOption[T] | T:
+        if obj is None:
+            return self
+        value: T = getattr(obj.options, self.name)
+        return value
+
+    def __set__(self, obj: _HasOptions, value: T) -> None:
+        changes: dict[str, Any] = {self.name: value}
+        obj.options = replace(obj.options, **changes)
+
+
+class OptionsView:
+    """The four options as attributes of an entry point that keeps them in
+    ``self.options``: one object holds them, so they cannot drift apart."""
+
+    options: TurnOptions
+    provider = TurnOption[str | None]()
+    trim_history = TurnOption[bool]()
+    memory_role = TurnOption[MemoryRole]()
+    cache_hints = TurnOption[bool]()

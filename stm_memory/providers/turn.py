@@ -215,10 +215,12 @@ class MemoryTurn:
         provider: str | None = None,
         context: MemoryContext | None = None,
         trim: bool = True,
+        fallback: Sequence[Any] | None = None,
     ) -> list[Any]:
         """``messages`` with this request's memory placed (``context``, default
         :meth:`request_context`), for ``provider`` (default the options'). A placing
-        error is logged and the messages go as they are: never a failed turn."""
+        error is logged and ``fallback`` (default ``messages``) goes as it is: never a
+        failed turn."""
         context = context if context is not None else self.request_context()
         if context.is_empty:
             return list(messages)
@@ -226,15 +228,20 @@ class MemoryTurn:
             return context.apply(messages, provider=provider or self.options.provider, trim=trim)
         except Exception:
             log.exception("stm-memory: placing memory in the request failed; sending without")
-            return list(messages)
+            return list(messages if fallback is None else fallback)
 
-    def tool(self) -> BaseTool | None:
+    def tool(self, *, hidden: bool = False) -> BaseTool | None:
         """The LangChain tool bound to this turn (its schema from the turn's snapshot),
-        or None while a guard hides it."""
-        if self.state is None or not self.state.tool_offered:
+        or None while a guard hides it. ``hidden=True`` returns it under a guard too,
+        for a call the model makes anyway (the engine answers it with the guard's
+        failure) or a request that must describe the tool without offering it."""
+        if self.state is None or not (hidden or self.state.tool_offered):
             return None
         if self._tool is None:
-            self._tool = self.memory.tool(self.state)
+            # Imported here: langchain_core.tools is heavy, and only LangChain needs it.
+            from stm_memory.tool.memory_tool import build_tool
+
+            self._tool = build_tool(self.memory, self.state)
         return self._tool
 
     def memory_call(
