@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from stm_memory.errors import ValidationError
 from stm_memory.model import Role, StoredMessage
-from stm_memory.model.roles import ROLE_ALIASES
 from stm_memory.model.text import storage_safe
+from stm_memory.wire.base import ROLE_ALIASES
+from stm_memory.wire.base import content_text as message_text
 
 __all__ = ["all_dialogue", "message_text", "without_speaker_ids"]
 
@@ -19,28 +20,6 @@ _DIALOGUE: dict[str, Role] = {
     for alias, role in ROLE_ALIASES.items()
     if role in ("user", "assistant")
 }
-
-
-def message_text(content: Any) -> str:
-    """Visible text of a message's content: a string, or the text parts of a block list
-    (OpenAI ``text``/``input_text``/``output_text`` parts, Anthropic ``text`` blocks)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Iterable) and not isinstance(content, bytes | Mapping):
-        parts: list[str] = []
-        for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, Mapping) and block.get("type") in (
-                "text",
-                "input_text",
-                "output_text",
-            ):
-                parts.append(str(block.get("text") or ""))
-        return "\n".join(p for p in parts if p)
-    raise ValidationError(f"unsupported message content of type {type(content).__name__}")
 
 
 def _fields(message: Any) -> tuple[str, Any, str | None, Any]:

@@ -21,7 +21,7 @@ next such message: cuts fall on turn boundaries only, never between an assistant
 tool call and its results, so every request stays valid for its provider.
 
 Formats: OpenAI Chat dicts, Responses items, Anthropic dicts and LangChain messages
-(roles as :func:`stm_memory.prompt.placement.message_role` reads them). The cut is
+(each message read by its codec, :func:`stm_memory.wire.codec_of`). The cut is
 idempotent: cutting its own output again changes nothing.
 
 Why a count of turns rather than matching content: a caller's messages carry no
@@ -35,14 +35,12 @@ same reason. The trade-offs are in ``docs/design.md#the-history-cut``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-
-from stm_memory.model.roles import message_role
 from stm_memory.tool.turn import TOOL_NAME
+from stm_memory.wire import codec_of, message_role
 
 __all__ = ["HistoryCut", "HistoryWindow", "cut_history", "split_turns"]
 
@@ -126,131 +124,24 @@ def cut_history(messages: Sequence[Any], window: HistoryWindow) -> HistoryCut:
 def _memory_call_ids(messages: Sequence[Any]) -> set[str]:
     ids: set[str] = set()
     for m in messages:
-        if isinstance(m, AIMessage):
-            ids.update(str(c.get("id")) for c in m.tool_calls if c.get("name") == TOOL_NAME)
-            ids.update(_openai_ids(m.additional_kwargs.get("tool_calls")))
-            ids.update(_block_ids(m.content))
-        elif isinstance(m, Mapping):
-            if m.get("type") == "function_call" and m.get("name") == TOOL_NAME:
-                ids.add(str(m.get("call_id")))
-            elif m.get("role") == "assistant":
-                ids.update(_openai_ids(m.get("tool_calls")))
-                ids.update(_block_ids(m.get("content")))
-    ids.discard("None")
+        ids |= codec_of(m).memory_call_ids(m, TOOL_NAME)
+    ids.discard("None")  # a call without an id matches nothing
     return ids
-
-
-def _openai_ids(calls: Any) -> set[str]:
-    if not isinstance(calls, list):
-        return set()
-    return {
-        str(c.get("id"))
-        for c in calls
-        if isinstance(c, Mapping)
-        and isinstance(c.get("function"), Mapping)
-        and c["function"].get("name") == TOOL_NAME
-    }
-
-
-def _block_ids(content: Any) -> set[str]:
-    if not isinstance(content, list):
-        return set()
-    return {
-        str(b.get("id"))
-        for b in content
-        if isinstance(b, Mapping) and b.get("type") == "tool_use" and b.get("name") == TOOL_NAME
-    }
-
-
-def _is_memory_block(block: Any, ids: set[str]) -> bool:
-    if not isinstance(block, Mapping):
-        return False
-    kind = block.get("type")
-    if kind == "tool_use":
-        return str(block.get("id")) in ids
-    if kind == "tool_result":
-        return str(block.get("tool_use_id")) in ids
-    return False
-
-
-def _empty(content: Any) -> bool:
-    if content is None:
-        return True
-    if isinstance(content, str):
-        return not content.strip()
-    if isinstance(content, list):
-        return len(content) == 0
-    return False
-
-
-def _without_calls(m: Any, ids: set[str]) -> Any | None:
-    """``m`` without memory calls/results; None when nothing of it is left."""
-    if isinstance(m, BaseMessage):
-        return _lc_without(m, ids)
-    if not isinstance(m, Mapping):
-        return m
-    if m.get("type") in ("function_call", "function_call_output"):
-        return None if str(m.get("call_id")) in ids else m
-    role = m.get("role")
-    if role == "tool":
-        return None if str(m.get("tool_call_id")) in ids else m
-    changed: dict[str, Any] = {}
-    calls = m.get("tool_calls")
-    if isinstance(calls, list) and _openai_ids(calls) & ids:
-        rest = [c for c in calls if not (isinstance(c, Mapping) and str(c.get("id")) in ids)]
-        changed["tool_calls"] = rest
-    content = m.get("content")
-    if isinstance(content, list) and any(_is_memory_block(b, ids) for b in content):
-        changed["content"] = [b for b in content if not _is_memory_block(b, ids)]
-    if not changed:
-        return m
-    new = {**m, **changed}
-    if "tool_calls" in new and not new["tool_calls"]:
-        del new["tool_calls"]
-    if not new.get("tool_calls") and _empty(new.get("content")):
-        return None
-    return new
-
-
-def _lc_without(m: BaseMessage, ids: set[str]) -> BaseMessage | None:
-    if isinstance(m, ToolMessage):
-        return None if m.tool_call_id in ids else m
-    if not isinstance(m, AIMessage):
-        return m
-    calls = [c for c in m.tool_calls if str(c.get("id")) not in ids]
-    content = m.content
-    if isinstance(content, list):
-        content = [b for b in content if not _is_memory_block(b, ids)]
-    kwargs = dict(m.additional_kwargs)
-    raw = kwargs.get("tool_calls")
-    if isinstance(raw, list):
-        rest = [c for c in raw if not (isinstance(c, Mapping) and str(c.get("id")) in ids)]
-        if rest:
-            kwargs["tool_calls"] = rest
-        else:
-            kwargs.pop("tool_calls")
-    if len(calls) == len(m.tool_calls) and content == m.content and kwargs == m.additional_kwargs:
-        return m
-    if not calls and _empty(content):
-        return None
-    return m.model_copy(
-        update={"tool_calls": calls, "content": content, "additional_kwargs": kwargs}
-    )
 
 
 def strip_memory_calls(messages: list[Any]) -> list[Any]:
     """``messages`` without the memory tool's calls and results (the same list object
-    when there are none). A Responses ``reasoning`` item left without the call it
-    preceded goes too: the API refuses a reasoning item with nothing after it."""
+    when there are none). A reasoning item left without the call it preceded goes too
+    (a Responses reasoning item must be followed by its own item)."""
     ids = _memory_call_ids(messages)
     if not ids:
         return messages
     out: list[Any] = []
     for m in messages:
-        new = _without_calls(m, ids)
+        codec = codec_of(m)
+        new = codec.without_calls(m, ids)
         if new is None:
-            reply_call = isinstance(m, Mapping) and m.get("type") == "function_call"
-            if reply_call and out and message_role(out[-1]) == "reasoning":
+            if codec.follows_reasoning(m) and out and message_role(out[-1]) == "reasoning":
                 out.pop()
             continue
         out.append(new)

@@ -24,7 +24,9 @@ LangChain ``ToolMessage``, Anthropic user messages carrying ``tool_result`` bloc
 nor right after a Responses ``reasoning`` item (which must precede its own item): it
 moves earlier, to before the assistant tool-call message.
 
-Message styles, chosen from the list and the ``provider`` hint:
+Message formats: each message is read by the codec of its own shape
+(:func:`stm_memory.wire.codec_of`), and injections are written in the list's format,
+chosen from the list and the ``provider`` hint (:func:`stm_memory.wire.codec_for`):
 
 - OpenAI-style dicts (default): injections are separate ``system`` messages
   (``developer`` when the list opens with a developer message).
@@ -56,42 +58,24 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
-
 from stm_memory.errors import ValidationError
-from stm_memory.model.roles import has_block as _has_block
-from stm_memory.model.roles import message_role
 from stm_memory.prompt.cut import HistoryWindow, cut_history
+from stm_memory.wire import Codec, codec_for, codec_of, message_role
+from stm_memory.wire.anthropic import AnthropicSystem, append_system
 
 __all__ = [
     "MemoryContext",
     "current_turn_index",
     "insertion_index",
     "message_role",
-    "text_blocks",
 ]
 
-Style = Literal["openai", "openai_user", "anthropic", "langchain", "langchain_user"]
 MemoryRole = Literal["system", "user"]
-AnthropicSystem = str | list[dict[str, Any]] | None
-
-# LangChain bindings of these providers reject (or mangle) a SystemMessage that does
-# not lead the list; the user-turn form is accepted by every provider.
-_USER_TURN_PROVIDERS = frozenset(
-    {"anthropic", "bedrock", "bedrock_converse", "google", "google_genai", "gemini", "vertexai"}
-)
 log = logging.getLogger("stm_memory")
-
-
-def text_blocks(content: Any) -> list[Any]:
-    """Anthropic content as a block list (a string becomes one text block)."""
-    if isinstance(content, list):
-        return list(content)
-    return [{"type": "text", "text": content}] if content else []
 
 
 def insertion_index(messages: Sequence[Any], depth: int) -> int:
@@ -121,18 +105,9 @@ def current_turn_index(messages: Sequence[Any]) -> int:
     Every step of one turn's tool loop finds the same place, so the steps share their
     prefix. With no user message, the end."""
     for index in range(len(messages) - 1, -1, -1):
-        if message_role(messages[index]) == "user" or _says_more_than_results(messages[index]):
+        if codec_of(messages[index]).user_words(messages[index]):
             return index
     return len(messages)
-
-
-def _says_more_than_results(message: Any) -> bool:
-    if not isinstance(message, Mapping) or message.get("role") != "user":
-        return False
-    content = message.get("content")
-    return isinstance(content, list) and any(
-        isinstance(b, Mapping) and b.get("type") != "tool_result" for b in content
-    )
 
 
 def _after_current_turn(messages: Sequence[Any]) -> int:
@@ -140,21 +115,6 @@ def _after_current_turn(messages: Sequence[Any]) -> int:
     # prefix the next turn re-reads from the cache; only what follows is billed anew.
     index = current_turn_index(messages)
     return index + 1 if index < len(messages) else index
-
-
-def _style(messages: Sequence[Any], provider: str | None, role: MemoryRole = "system") -> Style:
-    hint = (provider or "").lower()
-    if any(isinstance(m, BaseMessage) for m in messages):
-        user = hint in _USER_TURN_PROVIDERS or role == "user"
-        return "langchain_user" if user else "langchain"
-    if hint == "anthropic":
-        return "anthropic"
-    if hint not in ("openai", "azure", "azure_openai"):
-        for m in messages:
-            content = m.get("content") if isinstance(m, Mapping) else None
-            if _has_block(content, "tool_use") or _has_block(content, "tool_result"):
-                return "anthropic"
-    return "openai_user" if role == "user" else "openai"
 
 
 class _Once:
@@ -275,22 +235,19 @@ class MemoryContext:
         """A new list: the history cut (unless ``trim=False``), then content and nudge
         placed (see the module docstring)."""
         items = self.cut(messages) if trim else _as_list(messages)
-        style = _style(items, provider, self.role)
+        codec = codec_for(items, provider)
         as_system: dict[int, list[str]] = {}
         as_user: dict[int, list[str]] = {}
         for index, text, top in self.injections(items):
-            # Leading system messages are accepted everywhere, so the top is always a
-            # system message, except for Anthropic dicts, which have no system role,
-            # and when the user role was asked for.
-            system = style in ("openai", "langchain") or (
-                style == "langchain_user" and top and self.role == "system"
-            )
+            # Leading system messages are accepted everywhere, so the top is a system
+            # message wherever the format has a system role, unless the user role was
+            # asked for.
+            system = self.role == "system" and codec.system_at(top)
             target = as_system if system else as_user
             target.setdefault(index, []).append(text)
         if not as_system and not as_user:
             return items
-        ops = _USER_OPS[style]
-        return _place(items, as_system, as_user, ops, _system_factory(items, style))
+        return _place(items, as_system, as_user, codec)
 
     def apply_anthropic(
         self, messages: Sequence[Any], system: AnthropicSystem = None, *, trim: bool = True
@@ -301,7 +258,7 @@ class MemoryContext:
         rest = self
         memory = self.memory
         if memory and self.content_depth < 0 and self.role == "system":
-            system = _append_system(system, memory)
+            system = append_system(system, memory)
             rest = self.without_memory()
         return system, rest.apply(messages, provider="anthropic", trim=trim)
 
@@ -312,99 +269,11 @@ def _as_list(messages: Sequence[Any]) -> list[Any]:
     return list(messages)
 
 
-def _append_system(system: AnthropicSystem, text: str) -> AnthropicSystem:
-    # A block of its own after the caller's: the caller's prompt stays a prefix that
-    # every channel shares, and a cache breakpoint can end right after it.
-    if system is None or system == "" or system == []:
-        return text
-    return [*text_blocks(system), {"type": "text", "text": text}]
-
-
-def _system_factory(items: Sequence[Any], style: Style) -> Callable[[str], Any]:
-    if style in ("langchain", "langchain_user"):
-        return SystemMessage
-    first = items[0] if items else None
-    developer = isinstance(first, Mapping) and first.get("role") == "developer"
-    role = "developer" if developer else "system"
-    return lambda text: {"role": role, "content": text}
-
-
-# -- user-turn merging (Anthropic dicts, LangChain for leading-system-only providers) --
-
-
-@dataclass(frozen=True, slots=True)
-class _UserOps:
-    can_prepend: Callable[[Any], bool]  # a plain user message
-    can_append: Callable[[Any], bool]  # a user turn that accepts trailing text
-    prepend: Callable[[Any, Sequence[str]], Any]
-    append: Callable[[Any, Sequence[str]], Any]
-    new: Callable[[Sequence[str]], Any]
-
-
-def _anthropic_text(texts: Sequence[str]) -> list[dict[str, Any]]:
-    return [{"type": "text", "text": t} for t in texts]
-
-
-_anthropic_ops = _UserOps(
-    can_prepend=lambda m: message_role(m) == "user",
-    # A user turn of tool_result blocks takes text after them (the API requires the
-    # results first), so appending is fine where prepending is not.
-    can_append=lambda m: isinstance(m, Mapping) and m.get("role") == "user",
-    prepend=lambda m, t: {**m, "content": [*_anthropic_text(t), *text_blocks(m.get("content"))]},
-    append=lambda m, t: {**m, "content": [*text_blocks(m.get("content")), *_anthropic_text(t)]},
-    new=lambda t: {"role": "user", "content": _anthropic_text(t)},
-)
-
-
-def _lc_join(content: Any, texts: Sequence[str], *, before: bool) -> Any:
-    if isinstance(content, str) and before:
-        return "\n\n".join(p for p in [*texts, content] if p)
-    # Appended text (the briefings after the current user message) becomes blocks of
-    # its own, so the user's words stay a block the next turn sends unchanged: a prefix
-    # the provider's cache serves, and where a cache breakpoint can end.
-    blocks = _anthropic_text(texts)
-    own = (
-        (_anthropic_text([content]) if content else [])
-        if isinstance(content, str)
-        else list(content)
-    )
-    return [*blocks, *own] if before else [*own, *blocks]
-
-
-_langchain_ops = _UserOps(
-    can_prepend=lambda m: isinstance(m, HumanMessage),
-    can_append=lambda m: isinstance(m, HumanMessage),
-    prepend=lambda m, t: m.model_copy(update={"content": _lc_join(m.content, t, before=True)}),
-    append=lambda m, t: m.model_copy(update={"content": _lc_join(m.content, t, before=False)}),
-    new=lambda t: HumanMessage("\n\n".join(t)),
-)
-
-
-# OpenAI Chat messages and Responses items take different content-part types, so user
-# injections are user messages of their own (both APIs accept several in a row).
-_openai_user_ops = _UserOps(
-    can_prepend=lambda m: False,
-    can_append=lambda m: False,
-    prepend=lambda m, t: m,
-    append=lambda m, t: m,
-    new=lambda t: {"role": "user", "content": "\n\n".join(t)},
-)
-
-_USER_OPS: dict[Style, _UserOps] = {
-    "anthropic": _anthropic_ops,
-    "openai_user": _openai_user_ops,
-    "openai": _langchain_ops,  # unused: every injection is a system message
-    "langchain": _langchain_ops,
-    "langchain_user": _langchain_ops,
-}
-
-
 def _place(
     items: list[Any],
     as_system: Mapping[int, list[str]],
     as_user: Mapping[int, list[str]],
-    ops: _UserOps,
-    make_system: Callable[[str], Any],
+    codec: Codec,
 ) -> list[Any]:
     """Build the new list: system messages inserted before index i, user texts merged
     into the next plain user message, else the previous user turn, else a new one."""
@@ -413,22 +282,22 @@ def _place(
     inserts: dict[int, list[str]] = {}
     for index in sorted(as_user):
         texts = as_user[index]
-        if index < len(items) and ops.can_prepend(items[index]):
+        if index < len(items) and codec.can_prepend(items[index]):
             prepends.setdefault(index, []).extend(texts)
-        elif index > 0 and index not in as_system and ops.can_append(items[index - 1]):
+        elif index > 0 and index not in as_system and codec.can_append(items[index - 1]):
             appends.setdefault(index - 1, []).extend(texts)
         else:
             inserts.setdefault(index, []).extend(texts)
     out: list[Any] = []
     for i in range(len(items) + 1):
-        out.extend(make_system(text) for text in as_system.get(i, ()))
+        out.extend(codec.system_message(text, items) for text in as_system.get(i, ()))
         if i in inserts:
-            out.append(ops.new(inserts[i]))
+            out.append(codec.user_message(inserts[i]))
         if i < len(items):
             message = items[i]
             if i in prepends:
-                message = ops.prepend(message, prepends[i])
+                message = codec.prepend(message, prepends[i])
             if i in appends:
-                message = ops.append(message, appends[i])
+                message = codec.append(message, appends[i])
             out.append(message)
     return out

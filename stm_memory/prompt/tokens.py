@@ -1,8 +1,8 @@
 """Token accounting for requests: approximate by default, exact with your tokenizer.
 
-The default is :func:`langchain_core.messages.utils.count_tokens_approximately`
-(about four characters a token plus a few per message), which needs no model files
-and is stable across runs — right for comparing prompts with and without memory.
+The default is LangChain's ``count_tokens_approximately`` (about four characters a
+token plus a few per message, :func:`stm_memory.wire.approximate_tokens`), which needs
+no model files and is stable across runs — right for comparing prompts with and without memory.
 Pass ``counter=`` (text → tokens, e.g. ``lambda s: len(enc.encode(s))`` with tiktoken)
 for exact counts of one model family.
 
@@ -19,8 +19,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage
-from langchain_core.messages.utils import count_tokens_approximately
+from stm_memory.wire import approximate_tokens, codec_of
 
 __all__ = ["PER_MESSAGE_TOKENS", "count_tokens", "message_text"]
 
@@ -57,30 +56,20 @@ def _content_text(content: Any) -> str:
 
 def message_text(message: Any) -> str:
     """Everything in a message that the model reads: role, name, content, tool calls."""
-    if isinstance(message, BaseMessage):
-        parts = [message.type, message.name or "", _content_text(message.content)]
-        tool_calls = getattr(message, "tool_calls", None)
-        if tool_calls:
-            parts.append(_json(tool_calls))
+    view = codec_of(message).view(message)
+    if view is not None:
+        parts = [view.label, view.name, _content_text(view.content)]
+        if view.extra:
+            parts.append(_json(view.extra))
         return "\n".join(p for p in parts if p)
-    if isinstance(message, Mapping):
-        parts = [str(message.get("role") or message.get("type") or "")]
-        parts.append(str(message.get("name") or ""))
-        parts.append(_content_text(message.get("content")))
-        rest = {k: v for k, v in message.items() if k not in ("role", "name", "content")}
-        if rest.get("type") == "message":
-            rest.pop("type")
-        if rest:
-            parts.append(_json(rest))
-        return "\n".join(p for p in parts if p)
-    if isinstance(message, tuple):
+    if isinstance(message, tuple):  # (role, content) shorthand: each part's text
         return "\n".join(_content_text(part) for part in message)
     return _content_text(message)
 
 
 def _approximate(message: Any) -> int:
     try:
-        return count_tokens_approximately([message])
+        return approximate_tokens(message)
     except Exception:  # an unfamiliar shape: count its text rather than fail
         chars = len(message_text(message))
         return math.ceil(chars / _CHARS_PER_TOKEN) + PER_MESSAGE_TOKENS

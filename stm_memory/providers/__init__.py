@@ -20,7 +20,6 @@
 from typing import TYPE_CHECKING, Any
 
 from stm_memory.model.messages import message_text, without_speaker_ids
-from stm_memory.model.roles import message_role
 from stm_memory.prompt.cut import strip_memory_calls
 from stm_memory.prompt.placement import MemoryContext, MemoryRole
 from stm_memory.prompt.render import CONTENT_HEADER
@@ -117,6 +116,7 @@ from stm_memory.tool.schema import (
 )
 from stm_memory.tool.turn import failure
 from stm_memory.tool.vetting import check_tool_call, is_truncated, tool_result_text
+from stm_memory.wire import message_role
 
 if TYPE_CHECKING:
     from stm_memory.tool.memory_tool import build_tool

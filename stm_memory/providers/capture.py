@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from stm_memory.model import StoredMessage
-from stm_memory.model.roles import message_role
 from stm_memory.providers.requests import text_of
+from stm_memory.wire import message_role
 
 __all__ = [
     "dialogue_for_capture",

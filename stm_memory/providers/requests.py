@@ -11,12 +11,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from langchain_core.messages import BaseMessage
-
 from stm_memory.errors import ValidationError
 from stm_memory.model.messages import message_text
-from stm_memory.model.roles import message_role
 from stm_memory.prompt.render import CONTENT_HEADER
+from stm_memory.wire import codec_of, message_role
 
 __all__ = [
     "MessageKind",
@@ -100,16 +98,14 @@ def _kind(role: str, message: Any, texts: Sequence[str]) -> MessageKind:
         return "memory"
     normal = message_role(message)
     if normal in ("system", "user", "assistant", "tool", "reasoning"):
-        return normal  # type: ignore[return-value]
+        return normal
     return "user" if role == "message" else "other"
 
 
 def _message(index: int, message: Any) -> RequestMessage | None:
     role: str
     content: Any
-    if isinstance(message, BaseMessage):
-        role, content = message.type, message.content
-    elif isinstance(message, Mapping):
+    if isinstance(message, Mapping):
         if "role" in message:
             role, content = str(message["role"]), message.get("content")
         elif message.get("type") == "message":
@@ -120,6 +116,8 @@ def _message(index: int, message: Any) -> RequestMessage | None:
         role, content = str(message[0]), message[1]
     elif isinstance(message, str):
         role, content = "user", message
+    elif (view := codec_of(message).view(message)) is not None:  # a LangChain message
+        role, content = view.label, view.content
     else:
         return None
     texts = content_texts(content)

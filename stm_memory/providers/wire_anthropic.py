@@ -1,5 +1,7 @@
 """Anthropic Messages wire helpers: content blocks, strictly alternating turns, the
-``system`` parameter, and tool results sent back in one user message."""
+``system`` parameter, and tool results sent back in one user message. The format's
+block readers live with its codec (:mod:`stm_memory.wire.anthropic`) and are
+re-exported here for the loops."""
 
 from __future__ import annotations
 
@@ -9,9 +11,8 @@ from typing import Any
 
 from stm_memory.errors import ValidationError
 from stm_memory.model.messages import message_text
-from stm_memory.model.roles import has_block
-from stm_memory.prompt.placement import text_blocks
 from stm_memory.providers.loop import ToolCall
+from stm_memory.wire.anthropic import has_tool_blocks, text_blocks, tool_result_only
 
 __all__ = [
     "anthropic_system",
@@ -37,24 +38,6 @@ def is_failed_result(content: str) -> bool:
     except ValueError:
         return False
     return isinstance(value, dict) and value.get("status") in _FAILED_STATUSES
-
-
-def has_tool_blocks(messages: Sequence[Any]) -> bool:
-    """Some message carries ``tool_use`` or ``tool_result`` blocks."""
-    for message in messages:
-        content = message.get("content") if isinstance(message, Mapping) else None
-        if has_block(content, "tool_use") or has_block(content, "tool_result"):
-            return True
-    return False
-
-
-def tool_result_only(content: Any) -> bool:
-    """A user turn made only of ``tool_result`` blocks (no words of the user's)."""
-    return (
-        isinstance(content, list)
-        and bool(content)
-        and all(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content)
-    )
 
 
 def wire_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:

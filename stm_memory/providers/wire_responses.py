@@ -7,21 +7,12 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stm_memory.providers.loop import ToolCall
+from stm_memory.wire.responses import is_call_item
 
 if TYPE_CHECKING:
     from stm_memory.prompt.placement import MemoryContext
 
 __all__ = ["is_call_item", "place_memory", "responses_tool_results"]
-
-
-def is_call_item(item: Any) -> bool:
-    """``function_call``, ``custom_tool_call`` and the built-in ``*_call`` items: no
-    role, a call type."""
-    return (
-        isinstance(item, Mapping)
-        and "role" not in item
-        and str(item.get("type", "")).endswith("_call")
-    )
 
 
 def place_memory(context: MemoryContext, items: Sequence[Any]) -> list[Any]:

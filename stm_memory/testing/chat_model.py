@@ -14,8 +14,8 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field, SkipValidation
 
 from stm_memory.model.messages import message_text
-from stm_memory.model.roles import message_role
 from stm_memory.testing.offline import OfflineModel
+from stm_memory.wire import message_role
 
 __all__ = ["OfflineChatModel", "stream_chunk"]
 

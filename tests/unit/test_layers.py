@@ -16,7 +16,15 @@ import stm_memory
 ROOT = Path(stm_memory.__file__).parent
 
 # Layers at the bottom: they import no other part of the package but each other.
-FOUNDATION = {"errors", "config", "model", "bulk"}
+# ``wire`` (the message formats' codecs) is one: the model reads dialogue through it.
+FOUNDATION = {"errors", "config", "model", "bulk", "wire"}
+
+# The core's generic layers work on any message format through the wire codecs, so
+# they import no framework or provider SDK, not even lazily: only the LangChain codec
+# (wire/langchain.py) does.
+FRAMEWORKS = {"langchain", "langgraph", "openai", "anthropic", "agents"}
+FRAMEWORK_FREE = ("model", "prompt", "wire")
+FRAMEWORK_CODECS = {ROOT / "wire" / "langchain.py"}
 
 
 def _layer(path: Path) -> str:
@@ -24,21 +32,36 @@ def _layer(path: Path) -> str:
     return parts[0] if len(parts) > 1 else path.stem
 
 
+def _imported(source: str) -> list[str]:
+    """Every absolute module name ``source`` imports, wherever the import is (a function
+    body, a ``TYPE_CHECKING`` block, a ``try``), in ``ast.walk`` order."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+        elif isinstance(node, ast.Import):
+            names.extend(a.name for a in node.names)
+    return names
+
+
 def _imports() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = defaultdict(set)
     for path in ROOT.rglob("*.py"):
         layer = _layer(path)
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = []
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module]
-            elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            for name in names:
-                parts = name.split(".")
-                if parts[0] == "stm_memory" and len(parts) > 1 and parts[1] != layer:
-                    graph[layer].add(parts[1])
+        for name in _imported(path.read_text(encoding="utf-8")):
+            parts = name.split(".")
+            if parts[0] == "stm_memory" and len(parts) > 1 and parts[1] != layer:
+                graph[layer].add(parts[1])
     return graph
+
+
+def _framework_imports(source: str) -> list[str]:
+    """The framework and SDK modules among what ``source`` imports."""
+    return [
+        name
+        for name in _imported(source)
+        if (top := name.split(".")[0]) in FRAMEWORKS or top.startswith("langchain_")
+    ]
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -77,3 +100,38 @@ def test_the_foundation_imports_nothing_above_it() -> None:
 def test_the_cycle_check_sees_a_cycle() -> None:
     # The check itself can fail: a two-layer loop is reported with its path.
     assert _cycle({"a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]
+
+
+def test_the_core_imports_no_framework() -> None:
+    offenders = {
+        str(path.relative_to(ROOT)): found
+        for layer in FRAMEWORK_FREE
+        for path in sorted((ROOT / layer).rglob("*.py"))
+        if path not in FRAMEWORK_CODECS
+        and (found := _framework_imports(path.read_text(encoding="utf-8")))
+    }
+    assert offenders == {}
+
+
+def test_the_framework_check_sees_every_import() -> None:
+    # The check itself can fail: module level, lazy, type-only and aliased imports.
+    source = """
+from typing import TYPE_CHECKING
+import json
+from stm_memory.wire import codec_of
+from . import sibling
+import langchain_core.messages as lc
+if TYPE_CHECKING:
+    from openai.types import Response
+def f():
+    import anthropic
+    from langchain.agents import create_agent
+    from agents import Session
+"""
+    assert _framework_imports(source) == [
+        "langchain_core.messages",
+        "openai.types",
+        "anthropic",
+        "langchain.agents",
+        "agents",
+    ]

@@ -1,0 +1,154 @@
+"""What every codec shares: the codec protocol, the normalised roles and the reading of
+a message's content (a string or a list of parts), which is the same in every dict
+format."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from stm_memory.errors import ValidationError
+
+__all__ = [
+    "ROLE_ALIASES",
+    "Codec",
+    "MessageView",
+    "Reader",
+    "Role",
+    "content_text",
+    "has_block",
+    "is_empty",
+    "normal_role",
+]
+
+Role = Literal["system", "user", "assistant", "tool", "reasoning", "other"]
+
+# Every role name a format writes, mapped to the normalised role.
+ROLE_ALIASES: dict[str, Role] = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "ai": "assistant",
+    "model": "assistant",
+    "tool": "tool",
+    "function": "tool",
+}
+
+
+def normal_role(name: object) -> Role:
+    """The normalised role of a role name as written ("other" when unknown)."""
+    return ROLE_ALIASES.get(str(name), "other")
+
+
+@dataclass(frozen=True, slots=True)
+class MessageView:
+    """A message as written, for token counting and request reading: its role or item
+    type (``label``), speaker name, content, and whatever else the model reads (tool
+    calls, call ids; None when nothing)."""
+
+    label: str
+    name: str
+    content: Any
+    extra: Any = None
+
+
+class Reader(Protocol):
+    """How one message format answers what placement and the history cut ask of a
+    message. Every method takes one message of the format and never mutates it."""
+
+    name: str
+
+    def role(self, message: Any) -> Role: ...
+
+    def text(self, message: Any) -> str:
+        """The visible text (what a user or the assistant said)."""
+        ...
+
+    def view(self, message: Any) -> MessageView | None: ...
+
+    def user_words(self, message: Any) -> bool:
+        """The message carries words of the user's (not only tool results)."""
+        ...
+
+    def memory_call_ids(self, message: Any, tool: str) -> set[str]:
+        """Ids of the calls of tool ``tool`` the message makes."""
+        ...
+
+    def without_calls(self, message: Any, ids: Set[str]) -> Any | None:
+        """The message less the calls and results with these ids (the same object
+        when it has none of them); None when nothing of it is left."""
+        ...
+
+    def follows_reasoning(self, message: Any) -> bool:
+        """A reasoning item right before the message belongs to it (and must go with
+        it when it is dropped)."""
+        ...
+
+
+class Codec(Reader, Protocol):
+    """A wire format a request's list can be written in: reading, plus how injections
+    (memory, briefings, nudge) are written into a list of the format."""
+
+    def system_at(self, top: bool) -> bool:
+        """Whether an injection at the top (``top``) or further down may be a system
+        message in this format."""
+        ...
+
+    def system_message(self, text: str, messages: Sequence[Any]) -> Any: ...
+
+    def user_message(self, texts: Sequence[str]) -> Any: ...
+
+    def can_prepend(self, message: Any) -> bool:
+        """Injected user text may go in front of this message's content."""
+        ...
+
+    def can_append(self, message: Any) -> bool:
+        """Injected user text may go after this message's content."""
+        ...
+
+    def prepend(self, message: Any, texts: Sequence[str]) -> Any: ...
+
+    def append(self, message: Any, texts: Sequence[str]) -> Any: ...
+
+
+def has_block(content: Any, kind: str) -> bool:
+    """``content`` is a list of parts with one of type ``kind``."""
+    return isinstance(content, list) and any(
+        isinstance(b, Mapping) and b.get("type") == kind for b in content
+    )
+
+
+def content_text(content: Any) -> str:
+    """Visible text of a message's content: a string, or the text parts of a block list
+    (OpenAI ``text``/``input_text``/``output_text`` parts, Anthropic ``text`` blocks)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Iterable) and not isinstance(content, bytes | Mapping):
+        parts: list[str] = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, Mapping) and block.get("type") in (
+                "text",
+                "input_text",
+                "output_text",
+            ):
+                parts.append(str(block.get("text") or ""))
+        return "\n".join(p for p in parts if p)
+    raise ValidationError(f"unsupported message content of type {type(content).__name__}")
+
+
+def is_empty(content: Any) -> bool:
+    """Content with nothing left in it (after calls were taken out)."""
+    if content is None:
+        return True
+    if isinstance(content, str):
+        return not content.strip()
+    if isinstance(content, list):
+        return len(content) == 0
+    return False

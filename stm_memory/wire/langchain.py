@@ -1,0 +1,136 @@
+"""LangChain messages: the one module of the package's lower layers that imports
+``langchain_core``. Calls are an ``AIMessage``'s ``tool_calls`` (and, from partner
+models, OpenAI's raw list in ``additional_kwargs`` or Anthropic's ``tool_use`` blocks in
+the content), results are ``ToolMessage`` objects. Injections are ``SystemMessage`` and
+``HumanMessage`` objects, so a LangChain list stays one; the chat model's binding
+converts them for its provider.
+
+:mod:`stm_memory.wire` imports this module only when a list holds objects (not dicts,
+tuples or strings), so the dict formats never load LangChain through it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence, Set
+from typing import Any
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.messages.utils import count_tokens_approximately
+
+from stm_memory.wire.anthropic import is_memory_block, text_parts, tool_use_ids
+from stm_memory.wire.base import MessageView, Role, content_text, is_empty, normal_role
+from stm_memory.wire.openai_chat import calls_without, tool_call_ids
+
+__all__ = ["LANGCHAIN", "LEADING_SYSTEM_ONLY", "LangChainCodec", "approximate_tokens"]
+
+
+def is_message(message: Any) -> bool:
+    return isinstance(message, BaseMessage)
+
+
+def approximate_tokens(message: Any) -> int:
+    """LangChain's estimate for one message of any format it converts (about four
+    characters a token plus a few per message); raises on a shape it does not take."""
+    return count_tokens_approximately([message])
+
+
+def _join(content: Any, texts: Sequence[str], *, before: bool) -> Any:
+    if isinstance(content, str) and before:
+        return "\n\n".join(p for p in [*texts, content] if p)
+    # Appended text (the briefings after the current user message) becomes blocks of
+    # its own, so the user's words stay a block the next turn sends unchanged: a prefix
+    # the provider's cache serves, and where a cache breakpoint can end.
+    blocks = text_parts(texts)
+    own = (text_parts([content]) if content else []) if isinstance(content, str) else list(content)
+    return [*blocks, *own] if before else [*own, *blocks]
+
+
+class LangChainCodec:
+    """``leading_system_only``: the chat model's provider takes system messages only
+    at the start of the list, so injections further down become user text."""
+
+    name = "langchain"
+
+    def __init__(self, *, leading_system_only: bool = False) -> None:
+        self.leading_system_only = leading_system_only
+
+    def role(self, message: Any) -> Role:
+        kind = message.type
+        if kind == "chat":  # a ChatMessage names its role
+            kind = str(getattr(message, "role", ""))
+        return normal_role(kind)
+
+    def text(self, message: Any) -> str:
+        return content_text(message.content)
+
+    def view(self, message: Any) -> MessageView | None:
+        tool_calls = getattr(message, "tool_calls", None)
+        return MessageView(message.type, message.name or "", message.content, tool_calls or None)
+
+    def user_words(self, message: Any) -> bool:
+        return self.role(message) == "user"
+
+    def memory_call_ids(self, message: Any, tool: str) -> set[str]:
+        if not isinstance(message, AIMessage):
+            return set()
+        ids = {str(c.get("id")) for c in message.tool_calls if c.get("name") == tool}
+        ids |= tool_call_ids(message.additional_kwargs.get("tool_calls"), tool)
+        return ids | tool_use_ids(message.content, tool)
+
+    def without_calls(self, message: Any, ids: Set[str]) -> Any | None:
+        if isinstance(message, ToolMessage):
+            return None if message.tool_call_id in ids else message
+        if not isinstance(message, AIMessage):
+            return message
+        calls = [c for c in message.tool_calls if str(c.get("id")) not in ids]
+        content = message.content
+        if isinstance(content, list):
+            content = [b for b in content if not is_memory_block(b, ids)]
+        kwargs = dict(message.additional_kwargs)
+        raw = kwargs.get("tool_calls")
+        if isinstance(raw, list):
+            if rest := calls_without(raw, ids):
+                kwargs["tool_calls"] = rest
+            else:
+                kwargs.pop("tool_calls")
+        unchanged = len(calls) == len(message.tool_calls) and content == message.content
+        if unchanged and kwargs == message.additional_kwargs:
+            return message
+        if not calls and is_empty(content):
+            return None
+        return message.model_copy(
+            update={"tool_calls": calls, "content": content, "additional_kwargs": kwargs}
+        )
+
+    def follows_reasoning(self, message: Any) -> bool:
+        return False
+
+    def system_at(self, top: bool) -> bool:
+        return top or not self.leading_system_only
+
+    def system_message(self, text: str, messages: Sequence[Any]) -> Any:
+        return SystemMessage(text)
+
+    def user_message(self, texts: Sequence[str]) -> Any:
+        return HumanMessage("\n\n".join(texts))
+
+    def can_prepend(self, message: Any) -> bool:
+        return isinstance(message, HumanMessage)
+
+    def can_append(self, message: Any) -> bool:
+        return isinstance(message, HumanMessage)
+
+    def prepend(self, message: Any, texts: Sequence[str]) -> Any:
+        return message.model_copy(update={"content": _join(message.content, texts, before=True)})
+
+    def append(self, message: Any, texts: Sequence[str]) -> Any:
+        return message.model_copy(update={"content": _join(message.content, texts, before=False)})
+
+
+LANGCHAIN = LangChainCodec()
+LEADING_SYSTEM_ONLY = LangChainCodec(leading_system_only=True)

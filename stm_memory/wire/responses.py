@@ -1,0 +1,67 @@
+"""OpenAI Responses input items: messages with a ``role`` (read as Chat messages), and
+items without one — ``*_call`` items the model made, ``*_call_output`` results, and
+``reasoning`` items, each of which must stay right before the item it precedes.
+Injections are written as in Chat: the two APIs take the same system and user
+messages."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Set
+from typing import Any
+
+from stm_memory.wire.base import Role
+from stm_memory.wire.openai_chat import ChatCodec
+
+__all__ = ["RESPONSES", "ResponsesCodec", "is_call_item", "is_item"]
+
+# The call items whose results the history cut drops with them (matched by call_id).
+_FUNCTION_ITEMS = ("function_call", "function_call_output")
+
+
+def is_item(message: Any) -> bool:
+    """A dict without a role: a Responses item that is not a message."""
+    return isinstance(message, Mapping) and message.get("role") is None
+
+
+def is_call_item(item: Any) -> bool:
+    """``function_call``, ``custom_tool_call`` and the built-in ``*_call`` items: no
+    role, a call type."""
+    return (
+        isinstance(item, Mapping)
+        and "role" not in item
+        and str(item.get("type", "")).endswith("_call")
+    )
+
+
+class ResponsesCodec(ChatCodec):
+    name = "openai_responses"
+
+    def role(self, message: Any) -> Role:
+        if not is_item(message):
+            return super().role(message)
+        kind = str(message.get("type", ""))
+        if kind.endswith("_call_output"):
+            return "tool"
+        if kind == "reasoning":
+            return "reasoning"
+        return "assistant" if kind.endswith("_call") else "other"
+
+    def memory_call_ids(self, message: Any, tool: str) -> set[str]:
+        if not is_item(message):
+            return super().memory_call_ids(message, tool)
+        if message.get("type") == "function_call" and message.get("name") == tool:
+            return {str(message.get("call_id"))}
+        return set()
+
+    def without_calls(self, message: Any, ids: Set[str]) -> Any | None:
+        if message.get("type") in _FUNCTION_ITEMS:
+            return None if str(message.get("call_id")) in ids else message
+        return message if is_item(message) else super().without_calls(message, ids)
+
+    def follows_reasoning(self, message: Any) -> bool:
+        # The API refuses a reasoning item with nothing after it: dropping the call it
+        # preceded drops it too.
+        return bool(message.get("type") == "function_call")
+
+
+RESPONSES = ResponsesCodec()
