@@ -193,8 +193,11 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
             LangSmith provider (``anthropic`` gets user-turn injections) and no
             provider is excluded.
         strict: when no scope can be formed (no user id, no channel/thread id), raise
-            :class:`~stm_memory.ValidationError` instead of logging a warning and
-            running that invocation without memory (the default).
+            :class:`~stm_memory.ValidationError` naming the fix (the default: the one
+            rule of every entry point, since a run that silently forgets is a bug to
+            surface, not to log). ``False`` logs a warning and runs that invocation
+            without memory. To run without memory on purpose, give ``scope=`` a
+            callable that returns ``None`` for that run.
         end_after_epilogue: end the run once the model answered and called only the
             memory tool in the same message, instead of calling the model again. The
             last message of such a run is the memory ``ToolMessage``.
@@ -225,7 +228,7 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
         *,
         scope: ScopeSource = None,
         provider: str | None = None,
-        strict: bool = False,
+        strict: bool = True,
         end_after_epilogue: bool = True,
         trim_history: bool = True,
         memory_role: MemoryRole = "system",

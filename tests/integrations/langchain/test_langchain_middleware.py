@@ -429,11 +429,11 @@ def test_scope_callable_and_fixed_scope(mem: ShortTermMemory) -> None:
     assert mem.get(SCOPE) is not None
 
 
-def test_missing_user_runs_without_memory_and_warns(
+def test_missing_user_runs_without_memory_and_warns_when_not_strict(
     mem: ShortTermMemory, caplog: pytest.LogCaptureFixture
 ) -> None:
     model = fake(calls((TOOL, {"summary": "x"})), "ok")
-    agent = agent_for(mem, model)
+    agent = agent_for(mem, model, strict=False)
     with caplog.at_level(logging.WARNING, logger="stm_memory"):
         ran = run(agent, "invoke", "hi", context=None)
     assert "no user_id" in caplog.text
@@ -443,10 +443,15 @@ def test_missing_user_runs_without_memory_and_warns(
     assert ran.messages[-1].content == "ok"
 
 
-def test_missing_user_raises_when_strict(mem: ShortTermMemory) -> None:
-    agent = agent_for(mem, fake("ok"), strict=True)
+def test_missing_user_raises_naming_the_fix_by_default(mem: ShortTermMemory) -> None:
+    # One rule with with_short_term_memory: a scope that cannot be formed is the
+    # developer's mistake, raised before the model is called.
+    model = fake("ok")
+    with pytest.raises(ValidationError, match=r"user_id.*runtime context"):
+        run(agent_for(mem, model), "invoke", "hi", context=None)
+    assert model.seen_tools == []
     with pytest.raises(ValidationError, match="user_id"):
-        run(agent, "invoke", "hi", context=None)
+        run(agent_for(mem, fake("ok"), strict=True), "invoke", "hi", context=None)
 
 
 def test_resolver_returning_none_means_no_memory(mem: ShortTermMemory) -> None:
