@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from stm_memory.cache.base import CacheValue, LiveCache, Write
@@ -144,58 +145,20 @@ class LiveEntries:
         (erasure), entries not in the cache are left alone: nothing is loaded or
         created, and only the entries changed are returned.
         """
-        loaded = False
-        # A new entry of a channel that was reset counts its turns from the reset.
-        after_reset = False
-        # The entries fn computed on its last (winning) run: returned as they are, so
-        # nothing is decoded again from what was just written.
-        computed: dict[str, MemoryEntry] = {}
-        # Keys fn found missing on a cold write: it writes nothing, they are loaded
-        # outside the transaction (an SQL read must not hold the cache's lock), and
-        # the write runs again.
-        missing: list[str] = []
+        run = _Mutation(self, scope, keys, change, existing_only=existing_only)
         while True:
             now = self.clock()
-
-            def fn(
-                current: Mapping[str, CacheValue | None],
-                now: datetime = now,
-                loaded: bool = loaded,
-                after_reset: bool = after_reset,
-            ) -> dict[str, Write]:
-                writes: dict[str, Write] = {}
-                if not loaded and not existing_only:
-                    missing[:] = [k for k in keys if current.get(k) is None]
-                    if missing:
-                        return writes
-                computed.clear()
-                for key in keys:
-                    raw = current.get(key)
-                    if raw is None and existing_only:
-                        continue
-                    base, as_is = self.fresh_or_live(raw, scope, key, now)
-                    if raw is None and after_reset:
-                        base = replace(base, turns_since_reset=0)
-                    fields = {**change(base), "rev": next_rev(base.rev, now)}
-                    entry = base.evolve(fields)
-                    computed[key] = entry
-                    value = entry.value_after(raw if as_is else None, fields)
-                    ttl = self.native_ttl(entry)
-                    moved = raw is None or entry.last_updated != base.last_updated or not as_is
-                    writes[key] = ranked_write(entry, value, ttl) if moved else Write(value, ttl)
-                return writes
-
-            self.cache.atomic(keys, fn)
-            if not missing:
-                return dict(computed)
-            found = self._hydrator.hydrate(missing)
-            self._indexes.complete_for(missing)
+            self.cache.atomic(keys, partial(run.writes, now=now))
+            if not run.missing:
+                return dict(run.computed)
+            found = self._hydrator.hydrate(run.missing)
+            self._indexes.complete_for(run.missing)
             # Only an entry created here needs to know (an SQL read otherwise spent on
             # every cold write of an existing scope).
-            new = set(missing) - set(found)
-            after_reset = bool(new) and self._view.channel_was_reset(scope.channel_id)
-            loaded = True
-            missing.clear()
+            new = set(run.missing) - set(found)
+            run.after_reset = bool(new) and self._view.channel_was_reset(scope.channel_id)
+            run.loaded = True
+            run.missing.clear()
 
     def evict(self, keys: Sequence[str]) -> int:
         """Remove entries from the cache and from their owners' indexes."""
@@ -204,3 +167,59 @@ class LiveEntries:
         removed = self.cache.delete_many(keys)
         unrank(self.cache, keys)
         return removed
+
+
+class _Mutation:
+    """One :meth:`LiveEntries.mutate`: the writes its transaction makes, and what a run
+    of it found (the cache may run the function again on a conflict, so each run starts
+    from the same inputs and only its last run's results count)."""
+
+    def __init__(
+        self,
+        entries: LiveEntries,
+        scope: Scope,
+        keys: Sequence[str],
+        change: Change,
+        *,
+        existing_only: bool,
+    ) -> None:
+        self.entries = entries
+        self.scope = scope
+        self.keys = keys
+        self.change = change
+        self.existing_only = existing_only
+        # Hydrated already: a key still missing is a new entry, not a cold one.
+        self.loaded = False
+        # A new entry of a channel that was reset counts its turns from the reset.
+        self.after_reset = False
+        # Keys found missing on a cold write: it writes nothing, they are loaded outside
+        # the transaction (an SQL read must not hold the cache's lock), and the write
+        # runs again.
+        self.missing: list[str] = []
+        # The entries the last (winning) run computed: returned as they are, so nothing
+        # is decoded again from what was just written.
+        self.computed: dict[str, MemoryEntry] = {}
+
+    def writes(self, current: Mapping[str, CacheValue | None], now: datetime) -> dict[str, Write]:
+        writes: dict[str, Write] = {}
+        if not self.loaded and not self.existing_only:
+            self.missing[:] = [k for k in self.keys if current.get(k) is None]
+            if self.missing:
+                return writes
+        self.computed.clear()
+        live = self.entries
+        for key in self.keys:
+            raw = current.get(key)
+            if raw is None and self.existing_only:
+                continue
+            base, as_is = live.fresh_or_live(raw, self.scope, key, now)
+            if raw is None and self.after_reset:
+                base = replace(base, turns_since_reset=0)
+            fields = {**self.change(base), "rev": next_rev(base.rev, now)}
+            entry = base.evolve(fields)
+            self.computed[key] = entry
+            value = entry.value_after(raw if as_is else None, fields)
+            ttl = live.native_ttl(entry)
+            moved = raw is None or entry.last_updated != base.last_updated or not as_is
+            writes[key] = ranked_write(entry, value, ttl) if moved else Write(value, ttl)
+        return writes
