@@ -11,6 +11,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from stm_memory import TOOL_NAME
 from stm_memory.providers import (
+    MemoryTurn,
     is_summary_message,
     is_truncated,
     text_of,
@@ -67,10 +68,11 @@ def remembered_after_answering(messages: Sequence[Any], start: int) -> bool:
         if kind != "ai":
             return False
         calls = getattr(message, "tool_calls", None) or []
-        if not calls or any(c.get("name") != TOOL_NAME for c in calls):
+        names = [str(c.get("name")) for c in calls]
+        if not MemoryTurn.answered_then_remembered(text_of(message), names):
             return False
         answered = {getattr(m, "tool_call_id", None) for m in messages[i + 1 :]}
-        return all(c.get("id") in answered for c in calls) and bool(text_of(message).strip())
+        return all(c.get("id") in answered for c in calls)
     return False
 
 
