@@ -65,6 +65,11 @@ def _expiry_bucket(left: timedelta) -> str:
     return "< 6 h" if left < timedelta(hours=6) else "< 24 h"
 
 
+def _check_scope(scope: object) -> None:
+    if not isinstance(scope, Scope):
+        raise ValidationError(f"scope must be a Scope, got {type(scope).__name__}")
+
+
 def _system_clock() -> datetime:
     return datetime.now(UTC)
 
@@ -236,40 +241,55 @@ class ShortTermMemory:
         tools_available: bool = True,
     ) -> TurnContext:
         """Snapshot settings and categories for one responding turn."""
-        if not isinstance(scope, Scope):
-            raise ValidationError(f"scope must be a Scope, got {type(scope).__name__}")
+        _check_scope(scope)
         if user_message is not None and not isinstance(user_message, str):
             raise ValidationError("user_message must be a string or None")
-        settings = self.server_settings(scope.server_id) if scope.server_id else ServerSettings()
-        cats = tuple(self.categories(scope.server_id)) if scope.server_id else (DEFAULT_CATEGORY,)
-        return TurnContext(
-            scope=scope,
+        server = scope.server_id
+        return self._turn(
+            scope,
             provider=provider,
             user_message=user_message,
-            settings=settings,
-            categories=cats,
+            settings=self.server_settings(server) if server else ServerSettings(),
+            categories=tuple(self.categories(server)) if server else (DEFAULT_CATEGORY,),
             user_settings=self.user_settings(scope.user_id),
-            long_term_intent=self._long_term_intent(user_message),
-            provider_excluded=(provider or "").lower() in self.excluded_providers,
             tools_available=tools_available,
-            started_at=self.now(),
         )
 
     def default_turn(self, scope: Scope, *, provider: str | None = None) -> TurnContext:
         """A turn with the default settings (summary mode) and no storage read: what a
         tool built before any turn began describes itself with. It describes, it does not
         write: a memory call runs against a begun turn."""
-        if not isinstance(scope, Scope):
-            raise ValidationError(f"scope must be a Scope, got {type(scope).__name__}")
-        return TurnContext(
-            scope=scope,
+        _check_scope(scope)
+        return self._turn(
+            scope,
             provider=provider,
             user_message=None,
             settings=ServerSettings(),
             categories=(DEFAULT_CATEGORY,),
             user_settings=UserSettings(),
-            long_term_intent=False,
+        )
+
+    def _turn(
+        self,
+        scope: Scope,
+        *,
+        provider: str | None,
+        user_message: str | None,
+        settings: ServerSettings,
+        categories: tuple[Category, ...],
+        user_settings: UserSettings,
+        tools_available: bool = True,
+    ) -> TurnContext:
+        return TurnContext(
+            scope=scope,
+            provider=provider,
+            user_message=user_message,
+            settings=settings,
+            categories=categories,
+            user_settings=user_settings,
+            long_term_intent=self._long_term_intent(user_message),
             provider_excluded=(provider or "").lower() in self.excluded_providers,
+            tools_available=tools_available,
             started_at=self.now(),
         )
 
@@ -282,8 +302,7 @@ class ShortTermMemory:
             raise ValidationError("the user message must be a string or None")
         if not text or turn.user_message is not None:
             return
-        turn.user_message = text
-        turn.long_term_intent = self._long_term_intent(text)
+        turn.note_user_message(text, long_term_intent=self._long_term_intent(text))
 
     def _long_term_intent(self, text: str | None) -> bool:
         if not text:
@@ -371,8 +390,7 @@ class ShortTermMemory:
     def capture(self, scope: Scope, messages: Sequence[Any]) -> MemoryEntry | None:
         """Store the last dialogue turns of the channel (passive capture: what the model
         reads as recent dialogue until it next writes the memory); returns the live entry."""
-        if not isinstance(scope, Scope):
-            raise ValidationError(f"scope must be a Scope, got {type(scope).__name__}")
+        _check_scope(scope)
         if self.user_settings(scope.user_id).full_privacy:
             return None
         now = self.now()

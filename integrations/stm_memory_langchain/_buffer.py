@@ -80,8 +80,12 @@ class ShortTermMemoryBuffer(BaseMemory):
     _turn: MemoryTurn | None = PrivateAttr(default=None)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
-    def model_post_init(self, context: Any, /) -> None:
-        self.options  # noqa: B018 - a wrong provider is refused when built, not mid-chain
+    def __init__(self, **data: Any) -> None:
+        super().__init__(**data)
+        # Checked once the fields are, and outside pydantic's validation, so a wrong
+        # provider is the ConfigurationError every entry point raises (not a pydantic
+        # error), when the buffer is built rather than in the middle of a chain.
+        self.options  # noqa: B018
 
     @property
     def options(self) -> TurnOptions:

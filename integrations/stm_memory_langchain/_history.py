@@ -27,9 +27,9 @@ through public methods: :meth:`~ShortTermMemoryHistory.open_turn` (a
 :meth:`~ShortTermMemoryHistory.keep_exchange` and
 :meth:`~ShortTermMemoryHistory.abandon_turn`.
 
-The full record lives in a wrapped history of your choice (``history=``; default an
-list in memory), as a checkpointer keeps a LangChain thread: only
-what the model is sent is cut. :func:`~stm_memory_langchain.with_short_term_memory`
+The full record lives in a wrapped history of your choice (``history=``; default a
+list in memory), as a checkpointer keeps a LangChain thread: only what the model is
+sent is cut. :func:`~stm_memory_langchain.with_short_term_memory`
 gives the chain's chat model the memory tool of the current turn, keeps the memory
 call out of the chain's output, and ends the turn when the chain fails.
 
@@ -181,7 +181,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         trim_history: bool = True,
         memory_role: MemoryRole = "system",
     ) -> None:
-        check_memory_setup(memory, scope=scope, memory_role=memory_role)
+        check_memory_setup(memory, scope=scope)
         self.memory = memory
         self.scope = scope
         self.record: BaseChatMessageHistory = history if history is not None else MessageRecord()

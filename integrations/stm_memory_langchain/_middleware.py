@@ -74,7 +74,7 @@ from stm_memory.providers import (
     MemoryRole,
     MemoryTurn,
     Op,
-    TurnOption,
+    OptionsView,
     TurnOptions,
     adrive,
     check_memory_setup,
@@ -178,7 +178,7 @@ def _call(handler: Callable[[Any], Any], request: Any) -> Op:
     return Op(lambda: handler(request), lambda: handler(request), "handler")
 
 
-class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any]):
+class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryState, Any, Any]):
     """Short-term memory for ``create_agent`` (see the module docstring).
 
     Args:
@@ -217,10 +217,6 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
     """
 
     state_schema = ShortTermMemoryState
-    provider = TurnOption[str | None]()
-    trim_history = TurnOption[bool]()
-    memory_role = TurnOption[MemoryRole]()
-    cache_hints = TurnOption[bool]()
 
     def __init__(
         self,
@@ -234,7 +230,7 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
         memory_role: MemoryRole = "system",
         cache_hints: bool = True,
     ) -> None:
-        check_memory_setup(memory, memory_role=memory_role)
+        check_memory_setup(memory)
         self.memory = memory
         self.scope = scope
         #: What every run's turn begins with; ``provider``, ``trim_history``,
@@ -340,7 +336,7 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
         run = yield from self._run_for(request.state, request.runtime, _current_config())
         turn = run.turn
         yield from turn.assemble()  # once per turn; an off turn places nothing
-        # The nudge goes only while the tool is offered (not after this turn's update).
+        # place() derives this request's context: the nudge only while the tool is offered.
         provider = turn.options.provider or provider_of(request.model)
         messages = turn.place(request.messages, provider=provider)
         tools, choice = _offer(turn, request)
@@ -475,7 +471,7 @@ class ShortTermMemoryMiddleware(AgentMiddleware[ShortTermMemoryState, Any, Any])
 
     def _hinted(self, turn: MemoryTurn, request: ModelRequest[Any]) -> ModelRequest[Any]:
         """``request`` with the provider's prompt-cache hints (see ``_hints``)."""
-        if not self.cache_hints or turn.scope is None:
+        if not turn.options.cache_hints or turn.scope is None:
             return request
         wire = provider_of(request.model)
         settings = request.model_settings

@@ -132,7 +132,8 @@ class AdapterBase(ABC):
 
 class OpenAILoop(LoopShell[ClientT]):
     """An OpenAI loop: ``(client, memory, *, model, max_steps=8, trim_history=True,
-    memory_role="system", **request_options)`` (see :class:`~stm_memory.providers.LoopShell`)."""
+    memory_role="system", provider=None, cache_hints=True, **request_options)`` (see
+    :class:`~stm_memory.providers.LoopShell`)."""
 
     CLIENTS: ClassVar[tuple[type[Any], type[Any]]] = (OpenAI, AsyncOpenAI)
 

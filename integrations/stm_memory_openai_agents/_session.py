@@ -96,7 +96,7 @@ class SessionBusyError(StmError, RuntimeError):
 
 
 @dataclass(eq=False)
-class _Turn:
+class _OpenRun:
     """The open turn of a session: its :class:`~stm_memory.providers.MemoryTurn` (off
     until it has begun, and when beginning failed) and the run it belongs to."""
 
@@ -238,7 +238,7 @@ class ShortTermMemorySession(OptionsView):
             session if session is not None else SQLiteSession(session_id, db_path)
         )
         self.session_settings: SessionSettings | None = session_settings
-        self._open: _Turn | None = None
+        self._open: _OpenRun | None = None
         self._tool: FunctionTool | None = None
         self._lock = threading.Lock()
         self._observer = _Observer(self)
@@ -382,7 +382,7 @@ class ShortTermMemorySession(OptionsView):
 
     # -- the turn --------------------------------------------------------------------------
 
-    def _current(self) -> _Turn | None:
+    def _current(self) -> _OpenRun | None:
         with self._lock:
             return self._open
 
@@ -390,7 +390,7 @@ class ShortTermMemorySession(OptionsView):
         state = self._current()
         return state is not None and state.run is not None and state.run is wrapper
 
-    async def _start(self, run: Any) -> _Turn:
+    async def _start(self, run: Any) -> _OpenRun:
         """Open the turn of ``run`` (None: items added outside a run), ending the turn of
         a run that never finished first."""
         off = MemoryTurn(self.memory, self.scope, None, options=self.options)
@@ -402,7 +402,7 @@ class ShortTermMemorySession(OptionsView):
                     "serves one run at a time (await it, or give each conversation its own "
                     "session)"
                 )
-            state = _Turn(off, run, _current_task() if run is not None else None)
+            state = _OpenRun(off, run, _current_task() if run is not None else None)
             self._open = state
         if old is not None and old.added:
             await self._end(old)  # a run that never finished: its turn still happened
@@ -415,7 +415,7 @@ class ShortTermMemorySession(OptionsView):
             tool.params_json_schema = state.turn.tool_parameters()
         return state
 
-    def _view(self, items: list[Any], state: _Turn) -> list[Any]:
+    def _view(self, items: list[Any], state: _OpenRun) -> list[Any]:
         # No tool to call: no nudge.
         context = state.turn.request_context(nudge=self._tool is not None)
         if context.is_empty:
@@ -429,7 +429,7 @@ class ShortTermMemorySession(OptionsView):
         state.nudge = context.nudge
         return [item for item in placed if item is not stand_in]
 
-    def _note_input(self, state: _Turn, items: Any) -> None:
+    def _note_input(self, state: _OpenRun, items: Any) -> None:
         """Hand the turn the user message of the run's new input (``items``: the
         model's input, the view first)."""
         if not isinstance(items, Sequence) or isinstance(items, str):
@@ -452,15 +452,23 @@ class ShortTermMemorySession(OptionsView):
         if briefing:
             _move_after_user_message(items, briefing)
 
-    async def _end(self, state: _Turn) -> None:
+    async def _end(self, state: _OpenRun) -> None:
         """Finish ``state``'s turn (once): capture the record's recent dialogue, count."""
         with self._lock:
             if self._open is state:
                 self._open = None
         turn = state.turn
-        if turn.active and not turn.finished:
+        if not turn.active or turn.finished:
+            return
+        try:
             items, start = await self._dialogue(state.added)
-            await adrive(turn.finish(items, start=start))
+        except Exception:
+            # The wrapped session could not be read back: nothing to capture, but the
+            # turn happened (counted), and memory must not fail the user's run.
+            log.exception("stm-memory: reading the session failed; the dialogue is not captured")
+            await adrive(turn.abandon())
+            return
+        await adrive(turn.finish(items, start=start))
 
     async def _dialogue(self, added: int) -> tuple[list[Any], int]:
         """The record's tail for capture (capture keeps the last turns) and where this

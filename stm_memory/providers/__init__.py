@@ -10,9 +10,9 @@
   guard of an optional SDK (:mod:`.guards`);
 - wire helpers per API: OpenAI Chat (:mod:`.wire_chat`), Responses
   (:mod:`.wire_responses`), Anthropic Messages (:mod:`.wire_anthropic`);
-- one reader of requests in every format (:mod:`.requests`), the capture helpers of
-  chat histories and sessions (:mod:`.capture`) and one memory call run outside a
-  loop (:mod:`.memory_call`);
+- one reader of requests in every format (:mod:`.requests`); what capture is handed
+  (:mod:`.capture`) and one memory call (:mod:`.memory_call`), the steps behind
+  ``MemoryTurn.finish`` and ``MemoryTurn.memory_call``;
 - the core functions integrations need, re-exported: an integration imports
   ``stm_memory`` and ``stm_memory.providers`` only.
 """

@@ -62,17 +62,14 @@ def check_memory(owner: str, memory: object) -> None:
         )
 
 
-def check_memory_setup(
-    memory: object, *, scope: object = _NO_SCOPE, memory_role: object = "system"
-) -> None:
+def check_memory_setup(memory: object, *, scope: object = _NO_SCOPE) -> None:
     """The constructor checks of every integration bound to a memory: ``memory`` is a
     :class:`~stm_memory.ShortTermMemory`, ``scope`` (when given) a
-    :class:`~stm_memory.Scope`, ``memory_role`` one of :data:`MEMORY_ROLES`."""
+    :class:`~stm_memory.Scope`. (The options are :class:`TurnOptions`' to check.)"""
     if not isinstance(memory, ShortTermMemory):
         raise ConfigurationError(f"memory must be a ShortTermMemory, got {type(memory).__name__}")
     if scope is not _NO_SCOPE and not isinstance(scope, Scope):
         raise ConfigurationError(f"scope must be a Scope, got {type(scope).__name__}")
-    check_memory_role(memory_role)
 
 
 def check_model(model: object) -> None:

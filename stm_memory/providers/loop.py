@@ -194,7 +194,7 @@ def _model_steps(
     while steps < max_steps:
         steps += 1
         offered = [adapter.memory_tool(turn.schema_state())] if turn.tool_offered else []
-        # The nudge only while the tool is offered: after this turn's update it is done.
+        # request_context: the nudge only while the tool is still offered.
         request = adapter.build_request(
             transcript, turn.request_context(), system, [*offered, *tools], turn
         )

@@ -1,5 +1,6 @@
-"""One ``update_short_term_memory`` call run outside the provider loops (chat histories,
-sessions): vetted, executed, and never allowed to fail the user's turn."""
+"""One ``update_short_term_memory`` call, vetted, executed, and never allowed to fail
+the user's turn: the step behind :meth:`MemoryTurn.memory_call`, which every entry
+point's memory calls go through."""
 
 from __future__ import annotations
 

@@ -66,8 +66,9 @@ class TurnOption(Generic[T]):
     """An entry point's attribute standing for the :class:`TurnOptions` field of its
     name (``loop.provider``, ``middleware.trim_history`` …). Reading it reads the
     options; setting it rebuilds them, so the value is checked as at construction (a
-    wrong one is a :class:`~stm_memory.ConfigurationError`) and a turn already begun
-    keeps the options it began with."""
+    wrong one is a :class:`~stm_memory.ConfigurationError`) and the turns begun from
+    then on take it. (The chat history reads its ``provider`` per request, as the
+    chain wrapper fills it in from its model after the turn began.)"""
 
     name = ""
 

@@ -17,6 +17,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
+from stm_memory.errors import ValidationError
+from stm_memory.model import Scope
 from stm_memory.providers.checks import (
     as_messages,
     check_memory,
@@ -32,7 +34,6 @@ from stm_memory.providers.options import OptionsView, TurnOptions
 
 if TYPE_CHECKING:
     from stm_memory.engine import ShortTermMemory
-    from stm_memory.model import Scope
     from stm_memory.prompt.placement import MemoryRole
 
 __all__ = ["AsyncLoop", "LoopShell", "OnText", "SyncLoop", "System", "aemit_text", "emit_text"]
@@ -157,6 +158,8 @@ class LoopShell(OptionsView, ABC, Generic[ClientT]):
     ) -> Generator[Op, Any, TurnResult]:
         # Everything is checked here, before the generator starts: a wrong argument
         # fails before the turn begins (nothing counted, nothing sent).
+        if not isinstance(scope, Scope):
+            raise ValidationError(f"scope must be a Scope, got {type(scope).__name__}")
         return run_turn_steps(
             self.memory,
             self._adapter(on_text),

@@ -94,8 +94,12 @@ class MemoryTurn:
         """Begin the turn of ``scope`` (None: memory is off for it): the settings and
         category snapshot, the guards, the long-term intent of ``user_message``."""
         options = options or TurnOptions()
+        # The caller's mistakes are raised here, typed, before anything runs (inside
+        # the attempt below they would only turn memory off).
         if scope is not None and not isinstance(scope, Scope):
             raise ValidationError(f"scope must be a Scope, got {type(scope).__name__}")
+        if user_message is not None and not isinstance(user_message, str):
+            raise ValidationError("user_message must be a string or None")
         state: TurnContext | None = None
         if scope is not None:
             state = yield from attempt(
@@ -237,12 +241,13 @@ class MemoryTurn:
         failure) or a request that must describe the tool without offering it."""
         if self.state is None or not (hidden or self.state.tool_offered):
             return None
-        if self._tool is None:
-            # Imported here: langchain_core.tools is heavy, and only LangChain needs it.
-            from stm_memory.tool.memory_tool import build_tool
+        # Imported here: langchain_core.tools is heavy, and only LangChain needs it.
+        from stm_memory.tool.memory_tool import build_tool
 
-            self._tool = build_tool(self.memory, self.state)
-        return self._tool
+        with self._lock:  # parallel tool calls share one tool object
+            if self._tool is None:
+                self._tool = build_tool(self.memory, self.state)
+            return self._tool
 
     def memory_call(
         self, arguments: str | Mapping[str, Any] | None, *, truncated: bool = False

@@ -116,6 +116,14 @@ class TurnContext:
             self.ended = True
             return True
 
+    def note_user_message(self, text: str, *, long_term_intent: bool) -> None:
+        """Take the user's message of a turn begun without one (the first one given
+        wins: a turn has one user message), with what the intent detector made of it."""
+        with self._lock:
+            if self.user_message is None:
+                self.user_message = text
+                self.long_term_intent = long_term_intent
+
     def note_shown(self, provenance: frozenset[str]) -> None:
         """Record whose words the model was shown this turn besides its user's (the
         other channels' briefings): an update written after seeing them may carry them."""

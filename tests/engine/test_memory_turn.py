@@ -57,6 +57,9 @@ def test_a_scope_that_is_not_a_scope_is_refused_before_anything_runs(
     steps = MemoryTurn.begin(mem, "c1")  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="scope must be a Scope"):
         next(steps)
+    worded = MemoryTurn.begin(mem, SERVER, user_message=3)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="user_message"):
+        next(worded)
 
 
 def test_a_turn_that_cannot_begin_goes_on_without_memory(

@@ -16,7 +16,7 @@ import pytest
 from helpers.agents import AgentThread
 from helpers.dialogues import turn_count
 
-from stm_memory import ConfigurationError, Scope, ShortTermMemory
+from stm_memory import ConfigurationError, Scope, ShortTermMemory, ValidationError
 from stm_memory.testing import (
     FrozenClock,
     OfflineChatModel,
@@ -210,3 +210,15 @@ def test_langchain_messages_carry_the_speaker_in_additional_kwargs(
         (None, SCOPE.user_id),  # no id: the turn's user
         (None, None),  # the assistant
     ]
+
+
+@pytest.mark.parametrize("name", ["chat", "responses", "anthropic"])
+def test_a_scope_that_is_not_a_scope_is_refused_before_anything_is_sent(
+    mem: ShortTermMemory, name: str
+) -> None:
+    # A missing scope is the caller's mistake: raised, typed, not a turn without memory.
+    loop = loops(mem)[name]
+    for wrong in (None, "c1"):
+        with pytest.raises(ValidationError, match="scope must be a Scope"):
+            loop.run_turn(wrong, "hi")
+    assert mem.get(SCOPE) is None

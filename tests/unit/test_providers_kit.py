@@ -124,8 +124,6 @@ def test_memory_setup_checks_the_scope_only_when_given(make_mem: Any) -> None:
     check_memory_setup(memory)
     with pytest.raises(ConfigurationError, match="scope must be a Scope"):
         check_memory_setup(memory, scope="c1")
-    with pytest.raises(ConfigurationError, match="memory_role"):
-        check_memory_setup(memory, memory_role="tool")
 
 
 def test_wrong_kinds_are_our_errors() -> None:

@@ -15,7 +15,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.prompts import PromptTemplate
 from pydantic import Field
 
-from stm_memory import Scope, ShortTermMemory, ValidationError
+from stm_memory import ConfigurationError, Scope, ShortTermMemory, ValidationError
 from stm_memory_langchain import ShortTermMemoryBuffer
 
 SCOPE = Scope(channel_id="c1", user_id="u1", server_id="g1", user_name="Ann")
@@ -196,3 +196,6 @@ def test_validates_its_fields(mem: ShortTermMemory) -> None:
         ShortTermMemoryBuffer(memory=object(), scope=SCOPE)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         ShortTermMemoryBuffer(memory=mem, scope="c1")  # type: ignore[arg-type]
+    # The options every entry point shares are checked alike, as ConfigurationError.
+    with pytest.raises(ConfigurationError, match="provider"):
+        ShortTermMemoryBuffer(memory=mem, scope=SCOPE, provider="  ")

@@ -19,6 +19,7 @@ from agents import (
     RunContextWrapper,
     RunHooks,
     Runner,
+    SQLiteSession,
     TResponseInputItem,
     function_tool,
 )
@@ -28,6 +29,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from stm_memory import TOOL_NAME, Category, Scope, ShortTermMemory
 from stm_memory_openai_agents import SessionBusyError, ShortTermMemorySession
 from stm_memory_openai_agents._agent import Epilogue, MemoryHooks
+from stm_memory_openai_agents._session import CAPTURE_WINDOW
 
 SCOPE = Scope(channel_id="c1", user_id="u1", server_id="g1")
 RUN_CONFIG = RunConfig(tracing_disabled=True)
@@ -349,6 +351,29 @@ async def test_a_failed_run_is_still_a_turn(stm_memory: ShortTermMemory) -> None
     entry = stm_memory.get(SCOPE)  # … the next run ends that turn first
     assert entry is not None and entry.turns_since_refresh == 2
     assert [m.content for m in entry.messages] == ["Hello?", "Hello again?", "Back."]
+
+
+class _UnreadableTail(SQLiteSession):
+    """A record whose long reads fail: the session's read-back for capture (the
+    SDK's own reads during a run ask for the whole record or a short tail)."""
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        if limit is not None and limit >= CAPTURE_WINDOW:
+            raise OSError("record unreadable")
+        return await super().get_items(limit)
+
+
+async def test_a_record_that_cannot_be_read_back_never_fails_the_run(
+    stm_memory: ShortTermMemory,
+) -> None:
+    session = session_of(stm_memory, session=_UnreadableTail("s1"))
+    agent = session.agent(Agent(name="test", model=ScriptedModel([[assistant_message("Hi.")]])))
+    result = await run_agent("run", agent, "Hello?", session=session)
+    assert result.final_output == "Hi."
+    entry = stm_memory.get(SCOPE)
+    # Nothing captured (nothing could be read back), but the turn happened: counted.
+    assert entry is not None and entry.turns_since_refresh == 1 and entry.messages == ()
+    assert session.turn is None
 
 
 async def test_reads_during_a_run_are_the_records_and_keep_the_turn(
