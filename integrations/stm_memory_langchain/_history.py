@@ -295,7 +295,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         else:
             context = context.without_memory()
         placed: list[BaseMessage] = turn.turn.place(
-            out, provider=self.provider, context=context, trim=False, fallback=messages
+            out, provider=self.provider, context=context, fallback=messages
         )
         return placed
 

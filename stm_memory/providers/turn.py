@@ -147,10 +147,6 @@ class MemoryTurn:
         """The assembled memory context (empty before :meth:`assemble` or when off)."""
         return self._context if self._context is not None else MemoryContext()
 
-    @property
-    def assembled(self) -> bool:
-        return self._context is not None
-
     def schema_state(self) -> TurnContext:
         """The turn state the memory tool's schema is built from: this turn's snapshot,
         or, for a turn that is off, the defaults (a request that must still describe
@@ -218,18 +214,17 @@ class MemoryTurn:
         *,
         provider: str | None = None,
         context: MemoryContext | None = None,
-        trim: bool = True,
         fallback: Sequence[Any] | None = None,
     ) -> list[Any]:
         """``messages`` with this request's memory placed (``context``, default
-        :meth:`request_context`), for ``provider`` (default the options'). A placing
-        error is logged and ``fallback`` (default ``messages``) goes as it is: never a
-        failed turn."""
+        :meth:`request_context`; its history window says whether the history is cut),
+        for ``provider`` (default the options'). A placing error is logged and
+        ``fallback`` (default ``messages``) goes as it is: never a failed turn."""
         context = context if context is not None else self.request_context()
         if context.is_empty:
             return list(messages)
         try:
-            return context.apply(messages, provider=provider or self.options.provider, trim=trim)
+            return context.apply(messages, provider=provider or self.options.provider)
         except Exception:
             log.exception("stm-memory: placing memory in the request failed; sending without")
             return list(messages if fallback is None else fallback)
