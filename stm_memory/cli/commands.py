@@ -1,6 +1,13 @@
 """The ``stm-memory`` command line: inspect and administer a memory store.
 
 Needs the ``cli`` extra (typer, rich, platformdirs).
+
+The store is the one ``ShortTermMemory.from_url()`` opens with its defaults: the SQLite
+file ``stm.db`` in the working directory, and the live cache that ``from_url`` derives
+from it (``stm.db.stm-cache``). So the CLI run where the application runs reads the
+application's memory, and one database has one cache. ``--database-url`` /
+``STM_DATABASE_URL``, ``--cache-dir`` / ``STM_CACHE_DIR`` and ``--redis-url`` /
+``STM_REDIS_URL`` point it elsewhere.
 """
 
 from __future__ import annotations
@@ -29,6 +36,9 @@ try:
     from rich.table import Table
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError('The stm-memory CLI needs its extra: pip install "stm-memory[cli]"') from exc
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from stm_memory.bulk import ProgressCallback
 from stm_memory.engine import ShortTermMemory
@@ -62,20 +72,54 @@ class _Options:
 _options = _Options()
 
 
-def _default_paths() -> tuple[str, str]:
-    base = user_data_dir("stm-memory", appauthor=False)
-    return f"sqlite:///{os.path.join(base, 'stm.db')}", os.path.join(base, "cache")
+#: The database when neither ``--database-url`` nor ``STM_DATABASE_URL`` is given: the
+#: default of ``ShortTermMemory.from_url()`` (a test keeps the two equal), relative to the
+#: working directory. The cache is left to ``from_url`` too (``stm.db.stm-cache``), so the
+#: CLI and an application on the defaults never keep two caches of one database.
+DEFAULT_DATABASE_URL = "sqlite:///stm.db"
+
+
+def _legacy_database() -> str | None:
+    """The database earlier releases of the CLI defaulted to, if one is there.
+
+    Up to 0.1.0 the CLI kept its own store in the user data directory, which no
+    application wrote to by default; it is only pointed at, never opened silently."""
+    path = os.path.join(user_data_dir("stm-memory", appauthor=False), "stm.db")
+    return path if os.path.exists(path) else None
+
+
+def _no_store(path: str) -> str:
+    message = (
+        f"no store at {os.path.abspath(path)} (the default, {DEFAULT_DATABASE_URL}, is "
+        "relative to the working directory): run the command where your application "
+        "keeps stm.db, or set STM_DATABASE_URL / --database-url"
+    )
+    legacy = _legacy_database()
+    if legacy is not None:
+        message += (
+            f"; earlier releases of the CLI used {legacy}: "
+            f"STM_DATABASE_URL=sqlite:///{legacy} opens it"
+        )
+    return message
 
 
 @app.callback()
 def _root(
     database_url: Annotated[
         str | None,
-        typer.Option(envvar="STM_DATABASE_URL", help="SQLAlchemy URL of the store."),
+        typer.Option(
+            envvar="STM_DATABASE_URL",
+            help="SQLAlchemy URL of the store [default: sqlite:///stm.db, in the working "
+            "directory, as ShortTermMemory.from_url()].",
+        ),
     ] = None,
     cache_dir: Annotated[
         str | None,
-        typer.Option(envvar="STM_CACHE_DIR", help="diskcache directory of the live cache."),
+        typer.Option(
+            envvar="STM_CACHE_DIR",
+            help="diskcache directory of the live cache [default: from_url's, beside the "
+            "SQLite file: stm.db.stm-cache].",
+        ),
     ] = None,
     redis_url: Annotated[
         str | None, typer.Option(envvar="STM_REDIS_URL", help="Redis URL (live cache).")
@@ -92,16 +136,22 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 
 
 @contextmanager
-def _memory() -> Iterator[ShortTermMemory]:
-    default_url, default_cache = _default_paths()
-    url = _options.database_url or default_url
+def _memory(*, create: bool = False) -> Iterator[ShortTermMemory]:
+    """The store the options name. On the default path a command that only reads or
+    deletes (``create=False``) refuses to create an empty ``stm.db`` in whatever
+    directory it was run from: it says where it looked instead."""
+    url = _options.database_url or DEFAULT_DATABASE_URL
+    if _options.database_url is None and not create:
+        path = DEFAULT_DATABASE_URL.removeprefix("sqlite:///")
+        if not os.path.exists(path):
+            raise _fail(_no_store(path), 1)
     if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
         os.makedirs(os.path.dirname(os.path.abspath(url[len("sqlite:///") :])), exist_ok=True)
-    cache_dir = _options.cache_dir
-    if cache_dir is None and _options.redis_url is None and _options.database_url is None:
-        cache_dir = default_cache
     try:
-        mem = ShortTermMemory.from_url(url, cache_dir=cache_dir, redis_url=_options.redis_url)
+        # cache_dir=None: from_url's default beside the database (or Redis, when given).
+        mem = ShortTermMemory.from_url(
+            url, cache_dir=_options.cache_dir, redis_url=_options.redis_url
+        )
     except StorageError as exc:
         raise _fail(f"cannot open the store at {url}: {exc}", 3) from exc
     try:
@@ -112,6 +162,17 @@ def _memory() -> Iterator[ShortTermMemory]:
         raise _fail(str(exc), 3) from exc
     finally:
         mem.close()
+
+
+def _store_name() -> str:
+    """The database the command read, as the user would pass it (no password)."""
+    url = _options.database_url or DEFAULT_DATABASE_URL
+    if url.startswith("sqlite:///"):
+        return os.path.abspath(url.removeprefix("sqlite:///"))
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "the store"
 
 
 class _PhaseBars:
@@ -205,7 +266,7 @@ def show(
     with _memory() as mem:
         entry = mem.get(scope)
         if entry is None:
-            raise _fail(f"no live memory for {scope.live_key}", 1)
+            raise _fail(f"no live memory for {scope.live_key} in {_store_name()}", 1)
         _print_entries([entry], as_json=as_json, title=scope.live_key)
 
 
@@ -335,7 +396,7 @@ def categories_set(
     for raw in categories or []:
         label, _, description = raw.partition(":")
         items.append(Category(label.strip(), description.strip()))
-    with _memory() as mem:
+    with _memory(create=True) as mem:
         final = mem.set_categories(server, items)
     console.print(", ".join(f"{c.label} ({c.slug})" for c in final))
 
@@ -376,7 +437,7 @@ def settings_set(
 ) -> None:
     """Change server settings, e.g. refresh_cadence=3 render_mode=supersede."""
     changes = dict(_parse_setting(a) for a in assignments)
-    with _memory() as mem:
+    with _memory(create=True) as mem:
         new = mem.configure_server(server, **changes)
     console.print_json(json.dumps(new.to_dict()))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from stm_memory import Scope, ShortTermMemory
-from stm_memory.cli.commands import app
+from stm_memory.cli.commands import DEFAULT_DATABASE_URL, app
 
 runner = CliRunner()
 
@@ -127,3 +128,75 @@ def test_janitor_runs(env: dict[str, str], seeded: Scope) -> None:
     result = runner.invoke(app, ["janitor"], env=env)
     assert result.exit_code == 0, result.output
     assert "0 idle row(s) deleted" in result.output
+
+
+# -- where the data lives: the CLI and the library agree ---------------------------------
+
+
+def test_the_cli_default_is_the_librarys_default() -> None:
+    default = inspect.signature(ShortTermMemory.from_url).parameters["database_url"].default
+    assert default == DEFAULT_DATABASE_URL
+
+
+def test_the_cli_reads_what_the_quickstart_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's quickstart (from_url defaults), then `stm-memory show` in the same
+    directory with no option and no variable: the same store, and one cache beside it."""
+    monkeypatch.chdir(tmp_path)
+    scope = Scope(channel_id="c1", user_id="u1", server_id="g1")
+    with ShortTermMemory.from_url("sqlite:///stm.db") as mem:
+        assert mem.update(mem.begin_turn(scope), {"summary": "Ann plans chapter one."}) == {
+            "status": "completed"
+        }
+    result = runner.invoke(app, ["show", "c1", "--user", "u1", "--server", "g1", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)[0]["summary"] == "Ann plans chapter one."
+    # One cache per database: the CLI opened the cache from_url derives, not one of its own.
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["stm.db.stm-cache"]
+
+
+def test_without_a_store_the_cli_says_where_it_looked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))  # no legacy store
+    for args in (["show", "c1", "--user", "u1"], ["stats"], ["clear-channel", "c1"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 1, result.output
+        flat = " ".join(result.output.split())  # rich wraps long lines
+        assert f"no store at {tmp_path / 'stm.db'}" in flat
+        assert "STM_DATABASE_URL" in flat and "earlier releases" not in flat
+    # Reading or deleting never leaves an empty store behind in the working directory.
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_old_default_store_is_pointed_at_not_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    legacy = tmp_path / "data" / "stm-memory" / "stm.db"
+    legacy.parent.mkdir(parents=True)
+    with ShortTermMemory.from_url(f"sqlite:///{legacy}") as mem:
+        mem.configure_server("g1", refresh_cadence=3)
+    result = runner.invoke(app, ["stats"])
+    assert result.exit_code == 1
+    flat = "".join(result.output.split())  # the path may be wrapped anywhere
+    assert f"STM_DATABASE_URL=sqlite:///{legacy}" in flat
+    # And it opens where the message says.
+    env = {"STM_DATABASE_URL": f"sqlite:///{legacy}"}
+    got = runner.invoke(app, ["settings", "get", "g1", "--json"], env=env)
+    assert got.exit_code == 0 and json.loads(got.output)["refresh_cadence"] == 3
+
+
+def test_configuring_commands_create_the_default_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server can be configured before the application first runs: the settings land
+    in the store the application will open with from_url's defaults."""
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["settings", "set", "g1", "refresh_cadence=3"])
+    assert result.exit_code == 0, result.output
+    with ShortTermMemory.from_url() as mem:
+        assert mem.server_settings("g1").refresh_cadence == 3
