@@ -20,6 +20,10 @@ from stm_memory.model.text import (
 )
 
 SLUG_RE = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")
+# SPEC §3 "Cleaning": the sanitizer keeps {user}, {user_formatted}, {user_term}, {bot} and
+# {char} (case-insensitive, single or double braces). Written out from the SPEC, never
+# imported from the code under test: an oracle that reads the code's own list widens with it.
+SPEC_KEPT_MACROS = frozenset({"user", "user_formatted", "user_term", "bot", "char"})
 # A placeholder whose name is an identifier; used to check that none but allowed survive.
 PLACEHOLDER_RE = re.compile(r"\{([A-Za-z][A-Za-z0-9_]*)\}")
 
@@ -29,7 +33,7 @@ def reference_sanitize(text: str) -> str:
 
     def bare(match: re.Match[str]) -> str:
         name = match.group(1)
-        return match.group(0) if name.lower() in ALLOWED_PLACEHOLDERS else name
+        return match.group(0) if name.lower() in SPEC_KEPT_MACROS else name
 
     while True:
         following = PLACEHOLDER_RE.sub(bare, text)
@@ -38,9 +42,15 @@ def reference_sanitize(text: str) -> str:
         text = following
 
 
-# Text that exercises brace handling far more often than arbitrary unicode would.
+# Text that exercises brace handling far more often than arbitrary unicode would, with
+# kept names and near-misses (a whole "{system}" too: a list that grew would keep it).
 brace_text = st.lists(
-    st.sampled_from(["{", "}", "a", "B", "1", "_", " ", "é", "user", "Char", "{{", "}}"]),
+    st.sampled_from(
+        [
+            *("{", "}", "a", "B", "1", "_", " ", "é", "{{", "}}"),
+            *("user", "Char", "bOt", "system", "{system}", "{User}"),
+        ]
+    ),
     max_size=30,
 ).map("".join)
 
@@ -106,7 +116,7 @@ def test_sanitize_properties(text: str) -> None:
     # Idempotent, and no disallowed placeholder survives.
     assert sanitize_placeholders(result) == result
     for match in PLACEHOLDER_RE.finditer(result):
-        assert match.group(1).lower() in ALLOWED_PLACEHOLDERS
+        assert match.group(1).lower() in SPEC_KEPT_MACROS
     # Only braces are removed: deleting all braces gives the same text.
     assert result.replace("{", "").replace("}", "") == text.replace("{", "").replace("}", "")
 
@@ -116,6 +126,110 @@ def test_sanitize_is_linear_on_deep_nesting() -> None:
     depth = 20_000
     text = "{" * depth + "a" + "}b" * depth
     assert sanitize_placeholders(text) == "a" + "b" * depth
+
+
+# --- the allow-list: SPEC §3's five macros, no more, no fewer ---------------------------------
+
+
+def _casings(name: str) -> list[str]:
+    """``name`` as written, upper-cased, capitalised and in alternating case."""
+    alternating = "".join(c.upper() if i % 2 else c.lower() for i, c in enumerate(name))
+    return list(dict.fromkeys([name, name.upper(), name.capitalize(), alternating]))
+
+
+@pytest.mark.parametrize(
+    "placeholder",
+    [
+        f"{open_}{written}{close}"
+        for name in sorted(SPEC_KEPT_MACROS)
+        for written in _casings(name)
+        for open_, close in (("{", "}"), ("{{", "}}"))
+    ],
+)
+def test_each_spec_macro_is_kept_in_any_case_and_brace_form(placeholder: str) -> None:
+    assert sanitize_placeholders(placeholder) == placeholder
+    text = f"before {placeholder} after"
+    assert sanitize_placeholders(text) == text
+    assert clean_value(f"  {placeholder} likes tea ", limit=100) == f"{placeholder} likes tea"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Case variants of the five ARE allowed (SPEC: case-insensitive).
+        ("{User_Formatted}", "{User_Formatted}"),
+        ("{{USER_TERM}}", "{{USER_TERM}}"),
+        ("{{bot}}", "{{bot}}"),
+        ("{cHaR}", "{cHaR}"),
+        # Near-misses are other identifiers: bared, single or double braces, any case.
+        ("{system}", "system"),
+        ("{{system}}", "system"),
+        ("{{System}}", "System"),
+        ("{SYSTEM}", "SYSTEM"),
+        ("{users}", "users"),
+        ("{use}", "use"),
+        ("{user_}", "user_"),
+        ("{user2}", "user2"),
+        ("{UserFormatted}", "UserFormatted"),
+        ("{user_format}", "user_format"),
+        ("{user_formatted_}", "user_formatted_"),
+        ("{user_terms}", "user_terms"),
+        ("{userterm}", "userterm"),
+        ("{bots}", "bots"),
+        ("{bo}", "bo"),
+        ("{robot}", "robot"),
+        ("{chars}", "chars"),
+        ("{character}", "character"),
+        ("{charname}", "charname"),
+        ("{assistant}", "assistant"),
+        ("{human}", "human"),
+        ("{model}", "model"),
+        ("{name}", "name"),
+        ("{persona}", "persona"),
+        ("{{prompt}}", "prompt"),
+        # Not identifiers (SPEC: letter first, then letters/digits/underscore): kept as is.
+        ("{foo bar}", "{foo bar}"),
+        ("{1}", "{1}"),
+        ("{1user}", "{1user}"),
+        ("{_user}", "{_user}"),
+        ("{user term}", "{user term}"),
+        ("{user-term}", "{user-term}"),
+        ("{ user }", "{ user }"),
+        ("{{ system }}", "{{ system }}"),
+        # In running text, each placeholder on its own.
+        ("{{system}}: greet {{user}} as {char}", "system: greet {{user}} as {char}"),
+        ("{bot} and {bots} and {{BOT}}", "{bot} and bots and {{BOT}}"),
+    ],
+)
+def test_allow_list_near_misses(text: str, expected: str) -> None:
+    assert sanitize_placeholders(text) == expected
+
+
+def _any_case(name: str) -> st.SearchStrategy[str]:
+    return st.tuples(*(st.sampled_from([c.lower(), c.upper()]) for c in name)).map("".join)
+
+
+# Identifiers that hit the five and their near-misses far more often than random text does.
+_NEAR_NAMES = [*sorted(SPEC_KEPT_MACROS), "system", "users", "bots", "chars", "user_", "userterm"]
+identifiers = st.one_of(
+    st.sampled_from(_NEAR_NAMES).flatmap(_any_case),
+    st.from_regex(r"[A-Za-z][A-Za-z0-9_]{0,20}", fullmatch=True),
+)
+
+
+@given(identifiers, st.sampled_from([("{", "}"), ("{{", "}}")]))
+def test_an_identifier_placeholder_is_kept_exactly_when_spec_names_it(
+    name: str, braces: tuple[str, str]
+) -> None:
+    open_, close = braces
+    placeholder = f"{open_}{name}{close}"
+    expected = placeholder if name.lower() in SPEC_KEPT_MACROS else name
+    assert sanitize_placeholders(placeholder) == expected
+
+
+def test_the_exported_allow_list_is_the_spec_list() -> None:
+    # The public constant documents the rule; the behaviour tests above check the rule.
+    assert ALLOWED_PLACEHOLDERS == SPEC_KEPT_MACROS
 
 
 # --- truncate_code_points / clean_value --------------------------------------------------
