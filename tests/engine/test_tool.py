@@ -3,9 +3,10 @@ descriptions, exports, ToolCall/ToolMessage and async."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,17 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from stm_memory import TOOL_NAME, Category, Scope, ShortTermMemory, TurnContext
+from stm_memory import (
+    TOOL_NAME,
+    Category,
+    MemoryTurn,
+    Scope,
+    ShortTermMemory,
+    TurnContext,
+    TurnOptions,
+)
+from stm_memory.providers import adrive, drive
+from stm_memory.tool.arguments import parse_update_arguments
 from stm_memory.tool.schema import anthropic_tool, openai_chat_tool, openai_responses_tool
 
 SERVER = Scope(channel_id="c1", user_id="u1", server_id="g1")
@@ -247,19 +258,140 @@ def test_one_update_per_turn(mem: ShortTermMemory) -> None:
     assert stored_summary(mem) == "first"
 
 
-def test_concurrent_calls_in_one_turn_store_once(mem: ShortTermMemory) -> None:
+# --- one update per turn, under a forced race ----------------------------------------------
+
+RACERS = 4
+# Seconds a racer waits for the others: a call that never reaches the barrier breaks it,
+# and the test fails instead of hanging.
+BARRIER_TIMEOUT = 10.0
+
+SyncCall = Callable[[int], dict[str, Any]]
+AsyncCall = Callable[[int], Awaitable[dict[str, Any]]]
+
+
+class GuardsPassedTogether:
+    """Holds each of ``count`` concurrent updates of one turn between its guard check
+    and its claim until all of them have passed the guard check.
+
+    ``ShortTermMemory.update`` checks the guards, parses the arguments, then claims the
+    turn's one update. Parsing is made to wait on a barrier first, so every call finds
+    the turn unclaimed at the guard check and only the atomic claim can refuse all but
+    one. Unforced, the first call usually finishes before the next starts and the guard
+    check alone refuses the rest: a claim that no longer checks would go unnoticed.
+    """
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, count: int = RACERS) -> None:
+        self.barrier = threading.Barrier(count, timeout=BARRIER_TIMEOUT)
+        self.turn: TurnContext | None = None
+        self.claimed_on_arrival: list[bool] = []
+
+        def parse_when_all_have_passed_the_guards(*args: Any, **kwargs: Any) -> Any:
+            assert self.turn is not None
+            self.claimed_on_arrival.append(self.turn.updated)
+            self.barrier.wait()  # BrokenBarrierError after the timeout
+            return parse_update_arguments(*args, **kwargs)
+
+        # The name the engine calls (raising if it has gone, so the race cannot silently
+        # stop being forced).
+        monkeypatch.setattr(
+            "stm_memory.engine.parse_update_arguments", parse_when_all_have_passed_the_guards
+        )
+
+    def assert_one_winner(self, mem: ShortTermMemory, results: list[dict[str, Any]]) -> None:
+        """The race was real (every call got past the guards to an unclaimed turn), one
+        call stored and the others got the "already updated" failure."""
+        assert not self.barrier.broken, f"not every call reached the claim: {results}"
+        assert self.claimed_on_arrival == [False] * self.barrier.parties
+        winners = [i for i, r in enumerate(results) if r == {"status": "completed"}]
+        assert len(winners) == 1, results
+        for i, result in enumerate(results):
+            if i != winners[0]:
+                assert_failed(result, "already updated this turn")
+        assert stored_summary(mem) == f"writer {winners[0]}"
+
+
+def summary_of(i: int) -> dict[str, str]:
+    return {"summary": f"writer {i}"}
+
+
+def memory_turn(mem: ShortTermMemory) -> MemoryTurn:
+    options = TurnOptions(provider="openai")
+    return drive(MemoryTurn.begin(mem, SERVER, options=options, user_message="let's continue"))
+
+
+def race_through_update(mem: ShortTermMemory) -> tuple[TurnContext, SyncCall]:
     turn = begin(mem)
-    barrier = threading.Barrier(8)
+    return turn, lambda i: mem.update(turn, summary_of(i))
 
-    def call(i: int) -> dict[str, Any]:
-        barrier.wait()
-        return mem.update(turn, {"summary": f"writer {i}"})
 
-    with ThreadPoolExecutor(8) as pool:
-        results = list(pool.map(call, range(8)))
-    winners = [i for i, r in enumerate(results) if r == {"status": "completed"}]
-    assert len(winners) == 1
-    assert stored_summary(mem) == f"writer {winners[0]}"
+def race_through_the_langchain_tool(mem: ShortTermMemory) -> tuple[TurnContext, SyncCall]:
+    # What LangGraph's ToolNode does with parallel calls of one reply: one tool, threads.
+    turn = begin(mem)
+    tool = offered(mem, turn)
+    return turn, lambda i: json.loads(tool.invoke(summary_of(i)))
+
+
+def race_through_memory_call(mem: ShortTermMemory) -> tuple[TurnContext, SyncCall]:
+    # The step every provider loop and adapter runs a memory call with, raw JSON arguments.
+    turn = memory_turn(mem)
+    assert turn.state is not None
+    return turn.state, lambda i: drive(turn.memory_call(json.dumps(summary_of(i))))
+
+
+@pytest.mark.parametrize(
+    "race",
+    [race_through_update, race_through_the_langchain_tool, race_through_memory_call],
+    ids=["update", "langchain-tool", "memory_call"],
+)
+def test_concurrent_calls_in_one_turn_store_once(
+    mem: ShortTermMemory,
+    monkeypatch: pytest.MonkeyPatch,
+    race: Callable[[ShortTermMemory], tuple[TurnContext, SyncCall]],
+) -> None:
+    gate = GuardsPassedTogether(monkeypatch)
+    gate.turn, call = race(mem)
+    with ThreadPoolExecutor(RACERS) as pool:
+        results = list(pool.map(call, range(RACERS)))
+    gate.assert_one_winner(mem, results)
+
+
+def arace_through_aupdate(mem: ShortTermMemory) -> tuple[TurnContext, AsyncCall]:
+    turn = begin(mem)
+    return turn, lambda i: mem.aupdate(turn, summary_of(i))
+
+
+def arace_through_the_langchain_tool(mem: ShortTermMemory) -> tuple[TurnContext, AsyncCall]:
+    turn = begin(mem)
+    tool = offered(mem, turn)
+
+    async def call(i: int) -> dict[str, Any]:
+        result: dict[str, Any] = json.loads(await tool.ainvoke(summary_of(i)))
+        return result
+
+    return turn, call
+
+
+def arace_through_memory_call(mem: ShortTermMemory) -> tuple[TurnContext, AsyncCall]:
+    turn = memory_turn(mem)
+    assert turn.state is not None
+    return turn.state, lambda i: adrive(turn.memory_call(json.dumps(summary_of(i))))
+
+
+@pytest.mark.parametrize(
+    "race",
+    [arace_through_aupdate, arace_through_the_langchain_tool, arace_through_memory_call],
+    ids=["aupdate", "langchain-tool-ainvoke", "memory_call-adrive"],
+)
+async def test_concurrent_async_calls_in_one_turn_store_once(
+    mem: ShortTermMemory,
+    monkeypatch: pytest.MonkeyPatch,
+    race: Callable[[ShortTermMemory], tuple[TurnContext, AsyncCall]],
+) -> None:
+    # The async twins run the sync update on worker threads: they race the same way.
+    gate = GuardsPassedTogether(monkeypatch)
+    gate.turn, call = race(mem)
+    results = await asyncio.gather(*(call(i) for i in range(RACERS)))
+    gate.assert_one_winner(mem, list(results))
 
 
 def test_internal_error_becomes_a_failed_result(
