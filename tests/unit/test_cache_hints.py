@@ -18,10 +18,18 @@ from stm_memory.providers import (
 )
 
 CC = {"type": "ephemeral"}
+# The Messages API refuses a request with more than four cache_control breakpoints
+# (Anthropic's prompt-caching documentation). Written out, not imported: an oracle
+# read from the code under test would widen with it.
+ANTHROPIC_LIMIT = 4
 
 
 def text(t: str, **extra: Any) -> dict[str, Any]:
     return {"type": "text", "text": t, **extra}
+
+
+def test_the_exported_limit_is_the_apis() -> None:
+    assert MAX_BREAKPOINTS == ANTHROPIC_LIMIT
 
 
 def test_one_key_per_channel_and_persona() -> None:
@@ -86,7 +94,7 @@ def test_the_callers_breakpoints_are_kept_and_counted() -> None:
     tools = [{"name": f"t{i}", "input_schema": {}, "cache_control": CC} for i in range(3)]
     body = request(system=[text("caller"), text("memory")], tools=tools)
     out = anthropic_breakpoints(body, caller_system_blocks=1, injected=["briefing"])
-    assert count_breakpoints(out) == MAX_BREAKPOINTS
+    assert count_breakpoints(out) == ANTHROPIC_LIMIT
     assert out["tools"] == tools
     # The one left goes where it is worth most: the end of the dialogue.
     assert out["messages"][2]["content"][0]["cache_control"] == CC
@@ -148,8 +156,8 @@ def test_never_more_than_four_breakpoints(
         body["cache_control"] = CC
     caller = count_breakpoints(body)
     out = anthropic_breakpoints(body, caller_system_blocks=min(caller_blocks, len(system_marks)))
-    assert count_breakpoints(out) <= max(MAX_BREAKPOINTS, caller)
-    if caller < MAX_BREAKPOINTS:
+    assert count_breakpoints(out) <= max(ANTHROPIC_LIMIT, caller)
+    if caller < ANTHROPIC_LIMIT:
         assert count_breakpoints(out) >= caller
     # Every breakpoint the caller set is still there, unchanged.
     assert out.get("tools") == body.get("tools")
