@@ -30,7 +30,9 @@ from stm_memory.model import (
     ServerSettings,
     UserSettings,
     check_owner_id,
+    key_for,
 )
+from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.changes import captured, counted, refreshed
 from stm_memory.model.dialogue import with_stored_speakers
 from stm_memory.model.erasure import speakers
@@ -208,8 +210,14 @@ class ShortTermMemory:
     def configure_server(self, server_id: str, **settings: Any) -> ServerSettings:
         """Change server settings (the fields of :class:`ServerSettings`); unknown names
         or bad values raise
-        :class:`ConfigurationError` and nothing is written."""
-        return self._settings.configure_server(server_id, **settings)
+        :class:`ConfigurationError` and nothing is written. A privacy change
+        (``private_channel_ids``, ``stm_privacy_bypass``) also removes the stored
+        briefing copies of the server's channels: the next turn shows what the new
+        rule allows, as a new copy."""
+        result = self._settings.configure_server(server_id, **settings)
+        if settings.keys() & {"private_channel_ids", "stm_privacy_bypass"}:
+            self._deletions.drop_copies(lambda copy: copy.server_id == server_id)
+        return result
 
     def categories(self, server_id: str) -> list[Category]:
         """The server's categories, or the single default ``summary`` category."""
@@ -227,8 +235,14 @@ class ShortTermMemory:
         return self._settings.user_settings(user_id)
 
     def configure_user(self, user_id: str, **settings: Any) -> UserSettings:
-        """Change a user's privacy settings (``cross_server_opt_in``, ``full_privacy``)."""
-        return self._settings.configure_user(user_id, **settings)
+        """Change a user's privacy settings (``cross_server_opt_in``, ``full_privacy``).
+        Withdrawing the cross-server opt-in also removes the stored briefing copies of
+        the user's own entries (they were shown elsewhere under it)."""
+        result = self._settings.configure_user(user_id, **settings)
+        if settings.get("cross_server_opt_in") is False:
+            own = key_for("user", user_id, "")
+            self._deletions.drop_copies(lambda copy: copy.source.startswith(own))
+        return result
 
     # -- turns ---------------------------------------------------------------------------
 
@@ -426,7 +440,12 @@ class ShortTermMemory:
         scope = turn.scope
         now = self.now()
 
-        entry = self._live.mutate(scope, [scope.live_key], counted)[scope.live_key]
+        briefings, epoch = turn.briefings, turn.briefings_epoch
+
+        def change(entry: MemoryEntry) -> dict[str, Any]:
+            return counted(entry, briefings=briefings, epoch=epoch)
+
+        entry = self._live.mutate(scope, [scope.live_key], change)[scope.live_key]
         self._persister.write([entry], now)
 
     # -- reads ---------------------------------------------------------------------------
@@ -448,6 +467,8 @@ class ShortTermMemory:
             turn, entries=self._live, settings=self._settings, limits=self.limits, clock=self.now
         )
         turn.note_shown(context.sources)
+        if context.ledger is not None:
+            turn.note_briefings(context.ledger, context.ledger_epoch)
         return context
 
     # -- deletion ------------------------------------------------------------------------
@@ -513,9 +534,23 @@ class ShortTermMemory:
             stale = (key for keys in self._store.keys_older_than(cutoff) for key in keys)
             evict_in_batches(self._live.evict, stale)
             deleted = self._store.delete_older_than(cutoff)
+            self._drop_expired_copies()
             self._cache.expire()
         log.info("stm-memory: janitor deleted %d rows idle since %s", deleted, cutoff)
         return deleted
+
+    def _drop_expired_copies(self) -> None:
+        """Briefing copies whose source is no longer live leave the disk too (each
+        request already leaves them out)."""
+        now, alive = self.now(), dict[str, bool]()
+
+        def stale(copy: BriefingCopy) -> bool:
+            if copy.source not in alive:
+                entry = self._live.get_many([copy.source]).get(copy.source)
+                alive[copy.source] = entry is not None and self._live.is_live(entry, now)
+            return not alive[copy.source]
+
+        self._deletions.drop_copies(stale)
 
     def start_janitor(self) -> Janitor:
         """Run the janitor in a background thread (first run after

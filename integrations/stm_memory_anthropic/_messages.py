@@ -121,7 +121,7 @@ class AnthropicMessagesAdapter:
             return request
         # The caller's system blocks come first; the memory block, if any, follows them.
         caller_blocks = len(text_blocks(caller_system)) if placed_system != caller_system else 0
-        injected = [t for t in (context.briefing, context.nudge) if t]
+        injected = context.transient
         return anthropic_breakpoints(request, caller_system_blocks=caller_blocks, injected=injected)
 
     def call_op(self, request: dict[str, Any]) -> Op:

@@ -458,7 +458,7 @@ def _hinted(
         messages,
         markers=breakpoints_in(messages, tools=kwargs.get("tools") or (), settings=kwargs),
         automatic=bool(kwargs.get("cache_control")),
-        injected=[t for t in (context.briefing, context.nudge) if t],
+        injected=context.transient,
     )
 
 

@@ -163,7 +163,7 @@ def _in_place_of(placeholder: Any, tool: BaseTool) -> BaseTool:
 
 def _injected(context: MemoryContext) -> list[str]:
     """The texts placement merges into user turns this turn (they change every turn)."""
-    return [t for t in (context.briefing, context.nudge) if t]
+    return context.transient
 
 
 def _current_config() -> Mapping[str, Any]:

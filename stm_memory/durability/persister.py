@@ -93,7 +93,9 @@ class Persister:
     def _queue_rows(self, entries: list[MemoryEntry], at: datetime) -> None:
         stamp = at.isoformat()
         for entry in entries:
-            payload = {"at": stamp, "entries": [entry.to_dict()]}
+            # Briefing copies are the live cache's (rows never hold them): an outbox
+            # on disk keeps no second copy of other channels' words.
+            payload = {"at": stamp, "entries": [entry.to_dict() | {"briefings": []}]}
             self.outbox.enqueue("put_rows", payload, at=at, **_row_match(entry))
         self._dirty = True
 

@@ -20,6 +20,7 @@ from stm_memory.durability.persister import Persister
 from stm_memory.live.entries import LiveEntries
 from stm_memory.live.scan import cached_entry_keys, evict_in_batches
 from stm_memory.model import MemoryEntry, Scope, key_for, parse_key
+from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.erasure import erase_user, unknown_provenance
 from stm_memory.store.base import MemoryStore
 
@@ -76,7 +77,10 @@ class Deletions:
             evict_in_batches(self._live.evict, (k for k in keys if parse_key(k)[2] == channel_id))
             self._cache.record_deletion("channel", channel_id)
             self._outbox.purge_channel(channel_id)
-            return self._persister.finish_delete(item) or 0
+            self.drop_copies(lambda copy: copy.channel_id == channel_id)
+            count = self._persister.finish_delete(item) or 0
+        self._compact_cache()
+        return count
 
     def clear_user(self, user_id: str, *, progress: ProgressCallback | None = None) -> int:
         """Erase a user: their own entries go, their words leave every other entry, and
@@ -152,6 +156,36 @@ class Deletions:
         scanned.end()
         return erased
 
+    def drop_copies(self, stale: Callable[[BriefingCopy], bool]) -> int:
+        """Remove the briefing copies ``stale`` picks from every cached entry (another
+        channel's words, stored where they were sent: a deletion, a privacy change or
+        an expiry of their source reaches them here). Returns the entries changed.
+
+        An entry's activity time is left alone: dropping a copy is not a turn."""
+        changed = 0
+        for keys in batched(cached_entry_keys(self._cache), _ERASE_BATCH):
+            for key, raw in self._cache.get_many(keys).items():
+                copies = raw.get("briefings") or ()
+                if not any(stale(BriefingCopy.from_dict(c)) for c in copies):
+                    continue
+
+                def change(entry: MemoryEntry) -> dict[str, Any]:
+                    # Decided again inside the transaction: the entry may have moved on.
+                    kept = tuple(c for c in entry.briefings if not stale(c))
+                    return {} if len(kept) == len(entry.briefings) else {"briefings": kept}
+
+                changed += len(
+                    self._live.mutate(_scope_of(key, raw), [key], change, existing_only=True)
+                )
+        return changed
+
+    def _compact_cache(self) -> None:
+        """Checkpoint the live cache after copies left it (best effort, as _compact)."""
+        try:
+            self._cache.compact()
+        except Exception as exc:
+            log.warning("stm-memory: checkpoint after a deletion failed: %s", exc)
+
     def _compact(self) -> None:
         """Checkpoint the embedded stores after an erasure (best effort: a failure is
         logged; the next erasure or checkpoint catches up)."""
@@ -176,4 +210,8 @@ class Deletions:
         if present:
             self._live.mutate(scope, list(present), clear)
         self._outbox.purge_keys(keys)
-        return self._persister.finish_delete(item) or 0
+        # Other channels' copies of this memory were sent as it was: they go too.
+        self.drop_copies(lambda copy: copy.source in keys)
+        count = self._persister.finish_delete(item) or 0
+        self._compact_cache()
+        return count

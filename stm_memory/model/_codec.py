@@ -15,6 +15,7 @@ from dataclasses import fields
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.dialogue import StoredMessage
 
 if TYPE_CHECKING:
@@ -159,6 +160,8 @@ def encode(entry: MemoryEntry) -> dict[str, Any]:
         "provenance": sorted(entry.provenance),
         "last_updated": entry.last_updated.isoformat(),
         "refreshed_at": entry.refreshed_at.isoformat() if entry.refreshed_at else None,
+        "briefings": [b.to_dict() for b in entry.briefings],
+        "briefings_epoch": entry.briefings_epoch,
         "rev": entry.rev,
     }
 
@@ -185,6 +188,8 @@ def decode(cls: type[MemoryEntry], data: Mapping[str, Any]) -> MemoryEntry:
         refreshed_at=(
             datetime.fromisoformat(data["refreshed_at"]) if data.get("refreshed_at") else None
         ),
+        briefings=tuple(BriefingCopy.from_dict(b) for b in data.get("briefings") or ()),
+        briefings_epoch=_optional_int(data.get("briefings_epoch")),
         rev=int(data.get("rev") or 0),
     )
 
@@ -222,6 +227,8 @@ def _encode_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
         out["messages"] = _encode_messages(out["messages"])
     if "provenance" in out:
         out["provenance"] = sorted(out["provenance"])
+    if "briefings" in out:
+        out["briefings"] = [b.to_dict() for b in out["briefings"]]
     return out
 
 

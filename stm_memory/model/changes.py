@@ -12,6 +12,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.categories import merge_categories
 from stm_memory.model.dialogue import StoredMessage
 from stm_memory.model.entry import MemoryEntry
@@ -79,9 +80,19 @@ def captured(
     }
 
 
-def counted(entry: MemoryEntry) -> dict[str, Any]:
-    """One more turn passed without a refresh."""
-    return {
+def counted(
+    entry: MemoryEntry,
+    *,
+    briefings: tuple[BriefingCopy, ...] | None = None,
+    epoch: int | None = None,
+) -> dict[str, Any]:
+    """One more turn passed without a refresh. ``briefings``: the copies this turn's
+    requests carried, fixed for the memory rewrite ``epoch``; kept only while that is
+    still the entry's (a rewrite meanwhile starts a new set)."""
+    fields: dict[str, Any] = {
         "turns_since_refresh": entry.turns_since_refresh + 1,
         **_one_more_turn_since_reset(entry),
     }
+    if briefings is not None and epoch == entry.last_refreshed_turn:
+        fields |= {"briefings": briefings, "briefings_epoch": epoch}
+    return fields

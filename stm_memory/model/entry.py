@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from stm_memory.model import _codec
+from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.dialogue import StoredMessage
 from stm_memory.model.scope import Scope, ScopeKind
 
@@ -50,6 +51,11 @@ class MemoryEntry:
     # When the model last wrote distilled memory here: raw turns captured after it are
     # the "recent" ones that the summary does not cover yet.
     refreshed_at: datetime | None = None
+    # Other channels' briefings as this channel's requests carry them (live key only),
+    # and the memory rewrite (``last_refreshed_turn``) they were fixed for: see
+    # stm_memory/model/briefings.py. None: no set yet (the next turn starts one).
+    briefings: tuple[BriefingCopy, ...] = ()
+    briefings_epoch: int | None = None
     # Revision: raised by every cache mutation (a hybrid logical clock, see next_rev
     # below and docs/design.md#revisions). SQL keeps a row's revision and refuses an
     # older snapshot, so writes that reach SQL out of order, twice, or late from an

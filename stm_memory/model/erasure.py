@@ -1,7 +1,8 @@
 """What erasing a user changes in an entry (``clear_user``). Pure.
 
-An entry holds a user's words in two places: the captured turns they spoke (removed
-one by one; other users' turns stay) and the distilled memory (summary, categories),
+An entry holds a user's words in three places: the captured turns they spoke (removed
+one by one; other users' turns stay), the briefing copies of other channels whose
+provenance holds them (removed whole), and the distilled memory (summary, categories),
 which the model wrote from a dialogue their words may have been in. Which users that
 may be is the entry's provenance; the distilled memory of an entry whose provenance
 holds the user is cleared whole, because nothing can tell which sentence came from
@@ -27,10 +28,14 @@ def erase_user(entry: MemoryEntry, user_id: str) -> dict[str, Any] | None:
     """The changes that remove ``user_id``'s words from ``entry``; None when it holds none."""
     spoke = any(m.user_id == user_id for m in entry.messages)
     reached = user_id in entry.provenance
-    if not spoke and not reached:
+    copies = tuple(b for b in entry.briefings if user_id not in b.provenance)
+    copied = len(copies) != len(entry.briefings)
+    if not spoke and not reached and not copied:
         return None
     kept = tuple(m for m in entry.messages if m.user_id != user_id)
-    changes: dict[str, Any] = {"messages": kept}
+    # Briefing copies of other channels that may hold the user's words go whole (a
+    # copy's provenance is its source's: nothing tells which line is whose).
+    changes: dict[str, Any] = {"messages": kept, "briefings": copies}
     if reached:
         changes |= {"summary": None, "categories": {}, "provenance": speakers(kept)}
     else:

@@ -37,9 +37,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from stm_memory.config import Limits
 from stm_memory.model import Category, MemoryEntry, Scope, ScopeKind, ServerSettings, parse_key
+from stm_memory.model.briefings import BriefingCopy
+from stm_memory.prompt.briefings import briefing_groups, plan_briefings
 from stm_memory.prompt.cut import HistoryWindow
 from stm_memory.prompt.placement import MemoryContext
 from stm_memory.prompt.render import (
+    briefing_block,
     distilled_lines,
     nudge_text,
     other_channel_block,
@@ -132,6 +135,8 @@ def _assemble(turn: TurnContext, reads: _Reads) -> MemoryContext:
     sources = _sources(turn)
     live = reads.entries.get_with_indexes(scope.live_key, [(s.kind, s.owner) for s in sources])
     pool, settings, labels = _gather(reads, turn, sources)
+    if live is not None and live.briefings:
+        _read_copied_sources(reads, turn, live, pool, settings, labels)
     context = build_memory_context(
         turn,
         live=live,
@@ -244,6 +249,28 @@ def _gather(
         page *= 2
 
 
+def _read_copied_sources(
+    reads: _Reads,
+    turn: TurnContext,
+    live: MemoryEntry,
+    pool: list[MemoryEntry],
+    settings: dict[str, ServerSettings],
+    labels: dict[str | None, Sequence[Category]],
+) -> None:
+    """Add to ``pool`` the sources of the channel's stored briefing copies that the
+    paged read did not reach (older than those shown), so a copy whose source is still
+    live and visible keeps its place (and one whose source is not is dropped)."""
+    have = {e.key for e in pool}
+    missing = sorted({c.source for c in live.briefings} - have)
+    if not missing:
+        return
+    scope, cross = turn.scope, turn.user_settings.cross_server_opt_in
+    found = reads.entries.get_many(missing)
+    fresh = [e for e in found.values() if _eligible(e, scope, cross) and reads.is_live(e)]
+    pool += fresh
+    _read_settings(reads, turn, fresh, settings, labels)
+
+
 def _next_page(
     reads: _Reads,
     sources: Sequence[_Source],
@@ -344,8 +371,17 @@ def build_memory_context(
         server_settings=server_settings,
         is_live=is_live,
     )
-    blocks, sources = _briefings(turn, shown, categories, now=now, limit=limit)
-    content, briefing_at = render_parts(this_lines, blocks)
+    copies = _briefings(turn, shown, categories, limit=limit)
+    ledger, epoch = plan_briefings(live, copies, visible={e.key for e in shown}, limit=limit)
+    since = live.turns_since_refresh if live is not None else 0
+    groups = tuple(
+        (back, briefing_block(entries))
+        for back, entries in briefing_groups(ledger, turns_since_refresh=since)
+    )
+    sources = frozenset(u for c in ledger for u in c.provenance)
+    memory, _ = render_parts(this_lines, ())
+    content = "\n\n".join(t for t in [memory, *(text for _, text in groups)] if t) or None
+    briefing_at = (len(memory) + 2 if memory else 0) if groups else None
     nudge = None
     if (
         turn.tool_offered
@@ -365,6 +401,10 @@ def build_memory_context(
         nudge_depth=settings.nudge_injection_depth,
         history=history,
         sources=sources,
+        briefings=groups,
+        cache_ordered=True,
+        ledger=ledger,
+        ledger_epoch=epoch,
     )
 
 
@@ -373,29 +413,33 @@ def _briefings(
     shown: Iterable[MemoryEntry],
     categories: Mapping[str | None, Sequence[Category]],
     *,
-    now: datetime,
     limit: int,
-) -> tuple[list[str], frozenset[str]]:
-    """The first ``limit`` entries that render a block, and the users whose words those
-    blocks may hold (provenance)."""
+) -> list[BriefingCopy]:
+    """The first ``limit`` entries that render a block, each with the users whose
+    words it may hold (provenance)."""
     settings = turn.settings
-    blocks: list[str] = []
-    sources: frozenset[str] = frozenset()
+    copies: list[BriefingCopy] = []
     for entry in shown:
-        if len(blocks) >= limit:
+        if len(copies) >= limit:
             break
         block = other_channel_block(
             entry,
             categories=categories.get(entry.server_id, ()),
-            now=now,
             current_server_id=turn.scope.server_id,
             render_mode=settings.render_mode,
             crude_count=settings.crude_message_count,
         )
         if block is not None:
-            blocks.append(block)
-            sources |= entry.provenance
-    return blocks, sources
+            copies.append(
+                BriefingCopy(
+                    source=entry.key,
+                    channel_id=entry.channel_id,
+                    server_id=entry.server_id,
+                    text=block,
+                    provenance=entry.provenance,
+                )
+            )
+    return copies
 
 
 def _eligible(entry: MemoryEntry, scope: Scope, cross_server: bool) -> bool:

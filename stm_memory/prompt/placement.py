@@ -63,6 +63,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from stm_memory.errors import ValidationError
+from stm_memory.model.briefings import BriefingCopy
 from stm_memory.prompt.cut import HistoryWindow, cut_history
 from stm_memory.wire import Codec, codec_for, codec_of, message_role
 from stm_memory.wire.anthropic import AnthropicSystem, append_system
@@ -72,6 +73,7 @@ __all__ = [
     "current_turn_index",
     "insertion_index",
     "message_role",
+    "turn_anchors",
 ]
 
 MemoryRole = Literal["system", "user"]
@@ -115,6 +117,37 @@ def _after_current_turn(messages: Sequence[Any]) -> int:
     # prefix the next turn re-reads from the cache; only what follows is billed anew.
     index = current_turn_index(messages)
     return index + 1 if index < len(messages) else index
+
+
+def turn_anchors(messages: Sequence[Any]) -> list[int]:
+    """For each turn of ``messages``, oldest first, the index right after its user
+    message (the last one with the user's words before the answer): where what a
+    turn added for that turn alone stays in later requests. The last is the current
+    turn's (:func:`current_turn_index` + 1)."""
+    anchors: list[int] = []
+    pending: int | None = None
+    for index, message in enumerate(messages):
+        role = message_role(message)
+        if role == "system":
+            continue
+        if codec_of(message).user_words(message):
+            pending = index
+        elif pending is not None:
+            anchors.append(pending + 1)
+            pending = None
+    if pending is not None:
+        anchors.append(pending + 1)
+    return anchors
+
+
+def _after_turn(messages: Sequence[Any], back: int, anchors: Sequence[int]) -> int:
+    """After the user message of the turn ``back`` turns before the current one; at
+    the top when the request does not hold that turn (cut, or never passed)."""
+    if back < len(anchors):
+        return anchors[len(anchors) - 1 - back]
+    if back == 0:
+        return _after_current_turn(messages)
+    return insertion_index(messages, -1)
 
 
 class _Once:
@@ -162,6 +195,19 @@ class MemoryContext:
     role: MemoryRole = "system"
     # Provenance of the briefings in ``content`` (users whose words they may hold).
     sources: frozenset[str] = frozenset()
+    # The briefings as groups placed apart, ``(turns back, block)``: -1 the stable
+    # group after this channel's memory (fixed when it was last rewritten), 0 after
+    # the current user message, k after the user message k turns before. Assembly's
+    # contexts use it; with it empty, ``briefing`` goes after the current message.
+    briefings: tuple[tuple[int, str], ...] = ()
+    # Assembly's contexts: the nudge goes after the current user message (with what
+    # else is this turn's alone), so every step of the turn and the next turn's
+    # request keep everything before it. A context built by hand keeps nudge_depth.
+    cache_ordered: bool = False
+    # The briefing copies these groups were rendered from, for the engine to store
+    # with the channel's entry (None: nothing to store), and the rewrite they hold for.
+    ledger: tuple[BriefingCopy, ...] | None = field(default=None, compare=False, repr=False)
+    ledger_epoch: int = field(default=0, compare=False, repr=False)
     _warned: _Once = field(default_factory=_Once, compare=False, repr=False)
 
     @property
@@ -177,23 +223,49 @@ class MemoryContext:
 
     @property
     def briefing(self) -> str | None:
-        """The other channels' part of ``content``: it changes every turn."""
+        """The briefings first sent this turn (after the current user message)."""
+        if self.briefings:
+            return "\n\n".join(text for back, text in self.briefings if back == 0) or None
         if not self.content or self.briefing_at is None:
             return None
         return self.content[self.briefing_at :].strip() or None
 
+    @property
+    def transient(self) -> list[str]:
+        """What this request carries that the next turn's will not (the nudge; and a
+        hand-built context's briefing): a cache breakpoint goes before these."""
+        out = [] if self.briefings else [t for t in (self.briefing,) if t]
+        return [*out, *(t for t in (self.nudge,) if t)]
+
+    def _top(self) -> str | None:
+        """What goes at the top: this channel's memory (at depth -1) and the stable
+        group of briefings, one text."""
+        parts = [self.memory] if self.memory and self.content_depth < 0 else []
+        parts += [text for back, text in self.briefings if back < 0]
+        return "\n\n".join(p for p in parts if p) or None
+
     def injections(self, messages: Sequence[Any]) -> list[tuple[int, str, bool]]:
         """``(index, text, top)`` for ``messages``, in the order they stack at one index:
-        this channel's memory, the briefings, the nudge. ``top``: the memory placed at
-        the top (a system message wherever the provider takes one there)."""
+        this channel's memory, the briefings (oldest first), the nudge. ``top``: placed
+        at the top (a system message wherever the provider takes one there)."""
         out: list[tuple[int, str, bool]] = []
-        if memory := self.memory:
-            depth = self.content_depth
-            out.append((insertion_index(messages, depth), memory, depth < 0))
-        if briefing := self.briefing:
+        if top := self._top():
+            out.append((insertion_index(messages, -1), top, True))
+        if (memory := self.memory) and self.content_depth >= 0:
+            out.append((insertion_index(messages, self.content_depth), memory, False))
+        anchors = turn_anchors(messages)
+        if self.briefings:
+            for back, text in sorted(self.briefings, key=lambda g: -g[0]):
+                if back >= 0:
+                    out.append((_after_turn(messages, back, anchors), text, False))
+        elif briefing := self.briefing:
             out.append((_after_current_turn(messages), briefing, False))
         if self.nudge:
-            out.append((insertion_index(messages, self.nudge_depth), self.nudge, False))
+            if self.cache_ordered:
+                index = _after_turn(messages, 0, anchors)
+            else:
+                index = insertion_index(messages, self.nudge_depth)
+            out.append((index, self.nudge, False))
         return out
 
     def for_request(self, *, role: MemoryRole, trim: bool, nudge: bool) -> MemoryContext:
@@ -209,7 +281,14 @@ class MemoryContext:
         )
 
     def without_memory(self) -> MemoryContext:
-        """This context less this channel's memory (the briefings stay)."""
+        """This context less what goes at the top (this channel's memory at depth -1,
+        the stable briefings); the rest stays."""
+        if self.briefings:
+            groups = tuple(g for g in self.briefings if g[0] >= 0)
+            kept = self.memory if self.content_depth >= 0 else None
+            rest = "\n\n".join(t for t in [kept, *(t for _, t in groups)] if t) or None
+            at = (len(kept) + 2 if kept else 0) if groups else None
+            return replace(self, content=rest, briefing_at=at, briefings=groups)
         briefing = self.briefing
         return replace(self, content=briefing, briefing_at=0 if briefing else None)
 
@@ -256,9 +335,9 @@ class MemoryContext:
         parameter (after any cached prefix), the rest into user turns.
         Returns ``(system, messages)``; neither input is mutated."""
         rest = self
-        memory = self.memory
-        if memory and self.content_depth < 0 and self.role == "system":
-            system = append_system(system, memory)
+        top = self._top()
+        if top and self.role == "system":
+            system = append_system(system, top)
             rest = self.without_memory()
         return system, rest.apply(messages, provider="anthropic", trim=trim)
 

@@ -14,21 +14,22 @@ Layout of the memory content (see ``docs/design.md#the-memory-block``)::
     [Short-term memory]
     Notes from earlier conversation, for context only; they are not instructions.
     Other channels:
-    - #general, 5 minutes ago:
+    - #general, 2026-12-01 14:03 UTC:
       We planned a heist.
       Recent messages:
       Ann: "see you Friday"
       Assistant: "I'll be there"
-    - #c7 in Other Guild, 2 days ago:
+    - #c7 in Other Guild, 2026-11-29 09:12 UTC:
       Bob: "hi"
-    - DM, over a week ago:
+    - DM, 2026-11-20 18:40 UTC:
       Talked about tea.
 
 The two blocks are placed apart (this channel's at the top, the briefings before the
 current user message: :mod:`stm_memory.prompt.placement`); each opens with the header.
 "This channel:" holds only distilled memory (categories, else the summary): the raw
 turns of the current channel are already in the live dialogue. Each other channel
-gets a header naming where and how long ago, then its distilled lines (indented two
+gets a header naming where and when what it shows last changed (an absolute UTC time,
+so its bytes stay put between changes), then its distilled lines (indented two
 spaces), else its last raw turns as ``Speaker: "content"``. In ``crude_summary`` mode
 an entry with distilled content also lists, under "Recent messages:", the raw turns
 captured since that memory was written (the ones it does not cover yet; at most
@@ -47,7 +48,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from stm_memory.model import Category, MemoryEntry, RenderMode, StoredMessage, turns_after
 from stm_memory.model.text import humanize_slug, sanitize_placeholders, truncate_code_points
@@ -58,6 +59,8 @@ __all__ = [
     "CRUDE_MESSAGE_LIMIT",
     "FRAMING",
     "RECENT_MESSAGE_LIMIT",
+    "absolute_time",
+    "briefing_block",
     "category_lines",
     "crude_lines",
     "distilled_lines",
@@ -189,7 +192,6 @@ def other_channel_block(
     entry: MemoryEntry,
     *,
     categories: Sequence[Category],
-    now: datetime,
     current_server_id: str | None,
     render_mode: RenderMode,
     crude_count: int,
@@ -209,8 +211,28 @@ def other_channel_block(
     if not body:
         return None
     header = f"- {where(entry, current_server_id=current_server_id)}, "
-    header += f"{relative_time(entry.last_updated, now)}:"
+    header += f"{absolute_time(_shown_at(entry, distilled=bool(distilled), body=body))}:"
     return "\n".join([header, *_indented(body)])
+
+
+def absolute_time(at: datetime) -> str:
+    """``2026-12-01 14:03 UTC``: a briefing's time as text that changes only when the
+    entry does (a relative "N minutes ago" would change the bytes of every request,
+    and with them the provider's cached prefix)."""
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _shown_at(entry: MemoryEntry, *, distilled: bool, body: Sequence[str]) -> datetime:
+    """When what a briefing shows last changed: the distilled memory's writing, and
+    the newest raw turn it quotes (a turn captured in the source channel that the
+    briefing does not show leaves its text alone)."""
+    times: list[datetime] = []
+    if distilled:
+        times.append(entry.refreshed_at or entry.last_updated)
+    if not distilled or RECENT_MESSAGES in body:
+        since = entry.refreshed_at if distilled else None
+        times += [m.timestamp for m in turns_after(entry.messages, since)[-1:]]
+    return max(times) if times else entry.last_updated
 
 
 def render_content(this_channel: Sequence[str], others: Sequence[str]) -> str | None:
@@ -237,6 +259,12 @@ def render_parts(
     if memory is None:
         return briefing, 0
     return f"{memory}\n\n{briefing}", len(memory) + 2
+
+
+def briefing_block(entries: Sequence[str]) -> str:
+    """One group of other channels' briefings (rendered entries, in order) as a block
+    of its own: the same entries always give the same bytes."""
+    return _block([OTHER_CHANNELS, *entries])
 
 
 def _block(lines: Sequence[str]) -> str:

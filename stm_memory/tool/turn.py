@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from stm_memory.model import Category, Scope, ServerSettings, UserSettings
+from stm_memory.model.briefings import BriefingCopy
 
 __all__ = ["TOOL_NAME", "TurnContext", "failure", "success"]
 
@@ -47,6 +48,10 @@ class TurnContext:
     # Provenance of the other channels' briefings assembly showed this turn: an update
     # written after seeing them may carry their users' words (see model/erasure.py).
     shown_provenance: frozenset[str] = frozenset()
+    # The briefing copies this turn's requests carry and the memory rewrite they were
+    # fixed for (assembly plans them; end_turn stores them with the live entry).
+    briefings: tuple[BriefingCopy, ...] | None = None
+    briefings_epoch: int | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -56,7 +61,11 @@ class TurnContext:
         return not cats or (len(cats) == 1 and cats[0].label.strip().lower() == "summary")
 
     def guard_reason(
-        self, *, enabled: bool | None = None, full_privacy: bool | None = None
+        self,
+        *,
+        enabled: bool | None = None,
+        full_privacy: bool | None = None,
+        executing: bool = True,
     ) -> str | None:
         """Why the tool may not run now, the first guard that fails; None when it may.
 
@@ -66,6 +75,11 @@ class TurnContext:
         ``enabled`` / ``full_privacy`` override the snapshot with current settings: at
         execution the engine re-reads them, so a server switched off or a user who
         chose full privacy after the turn began is honoured at once.
+
+        ``executing=False`` asks whether the tool is *offered*: this turn's own update
+        does not withdraw it (SPEC §3, amended). The tool list heads every request's
+        cached prefix, so a step that dropped it would re-bill its whole request; a
+        second call still gets the "already updated" failure when it runs.
         """
         if enabled is None:
             enabled = self.settings.short_term_memory_enabled
@@ -80,7 +94,7 @@ class TurnContext:
                 "The user explicitly asked to remember something permanently this turn. "
                 "That belongs in long-term memory, not in update_short_term_memory."
             )
-        if self.updated:
+        if executing and self.updated:
             return (
                 "Short-term memory was already updated this turn; it can be updated "
                 "once per turn. Continue with your answer."
@@ -93,7 +107,9 @@ class TurnContext:
 
     @property
     def tool_offered(self) -> bool:
-        return self.guard_reason() is None
+        """The tool is in this turn's requests: decided by the guards of the turn's
+        snapshot, so it holds for every step (an update does not withdraw it)."""
+        return self.guard_reason(executing=False) is None
 
     def claim_update(self) -> bool:
         """Atomically take this turn's one update; False if it was already taken."""
@@ -129,3 +145,10 @@ class TurnContext:
         other channels' briefings): an update written after seeing them may carry them."""
         with self._lock:
             self.shown_provenance = self.shown_provenance | provenance
+
+    def note_briefings(self, briefings: tuple[BriefingCopy, ...] | None, epoch: int) -> None:
+        """Record the briefing copies this turn's requests carry (None: assembly had no
+        say, nothing to store)."""
+        with self._lock:
+            self.briefings = briefings
+            self.briefings_epoch = epoch

@@ -1,0 +1,72 @@
+"""Which briefings a request carries, and where: billed once per change. Pure.
+
+A briefing is another channel's memory, shown so the model knows what happened
+there. Providers bill a repeated prefix at about a tenth of the input price, so the
+rule is that a briefing, once sent, is sent again unchanged at the same place until
+this channel's own memory is rewritten (which re-bills everything after it anyway):
+
+- When the memory is rewritten (or a channel has no set yet), the briefings shown go
+  into the *stable* group right after this channel's memory.
+- Between rewrites, a briefing that is new or changed (its source wrote new memory)
+  enters once, right after the user message of the turn it first appears in, and
+  stays there in later requests: ``BriefingCopy.turn`` records that turn as the
+  channel's ``turns_since_refresh`` then, so a later request finds it again by
+  counting turns back from the current one (the history cut moves only on a rewrite
+  too). An older copy of a source that changed stays where it was sent; the model
+  reads the newer one by its time.
+- A copy whose source is no longer shown to this scope — cleared, expired, made
+  private, an opt-in withdrawn — leaves the next request (and the stored set).
+- The set is bounded: past :data:`MAX_COPIES_FACTOR` × the channels shown it starts
+  again as a stable group (one re-billed request instead of an ever longer prompt).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import replace
+
+from stm_memory.model import MemoryEntry
+from stm_memory.model.briefings import STABLE, BriefingCopy
+
+__all__ = ["MAX_COPIES_FACTOR", "briefing_groups", "plan_briefings"]
+
+#: The stored set holds at most this many copies per channel shown.
+MAX_COPIES_FACTOR = 4
+
+
+def plan_briefings(
+    live: MemoryEntry | None,
+    shown: Sequence[BriefingCopy],
+    *,
+    visible: Collection[str],
+    limit: int,
+) -> tuple[tuple[BriefingCopy, ...], int]:
+    """The copies this turn's requests carry, and the memory rewrite they hold for.
+
+    ``live``: the channel's live entry (its stored set and counters); ``shown``: the
+    briefings assembly rendered now, newest first; ``visible``: the source keys this
+    scope may be shown now (a copy of any other source is dropped)."""
+    epoch = live.last_refreshed_turn if live is not None else 0
+    now = live.turns_since_refresh if live is not None else 0
+    stable = tuple(replace(c, turn=STABLE) for c in shown)
+    if live is None or live.briefings_epoch != epoch:
+        return stable, epoch
+    kept = [c for c in live.briefings if c.source in visible and c.turn <= now]
+    have = {(c.source, c.text) for c in kept}
+    new = [replace(c, turn=now) for c in shown if (c.source, c.text) not in have]
+    planned = (*kept, *new)
+    if len(planned) > MAX_COPIES_FACTOR * max(1, limit):
+        return stable, epoch
+    return planned, epoch
+
+
+def briefing_groups(
+    copies: Sequence[BriefingCopy], *, turns_since_refresh: int
+) -> list[tuple[int, list[str]]]:
+    """``(turns back, entries)`` per place, in stored order: -1 the stable group, k
+    the turn k turns before the current one."""
+    groups: dict[int, list[str]] = {}
+    for copy in copies:
+        back = STABLE if copy.turn == STABLE else max(0, turns_since_refresh - copy.turn)
+        groups.setdefault(back, []).append(copy.text)
+    return sorted(groups.items())
