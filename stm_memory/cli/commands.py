@@ -82,8 +82,8 @@ DEFAULT_DATABASE_URL = "sqlite:///stm.db"
 def _legacy_database() -> str | None:
     """The database earlier releases of the CLI defaulted to, if one is there.
 
-    Up to 0.1.0 the CLI kept its own store in the user data directory, which no
-    application wrote to by default; it is only pointed at, never opened silently."""
+    Earlier versions of the CLI kept their own store in the user data directory, which
+    no application wrote to by default; it is only pointed at, never opened silently."""
     path = os.path.join(user_data_dir("stm-memory", appauthor=False), "stm.db")
     return path if os.path.exists(path) else None
 
