@@ -1,0 +1,216 @@
+"""``stm-memory eval``: recall and cost of every strategy with the model you name.
+
+Registered on the ``stm-memory`` app on import (``stm_memory/cli/__init__.py``). The
+harness itself (:mod:`stm_memory.evaluation`) is imported when the command runs, so the
+other commands start without it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from stm_memory.cli.commands import app
+from stm_memory.errors import StmError
+
+if TYPE_CHECKING:
+    from stm_memory.evaluation import CostEstimate, EvalReport
+
+__all__ = ["eval_command"]
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0%}"
+
+
+def _table(report: EvalReport) -> Table:
+    """The headline figures; every column is in the files --out writes."""
+    usd = report.price is not None
+    table = Table(title=f"{report.model}: {report.turns} turns, {report.probes} probes")
+    for name in (
+        "strategy",
+        "recall",
+        "same",
+        "cross",
+        "corr.",
+        "cost $" if usd else "cost",
+        "extra",
+    ):
+        table.add_column(name, justify="left" if name == "strategy" else "right")
+    for s in report.strategies:
+        if s.skipped:
+            table.add_row(s.key, f"skipped: {s.skipped}", "", "", "", "", "")
+            continue
+        r = s.recall
+        cost = f"{s.cost.usd:.4f}" if usd and s.cost.usd is not None else f"{s.cost.units:,.0f}"
+        table.add_row(
+            s.key,
+            _pct(r.overall.rate),
+            _pct(r.same_channel.rate),
+            _pct(r.cross_channel.rate),
+            _pct(r.corrected.rate),
+            cost,
+            str(s.extra_calls),
+        )
+    return table
+
+
+def _price(raw: str | None) -> tuple[float, float] | None:
+    if raw is None:
+        return None
+    try:
+        given, _, out = raw.partition("/")
+        return float(given), float(out or given)
+    except ValueError as exc:
+        raise typer.BadParameter(
+            "--price is IN/OUT in USD per million tokens, e.g. 0.4/1.6"
+        ) from exc
+
+
+def _run(
+    model: str,
+    *,
+    turns: int,
+    seed: int,
+    out: Path | None,
+    max_cost: float | None,
+    strategies: list[str] | None,
+    price: tuple[float, float] | None,
+    cache_profile: str | None,
+    locomo: Path | None,
+    window: int,
+    quiet: bool,
+) -> EvalReport:
+    from stm_memory.evaluation import (
+        DEFAULT_STRATEGIES,
+        StrategyOptions,
+        load_locomo,
+        run_eval,
+    )
+
+    conversation = load_locomo(locomo) if locomo is not None else None
+
+    def estimated(estimate: CostEstimate) -> None:
+        console.print(f"[bold]{estimate.describe()}[/]")
+        if max_cost is not None:
+            console.print(f"--max-cost: ${max_cost:.2f}")
+
+    show_bars = not quiet and err_console.is_terminal
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        disable=not show_bars,
+    ) as bars:
+        tasks: dict[str, int] = {}
+
+        def progress(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = int(bars.add_task(phase, total=total))
+            bars.update(tasks[phase], completed=done)  # type: ignore[arg-type]
+
+        return run_eval(
+            model,
+            conversation=conversation,
+            turns=turns,
+            seed=seed,
+            strategies=strategies or DEFAULT_STRATEGIES,
+            options=StrategyOptions(window_turns=window),
+            cache_profile=cache_profile,
+            price=price,
+            max_cost=max_cost,
+            progress=progress,
+            on_estimate=estimated,
+        )
+
+
+@app.command("eval")
+def eval_command(
+    model: Annotated[
+        str,
+        typer.Option(
+            help="The model: an init_chat_model string (openai:gpt-4.1-mini, "
+            "anthropic:claude-haiku-4-5, ...) or scripted:perfect / scripted:forgetful / "
+            "scripted:toolless for an offline run of the harness itself."
+        ),
+    ] = "scripted:perfect",
+    turns: Annotated[int, typer.Option(min=16, max=5000, help="Turns of the generated set.")] = 120,
+    seed: Annotated[int, typer.Option(help="Seed of the generated conversation set.")] = 7,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Write report.json, table.md, table.csv and recall_vs_cost.png here."),
+    ] = None,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(help="USD: abort when the estimate, or the spend so far, is above it."),
+    ] = None,
+    strategy: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--strategy",
+            "-s",
+            help="Run only these (repeat): stm-loop, stm-middleware, full-history, "
+            "full-server, summarization, window.",
+        ),
+    ] = None,
+    price: Annotated[
+        str | None, typer.Option(help="IN/OUT price in USD per million tokens, e.g. 0.4/1.6.")
+    ] = None,
+    cache_profile: Annotated[
+        str | None, typer.Option(help="Prompt-cache profile to price with (default: the model's).")
+    ] = None,
+    locomo: Annotated[
+        Path | None,
+        typer.Option(help="Use sample 0 of a LoCoMo-layout JSON file instead (read locally)."),
+    ] = None,
+    window: Annotated[int, typer.Option(min=1, help="Turns kept by the window strategy.")] = 6,
+    quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+) -> None:
+    """Recall and cost of each memory strategy over one conversation set."""
+    from stm_memory.evaluation import BudgetExceeded
+
+    try:
+        report = _run(
+            model,
+            turns=turns,
+            seed=seed,
+            out=out,
+            max_cost=max_cost,
+            strategies=strategy,
+            price=_price(price),
+            cache_profile=cache_profile,
+            locomo=locomo,
+            window=window,
+            quiet=quiet,
+        )
+    except BudgetExceeded as exc:
+        err_console.print(f"[bold red]aborted:[/] {exc}")
+        raise typer.Exit(4) from exc
+    except StmError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
+    console.print(report.notice)
+    console.print(_table(report))
+    console.print(
+        f"cost: prompt-cache model ({report.cache_profile}) over the recorded requests"
+        + ("" if report.price else ", in units of one uncached input token")
+        + "; extra: model calls beyond one per turn."
+    )
+    if out is not None:
+        try:
+            paths = report.write(out)
+        except StmError as exc:  # no matplotlib: the tables are still written
+            paths = report.write(out, plot=False)
+            err_console.print(f"[yellow]no plot:[/] {exc}")
+        for kind, path in paths.items():
+            console.print(f"{kind}: {path}")
