@@ -4,13 +4,15 @@ Why these places: ``docs/design.md#placement``.
 
 The prompt is ordered by how often each part changes, because providers bill a
 repeated prefix at about a tenth of the input price and a part that changes throws
-away the cache of everything after it: the caller's system prompt and tools; this
-channel's distilled memory (changes only when the model rewrites it: the top, by
-default); the dialogue since the cut (append-only between two rewrites); then what
-changes every turn — other channels' briefings with their "N minutes ago" right after
-the current user message, and the nudge — last. A context that assembly built carries
-both parts in ``content`` and says where the briefings start (``briefing_at``); a
-context built by hand with ``content`` alone places it whole at ``content_depth``.
+away the cache of everything after it, and every request extends the last: the
+caller's system prompt and tools; this channel's distilled memory and the stable
+briefings (change only when the model rewrites it: the top, by default); the dialogue
+since the cut (append-only between two rewrites), each turn's new briefings staying
+after that turn's user message (``briefings``: groups counted in turns back, see
+:mod:`stm_memory.prompt.briefings`); then what is this turn's alone — briefings new
+this turn and the nudge — right after the current user message. A context built by
+hand with ``content`` alone places it whole at ``content_depth`` and the nudge at
+``nudge_depth``.
 
 Depth rule: depth ``N >= 1`` inserts before the N-th dialogue message from the end
 (dialogue = every message that is not a system/developer message), before the first

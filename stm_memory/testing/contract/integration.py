@@ -21,6 +21,12 @@ is 2, through an entry point, and asserts at each step what every entry point sh
    neither offered nor nudged, and a memory call the model makes anyway fails;
 6. ``erasure``: after ``clear_user("alice")`` none of alice's words is in the
    channel's memory (any key's entry, the next request's memory block); bob's are.
+7. ``prefix``: every request extends the last. Within a turn (a refresh turn whose
+   memory call comes alone, so the entry point calls the model again) each step's
+   request begins with the previous step's messages, with the same tools; across
+   turns without a rewrite, with the clock advanced between them, nothing before the
+   previous turn's user message moves, and another channel's unchanged briefing is
+   sent only inside that shared prefix.
 
 Bind it in a test module: subclass it (the class name must start with ``Test``) and
 give it an ``entry_point`` fixture returning an :class:`IntegrationDriver` built on the
@@ -47,6 +53,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import itertools
 from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -73,7 +80,9 @@ __all__ = [
 ]
 
 #: The steps of the dialogue, as named in :attr:`IntegrationDriver.supports`.
-STEPS = frozenset({"refresh", "trim", "untrimmed", "categories", "forgery", "provider", "erasure"})
+STEPS = frozenset(
+    {"refresh", "trim", "untrimmed", "categories", "forgery", "provider", "erasure", "prefix"}
+)
 
 SERVER = "guild"
 CADENCE = 2
@@ -182,11 +191,17 @@ class ScriptedModel(OfflineModel):
     default_answer: str = "Noted."
     memory_arguments: Mapping[str, Any] | None = None
     force_memory_call: bool = False
+    # The memory call comes alone, without the answer's text: the entry point then
+    # calls the model again for the answer (a turn of two steps).
+    quiet: bool = False
     requests: list[SentRequest] = field(default_factory=list)
 
-    def script(self, arguments: Mapping[str, Any] | None, *, force: bool = False) -> None:
+    def script(
+        self, arguments: Mapping[str, Any] | None, *, force: bool = False, quiet: bool = False
+    ) -> None:
         self.memory_arguments = arguments
         self.force_memory_call = force
+        self.quiet = quiet
 
     def respond(
         self,
@@ -203,7 +218,8 @@ class ScriptedModel(OfflineModel):
         called = len(others) < len(reply.tool_calls)
         if not called and not (self.force_memory_call and not _tool_ran(dialogue)):
             return reply
-        return OfflineReply(reply.text, (*others, (TOOL_NAME, dict(self.memory_arguments))))
+        text = "" if self.quiet else reply.text
+        return OfflineReply(text, (*others, (TOOL_NAME, dict(self.memory_arguments))))
 
 
 class IntegrationDriver(Protocol):
@@ -263,8 +279,9 @@ class Dialogue:
         trim_history: bool = True,
         script: Mapping[str, Any] | None = None,
         force: bool = False,
+        quiet: bool = False,
     ) -> Turn:
-        self.model.script(script, force=force)
+        self.model.script(script, force=force, quiet=quiet)
         before = len(self.model.requests)
         try:
             result = self.driver.run_turn(who, text, provider=provider, trim_history=trim_history)
@@ -481,3 +498,50 @@ class IntegrationContract:
         blocks = "\n".join(b for r in talk.say(BOB, BOB_3).sent for b in r.memory_blocks())
         assert BOB_AT_MARKET in blocks, blocks  # the market's briefing
         assert not [w for w in ALICE_WORDS if w in blocks], blocks
+
+    def test_each_step_extends_the_previous_one(self, dialogue: Dialogue) -> None:
+        talk = dialogue.require("prefix").require("refresh")
+        talk.say(ALICE, ALICE_1)
+        talk.say(BOB, BOB_1)
+        due = talk.say(ALICE, ALICE_2, script={"summary": SUMMARY}, quiet=True)
+        assert due.outcome.memory_results == (COMPLETED,), talk.driver.name
+        if len(due.sent) < 2:
+            # The core API's driver calls the model once a turn: it runs no tool loop.
+            pytest.skip(f"{talk.driver.name} calls the model once per turn")
+        assert due.sent[0].nudged, due.sent[0].text
+        for before, after in itertools.pairwise(due.sent):
+            assert after.tools == before.tools, (before.tools.keys(), after.tools.keys())
+            shared = after.messages[: len(before.messages)]
+            assert shared == before.messages, _first_difference(before, after)
+
+    def test_the_next_turn_keeps_the_previous_prefix(self, dialogue: Dialogue) -> None:
+        talk = dialogue.require("prefix")
+        # No rewrite in this test: the cadence is out of reach.
+        talk.memory.configure_server(SERVER, refresh_cadence=50)
+        clock = getattr(talk.memory, "_clock", None)
+        if not isinstance(clock, FrozenClock):
+            pytest.skip("the prefix step needs the suite's memory on a FrozenClock")
+        talk.say(ALICE_MARKET, ALICE_AT_MARKET)  # the market's briefing, for the lobby
+        turns = []
+        for who, text in ((ALICE, ALICE_1), (BOB, BOB_1), (ALICE, ALICE_2)):
+            turns.append(talk.say(who, text).sent[0])
+            clock.advance(minutes=30)  # a relative time would change every request
+        briefing = next(
+            (line for line in turns[0].text.split("\n") if line.startswith("- #market")), None
+        )
+        assert briefing is not None, f"no briefing of #market in:\n{turns[0].text}"
+        for before, after in itertools.pairwise(turns):
+            previous_user = max(i for i, (role, _) in enumerate(before.messages) if role == "user")
+            shared = after.messages[:previous_user]
+            assert shared == before.messages[:previous_user], _first_difference(before, after)
+            # The unchanged briefing is only in what the two requests share.
+            tail = "\n".join(t for _, t in after.messages[previous_user + 1 :])
+            assert briefing not in tail, (briefing, after.text)
+            assert after.tools == before.tools
+
+
+def _first_difference(before: SentRequest, after: SentRequest) -> str:
+    for index, (old, new) in enumerate(zip(before.messages, after.messages, strict=False)):
+        if old != new:
+            return f"message {index} changed:\n  before: {old!r}\n  after:  {new!r}"
+    return f"{len(before.messages)} messages before, {len(after.messages)} after"
