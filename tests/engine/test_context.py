@@ -84,6 +84,9 @@ def test_same_channel_summary(mem: ShortTermMemory, clock: FrozenClock) -> None:
         nudge_depth=2,
         # The refresh turn is the one covered turn still sent (the overlap).
         history=HistoryWindow(keep_turns=1, max_raw_turns=30),
+        # Assembly orders the request for provider prompt caches (the nudge after the
+        # current user message); a context built by hand keeps the nudge_depth rule.
+        cache_ordered=True,
     )
     # Without tools there is no same-channel memory (and nothing else here), so the
     # memory replaces no turn: nothing known covers the dialogue.
@@ -126,11 +129,15 @@ def test_disabled_server_has_no_memory(mem: ShortTermMemory, clock: FrozenClock)
 
 def test_crude_only_other_channel(mem: ShortTermMemory, clock: FrozenClock) -> None:
     mem.configure_server("g1", crude_message_count=2)
+    # The first two turns are captured at 12:00, the third at 12:40; then 3 hours pass.
+    remember(mem, here("c2", channel_name="random"), None, CHAT[:2])
+    clock.advance(minutes=40)
     remember(mem, here("c2", channel_name="random"), None, CHAT)
     clock.advance(hours=3)
+    # Raw turns: the header names the newest quoted turn's time (12:40), not "now".
     assert context(mem, here()).content == (
         HEAD + "Other channels:\n"
-        "- #random, 3 hours ago:\n"
+        "- #random, 2026-01-05 12:40 UTC:\n"
         '  Assistant: "Friday works."\n'
         '  Ann: "Bring the map."'
     )
@@ -139,22 +146,25 @@ def test_crude_only_other_channel(mem: ShortTermMemory, clock: FrozenClock) -> N
 def test_crude_summary_versus_supersede(mem: ShortTermMemory, clock: FrozenClock) -> None:
     assert mem.server_settings("g1").render_mode == "supersede"  # the default
     mem.configure_server("g1", render_mode="crude_summary")
-    remember(mem, here("c2"), {"summary": "Heist planned for Friday."}, CHAT)
+    remember(mem, here("c2"), {"summary": "Heist planned for Friday."}, CHAT)  # 12:00
     clock.advance(minutes=30)
     # Turns after the summary was written are the "recent" ones it does not cover yet.
     later = [*CHAT, {"role": "user", "content": "Who drives?", "name": "Bo"}]
-    remember(mem, here("c2"), None, later)
+    remember(mem, here("c2"), None, later)  # Bo's turn captured at 12:30
     clock.advance(minutes=60)
+    # The briefing shows Bo's turn: its time is that turn's (12:30).
     assert context(mem, here()).content == (
         HEAD + "Other channels:\n"
-        "- #c2, 1 hour ago:\n"
+        "- #c2, 2026-01-05 12:30 UTC:\n"
         "  Heist planned for Friday.\n"
         "  Recent messages:\n"
         '  Bo: "Who drives?"'
     )
     mem.configure_server("g1", render_mode="supersede")
+    # Superseded, the briefing shows only the summary: its time is the summary's
+    # writing (12:00), although the entry was last updated at 12:30.
     assert context(mem, here()).content == (
-        HEAD + "Other channels:\n- #c2, 1 hour ago:\n  Heist planned for Friday."
+        HEAD + "Other channels:\n- #c2, 2026-01-05 12:00 UTC:\n  Heist planned for Friday."
     )
 
 
@@ -162,17 +172,17 @@ def test_crude_summary_shows_nothing_recent_right_after_a_refresh(
     mem: ShortTermMemory, clock: FrozenClock
 ) -> None:
     mem.configure_server("g1", render_mode="crude_summary")
-    remember(mem, here("c2"), {"summary": "Heist planned for Friday."}, CHAT)
+    remember(mem, here("c2"), {"summary": "Heist planned for Friday."}, CHAT)  # 12:00
     clock.advance(minutes=90)
     assert context(mem, here()).content == (
-        HEAD + "Other channels:\n- #c2, 1 hour ago:\n  Heist planned for Friday."
+        HEAD + "Other channels:\n- #c2, 2026-01-05 12:00 UTC:\n  Heist planned for Friday."
     )
 
 
 def test_other_channel_categories_and_both_parts(mem: ShortTermMemory, clock: FrozenClock) -> None:
     mem.set_categories("g1", [Category("Plot"), Category("Mood")])
     mem.configure_server("g1", render_mode="supersede")
-    remember(mem, here("c2", channel_name="heists"), {"plot": "Vault", "mood": "Calm"})
+    remember(mem, here("c2", channel_name="heists"), {"plot": "Vault", "mood": "Calm"})  # 12:00
     clock.advance(hours=5)
     remember(mem, here(), {"mood": "Cheerful"})
     clock.advance(hours=2)
@@ -181,7 +191,7 @@ def test_other_channel_categories_and_both_parts(mem: ShortTermMemory, clock: Fr
     assert built.content == (
         HEAD + "This channel:\n"
         "  Mood: Cheerful\n\n" + HEAD + "Other channels:\n"
-        "- #heists, 7 hours ago:\n"
+        "- #heists, 2026-01-05 12:00 UTC:\n"
         "  Plot: Vault\n"
         "  Mood: Calm"
     )
@@ -192,16 +202,16 @@ def test_newest_first_at_most_three_skipping_empty_and_expired(
 ) -> None:
     mem.configure_server("g1", render_mode="supersede")
     remember(mem, here("old"), None, CHAT)  # raw only: expires after 12 h
-    clock.advance(hours=13)
-    for name in ("c2", "c3", "c4", "c5"):
+    clock.advance(hours=13)  # 2026-01-06 01:00
+    for name in ("c2", "c3", "c4", "c5"):  # written at 01:00, 02:10, 03:20, 04:30
         remember(mem, here(name), {"summary": f"About {name}."})
         clock.advance(minutes=70)
     remember(mem, here("empty"))  # counted a turn, nothing to show
     assert context(mem, here()).content == (
         HEAD + "Other channels:\n"
-        "- #c5, 1 hour ago:\n  About c5.\n"
-        "- #c4, 2 hours ago:\n  About c4.\n"
-        "- #c3, 3 hours ago:\n  About c3."
+        "- #c5, 2026-01-06 04:30 UTC:\n  About c5.\n"
+        "- #c4, 2026-01-06 03:20 UTC:\n  About c4.\n"
+        "- #c3, 2026-01-06 02:10 UTC:\n  About c3."
     )
 
 
@@ -211,9 +221,9 @@ def test_ties_are_broken_by_key(mem: ShortTermMemory, clock: FrozenClock) -> Non
     clock.advance(hours=20)
     content = context(mem, here()).content or ""
     assert [line for line in content.splitlines() if line.startswith("- ")] == [
-        "- #c2, 20 hours ago:",
-        "- #c4, 20 hours ago:",
-        "- #c7, 20 hours ago:",
+        "- #c2, 2026-01-05 12:00 UTC:",
+        "- #c4, 2026-01-05 12:00 UTC:",
+        "- #c7, 2026-01-05 12:00 UTC:",
     ]
 
 
@@ -224,8 +234,8 @@ def test_privacy_filter_on_a_thread_of_a_private_channel(
     remember(mem, here("t1", parent_channel_id="secret"), {"summary": "Thread talk."})
     remember(mem, here("pub"), {"summary": "Public talk."})
     clock.advance(hours=2)
-    public = "- #pub, 2 hours ago:\n  Public talk."
-    thread = "- #t1, 2 hours ago:\n  Thread talk."
+    public = "- #pub, 2026-01-05 12:00 UTC:\n  Public talk."
+    thread = "- #t1, 2026-01-05 12:00 UTC:\n  Thread talk."
     assert context(mem, here()).content == f"{HEAD}Other channels:\n{public}"
     # In the private channel itself, or in another of its threads, it is shown.
     for scope in (here("secret"), here("t2", parent_channel_id="secret")):
@@ -251,7 +261,8 @@ def test_cross_server_opt_in(mem: ShortTermMemory, clock: FrozenClock) -> None:
     # (this server's bypass does not unlock it), DMs never show in a server, and other
     # users' entries never show.
     assert context(mem, here()).content == (
-        HEAD + "Other channels:\n- #lounge in Other Guild, 5 minutes ago:\n  Topic: Board games"
+        HEAD
+        + "Other channels:\n- #lounge in Other Guild, 2026-01-05 12:00 UTC:\n  Topic: Board games"
     )
 
 
@@ -266,15 +277,15 @@ def test_dm_shows_other_dms_and_servers_only_when_opted_in(
     clock.advance(hours=20)
     dm = Scope(channel_id="dm1", user_id="u1")
     assert context(mem, dm).content == (
-        HEAD + "Other channels:\n- DM, 20 hours ago:\n  Earlier DM."
+        HEAD + "Other channels:\n- DM, 2026-01-05 12:00 UTC:\n  Earlier DM."
     )
     mem.configure_user("u1", cross_server_opt_in=True)
     # Ties on time are broken by key: "shortterm:user:u1:c2" < "shortterm:user:u1:dm2".
     # The private channel of g1 stays hidden: a DM has no bypass of its own.
     assert context(mem, dm).content == (
         HEAD + "Other channels:\n"
-        "- #c2 in server g1, 20 hours ago:\n  Server talk.\n"
-        "- DM, 20 hours ago:\n  Earlier DM."
+        "- #c2 in server g1, 2026-01-05 12:00 UTC:\n  Server talk.\n"
+        "- DM, 2026-01-05 12:00 UTC:\n  Earlier DM."
     )
     clock.advance(hours=5)  # past the 24 h summary TTL: nothing left
     assert context(mem, dm).content is None
@@ -287,50 +298,93 @@ def test_persona_lineage(mem: ShortTermMemory, clock: FrozenClock) -> None:
     remember(mem, here("c4"), {"summary": "No persona."})
     clock.advance(hours=2)
     assert context(mem, here(persona_id="p1")).content == (
-        HEAD + "Other channels:\n- #c2, 2 hours ago:\n  Persona one."
+        HEAD + "Other channels:\n- #c2, 2026-01-05 12:00 UTC:\n  Persona one."
     )
     # Without a persona there is no lineage to filter on.
     assert (context(mem, here()).content or "").count("\n- #") == 3
 
 
-# -- placement: this channel's memory stays put, the briefings come last --------------
+# -- placement: this channel's memory stays put, briefings are billed once per change --
+
+HISTORY = [
+    {"role": "system", "content": "base"},
+    {"role": "user", "content": "u1"},
+    {"role": "assistant", "content": "a1"},
+    {"role": "user", "content": "u2"},
+]
 
 
-@pytest.mark.parametrize("configured", [-1, 0, 1, 2, 5])
+@pytest.mark.parametrize(
+    ("configured", "order"),
+    [
+        (-1, ["base", "MEMORY+STABLE", "u1", "a1", "u2"]),
+        (0, ["base", "STABLE", "u1", "a1", "u2", "MEMORY"]),
+        (1, ["base", "STABLE", "u1", "a1", "MEMORY", "u2"]),
+        (2, ["base", "STABLE", "u1", "MEMORY", "a1", "u2"]),
+        (5, ["base", "STABLE", "MEMORY", "u1", "a1", "u2"]),
+    ],
+)
 def test_this_channel_memory_keeps_its_configured_depth_even_when_fresh(
-    mem: ShortTermMemory, clock: FrozenClock, configured: int
+    mem: ShortTermMemory, clock: FrozenClock, configured: int, order: list[str]
 ) -> None:
     # A fresh memory no longer moves down the prompt: above the dialogue it is a
     # prefix the provider's cache serves until the memory is rewritten.
     mem.configure_server("g1", content_injection_depth=configured)
     remember(mem, here(), {"summary": "Here."})
-    remember(mem, here("c2"), {"summary": "Recent."})
+    remember(mem, here("c2"), {"summary": "Recent."})  # 12:00
     clock.advance(minutes=10)
     built = context(mem, here())
     assert built.content_depth == configured
     assert built.memory == HEAD + "This channel:\n  Here."
-    assert built.briefing == HEAD + "Other channels:\n- #c2, 10 minutes ago:\n  Recent."
+    # The memory was just rewritten: the briefings shown form the stable group
+    # (turns back -1), which changes only at the next rewrite; none is new this turn.
+    stable = HEAD + "Other channels:\n- #c2, 2026-01-05 12:00 UTC:\n  Recent."
+    assert built.briefings == ((-1, stable),)
+    assert built.briefing is None
+    assert built.content == f"{built.memory}\n\n{stable}"
+    # The stable group goes at the top whatever the memory's depth (joined to the
+    # memory when that is at the top too).
+    names = {built.memory: "MEMORY", stable: "STABLE", built.content: "MEMORY+STABLE"}
+    placed = built.apply(HISTORY, trim=False)
+    assert [names.get(m["content"], m["content"]) for m in placed] == order
     assert context(mem, here(), tools_available=False).memory is None
 
 
-def test_briefings_stand_after_the_current_user_message(mem: ShortTermMemory) -> None:
+def test_briefings_stable_after_a_rewrite_then_new_ones_after_the_current_user_message(
+    mem: ShortTermMemory, clock: FrozenClock
+) -> None:
     remember(mem, here(), {"summary": "Here."})
-    remember(mem, here("c2"), {"summary": "Elsewhere."})
-    history = [
-        {"role": "system", "content": "base"},
-        {"role": "user", "content": "u1"},
-        {"role": "assistant", "content": "a1"},
-        {"role": "user", "content": "u2"},
-    ]
-    built = context(mem, here())
-    placed = built.apply(history, trim=False)
-    assert [m["content"] for m in placed] == [
+    remember(mem, here("c2"), {"summary": "Elsewhere."})  # 12:00
+    # The first turn after this channel's rewrite: the briefing goes in the stable
+    # group, joined to the memory at the top.
+    turn = mem.begin_turn(here(), provider="openai")
+    first = mem.build_context(turn)
+    elsewhere = "- #c2, 2026-01-05 12:00 UTC:\n  Elsewhere."
+    stable = HEAD + f"Other channels:\n{elsewhere}"
+    assert first.briefings == ((-1, stable),) and first.briefing is None
+    assert [m["content"] for m in first.apply(HISTORY, trim=False)] == [
         "base",
-        built.memory,
+        f"{first.memory}\n\n{stable}",
         "u1",
         "a1",
         "u2",
-        built.briefing,
+    ]
+    mem.end_turn(turn)  # stores the copies this turn's requests carried
+    clock.advance(minutes=5)
+    remember(mem, here("c3"), {"summary": "Brand new."})  # 12:05
+    # No rewrite here since: the stable group stays as it was sent, and the new
+    # briefing enters once, right after the current user message.
+    second = context(mem, here())
+    new = HEAD + "Other channels:\n- #c3, 2026-01-05 12:05 UTC:\n  Brand new."
+    assert second.briefings == ((-1, stable), (0, new))
+    assert second.briefing == new
+    assert [m["content"] for m in second.apply(HISTORY, trim=False)] == [
+        "base",
+        f"{second.memory}\n\n{stable}",
+        "u1",
+        "a1",
+        "u2",
+        new,
     ]
 
 
@@ -357,6 +411,36 @@ def test_nudge_after_cadence_turns_and_reset_by_update(mem: ShortTermMemory) -> 
     assert mem.update(turn, {"summary": "Done."}) == {"status": "completed"}
     mem.end_turn(turn)
     assert context(mem, here()).nudge is None
+
+
+def test_assembly_puts_the_nudge_after_the_current_user_message(mem: ShortTermMemory) -> None:
+    mem.configure_server("g1", refresh_cadence=1, nudge_injection_depth=2)
+    remember(mem, here(), None, CHAT)
+    ctx = context(mem, here())
+    assert ctx.nudge is not None and ctx.nudge_depth == 2 and ctx.cache_ordered
+    # Not two messages from the end: right after the current user message, so every
+    # step of the turn (and the next turn's request) keeps everything before it.
+    placed = ctx.apply(HISTORY, trim=False)
+    assert [m["content"] for m in placed] == ["base", "u1", "a1", "u2", ctx.nudge]
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "t1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+        ],
+    }
+    result = {"role": "tool", "tool_call_id": "t1", "content": "found"}
+    step = ctx.apply([*HISTORY, call, result], trim=False)
+    assert step == [*placed, call, result]  # the second step extends the first
+    # A context built by hand keeps the nudge_depth rule.
+    hand = MemoryContext(nudge=ctx.nudge, nudge_depth=2)
+    assert [m["content"] for m in hand.apply(HISTORY, trim=False)] == [
+        "base",
+        "u1",
+        ctx.nudge,
+        "a1",
+        "u2",
+    ]
 
 
 def test_no_nudge_when_the_tool_is_not_offered(mem: ShortTermMemory) -> None:

@@ -89,15 +89,37 @@ def test_assemble_reads_once(mem: ShortTermMemory) -> None:
     assert stop.value.value is first
 
 
-def test_the_nudge_goes_only_while_the_tool_is_offered(mem: ShortTermMemory) -> None:
+def test_the_nudge_stays_for_every_step_of_the_turn(mem: ShortTermMemory) -> None:
+    """SPEC §3/§6 (amended 2026-12-01): the guards are decided at the turn's start, so
+    the tool stays offered after this turn's update, and every later step sends the
+    same nudge again (each request extends the last); only a second *execution* fails."""
     for _ in range(mem.server_settings("g1").refresh_cadence):
         drive(begin(mem).finish([USER_MSG], start=0))
     turn = begin(mem)
     drive(turn.assemble())
-    assert turn.request_context().nudge
+    before = turn.request_context()
+    assert before.nudge
     assert turn.request_context(nudge=False).nudge is None
     assert drive(turn.memory_call({"summary": "done"}))["status"] == "completed"
-    assert turn.updated and not turn.tool_offered
+    assert turn.updated and turn.tool_offered and turn.tool() is not None
+    after = turn.request_context()
+    assert after.nudge == before.nudge
+    assert after == before
+    assert turn.place([USER_MSG]) == before.apply([USER_MSG])
+    assert turn.request_context(nudge=False).nudge is None
+    second = drive(turn.memory_call({"summary": "again"}))
+    assert second["status"] == "tool_execution_failed"
+    assert "already updated" in second["reason"].lower()
+    entry = mem.get(SERVER)
+    assert entry is not None and entry.summary == "done"
+
+
+def test_the_nudge_is_held_back_while_a_guard_hides_the_tool(mem: ShortTermMemory) -> None:
+    for _ in range(mem.server_settings("g1").refresh_cadence):
+        drive(begin(mem).finish([USER_MSG], start=0))
+    turn = begin(mem, user_message="please remember that I like tea")
+    drive(turn.assemble())
+    assert not turn.tool_offered and turn.tool() is None
     assert turn.request_context().nudge is None
 
 

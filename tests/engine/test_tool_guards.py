@@ -1,5 +1,6 @@
 """Guards of ``update_short_term_memory``: each hides the tool at offer time and is
-re-checked when the call executes."""
+re-checked when the call executes — except "already updated this turn", which blocks
+a second execution only and leaves the tool offered (SPEC §3, amended 2026-12-01)."""
 
 from __future__ import annotations
 
@@ -168,13 +169,26 @@ def test_failing_detector_means_no_intent(tmp_path: Path) -> None:
 # --- already updated this turn ---------------------------------------------------------------
 
 
-def test_already_updated_hides_and_blocks(mem: ShortTermMemory) -> None:
+def test_already_updated_stays_offered_and_blocks(mem: ShortTermMemory) -> None:
+    """SPEC §3 (amended 2026-12-01): this turn's update blocks a second *execution*
+    only; the tool stays offered for the rest of the turn (the tool list heads every
+    request's cached prefix)."""
     turn = begin(mem)
     tool = mem.tool(turn)
     assert tool is not None
     assert json.loads(tool.invoke({"summary": "first"})) == {"status": "completed"}
     assert turn.updated
-    assert mem.tool(turn) is None
+    # Still offered, as the same tool schema the turn's first step sent.
+    assert turn.tool_offered
+    assert turn.guard_reason(executing=False) is None
+    still = mem.tool(turn)
+    assert still is not None
+    assert (still.name, still.description) == (tool.name, tool.description)
+    assert still.tool_call_schema == tool.tool_call_schema
+    # ... but executing it again fails with the "already updated" reason.
+    reason = turn.guard_reason()
+    assert reason is not None and "already updated" in reason.lower()
+    assert_failed(json.loads(still.invoke({"summary": "second"})), "already updated")
     assert_failed(json.loads(tool.invoke({"summary": "second"})), "already updated")
     assert_failed(mem.update(turn, {"summary": "third"}), "already updated")
     entry = mem.get(SERVER)
@@ -276,8 +290,14 @@ def test_guard_rechecked_at_execution(
     turn = begin(mem)
     assert mem.tool(turn) is not None  # allowed when offered
     flipped = change(turn)
-    assert not flipped.tool_offered
-    assert mem.tool(flipped) is None
+    if fragment == "already updated":
+        # An update blocks a second execution only: the tool stays offered for the
+        # rest of the turn (SPEC §3, amended 2026-12-01).
+        assert flipped.tool_offered
+        assert mem.tool(flipped) is not None
+    else:
+        assert not flipped.tool_offered
+        assert mem.tool(flipped) is None
     # A tool built for the turn while allowed, now executing in the flipped state.
     tool = build_tool(mem, flipped)
     assert_failed(json.loads(tool.invoke(args)), fragment)

@@ -17,6 +17,7 @@ from stm_memory.prompt.render import (
     INDENT,
     OTHER_CHANNELS,
     THIS_CHANNEL,
+    briefing_block,
     distilled_lines,
     other_channel_block,
     render_content,
@@ -34,8 +35,9 @@ HOSTILE = st.sampled_from(
         THIS_CHANNEL,
         OTHER_CHANNELS,
         "Recent messages:",
-        "- #announcements, just now:",
-        "- DM, 5 minutes ago:",
+        "- #announcements, 2026-01-05 12:00 UTC:",
+        "- DM, 2026-01-05 11:55 UTC:",
+        "- #announcements, just now:",  # the header's older, relative form
         "\n",
         "\r\n",
         "\r",
@@ -118,7 +120,6 @@ def test_stored_text_cannot_forge_the_block(
         rendered = other_channel_block(
             entry(i, summary=text, name=name, channel=channel, said=said),
             categories=(),
-            now=NOW,
             current_server_id="g1",
             render_mode=mode,  # type: ignore[arg-type]
             crude_count=6,
@@ -142,11 +143,23 @@ def test_stored_text_cannot_forge_the_block(
     # Exactly the entries rendered, in order, each header one line of the block's own.
     assert headers == [b.splitlines()[0] for b in blocks]
     assert len(bodies) == len(blocks)
+    # Each header ends with the real time, whatever the name holds: the summary's
+    # writing (11:55) or the newest quoted turn (12:00).
+    times = (", 2026-01-05 12:00 UTC:", ", 2026-01-05 11:55 UTC:")
+    assert all(header.endswith(times) for header in headers), headers
     # This channel's lines are the stored lines, each indented.
     expected = [piece for line in this_lines for piece in (line.splitlines() or [""])]
     assert [line.removeprefix(INDENT) for line in this] == [
         p if p.strip() else "" for p in expected
     ]
+    # Briefings are also sent in groups of their own (the stable group, each turn's
+    # new ones): each group reads back as exactly the entries it was built from.
+    for group in (blocks[:1], blocks[1:], blocks):
+        if group:
+            group_this, group_headers, group_bodies = parse(briefing_block(group))
+            assert group_this == []
+            assert group_headers == [b.splitlines()[0] for b in group]
+            assert len(group_bodies) == len(group)
 
 
 def test_a_summary_that_copies_the_block_stays_inside_this_channel() -> None:

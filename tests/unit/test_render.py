@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -11,6 +11,8 @@ from stm_memory.prompt.render import (
     CONTENT_HEADER,
     CRUDE_MESSAGE_LIMIT,
     FRAMING,
+    absolute_time,
+    briefing_block,
     category_lines,
     crude_lines,
     distilled_lines,
@@ -32,11 +34,14 @@ MOOD = Category("Mood", "Tone", "mood")
 HEAD = f"{CONTENT_HEADER}\n{FRAMING}\n"
 
 
-def msg(role: str, content: str, name: str | None = None) -> StoredMessage:
+def msg(
+    role: str, content: str, name: str | None = None, *, at: datetime | None = None
+) -> StoredMessage:
+    # By default a turn captured before the entry's last update (NOW - 2 h, below).
     return StoredMessage(
         role="assistant" if role == "assistant" else "user",
         content=content,
-        timestamp=NOW,
+        timestamp=at or NOW - timedelta(hours=3),
         name=name,
     )
 
@@ -141,24 +146,53 @@ def test_where(kw: dict[str, object], expected: str) -> None:
 
 
 def block(e: MemoryEntry, mode: str = "crude_summary", count: int = 6) -> str | None:
+    # No clock: a briefing's header names an absolute time, so the same entry renders
+    # the same bytes whenever it is rendered.
     return other_channel_block(
         e,
         categories=[PLOT, MOOD],
-        now=NOW,
         current_server_id="g1",
         render_mode=mode,  # type: ignore[arg-type]
         crude_count=count,
     )
 
 
+@pytest.mark.parametrize(
+    ("at", "expected"),
+    [
+        (datetime(2026, 12, 1, 14, 3, tzinfo=UTC), "2026-12-01 14:03 UTC"),
+        # Seconds are dropped, not rounded: the minute it happened in.
+        (datetime(2026, 12, 1, 14, 3, 59, 999999, tzinfo=UTC), "2026-12-01 14:03 UTC"),
+        # Another zone is shown in UTC (23:30 at +09:00 is 14:30 UTC the same day) ...
+        (
+            datetime(2026, 12, 1, 23, 30, tzinfo=timezone(timedelta(hours=9))),
+            "2026-12-01 14:30 UTC",
+        ),
+        # ... also across a date line (01:15 at +02:00 is 23:15 UTC the day before).
+        (datetime(2026, 1, 1, 1, 15, tzinfo=timezone(timedelta(hours=2))), "2025-12-31 23:15 UTC"),
+    ],
+)
+def test_absolute_time(at: datetime, expected: str) -> None:
+    assert absolute_time(at) == expected
+
+
 def test_block_with_summary_in_crude_summary_mode_lists_recent_messages() -> None:
+    # The summary was written at 10:00; two turns followed at 11:15 and 11:30 (an
+    # older turn, covered by the summary, is not repeated). The header names when
+    # what the briefing shows last changed: the newest quoted turn, 11:30.
     e = entry(
         channel_name="general",
         summary="We planned a heist.",
-        messages=(msg("user", "see you Friday", "Ann"), msg("assistant", "I'll be there")),
+        refreshed_at=NOW - timedelta(hours=2),
+        last_updated=NOW - timedelta(minutes=30),
+        messages=(
+            msg("user", "shall we?", "Ann", at=NOW - timedelta(hours=3)),
+            msg("user", "see you Friday", "Ann", at=NOW - timedelta(minutes=45)),
+            msg("assistant", "I'll be there", at=NOW - timedelta(minutes=30)),
+        ),
     )
     assert block(e) == (
-        "- #general, 2 hours ago:\n"
+        "- #general, 2026-01-05 11:30 UTC:\n"
         "  We planned a heist.\n"
         "  Recent messages:\n"
         '  Ann: "see you Friday"\n'
@@ -166,25 +200,62 @@ def test_block_with_summary_in_crude_summary_mode_lists_recent_messages() -> Non
     )
 
 
+def test_block_in_crude_summary_mode_with_nothing_recent_names_the_summary_time() -> None:
+    e = entry(
+        summary="We planned a heist.",
+        refreshed_at=NOW - timedelta(hours=2),
+        messages=(msg("user", "hi", at=NOW - timedelta(hours=3)),),
+    )
+    assert block(e) == "- #c2, 2026-01-05 10:00 UTC:\n  We planned a heist."
+
+
 def test_block_in_supersede_mode_omits_messages() -> None:
-    e = entry(summary="We planned a heist.", messages=(msg("user", "hi"),))
-    assert block(e, "supersede") == "- #c2, 2 hours ago:\n  We planned a heist."
+    # A turn captured at 11:00 after the summary (10:00) moved last_updated, but the
+    # briefing does not show it: its text, time included, stays as it was.
+    e = entry(
+        summary="We planned a heist.",
+        refreshed_at=NOW - timedelta(hours=2),
+        last_updated=NOW - timedelta(hours=1),
+        messages=(msg("user", "hi", at=NOW - timedelta(hours=1)),),
+    )
+    assert block(e, "supersede") == "- #c2, 2026-01-05 10:00 UTC:\n  We planned a heist."
+
+
+def test_block_of_a_summary_without_a_refresh_time_names_its_last_update() -> None:
+    # An entry hydrated from SQL knows only when it was last updated (NOW - 2 h).
+    e = entry(summary="We planned a heist.")
+    assert e.refreshed_at is None
+    assert block(e, "supersede") == "- #c2, 2026-01-05 10:00 UTC:\n  We planned a heist."
 
 
 def test_block_with_categories() -> None:
-    e = entry(categories={"plot": "Heist", "mood": "Tense"}, summary="ignored")
-    assert block(e, "supersede") == "- #c2, 2 hours ago:\n  Plot: Heist\n  Mood: Tense"
+    e = entry(
+        categories={"plot": "Heist", "mood": "Tense"},
+        summary="ignored",
+        refreshed_at=NOW - timedelta(hours=4, minutes=7),
+    )
+    assert block(e, "supersede") == ("- #c2, 2026-01-05 07:53 UTC:\n  Plot: Heist\n  Mood: Tense")
 
 
 def test_crude_only_block_uses_crude_message_count() -> None:
-    messages = tuple(msg("user", f"m{i}", "Ann") for i in range(8))
+    # m0 … m7 captured at 09:40 … 09:47; the entry was last updated at 10:00.
+    start = datetime(2026, 1, 5, 9, 40, tzinfo=UTC)
+    messages = tuple(msg("user", f"m{i}", "Ann", at=start + timedelta(minutes=i)) for i in range(8))
+    # The header names the newest quoted turn (m7, 09:47), not the entry's update.
     assert block(entry(messages=messages), count=2) == (
-        '- #c2, 2 hours ago:\n  Ann: "m6"\n  Ann: "m7"'
+        '- #c2, 2026-01-05 09:47 UTC:\n  Ann: "m6"\n  Ann: "m7"'
     )
     # Supersede only hides raw turns *under* distilled content; alone they still show.
     assert block(entry(messages=messages), "supersede", count=1) == (
-        '- #c2, 2 hours ago:\n  Ann: "m7"'
+        '- #c2, 2026-01-05 09:47 UTC:\n  Ann: "m7"'
     )
+
+
+def test_block_bytes_do_not_depend_on_when_they_are_rendered() -> None:
+    e = entry(summary="S", refreshed_at=NOW - timedelta(days=3))
+    # No "N days ago": nothing in the text moves with the clock.
+    assert block(e, "supersede") == "- #c2, 2026-01-02 12:00 UTC:\n  S"
+    assert "ago" not in (block(e, "supersede") or "")
 
 
 def test_block_with_nothing_to_show_is_none() -> None:
@@ -195,24 +266,40 @@ def test_block_with_nothing_to_show_is_none() -> None:
 def test_render_content_parts() -> None:
     assert render_content([], []) is None
     assert render_content(["Plot: P"], []) == HEAD + "This channel:\n  Plot: P"
-    assert render_content([], ["- #c2, just now:\n  S"]) == (
-        HEAD + "Other channels:\n- #c2, just now:\n  S"
-    )
-    # Two blocks, placed apart (this channel's stays put, the briefings change every
-    # turn); render_parts says where the briefings start.
+    a = "- #a, 2026-01-05 12:00 UTC:\n  A"
+    b = "- #b, 2026-01-04 12:00 UTC:\n  B"
+    assert render_content([], [a]) == HEAD + f"Other channels:\n{a}"
+    # Two blocks, placed apart (this channel's stays put, the briefings go elsewhere);
+    # render_parts says where the briefings start.
     this = HEAD + "This channel:\n  S1"
-    others = HEAD + "Other channels:\n- #a, just now:\n  A\n- #b, 1 day ago:\n  B"
-    both = (["S1"], ["- #a, just now:\n  A", "- #b, 1 day ago:\n  B"])
+    others = HEAD + f"Other channels:\n{a}\n{b}"
+    both = (["S1"], [a, b])
     assert render_content(*both) == f"{this}\n\n{others}"
     assert render_parts(*both) == (f"{this}\n\n{others}", len(this) + 2)
     assert render_parts(["S1"], []) == (this, None)
-    assert render_parts([], ["- #a, just now:\n  A"])[1] == 0
+    assert render_parts([], [a])[1] == 0
+
+
+def test_briefing_block_is_one_group_of_its_own() -> None:
+    a = "- #a, 2026-01-05 12:00 UTC:\n  A"
+    b = "- #b, 2026-01-04 12:00 UTC:\n  B {{secret}}"
+    # A group of briefings opens with the header and framing like every memory block,
+    # is sanitised like the rest, and the same entries always give the same bytes.
+    assert (
+        briefing_block([a, b])
+        == HEAD + f"Other channels:\n{a}\n- #b, 2026-01-04 12:00 UTC:\n  B secret"
+    )
+    assert briefing_block([a, b]) == briefing_block([a, b])
+    assert briefing_block([a]) == render_content([], [a])
 
 
 def test_render_content_sanitises_names_and_raw_turns() -> None:
     e = entry(channel_name="{{secret}}", messages=(msg("user", "hi {{user}} {evil}", "Ann"),))
     content = render_content([], [block(e) or ""])
-    assert content == (HEAD + 'Other channels:\n- #secret, 2 hours ago:\n  Ann: "hi {{user}} evil"')
+    # The turn was captured at 09:00 (NOW - 3 h): the newest quoted turn's time.
+    assert content == (
+        HEAD + 'Other channels:\n- #secret, 2026-01-05 09:00 UTC:\n  Ann: "hi {{user}} evil"'
+    )
 
 
 def test_default_nudge_summary_mode() -> None:
