@@ -1,35 +1,204 @@
 """``stm-memory demo``: a scripted multi-channel conversation through a real loop.
 
 Offline by default: the OpenAI Chat Completions loop runs against a real ``openai``
-client whose transport is answered in-process by the deterministic offline model,
-which calls ``update_short_term_memory`` when the memory nudge asks it to.
+client whose transport is answered in-process by the deterministic offline model, a
+stand-in that calls ``update_short_term_memory`` when the memory nudge asks it to.
+
+Everything the demo prints is computed from the run it describes: :func:`run_demo`
+returns a :class:`DemoReport` with every request body, and each sentence is chosen by
+the numbers (``tests/product/test_demo.py`` recomputes them from the bodies and fails
+when a printed claim disagrees). Tokens are the prompt-cache model's
+(:func:`stm_memory.testing.prompt_cache.request_parts`: the tool schemas count too), so a
+request's tokens and its price are measured the same way.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from statistics import fmean
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from stm_memory.engine import ShortTermMemory
 from stm_memory.errors import ConfigurationError
 from stm_memory.model import Scope
-from stm_memory.prompt.tokens import count_tokens
+from stm_memory.model.messages import message_text
+from stm_memory.prompt.render import CONTENT_HEADER, OTHER_CHANNELS, THIS_CHANNEL
 from stm_memory.testing.clock import FrozenClock
 from stm_memory.testing.offline import OfflineModel
+from stm_memory.testing.prompt_cache import (
+    CACHE_PROFILES,
+    CacheUsage,
+    PromptCache,
+    count_text_tokens,
+    request_parts,
+)
+from stm_memory.tool.turn import TOOL_NAME
 
-__all__ = ["Bill", "DemoTurn", "bills", "run_demo", "script"]
+__all__ = [
+    "AGENT_SYSTEM",
+    "Bill",
+    "DemoReport",
+    "DemoTurn",
+    "Figures",
+    "bills",
+    "measure",
+    "request_tokens",
+    "run_conversation",
+    "run_demo",
+    "script",
+]
 
 SERVER = "demo-guild"
 CHANNELS = ("plot-planning", "worldbuilding", "off-topic")
 SYSTEM = "You are Quill, a helpful co-writer in a Discord server for a fantasy novel."
+#: The OpenAI profiles the cost panel prices with: a 24-hour retention (warm: the cache
+#: outlives every gap of the conversation) and the default 5-minute one (it lapses while
+#: the other two channels talk, 30 minutes between a channel's blocks of turns).
+WARM, FIVE_MINUTES = "openai-gpt-5-24h", "openai-gpt-5"
+#: No cache hit at all (every prefix lapsed, or a provider without caching): the raw
+#: input tokens, priced with the 5-minute profile's multipliers and no read.
+COLD = "cold"
+PROFILE_LABELS = {WARM: "24 h (warm)", FIVE_MINUTES: "5 minutes", COLD: "none (cold)"}
+
+#: An agent-sized system prompt (about 2,000 tokens) for the cost panel: behind a prompt
+#: this size every request passes the providers' caching minimum, as in production.
+AGENT_SYSTEM = """\
+You are Quill, the resident co-writer of the Ink & Tide Discord server, where a small group
+writes a fantasy novel together. You talk to several members in several channels; each
+message tells you who is speaking and where. You help them plan plot, build the world and
+keep the story consistent, and you take part in the light chat of the off-topic channel.
+
+How to answer:
+- Be warm, concrete and brief: two short paragraphs at most unless someone asks for more.
+- Match the channel. In #plot-planning give structure: beats, stakes, what each scene must
+  set up. In #worldbuilding give texture and consequences: how a rule of the world changes
+  daily life, trade, law and belief. In #off-topic be a friendly member of the group.
+- Build on what the group has decided; never overrule a decision the authors made. When a
+  new idea contradicts an earlier one, say so plainly and offer two ways to reconcile them.
+- Keep every character's motivation visible. When a character acts, say what they want and
+  what it costs them.
+- Never invent facts about the members themselves or about the server's rules.
+- Use a member's name sparingly, and never reveal what someone said in a private channel.
+- No headings in short answers; use lists only for steps, options or beats.
+- When you suggest names, offer three, with a one-line reason each, and keep the naming
+  conventions below.
+- End with one question only when the next step is unclear; otherwise end with the
+  suggestion itself.
+
+Series bible (canon unless the authors change it):
+- Title (working): The Drowned Library. Genre: low-magic fantasy with a heist at its
+  heart. Tone: bittersweet, grounded, with moments of dry humour.
+- Point of view: close third person, mostly Mira, with four chapters from Tavin.
+- Mira Vell: twenty-three, an unlicensed scribe and a good thief; quick, proud, loyal to
+  her brother to a fault. Flaw: she trusts her own judgement over everyone else's. Arc:
+  from taking what she wants to giving up what she wanted most.
+- Tavin Vell: Mira's younger brother, nineteen, apprenticed to the archive. Gentle,
+  observant, braver than he looks. Caught during the theft of the map; his imprisonment
+  drives the first act.
+- Ketch: a smuggler of unlicensed ink who runs the southern marsh routes. Charming,
+  practical, in debt to the Guild. He betrays Mira at the midpoint, for reasons the reader
+  should half understand.
+- Oren: an archivist sworn to silence who breaks his vow to free Tavin. Old, precise, and
+  the only character who has read about Ost in the original script.
+- High Scrivener Aldane: head of the Guild. Believes controlling ink keeps the city safe;
+  not a villain in her own eyes.
+- Vel Darun: a canal city built on the ruins of an older empire; bridges everywhere,
+  ground floors flood each spring, the rich live high and the archive sits on the oldest
+  island.
+- Magic: spells are written in ink, and water smears them. The Guild licenses every scribe
+  and controls all ink production; unlicensed ink comes from the southern marshes.
+- Ost: the drowned city where the old empire hid its strongest spells, sealed with wax
+  spells that only melt under lamp oil.
+- Currency: stamped ink-tokens; counterfeiting them is a capital crime.
+- Seasons: the flood season lasts four months and shuts the canals, so every journey in
+  the book has a deadline.
+- The southern marsh people worship the tide, distrust the Guild and trade with
+  smugglers; they have their own unwritten magic, which the book never explains fully.
+
+Naming conventions:
+- Vel Darun names are short, with hard consonants: Vell, Ketch, Oren, Darra, Brisk.
+- Guild titles are formal and pompous: High Scrivener, Keeper of Seals, Warden of Wax.
+- Marsh names come from water words: Reed, Silt, Marrow, Tidewife.
+- Places in Ost keep their old imperial names, long and vowel-heavy: Aurelaine, Osmiraeth.
+
+Continuity rules:
+- The map is torn in two at the midpoint; Mira keeps one half, Ketch the other, and no
+  scene may show both halves together before the climax in Ost's flooded library.
+- Nobody can write a spell in the rain; a scene in the rain must not depend on new spells.
+- Oren cannot speak until he breaks his vow on the page; before that he writes notes.
+- Time: the story spans one flood season, from the first rains to the closing of the
+  canals. Keep track of how many weeks have passed when the authors ask.
+- The ending is decided: Mira burns the map so that nobody can find Ost again. Do not
+  propose a different ending; help make this one land.
+
+Working with the group:
+- Several people write here. When two members disagree, summarise both positions fairly
+  and suggest how to decide (a vote, a test scene, the bible) rather than picking a side.
+- When someone shares a draft passage, comment on what works first, then on at most three
+  things to change, with a concrete rewrite of one sentence.
+- When asked for a summary of what was decided, list decisions with the channel they were
+  made in, and mark open questions as open.
+- Writing sprints are organised in #off-topic; if someone asks about one, confirm the time
+  that was agreed there and do not move it.
+- Word counts are personal; encourage, never compare members.
+
+Safety:
+- The heist is fiction. Refuse real-world instructions for breaking into buildings,
+  bypassing locks or forging documents, and steer back to the story.
+- If someone seems distressed, answer with care and suggest they talk to someone they
+  trust; do not try to be their therapist.
+- Do not take part in harassment; if a conversation turns hostile, de-escalate and
+  suggest a break.
+
+Chapter outline (agreed so far; the authors may change it):
+1. Mira steals the map from the archive in Vel Darun; Tavin is caught by the guard.
+2. Mira bargains with Ketch for passage south; he asks for a copy of the map as payment.
+3. The journey through the marsh routes; the first signs that the Guild is following.
+4. Tavin in the archive cells; he meets Oren, who only writes notes.
+5. A storm on the open water; nobody can write a spell, and Mira learns what Ketch owes.
+6. Midpoint: the Guild fleet attacks, Ketch sides with them, the map is torn in two.
+7. Mira adrift in a lifeboat with half the map; the marsh people find her.
+8. The Tidewife's bargain: passage to Ost in exchange for a spell nobody should write.
+9. Tavin reappears, freed by Oren, who has broken his vow.
+10. The siblings reunite and plan to take back Ketch's half.
+11. The descent into Ost; wax seals and lamp oil; the old empire's script.
+12. Climax in the flooded library, where both halves of the map are needed.
+13. Mira burns the map so that nobody can find Ost again.
+14. Coda: the canals close for the season; what each character has lost and kept.
+
+Style sample (the voice the authors agreed on; match it when you draft):
+"The archive smelled of wet paper and lamp smoke, and Mira had learned long ago that a
+place which smells of its own secrets is a place that can be robbed. She counted the
+guard's steps along the gallery, nine to the stair and nine back, and on the tenth she
+was already inside the case, the map cold and heavier than she had imagined, as if the
+drowned city it showed had left some of its water in the ink."
+
+When you are unsure:
+- If a question depends on something the bible does not settle, say which two or three
+  options fit the canon best and ask the authors to choose.
+- If you cannot tell which channel or chapter a question is about, ask once, briefly.
+- If a member asks you to remember something for good, tell them to add it to the series
+  bible; your notes of the conversation are short-term and expire.
+
+Formatting for Discord:
+- Messages over 2,000 characters are split by the client; keep answers well under that.
+- Use *italics* for in-world text and quoted drafts, never for emphasis in advice.
+- Do not use tables; they do not render on mobile.
+- Put spoilers for later chapters in ||spoiler tags|| in #off-topic, where readers who
+  are not authors also talk.
+- Code blocks only for drafts longer than three sentences, so they are easy to copy.
+"""
 
 _LINES = {
     "plot-planning": [
@@ -91,23 +260,6 @@ def script(turns: int) -> list[tuple[str, str, str, str]]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class DemoTurn:
-    number: int
-    channel: str
-    user: str
-    text: str
-    tokens_full: int
-    tokens_memory: int
-    tool_called: bool
-    memory: str
-    # For pricing with a provider's prompt cache: when the turn ran, what was sent, and
-    # what a caller without memory would have sent.
-    at: datetime | None = None
-    requests: tuple[dict[str, Any], ...] = ()
-    full_request: dict[str, Any] | None = None
-
-
 def _answer(user_text: str) -> str:
     """A co-writer's reply, as wordy as a real model's (what makes raw history grow)."""
     topic = " ".join(user_text.split()[:12])
@@ -150,10 +302,76 @@ def _loop(provider: str, client: Any, mem: ShortTermMemory, model: str) -> Any:
     return OpenAIChatLoop(client, mem, model=model)
 
 
+# -- one run -----------------------------------------------------------------------------
+
+
+def _api(provider: str) -> str:
+    return "anthropic" if provider == "anthropic" else "openai_chat"
+
+
+def request_tokens(body: Mapping[str, Any], api: str) -> int:
+    """A request's input tokens as the prompt-cache model counts them: every message and
+    every tool schema (``ceil(len(json) / 4)`` of each part)."""
+    return sum(part.tokens for part in request_parts(body, provider=api))
+
+
+def _tool_tokens(body: Mapping[str, Any], api: str) -> int:
+    """The tokens of ``body``'s tool schemas alone."""
+    without = {k: v for k, v in body.items() if k != "tools"}
+    return request_tokens(body, api) - request_tokens(without, api)
+
+
+def _memory_arguments(messages: Sequence[Any]) -> list[str]:
+    """The arguments (JSON text) of every memory call in ``messages``, either API."""
+    found: list[str] = []
+    for m in messages:
+        if not isinstance(m, Mapping):
+            continue
+        for call in m.get("tool_calls") or ():  # Chat Completions
+            if call["function"]["name"] == TOOL_NAME:
+                found.append(str(call["function"]["arguments"]))
+        content = m.get("content")
+        for block in content if isinstance(content, list) else ():  # Anthropic
+            if (
+                isinstance(block, Mapping)
+                and block.get("type") == "tool_use"
+                and (block.get("name") == TOOL_NAME)
+            ):
+                found.append(json.dumps(block.get("input"), ensure_ascii=False))
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class DemoTurn:
+    """One turn of the run: what was sent with memory and what the full history is."""
+
+    number: int
+    channel: str
+    user: str
+    text: str
+    tokens_full: int  # the request a caller without memory sends (every message so far)
+    tokens_memory: int  # every request of the turn with memory, tool schemas included
+    tool_called: bool  # the model wrote the memory this turn
+    memory: str  # the channel's summary after the turn
+    at: datetime | None = None  # when the turn ran (the demo's frozen clock)
+    requests: tuple[dict[str, Any], ...] = ()  # every request body with memory
+    full_request: dict[str, Any] | None = None  # the body without memory
+    passed: int = 0  # messages the caller passed: the channel's whole transcript + the new one
+    tool_tokens: int = 0  # of tokens_memory: the memory tool's schema, in every request
+    memory_output: int = 0  # tokens the model wrote into the memory call(s)
+    api: str = "openai_chat"
+
+
 def run_conversation(
-    workdir: Path, *, turns: int, provider: str = "offline", model: str | None = None
+    workdir: Path,
+    *,
+    turns: int,
+    provider: str = "offline",
+    model: str | None = None,
+    system: str = SYSTEM,
 ) -> tuple[list[DemoTurn], ShortTermMemory, FrozenClock]:
-    """Run the scripted conversation; returns per-turn figures and the (open) memory."""
+    """Run the scripted conversation behind ``system``; returns per-turn figures and
+    the (open) memory."""
     clock = FrozenClock(datetime(2026, 3, 2, 18, 0, tzinfo=UTC))
     mem = ShortTermMemory.from_url(
         f"sqlite:///{workdir / 'stm.db'}", cache_dir=workdir / "cache", clock=clock
@@ -162,7 +380,9 @@ def run_conversation(
     mem.configure_server(SERVER, refresh_cadence=4, render_mode="supersede")
     offline = OfflineModel(answers=_answer)
     client, default_model = _client(provider, offline)
-    loop = _loop(provider, client, mem, model or default_model)
+    model_name = model or default_model
+    loop = _loop(provider, client, mem, model_name)
+    api = _api(provider)
     # The caller keeps each channel's whole transcript (result.messages fed back, as a
     # chat app does); the loop sends only what the memory does not cover.
     transcripts: dict[str, list[Any]] = {c: [] for c in CHANNELS}
@@ -180,83 +400,467 @@ def run_conversation(
             user_name=name,
         )
         message = {"role": "user", "content": text, "name": name}
-        full = [{"role": "system", "content": SYSTEM}, *plain[channel], message]
-        result = loop.run_turn(scope, [*transcripts[channel], message], system=SYSTEM)
-        sent = result.requests[0]["messages"] if result.requests else full
+        passed = [*transcripts[channel], message]
+        result = loop.run_turn(scope, passed, system=system)
+        full = _full_request(api, model_name, system, [*plain[channel], message])
+        requests = tuple(result.requests)
         transcripts[channel] = list(result.messages)
         plain[channel] += [message, {"role": "assistant", "content": result.text}]
         entry = mem.get(scope)
+        written = _memory_arguments(result.messages[len(passed) :])
         rows.append(
             DemoTurn(
                 number=number,
                 channel=channel,
                 user=name,
                 text=text,
-                tokens_full=count_tokens(full),
-                tokens_memory=count_tokens(sent),
+                tokens_full=request_tokens(full, api),
+                tokens_memory=sum(request_tokens(body, api) for body in requests),
                 tool_called=result.stm_updated,
                 memory=(entry.summary or "") if entry else "",
                 at=clock(),
-                requests=tuple(result.requests),
-                full_request={"model": result.requests[0]["model"], "messages": full}
-                if result.requests
-                else None,
+                requests=requests,
+                full_request=full,
+                passed=len(passed),
+                tool_tokens=sum(_tool_tokens(body, api) for body in requests),
+                memory_output=sum(count_text_tokens(a) for a in written),
+                api=api,
             )
         )
     return rows, mem, clock
 
 
+def _full_request(
+    api: str, model: str, system: str, dialogue: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The body a caller without memory sends: the system prompt and every message."""
+    if api == "anthropic":
+        messages = [{"role": m["role"], "content": m["content"]} for m in dialogue]
+        return {"model": model, "max_tokens": 512, "system": system, "messages": messages}
+    return {"model": model, "messages": [{"role": "system", "content": system}, *dialogue]}
+
+
+# -- prices ------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True, slots=True)
 class Bill:
-    """What the conversation's input costs as a provider bills it, in input-token units."""
+    """What the conversation's input costs as a provider bills it, in input-token units
+    (1.0 = one uncached input token)."""
 
     profile: str
-    ours: float
-    full: float
+    ours: float  # input as billed + the memory writes' output at the output price
+    full: float  # input as billed
     cached_share: float  # of our input tokens, served from the cache
+    ours_tokens: int = 0  # the same requests' input tokens, unpriced
+    full_tokens: int = 0
 
 
-def bills(rows: list[DemoTurn]) -> list[Bill]:
+def _billed(cache: PromptCache | None, body: Mapping[str, Any], r: DemoTurn) -> CacheUsage:
+    """``body``'s input tokens split as billed; with no cache, every token in full."""
+    if cache is None:
+        return CacheUsage(request_tokens(body, r.api))
+    return cache.observe(body, at=r.at, api=r.api)
+
+
+def bills(
+    rows: Sequence[DemoTurn], profiles: Sequence[str] = (WARM, FIVE_MINUTES, COLD)
+) -> list[Bill]:
     """The conversation priced with OpenAI's documented prompt caching
-    (:mod:`stm_memory.testing.prompt_cache`): a warm cache (24 h retention) and the
-    default 5-minute retention, which lapses between a channel's blocks of turns."""
-    from stm_memory.testing.prompt_cache import CACHE_PROFILES, PromptCache
-
+    (:mod:`stm_memory.testing.prompt_cache`), one cache per approach (two customers),
+    each request observed at its turn's time; :data:`COLD` bills every input token in
+    full. Ours also pays for what the model wrote into the memory (output,
+    :attr:`CacheProfile.output_multiplier` times input): the full-history caller writes
+    no memory."""
     out: list[Bill] = []
-    for name in ("openai-gpt-5-24h", "openai-gpt-5"):
-        profile = CACHE_PROFILES[name]
-        ours_cache, full_cache = PromptCache(profile), PromptCache(profile)
+    for name in profiles:
+        profile = CACHE_PROFILES[FIVE_MINUTES if name == COLD else name]
+        ours_cache = None if name == COLD else PromptCache(profile)
+        full_cache = None if name == COLD else PromptCache(profile)
         ours = full = 0.0
-        cached = total = 0
+        cached = total = full_total = 0
         for r in rows:
-            for body in r.requests:
-                usage = ours_cache.observe(body, at=r.at, api="openai_chat")
-                ours += usage.cost(profile)
+            for i, body in enumerate(r.requests):
+                usage = _billed(ours_cache, body, r)
+                output = r.memory_output if i == 0 else 0
+                ours += usage.cost(profile, output_tokens=output)
                 cached, total = cached + usage.cached_tokens, total + usage.input_tokens
             if r.full_request is not None:
-                full += full_cache.observe(r.full_request, at=r.at, api="openai_chat").cost(profile)
-        out.append(Bill(name, ours, full, cached / total if total else 0.0))
+                usage = _billed(full_cache, r.full_request, r)
+                full += usage.cost(profile)
+                full_total += usage.input_tokens
+        out.append(Bill(name, ours, full, cached / total if total else 0.0, total, full_total))
     return out
 
 
-def _cost_panel(priced: list[Bill]) -> Panel:
-    labels = {"openai-gpt-5-24h": "warm cache (24 h)", "openai-gpt-5": "5-minute cache"}
-    lines = [
-        f"{labels.get(b.profile, b.profile)}: {b.ours:,.0f} with stm-memory vs {b.full:,.0f} "
-        f"with the full history ({b.ours / b.full:.2f}x); {b.cached_share:.0%} of ours "
-        "read from the cache"
-        for b in priced
-        if b.full
-    ]
-    lines.append(
-        "Priced as OpenAI bills input (a cached prefix at 0.1x, from 1,024 tokens), in "
-        "input-token units. A request under 1,024 tokens is never cached: with this demo's "
-        "one-line system prompt most of ours stay under it while the full history passes "
-        "it after a few turns, so here the full history is cheaper with a cache. Behind an "
-        "agent's usual system prompt of a few thousand tokens both are cached and the "
-        "memory is the cheaper one (make bench, case cost)."
+# -- what the run measured ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """The numbers every sentence of the demo is built from (all from one run)."""
+
+    turns: int
+    ours: int  # tokens of every request with memory
+    full: int  # tokens of every full-history request
+    tool_schema: int  # of ours: the memory tool's schema
+    larger: tuple[int, ...]  # turns whose request with memory was the larger one
+    model_calls: int
+    memory_writes: int
+    memory_output: int  # tokens the model wrote into the memory
+    briefed: int  # requests carrying another channel's briefing
+    trimmed: int  # turns whose request left out part of the transcript passed
+    first: tuple[int, int]  # (first, last) turn of the first third
+    last: tuple[int, int]  # ... and of the last third
+    full_first: float  # mean full-history tokens a turn, first third
+    full_last: float
+    ours_first: float  # mean tokens with memory a turn, first third
+    ours_last: float
+    last_full: int  # the last turn's requests
+    last_ours: int
+
+    @property
+    def saving_first(self) -> float:
+        return self.full_first - self.ours_first
+
+    @property
+    def saving_last(self) -> float:
+        return self.full_last - self.ours_last
+
+
+def _parts(text: str) -> list[str]:
+    """A message's paragraphs; memory blocks are paragraphs that start with the header."""
+    return [p for p in text.split("\n\n") if p.strip()]
+
+
+def _injected(paragraph: str) -> bool:
+    return paragraph.startswith(CONTENT_HEADER)
+
+
+def _messages(body: Mapping[str, Any]) -> list[tuple[str, str, int]]:
+    """``(role, text, tokens)`` for each message of a request body, an Anthropic
+    ``system`` parameter first."""
+    api = "anthropic" if "system" in body else "openai_chat"
+    out: list[tuple[str, str, int]] = []
+    if api == "anthropic":
+        system = body["system"]
+        out.append(("system", message_text(system), request_tokens({"system": system}, api)))
+    for m in body.get("messages") or []:
+        text = message_text(m.get("content"))
+        if m.get("tool_calls"):
+            names = ", ".join(c["function"]["name"] for c in m["tool_calls"])
+            text = f"{text} [calls {names}]".strip()
+        out.append((str(m.get("role")), text, request_tokens({"messages": [m]}, api)))
+    return out
+
+
+def _dialogue_sent(body: Mapping[str, Any]) -> int:
+    """Messages of the caller's transcript a request carried: everything but the system
+    prompt and messages that hold only injected memory."""
+    kept = 0
+    for role, text, _ in _messages(body):
+        if role in ("system", "developer"):
+            continue
+        if any(not _injected(p) for p in _parts(text)) or not text:
+            kept += 1
+    return kept
+
+
+def _briefed(body: Mapping[str, Any]) -> bool:
+    return any(OTHER_CHANNELS in text for _, text, _ in _messages(body))
+
+
+def measure(rows: Sequence[DemoTurn]) -> Figures:
+    """The figures of one run, from its request bodies."""
+    n = len(rows)
+    third = max(1, n // 3)
+    head, tail = rows[:third], rows[-third:]
+    return Figures(
+        turns=n,
+        ours=sum(r.tokens_memory for r in rows),
+        full=sum(r.tokens_full for r in rows),
+        tool_schema=sum(r.tool_tokens for r in rows),
+        larger=tuple(r.number for r in rows if r.tokens_memory > r.tokens_full),
+        model_calls=sum(len(r.requests) for r in rows),
+        memory_writes=sum(r.tool_called for r in rows),
+        memory_output=sum(r.memory_output for r in rows),
+        briefed=sum(any(_briefed(b) for b in r.requests) for r in rows),
+        trimmed=sum(1 for r in rows if r.requests and _dialogue_sent(r.requests[0]) < r.passed),
+        first=(head[0].number, head[-1].number),
+        last=(tail[0].number, tail[-1].number),
+        full_first=fmean(r.tokens_full for r in head),
+        full_last=fmean(r.tokens_full for r in tail),
+        ours_first=fmean(r.tokens_memory for r in head),
+        ours_last=fmean(r.tokens_memory for r in tail),
+        last_full=rows[-1].tokens_full,
+        last_ours=rows[-1].tokens_memory,
     )
-    return Panel("\n".join(lines), title="effective input cost")
+
+
+def spans(numbers: Sequence[int]) -> str:
+    """``[5, 6, 7, 10]`` → ``"5–7, 10"``."""
+    out: list[str] = []
+    i = 0
+    while i < len(numbers):
+        j = i
+        while j + 1 < len(numbers) and numbers[j + 1] == numbers[j] + 1:
+            j += 1
+        out.append(str(numbers[i]) if i == j else f"{numbers[i]}–{numbers[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+def _turns(span: tuple[int, int]) -> str:
+    return f"turn {span[0]}" if span[0] == span[1] else f"turns {span[0]}–{span[1]}"
+
+
+def _difference(saving: float) -> str:
+    """How a request with memory compared with the full history's, by ``full - ours``."""
+    if round(saving) == 0:
+        return "as large as the full history's"
+    return f"{abs(saving):,.0f} tokens {'smaller' if saving > 0 else 'larger'}"
+
+
+def _change(ours: float, full: float) -> str:
+    if ours <= full:
+        return f"{1 - ours / full:.0%} fewer"
+    return f"{ours / full - 1:.0%} more"
+
+
+def story(f: Figures, *, stand_in: bool, written: str | None, read_back: str | None) -> list[str]:
+    """The demo's account of the run: every sentence chosen and filled by ``f``, and by
+    #plot-planning's summary as ``written`` and as ``read_back`` after the restart."""
+    out = [
+        f"Across {f.turns} turns the requests carried {f.ours:,} tokens with stm-memory "
+        f"(the memory tool's schema included: {f.tool_schema:,} of them) and {f.full:,} with "
+        f"the full history: {_change(f.ours, f.full)}."
+    ]
+    if f.larger:
+        out.append(
+            f"In {len(f.larger)} of {f.turns} turns ({spans(f.larger)}) the request with "
+            "memory was the larger one: what the memory adds (the tool schema, the memory "
+            "blocks, the nudge) outweighed the history it left out."
+        )
+    else:
+        out.append("No request with memory was larger than the full history's.")
+    grew = "grew" if f.saving_last > f.saving_first else "did not grow"
+    out.append(
+        f"The saving {grew} over the run: in {_turns(f.first)} a request with memory was "
+        f"{_difference(f.saving_first)} on average, in {_turns(f.last)} "
+        f"{_difference(f.saving_last)} (the full history's requests "
+        f"went from {f.full_first:,.0f} to {f.full_last:,.0f} tokens on average, ours from "
+        f"{f.ours_first:,.0f} to {f.ours_last:,.0f}). The last turn sent {f.last_ours:,} "
+        f"tokens instead of {f.last_full:,}."
+    )
+    writer = "The offline stand-in model" if stand_in else "The model"
+    wrote = (
+        f"{writer} wrote the memory {f.memory_writes} times ({f.memory_output:,} tokens of output)"
+    )
+    if not f.memory_writes:
+        out.append(
+            f"{writer} wrote no memory in these {f.turns} turns; they took {f.model_calls} "
+            "model calls."
+        )
+    elif f.model_calls == f.turns:
+        out.append(
+            f"{wrote}, each time in the reply it was giving anyway: {f.turns} turns took "
+            f"{f.model_calls} model calls, none of them for memory alone."
+        )
+    else:
+        out.append(
+            f"{wrote}; {f.turns} turns took {f.model_calls} model calls "
+            f"({f.model_calls - f.turns} more than one a turn)."
+        )
+    if f.trimmed:
+        out.append(
+            f"The caller passed each channel's whole transcript every turn; in {f.trimmed} of "
+            f"{f.turns} turns the request left part of it out (older turns the memory "
+            "covers, the model's earlier memory calls), and the transcript kept everything."
+        )
+    else:
+        out.append(
+            "The caller passed each channel's whole transcript every turn, and every "
+            "request carried all of it."
+        )
+    if f.briefed:
+        out.append(
+            f"{f.briefed} of {f.turns} requests carried briefings of the server's other channels."
+        )
+    else:
+        out.append("No request carried a briefing of another channel.")
+    if not written:
+        out.append(f"No summary of #{CHANNELS[0]} was written, so the restart had none to read.")
+    elif read_back == written:
+        out.append(
+            "The memory lives in diskcache (live, with expiry) and SQLite (durable): a new "
+            "ShortTermMemory on the same database with an empty cache read it back from SQL."
+        )
+    else:
+        out.append(f"After the restart #{CHANNELS[0]}'s memory did not read back as written.")
+    return out
+
+
+# -- what the demo prints ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DemoReport:
+    """One ``stm-memory demo``: the run, and the run again behind :data:`AGENT_SYSTEM`
+    (offline only), with what was printed about them."""
+
+    rows: list[DemoTurn]
+    figures: Figures
+    agent_rows: list[DemoTurn] = field(default_factory=list)
+    bills: list[Bill] = field(default_factory=list)  # the run, priced
+    agent_bills: list[Bill] = field(default_factory=list)  # behind the agent-sized prompt
+    shown: DemoTurn | None = None  # the turn whose request is printed whole
+    hydrated: str | None = None  # #plot-planning's summary read back after the restart
+
+
+def _shown_turn(rows: Sequence[DemoTurn]) -> DemoTurn:
+    """The request to print: the latest that carries this channel's memory (else the
+    last one), so a newcomer sees the memory block, the briefings and the cut."""
+    with_memory = [
+        r
+        for r in rows
+        if r.requests and any(THIS_CHANNEL in t for _, t, _ in _messages(r.requests[0]))
+    ]
+    return (with_memory or list(rows))[-1]
+
+
+def _what(role: str, text: str, index: int) -> str:
+    """What a message of the request is, for a newcomer."""
+    parts = _parts(text)
+    labels = []
+    for p in parts:
+        if not _injected(p):
+            continue
+        if THIS_CHANNEL in p:
+            labels.append("this channel's memory")
+        elif OTHER_CHANNELS in p:
+            entries = [line[2:].rstrip(":") for line in p.splitlines() if line.startswith("- ")]
+            labels.append("briefings: " + "; ".join(entries))
+        elif TOOL_NAME in p:
+            labels.append("the nudge")
+        else:
+            labels.append("memory")
+    own = " ".join(" ".join(p.split()) for p in parts if not _injected(p))
+    if role in ("system", "developer") and index == 0:
+        return f"your system prompt: {own}"
+    if labels and not own:
+        return " + ".join(labels)
+    if labels:
+        return f"{own} + {' + '.join(labels)}"
+    return own or "(no text)"
+
+
+def _request_panel(row: DemoTurn) -> Panel:
+    body = row.requests[0]
+    table = Table(box=None, pad_edge=False, show_header=True, expand=False)
+    table.add_column("#", justify="right")
+    table.add_column("role")
+    table.add_column("tokens", justify="right")
+    table.add_column("what", no_wrap=True, overflow="ellipsis", max_width=52)
+    for i, (role, text, tokens) in enumerate(_messages(body)):
+        table.add_row(str(i + 1), role, f"{tokens:,}", Text(_what(role, text, i)))
+    api = row.api
+    tools = [t.get("function", t).get("name", "?") for t in body.get("tools") or []]
+    kept = _dialogue_sent(body)
+    lines = [
+        f"tools: {', '.join(tools) or 'none'} ({_tool_tokens(body, api):,} tokens of schema); "
+        f"{request_tokens(body, api):,} tokens in all."
+    ]
+    if kept < row.passed:
+        lines.append(
+            f"The caller passed {row.passed} messages (#{row.channel}'s whole transcript "
+            f"and the new one); the request carried {kept}. The other {row.passed - kept} "
+            "(older turns the memory covers, the model's earlier memory calls) stayed in "
+            "the caller's transcript."
+        )
+    else:
+        lines.append(f"The caller passed {row.passed} messages; the request carried all of them.")
+    # The injected blocks in full: what the model reads instead of the older turns.
+    injected = [p for _, text, _ in _messages(body) for p in _parts(text) if _injected(p)]
+    return Panel(
+        Group(table, Text("\n".join(lines)), Text(""), Text("\n\n".join(injected))),
+        title=f"turn {row.number} (#{row.channel}) as sent",
+    )
+
+
+def _cost_panel(report: DemoReport) -> Panel:
+    table = Table(box=None, pad_edge=False)
+    table.add_column("system prompt")
+    table.add_column("cache")
+    table.add_column("stm-memory", justify="right")
+    table.add_column("full history", justify="right")
+    table.add_column("ratio", justify="right")
+    runs = (
+        (f"one line ({_system_tokens(report.rows):,} tok)", report.rows, report.bills),
+        (
+            f"agent ({_system_tokens(report.agent_rows):,} tok)",
+            report.agent_rows,
+            report.agent_bills,
+        ),
+    )
+    for label, _, priced in runs:
+        for b in priced:
+            table.add_row(
+                label,
+                PROFILE_LABELS.get(b.profile, b.profile),
+                f"{b.ours:,.0f}",
+                f"{b.full:,.0f}",
+                f"{b.ours / b.full:.2f}x",
+            )
+    return Panel(Group(table, Text("\n".join(cost_story(report)))), title="effective input cost")
+
+
+def _system_tokens(rows: Sequence[DemoTurn]) -> int:
+    """The tokens of the run's system prompt (its first request's first message)."""
+    if not rows or rows[0].full_request is None:
+        return 0
+    role, _, tokens = _messages(rows[0].full_request)[0]
+    return tokens if role == "system" else 0
+
+
+def _cached_requests(rows: Sequence[DemoTurn], *, ours: bool, minimum: int) -> tuple[int, int]:
+    """(requests at or above the provider's caching minimum, requests) of one approach."""
+    if ours:
+        sizes = [request_tokens(b, r.api) for r in rows for b in r.requests]
+    else:
+        sizes = [r.tokens_full for r in rows if r.full_request is not None]
+    return sum(s >= minimum for s in sizes), len(sizes)
+
+
+def cost_story(report: DemoReport) -> list[str]:
+    """What the cost panel says, chosen by its numbers."""
+    minimum = CACHE_PROFILES[WARM].min_tokens
+    written = sorted({measure(rows).memory_output for rows in (report.rows, report.agent_rows)})
+    output = " and ".join(f"{n:,}" for n in written)
+    out = [
+        "Input priced as OpenAI bills it (a cached prefix at 0.1x, from "
+        f"{minimum:,} tokens), in input-token units; stm-memory also pays for the memory "
+        f"the model writes ({output} output tokens at 4x). The same "
+        f"{report.figures.turns} turns ran twice: behind this demo's one-line system "
+        "prompt, and behind an agent-sized one."
+    ]
+    for label, rows, priced in (
+        ("one-line", report.rows, report.bills),
+        ("agent-sized", report.agent_rows, report.agent_bills),
+    ):
+        ours_big, ours_n = _cached_requests(rows, ours=True, minimum=minimum)
+        full_big, full_n = _cached_requests(rows, ours=False, minimum=minimum)
+        verdicts = []
+        for b in priced:
+            cheaper = "stm-memory" if b.ours < b.full else "the full history"
+            cache = PROFILE_LABELS.get(b.profile, b.profile)
+            share = f"; {b.cached_share:.0%} of ours read from the cache" if b.cached_share else ""
+            verdicts.append(f"{cache}: {cheaper} cost less ({b.ours / b.full:.2f}x{share})")
+        out.append(
+            f"Behind the {label} prompt {ours_big} of our {ours_n} requests and {full_big} of "
+            f"the full history's {full_n} reached the {minimum:,}-token caching minimum. "
+            "Cache " + "; ".join(verdicts) + "."
+        )
+    return out
 
 
 def _plot(rows: list[DemoTurn], path: str) -> None:
@@ -268,17 +872,45 @@ def _plot(rows: list[DemoTurn], path: str) -> None:
     fig, ax = plt.subplots(figsize=(9, 4.5))
     xs = [r.number for r in rows]
     ax.plot(xs, [r.tokens_full for r in rows], label="full history", marker="o", ms=3)
-    ax.plot(xs, [r.tokens_memory for r in rows], label="stm-memory", marker="o", ms=3)
+    ax.plot(
+        xs,
+        [r.tokens_memory for r in rows],
+        label="stm-memory (tool schema included)",
+        marker="o",
+        ms=3,
+    )
     for r in rows:
         if r.tool_called:
             ax.axvline(r.number, color="green", alpha=0.15)
     ax.set_xlabel("turn")
-    ax.set_ylabel("prompt tokens (approx.)")
-    ax.set_title("Prompt size per turn (green: memory refreshed)")
+    ax.set_ylabel("request tokens (approx.)")
+    ax.set_title("Request size per turn (green: memory written)")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _intro(provider: str, model: str | None, turns: int) -> Panel:
+    if provider == "offline":
+        who = (
+            "The model is an offline stand-in (stm_memory.testing.OfflineModel) behind a real "
+            "openai client: it answers from a script and, when the nudge asks, calls "
+            "update_short_term_memory with the first sentences of the last five user "
+            "messages. A real model writes a real summary, of another length."
+        )
+    else:
+        who = f"The model is {model or 'the default model'} on the {provider} API."
+    return Panel(
+        Text(
+            f"{turns} turns in 3 channels of one server, two users, a turn every 3 minutes, "
+            "through OpenAIChatLoop (the shipped loop; AnthropicLoop with --provider "
+            f"anthropic). {who} Columns: full = tokens of the request a caller without "
+            "memory sends (system prompt and every message so far); sent = tokens of the "
+            "request(s) with memory, the memory tool's schema included."
+        ),
+        title="stm-memory demo",
+    )
 
 
 def run_demo(
@@ -288,12 +920,16 @@ def run_demo(
     provider: str = "offline",
     turns: int = 60,
     model: str | None = None,
-) -> list[DemoTurn]:
+) -> DemoReport:
     with tempfile.TemporaryDirectory(prefix="stm-demo-") as tmp:
         workdir = Path(tmp)
-        rows, mem, clock = run_conversation(workdir, turns=turns, provider=provider, model=model)
+        (workdir / "run").mkdir()
+        rows, mem, clock = run_conversation(
+            workdir / "run", turns=turns, provider=provider, model=model
+        )
+        console.print(_intro(provider, model, turns))
         # Fits an 80-column terminal: the numbers are what the demo is about.
-        table = Table(title=f"stm-memory demo: {turns} turns, 3 channels ({provider})")
+        table = Table(title=f"{turns} turns, 3 channels ({provider})")
         table.add_column("#", justify="right")
         table.add_column("channel")
         table.add_column("user says", max_width=24, no_wrap=True, overflow="ellipsis")
@@ -304,58 +940,64 @@ def run_demo(
             table.add_row(
                 str(r.number),
                 r.channel,
-                r.text,
+                Text(r.text),
                 str(r.tokens_full),
                 str(r.tokens_memory),
-                "updated" if r.tool_called else "",
+                "written" if r.tool_called else "",
             )
         console.print(table)
+        shown = _shown_turn(rows)
+        if shown.requests:
+            console.print(_request_panel(shown))
+        writer = "the offline stand-in" if provider == "offline" else "the model"
         latest = {r.channel: r.memory for r in rows if r.memory}
         for channel, text in latest.items():
-            console.print(Panel(text, title=f"#{channel}: memory written by the model"))
-        full = sum(r.tokens_full for r in rows)
-        ours = sum(r.tokens_memory for r in rows)
-        calls = sum(r.tool_called for r in rows)
+            console.print(Panel(Text(text), title=f"#{channel}: memory written by {writer}"))
         mem.close()
 
         # A restart: a new process would see only the SQL rows (fresh cache directory).
         clock.advance(minutes=5)
         restarted = ShortTermMemory.from_url(
-            f"sqlite:///{workdir / 'stm.db'}",
+            f"sqlite:///{workdir / 'run' / 'stm.db'}",
             cache_dir=workdir / "cache-after-restart",
             clock=clock,
         )
         with restarted:
             scope = Scope(channel_id=CHANNELS[0], user_id="ann", server_id=SERVER)
             entry = restarted.get(scope)
-            hydrated = entry.summary if entry and entry.summary else "(no summary yet)"
-        console.print(Panel(hydrated, title=f"after a restart: #{CHANNELS[0]} hydrated from SQL"))
+            hydrated = entry.summary if entry and entry.summary else None
+        console.print(
+            Panel(
+                Text(hydrated or "(no summary yet)"),
+                title=f"after a restart: #{CHANNELS[0]} read back from SQL",
+            )
+        )
         if plot:
             _plot(rows, plot)
             console.print(f"plot written to {plot}")
+        figures = measure(rows)
+        report = DemoReport(rows=rows, figures=figures, shown=shown, hydrated=hydrated)
         if provider == "offline":
-            console.print(_cost_panel(bills(rows)))
-        last_full, last_ours = rows[-1].tokens_full, rows[-1].tokens_memory
-        change = (
-            f"{100.0 * (1 - ours / full):.0f}% fewer"
-            if ours <= full
-            else f"{100.0 * (ours / full - 1):.0f}% more — short chats cost a little extra"
-        )
-        console.print(
-            Panel(
-                f"Across {turns} turns the prompts carried {ours:,} tokens with stm-memory "
-                f"versus {full:,} with the full history ({change}); the last turn sent "
-                f"{last_ours:,} instead of {last_full:,}, and the gap grows with every turn "
-                "because the raw history grows while the summary stays bounded. The model "
-                f"refreshed the memory {calls} times itself, inside its normal tool loop — "
-                "zero extra LLM calls. The caller passed each channel's whole transcript every "
-                "turn; the request carried the memory block, the turns since the model last "
-                "wrote it and the new message, and earlier turns stayed in the transcript "
-                "only. The memory lives in diskcache (live, with expiry) and SQLite "
-                "(durable), so it survived the restart above. Other channels of the server "
-                "show up as short briefings. Columns: tokens the request would carry with the "
-                "full history, tokens it carried with stm-memory.",
-                title="what happened",
+            # Priced behind an agent-sized system prompt too, the regime users are billed
+            # in: a second run of the same turns (a real API would bill it, so offline only).
+            (workdir / "agent").mkdir()
+            agent_rows, agent_mem, _ = run_conversation(
+                workdir / "agent", turns=turns, system=AGENT_SYSTEM
             )
+            agent_mem.close()
+            report = DemoReport(
+                rows=rows,
+                figures=figures,
+                agent_rows=agent_rows,
+                bills=bills(rows),
+                agent_bills=bills(agent_rows),
+                shown=shown,
+                hydrated=hydrated,
+            )
+            console.print(_cost_panel(report))
+        written = next((r.memory for r in reversed(rows) if r.channel == CHANNELS[0]), "")
+        sentences = story(
+            figures, stand_in=provider == "offline", written=written or None, read_back=hydrated
         )
-        return rows
+        console.print(Panel(Text(" ".join(sentences)), title="what happened"))
+        return report

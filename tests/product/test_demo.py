@@ -1,12 +1,176 @@
-"""The offline demo: a real loop, the offline model, the embedded default."""
+"""The offline demo: a real loop, the offline model, the embedded default, and a printout
+whose every number and sentence is the run's.
+
+The claims are checked against numbers this file recomputes from the request bodies the
+run sent (``DemoReport.rows[i].requests``, ``.full_request``), not against the demo's
+own per-turn fields, so a demo that summed, counted or priced wrongly fails here too.
+"""
 
 from __future__ import annotations
 
+import inspect
+import json
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from statistics import fmean
+from typing import Any
 
+import pytest
 from rich.console import Console
 
-from stm_memory.cli.demo import CHANNELS, bills, run_conversation, run_demo, script
+from stm_memory.cli.commands import demo as demo_command
+from stm_memory.cli.demo import (
+    AGENT_SYSTEM,
+    CHANNELS,
+    COLD,
+    DemoReport,
+    DemoTurn,
+    bills,
+    run_conversation,
+    run_demo,
+    script,
+)
+from stm_memory.prompt.render import CONTENT_HEADER, OTHER_CHANNELS, THIS_CHANNEL
+from stm_memory.testing.prompt_cache import (
+    CACHE_PROFILES,
+    PromptCache,
+    count_text_tokens,
+    request_parts,
+)
+from stm_memory.tool.turn import TOOL_NAME
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def tokens(body: Mapping[str, Any]) -> int:
+    return sum(p.tokens for p in request_parts(body, provider="openai_chat"))
+
+
+def texts(body: Mapping[str, Any]) -> list[str]:
+    return [str(m.get("content") or "") for m in body["messages"]]
+
+
+def flat(text: str) -> str:
+    """Printed text with the panels' borders and line wrapping taken out."""
+    lines = [line.strip().strip("│").strip() for line in text.splitlines()]
+    return " ".join(" ".join(lines).split())
+
+
+def pct(ours: int, full: int) -> str:
+    return f"{1 - ours / full:.0%} fewer" if ours <= full else f"{ours / full - 1:.0%} more"
+
+
+def runs(numbers: list[int]) -> str:
+    """``[1, 2, 3, 7]`` → ``"1–3, 7"``: consecutive turns as one span."""
+    groups: list[list[int]] = []
+    for n in numbers:
+        if groups and n == groups[-1][-1] + 1:
+            groups[-1].append(n)
+        else:
+            groups.append([n])
+    return ", ".join(str(g[0]) if len(g) == 1 else f"{g[0]}–{g[-1]}" for g in groups)
+
+
+def claims_disagreeing(printed: str, report: DemoReport) -> list[str]:
+    """Every claim of the printout that the run's request bodies do not bear out."""
+    text = flat(printed)
+    rows = report.rows
+    ours = [sum(tokens(b) for b in r.requests) for r in rows]
+    full = [tokens(r.full_request) for r in rows if r.full_request is not None]
+    schema = sum(
+        tokens(b) - tokens({k: v for k, v in b.items() if k != "tools"})
+        for r in rows
+        for b in r.requests
+    )
+    larger = [r.number for r, o, f in zip(rows, ours, full, strict=True) if o > f]
+    third = max(1, len(rows) // 3)
+    saving_first = fmean(full[:third]) - fmean(ours[:third])
+    saving_last = fmean(full[-third:]) - fmean(ours[-third:])
+    # A memory write is a turn after which the channel's summary changed.
+    before: dict[str, str] = {}
+    writes = 0
+    for r in rows:
+        writes += r.memory != before.get(r.channel, "")
+        before[r.channel] = r.memory
+    briefed = sum(any(OTHER_CHANNELS in t for b in r.requests for t in texts(b)) for r in rows)
+    expected = [
+        f"carried {sum(ours):,} tokens with stm-memory",
+        f"(the memory tool's schema included: {schema:,} of them)",
+        f"and {sum(full):,} with the full history: {pct(sum(ours), sum(full))}.",
+        f"The last turn sent {ours[-1]:,} tokens instead of {full[-1]:,}.",
+        f"wrote the memory {writes} times",
+        f"{len(rows)} turns took {sum(len(r.requests) for r in rows)} model calls",
+        f"{briefed} of {len(rows)} requests carried briefings",
+        "The saving grew over the run"
+        if saving_last > saving_first
+        else "The saving did not grow over the run",
+    ]
+    if larger:
+        expected.append(f"In {len(larger)} of {len(rows)} turns ({runs(larger)}) the request")
+    else:
+        expected.append("No request with memory was larger")
+    problems = [claim for claim in expected if claim not in text]
+    for r, o, f in zip(rows, ours, full, strict=True):
+        row = re.search(rf"│ +{r.number} │ {r.channel} +│[^│]*│ +(\d+) │ +(\d+) │", printed)
+        if row is None or (int(row[1]), int(row[2])) != (f, o):
+            problems.append(f"table row {r.number}: expected full {f}, sent {o}")
+    # What no run can claim: the old demo printed these whatever it measured.
+    problems += [s for s in ("the gap grows with every turn",) if s in text]
+    return problems
+
+
+def priced(rows: Sequence[DemoTurn], profile: str) -> tuple[float, float]:
+    """Ours (input as billed + memory output at 4x) and the full history's, recomputed."""
+    if profile == COLD:
+        output = sum(r.memory_output for r in rows) * 4
+        return sum(tokens(b) for r in rows for b in r.requests) + output, sum(
+            tokens(r.full_request) for r in rows if r.full_request
+        )
+    cache_profile = CACHE_PROFILES[profile]
+    ours_cache, full_cache = PromptCache(cache_profile), PromptCache(cache_profile)
+    ours = full = 0.0
+    for r in rows:
+        for body in r.requests:
+            ours += ours_cache.observe(body, at=r.at).cost(cache_profile)
+        ours += r.memory_output * cache_profile.output_multiplier
+        assert r.full_request is not None
+        full += full_cache.observe(r.full_request, at=r.at).cost(cache_profile)
+    return ours, full
+
+
+def cost_claims_disagreeing(printed: str, report: DemoReport) -> list[str]:
+    text = flat(printed)
+    problems = []
+    for label, rows, billed in (
+        ("one line", report.rows, report.bills),
+        ("agent", report.agent_rows, report.agent_bills),
+    ):
+        for bill in billed:
+            ours, full = priced(rows, bill.profile)
+            row = f"{ours:,.0f} {full:,.0f} {ours / full:.2f}x"
+            if not re.search(rf"{label} \(\S+ tok\) [^│]*? {re.escape(row)}", text):
+                problems.append(f"{label}/{bill.profile}: no row {row!r}")
+        winners = [
+            "stm-memory cost less" if o < f else "the full history cost less"
+            for o, f in (priced(rows, b.profile) for b in billed)
+        ]
+        sentence = text[
+            text.index(
+                f"Behind the {'one-line' if label == 'one line' else 'agent-sized'} prompt"
+            ) :
+        ]
+        found = re.findall(r"(stm-memory cost less|the full history cost less)", sentence)
+        if found[: len(winners)] != winners:
+            problems.append(f"{label}: says {found[: len(winners)]}, measured {winners}")
+    return problems
+
+
+@pytest.fixture(scope="module", params=[60, 30], ids=lambda n: f"{n}-turns")
+def printed_run(request: pytest.FixtureRequest) -> tuple[str, DemoReport]:
+    console = Console(record=True, width=100)
+    report = run_demo(console, turns=request.param)
+    return console.export_text(), report
 
 
 def test_script_is_multi_channel_and_sized() -> None:
@@ -22,6 +186,11 @@ def test_conversation_updates_memory_and_saves_tokens_late(tmp_path: Path) -> No
         # refresh_cadence=4: the model is nudged and updates every few turns per channel.
         assert len(updates) >= 6
         assert all(r.memory.startswith("Recent conversation:") for r in updates)
+        # The memory call's arguments are what the summary now holds, counted once.
+        for r in updates:
+            assert r.memory_output == count_text_tokens(
+                json.dumps({"summary": r.memory}, ensure_ascii=False)
+            )
         # The caller passes each channel's whole transcript: once summaries exist, late
         # turns send far less than the growing full history, and no more than early ones.
         late = rows[-5:]
@@ -35,35 +204,115 @@ def test_conversation_updates_memory_and_saves_tokens_late(tmp_path: Path) -> No
         mem.close()
 
 
+def test_every_request_counts_the_tool_schema(tmp_path: Path) -> None:
+    rows, mem, _clock = run_conversation(tmp_path, turns=6)
+    mem.close()
+    for r in rows:
+        [body] = r.requests
+        assert TOOL_NAME in json.dumps(body["tools"])
+        without_tools = tokens({"messages": body["messages"]})
+        assert r.tokens_memory == tokens(body) > without_tools
+        assert r.tool_tokens == r.tokens_memory - without_tools
+
+
+def test_the_printed_claims_are_the_runs_numbers(printed_run: tuple[str, DemoReport]) -> None:
+    printed, report = printed_run
+    assert claims_disagreeing(printed, report) == []
+
+
+def test_a_claim_the_run_does_not_bear_out_is_caught(printed_run: tuple[str, DemoReport]) -> None:
+    """The check above is not vacuous: a printout with one number changed fails it."""
+    printed, report = printed_run
+    total = f"{report.figures.ours:,} tokens with stm-memory"
+    wrong = printed.replace(total, f"{report.figures.ours + 1:,} tokens with stm-memory")
+    assert claims_disagreeing(wrong, report) != []
+    grew = "The saving grew" if "The saving grew" in printed else "The saving did not grow"
+    flipped = "The saving did not grow" if grew == "The saving grew" else "The saving grew"
+    assert claims_disagreeing(printed.replace(grew, flipped), report) != []
+
+
+def test_the_cost_panel_is_the_runs_bill(printed_run: tuple[str, DemoReport]) -> None:
+    printed, report = printed_run
+    assert "effective input cost" in printed
+    assert cost_claims_disagreeing(printed, report) == []
+    # Behind the agent-sized prompt (over 2,000 tokens) every request is cacheable.
+    first = report.agent_rows[0].full_request
+    assert first is not None and first["messages"][0]["content"] == AGENT_SYSTEM
+    assert count_text_tokens(AGENT_SYSTEM) >= 2000
+    n = len(report.agent_rows)
+    assert f"Behind the agent-sized prompt {n} of our {n} requests and {n} of" in flat(printed)
+
+
+def test_more_caching_never_costs_more(printed_run: tuple[str, DemoReport]) -> None:
+    _, report = printed_run
+    for billed in (report.bills, report.agent_bills):
+        warm, five, cold = billed
+        assert (warm.profile, five.profile, cold.profile)[2] == COLD
+        assert 0 < warm.ours <= five.ours <= cold.ours
+        assert 0 < warm.full <= five.full <= cold.full
+        assert 0.0 == cold.cached_share <= five.cached_share <= warm.cached_share <= 1.0
+    assert bills(report.rows) == report.bills
+
+
+def test_one_late_request_is_shown_as_sent(printed_run: tuple[str, DemoReport]) -> None:
+    printed, report = printed_run
+    shown = report.shown
+    assert shown is not None and shown.number > len(report.rows) // 2
+    [body] = shown.requests
+    sent = texts(body)
+    # The memory block, the briefings and the nudge, in full, as the model read them.
+    injected = [p for t in sent for p in t.split("\n\n") if p.startswith(CONTENT_HEADER)]
+    assert any(THIS_CHANNEL in p for p in injected)
+    assert any(OTHER_CHANNELS in p for p in injected)
+    text = flat(printed)
+    for paragraph in injected:
+        assert " ".join(paragraph.split()) in text
+    # The cut, counted from the body: the dialogue the request carried of what was passed.
+    carried = sum(
+        1
+        for m, t in zip(body["messages"][1:], sent[1:], strict=True)
+        if not t.startswith(CONTENT_HEADER) or m.get("role") != "system"
+    )
+    assert carried < shown.passed
+    assert f"The caller passed {shown.passed} messages" in text
+    assert f"the request carried {carried}. The other {shown.passed - carried}" in text
+
+
+def test_the_offline_model_is_labelled_a_stand_in(printed_run: tuple[str, DemoReport]) -> None:
+    printed, _ = printed_run
+    text = flat(printed)
+    assert "offline stand-in" in text
+    assert "memory written by the model" not in text
+    assert re.findall(r"#[\w-]+: memory written by the offline stand-in", printed)
+
+
+def test_the_readme_describes_the_default_run() -> None:
+    default = inspect.signature(run_demo).parameters["turns"].default
+    assert inspect.signature(demo_command).parameters["turns"].default == default
+    readme = README.read_text(encoding="utf-8")
+    assert f"make demo   # offline: a {default}-turn conversation in {len(CHANNELS)} channels" in (
+        readme
+    )
+
+
 def test_demo_output_restart_and_plot(tmp_path: Path) -> None:
     console = Console(record=True, width=1000)
     plot = tmp_path / "tokens.png"
-    rows = run_demo(console, plot=str(plot), turns=30)
+    report = run_demo(console, plot=str(plot), turns=12)
     text = console.export_text()
-    assert "after a restart" in text and "hydrated from SQL" in text
-    assert "zero extra LLM calls" in text
+    assert "after a restart" in text and "read back from SQL" in text
+    assert report.hydrated and report.hydrated in text
+    assert "read it back from SQL" in text
     assert plot.stat().st_size > 10_000
-    assert len(rows) == 30
-    assert "effective input cost" in text and "warm cache (24 h)" in text
+    assert len(report.rows) == 12
 
 
-def test_the_demo_prices_both_approaches_with_the_prompt_cache_model(tmp_path: Path) -> None:
-    rows, mem, _clock = run_conversation(tmp_path, turns=30)
-    mem.close()
-    warm, lapsed = bills(rows)
-    # Both are billed; a 24-hour cache serves more than a 5-minute one, never less.
-    assert 0 < warm.ours <= lapsed.ours and 0 < warm.full <= lapsed.full
-    assert 0.0 <= lapsed.cached_share <= warm.cached_share <= 1.0
-    # Without any cache each approach would pay its whole input: the cache can only help.
-    assert warm.ours <= sum(r.tokens_memory for r in rows) * 1.5
-
-
-def test_the_demo_table_fits_an_80_column_terminal(tmp_path: Path) -> None:
+def test_the_demo_table_fits_an_80_column_terminal() -> None:
     console = Console(record=True, width=80)
-    rows = run_demo(console, turns=12)
+    report = run_demo(console, turns=12)
     lines = console.export_text().splitlines()
     assert max(len(line) for line in lines) <= 80
     # Every turn is one table row showing both token counts.
-    for r in rows:
+    for r in report.rows:
         row = next(line for line in lines if line.startswith(f"│ {r.number:>2} │"))
         assert f" {r.tokens_full} " in row and f" {r.tokens_memory} " in row
