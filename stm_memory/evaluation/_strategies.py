@@ -57,8 +57,8 @@ class StrategyOptions:
 
     window_turns: int = 6
     refresh_cadence: int | None = None  # None: the server default
-    summarization_trigger_tokens: int = 1500
-    summarization_keep_messages: int = 10
+    summarization_trigger_tokens: int = 1000
+    summarization_keep_messages: int = 8
 
 
 class Unavailable(Exception):
