@@ -135,8 +135,8 @@ def test_the_conversation_exercises_memory(runs: list[Path]) -> None:
     # The private channel's memory never reaches a public channel of the server.
     assert_request_lacks_memory(contexts["plot"]["applied"], "Ketch is Mira's father")
     assert_request_carries_memory(contexts["secret"]["applied"], "Ketch is Mira's father")
-    # Relative times come from the frozen clock only.
-    assert_request_carries_memory(contexts["dm"]["applied"], "3 hours ago")
+    # A briefing's time comes from the frozen clock only (the day it starts on).
+    assert_request_carries_memory(contexts["dm"]["applied"], "Writers' Guild, 2026-01-05 ")
     prompts = captured["langchain"]
     assert len(prompts) >= 3
     assert_request_carries_memory(prompts[-1], "Recent conversation")
