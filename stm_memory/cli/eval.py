@@ -7,6 +7,7 @@ other commands start without it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -80,23 +81,29 @@ def _run(
     *,
     turns: int,
     seed: int,
-    out: Path | None,
     max_cost: float | None,
     strategies: list[str] | None,
     price: tuple[float, float] | None,
     cache_profile: str | None,
     locomo: Path | None,
     window: int,
+    system_prompt: Path | None,
     quiet: bool,
 ) -> EvalReport:
     from stm_memory.evaluation import (
         DEFAULT_STRATEGIES,
         StrategyOptions,
+        generate_conversation,
         load_locomo,
         run_eval,
     )
 
-    conversation = load_locomo(locomo) if locomo is not None else None
+    conversation = (
+        load_locomo(locomo) if locomo is not None else generate_conversation(seed=seed, turns=turns)
+    )
+    if system_prompt is not None:
+        # The agent's own prompt, so the prompt caches see the prefix they would see.
+        conversation = replace(conversation, system_prompt=system_prompt.read_text("utf-8"))
 
     def estimated(estimate: CostEstimate) -> None:
         console.print(f"[bold]{estimate.describe()}[/]")
@@ -122,8 +129,6 @@ def _run(
         return run_eval(
             model,
             conversation=conversation,
-            turns=turns,
-            seed=seed,
             strategies=strategies or DEFAULT_STRATEGIES,
             options=StrategyOptions(window_turns=window),
             cache_profile=cache_profile,
@@ -174,6 +179,15 @@ def eval_command(
         typer.Option(help="Use sample 0 of a LoCoMo-layout JSON file instead (read locally)."),
     ] = None,
     window: Annotated[int, typer.Option(min=1, help="Turns kept by the window strategy.")] = 6,
+    system_prompt: Annotated[
+        Path | None,
+        typer.Option(
+            exists=True,
+            dir_okay=False,
+            help="A file with your agent's system prompt, sent first by every strategy "
+            "(prompt caches serve only prefixes of 1,024 tokens and more).",
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
 ) -> None:
     """Recall and cost of each memory strategy over one conversation set."""
@@ -184,13 +198,13 @@ def eval_command(
             model,
             turns=turns,
             seed=seed,
-            out=out,
             max_cost=max_cost,
             strategies=strategy,
             price=_price(price),
             cache_profile=cache_profile,
             locomo=locomo,
             window=window,
+            system_prompt=system_prompt,
             quiet=quiet,
         )
     except BudgetExceeded as exc:

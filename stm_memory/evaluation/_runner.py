@@ -47,7 +47,7 @@ from stm_memory.evaluation._strategies import (
 )
 from stm_memory.providers import Usage
 from stm_memory.testing.clock import FrozenClock
-from stm_memory.testing.prompt_cache import CACHE_PROFILES, CacheProfile
+from stm_memory.testing.prompt_cache import CACHE_PROFILES, CacheProfile, request_parts
 
 __all__ = ["BudgetExceeded", "CostEstimate", "Progress", "estimate_cost", "run_eval"]
 
@@ -125,7 +125,18 @@ class _Budget:
     def charge(self, turn: RecordedTurn) -> None:
         if self.limit is None or self.price is None:
             return
-        cost = reported_cost(turn.reported, self.profile, self.price).usd or 0.0
+        if turn.reported.input_tokens:
+            cost = reported_cost(turn.reported, self.profile, self.price).usd or 0.0
+        else:
+            # A model that reports no usage is charged its requests' tokens, uncached: the
+            # guard errs on the side of stopping early.
+            sent = sum(
+                part.tokens
+                for request in (*turn.side_requests, *turn.requests)
+                for part in request_parts(request.body, provider=request.api)
+            )
+            output = turn.output_tokens + turn.side_output_tokens
+            cost = (sent * self.price.input_per_mtok + output * self.price.output_per_mtok) / 1e6
         self.spent += cost
         if self.spent > self.limit:
             raise BudgetExceeded(

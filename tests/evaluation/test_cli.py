@@ -63,3 +63,28 @@ def test_eval_refuses_an_unknown_strategy() -> None:
     result = runner.invoke(app, ["eval", "--turns", "16", "-s", "telepathy"])
     assert result.exit_code == 2
     assert "strategies must be among" in result.output
+
+
+def test_eval_sends_your_system_prompt_first(tmp_path: Path) -> None:
+    prompt = tmp_path / "agent.txt"
+    prompt.write_text("You are our agent. " * 400, encoding="utf-8")  # ~2,000 tokens
+    out = tmp_path / "eval"
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            "--turns",
+            "16",
+            "-s",
+            "window",
+            "--system-prompt",
+            str(prompt),
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    [row] = json.loads((out / "report.json").read_text())["strategies"]
+    assert row["input_tokens"] > 16 * 1900
+    assert row["cached_tokens"] > 0  # long enough for the prompt cache

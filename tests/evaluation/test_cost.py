@@ -116,3 +116,35 @@ def test_the_spend_is_checked_while_the_run_goes() -> None:
     budget.charge(turn)  # $0.0006
     with pytest.raises(BudgetExceeded, match="spent"):
         budget.charge(turn)
+
+
+def test_an_anthropic_client_runs_our_anthropic_loop_priced_as_anthropic_bills() -> None:
+    from stm_memory.testing import offline_anthropic_client
+
+    conversation = generate_conversation(seed=3, turns=16)
+    model = ScriptedModel(conversation=conversation)
+    report = run_eval(
+        offline_anthropic_client(model),
+        conversation=conversation,
+        model_name="claude-haiku-4-5",
+        strategies=["stm-loop"],
+    )
+    assert report.cache_profile == "anthropic-haiku-4.5-5m"
+    result = report.strategy("stm-loop")
+    assert {r.api for t in result.turns for r in t.requests} == {"anthropic"}
+    assert "system" in result.turns[0].requests[0].body  # a Messages body, as sent
+    assert result.recall.overall.total == len(conversation.probes)
+    assert result.cost.usd is not None and model.calls == result.model_calls
+
+
+def test_a_model_without_usage_is_charged_its_requests_uncached() -> None:
+    from stm_memory.evaluation._pricing import Price
+    from stm_memory.evaluation._recording import RecordedRequest, RecordedTurn
+    from stm_memory.evaluation._runner import _Budget
+    from stm_memory.testing import FrozenClock
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "x" * 4000}]}
+    turn = RecordedTurn(0, "c", FrozenClock()(), (RecordedRequest("openai_chat", body),))
+    budget = _Budget(0.0005, CACHE_PROFILES["openai-gpt-5"], Price(1.0, 1.0))
+    with pytest.raises(BudgetExceeded):
+        budget.charge(turn)  # about 1,000 tokens at $1 per million: above $0.0005
