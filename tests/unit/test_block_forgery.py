@@ -132,7 +132,9 @@ def test_stored_text_cannot_forge_the_block(
         return
     # This channel's block and the briefings are placed apart; each reads on its own.
     parts = [content] if briefing_at is None else [content[:briefing_at], content[briefing_at:]]
-    this, headers, bodies = [], [], []
+    this: list[str] = []
+    headers: list[str] = []
+    bodies: list[list[str]] = []
     for part in (p.strip("\n") for p in parts):
         if not part:
             continue

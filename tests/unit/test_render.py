@@ -251,6 +251,27 @@ def test_crude_only_block_uses_crude_message_count() -> None:
     )
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "render._shown_at decides whether raw turns are quoted by looking for the line "
+        "'Recent messages:' in the body, which a stored summary line can equal"
+    ),
+)
+def test_a_summary_line_like_recent_messages_does_not_move_the_time() -> None:
+    # Supersede: the briefing shows the summary (10:00) and no raw turn; a turn
+    # captured at 11:00 must not move its time (nor, with it, its bytes).
+    e = entry(
+        summary="Plan.\nRecent messages:\nnone",
+        refreshed_at=NOW - timedelta(hours=2),
+        last_updated=NOW - timedelta(hours=1),
+        messages=(msg("user", "hi", at=NOW - timedelta(hours=1)),),
+    )
+    assert block(e, "supersede") == (
+        "- #c2, 2026-01-05 10:00 UTC:\n  Plan.\n  Recent messages:\n  none"
+    )
+
+
 def test_block_bytes_do_not_depend_on_when_they_are_rendered() -> None:
     e = entry(summary="S", refreshed_at=NOW - timedelta(days=3))
     # No "N days ago": nothing in the text moves with the clock.
