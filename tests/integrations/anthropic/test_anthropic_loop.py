@@ -182,24 +182,24 @@ def test_multi_turn_scenario(
             tool_handlers={"get_weather": get_weather},
         )
 
-    # Turn 1: the other channel shows (fresh: merged into the user turn, supersede:
-    # its raw turns omitted); no live entry here yet, so no nudge.
+    # Turn 1: the other channel shows (supersede: its raw turns omitted); no live
+    # entry here yet, so no nudge. The channel's first turn: the briefing goes into
+    # the stable group at the top (a system block after the caller's prompt), with an
+    # absolute time, before the user's words.
     anthropic_script.reply_text("Lovely! Cherry blossoms usually peak in early April.")
     history = [user("I'm planning a trip to Kyoto in April.")]
     r1 = run(history)
     (req,) = r1.requests
-    assert system_texts(req) == [SYSTEM]
-    first = blocks(req["messages"][0])
-    # The user's words (a cache breakpoint: the next turn reads them back), then the
-    # other channel's briefing, which changes every turn.
-    assert first[0] == {
-        "type": "text",
-        "text": "I'm planning a trip to Kyoto in April.",
-        "cache_control": {"type": "ephemeral"},
-    }
-    assert first[1]["text"].startswith(CONTENT_HEADER)
-    assert "#planning, just now:" in first[1]["text"]
-    assert "Ryokan booked for April 3." in first[1]["text"]
+    caller, briefing_block = system_texts(req)
+    assert caller == SYSTEM
+    assert briefing_block.startswith(CONTENT_HEADER)
+    assert "- #planning, 2026-01-05 12:00 UTC:" in briefing_block
+    assert "Ryokan booked for April 3." in briefing_block
+    assert "ago:" not in text_of(req)  # no relative times
+    (first,) = req["messages"]
+    # Only the user's words in the message: nothing of the briefing after them.
+    assert [b["text"] for b in blocks(first)] == ["I'm planning a trip to Kyoto in April."]
+    assert "#planning" not in text_of(req["messages"])
     assert "Book the ryokan" not in text_of(req)  # supersede: no raw turns
     assert NUDGE_MARK not in text_of(req)
     assert tool_names(req) == [TOOL_NAME, "get_weather"]
@@ -253,9 +253,15 @@ def test_multi_turn_scenario(
     assert refused["status"] == "tool_execution_failed"
     assert "already updated" in refused["reason"]
     assert second["is_error"] is True
-    # After the update the memory tool is hidden and the nudge has done its job.
-    assert tool_names(after) == ["get_weather"]
-    assert NUDGE_MARK not in text_of(after)
+    # After the update every step of the turn extends the last: the same tools
+    # (the memory tool still offered; a second call fails, as above), the same
+    # system, the nudge kept right after the current user message.
+    assert tool_names(after) == tool_names(nudged) == [TOOL_NAME, "get_weather"]
+    assert after["tools"] == nudged["tools"]
+    assert after.get("tool_choice") == nudged.get("tool_choice")
+    assert after["system"] == nudged["system"]
+    assert after["messages"][: len(nudged["messages"])] == nudged["messages"]
+    assert NUDGE_MARK in text_of(after["messages"])
     assert after["messages"][-1] == as_json(r3.messages[-2])
     assert (r3.text, r3.stm_updated, r3.steps) == (
         "It's sunny and 18 C in Kyoto right now.",
@@ -277,6 +283,9 @@ def test_multi_turn_scenario(
     # prefix the cache keeps until the memory is rewritten.
     caller, memory_block = system_texts(cut)
     assert caller == SYSTEM and f"This channel:\n  {S1}" in memory_block
+    # The first turn after the rewrite: the briefing joins the stable group after it.
+    assert "- #planning, 2026-01-05 12:00 UTC:" in memory_block
+    assert "#planning" not in text_of(cut["messages"])
     assert "This channel:" not in text_of(cut["messages"])
     (skipped,) = tool_results(r4.messages[-2])
     assert skipped["is_error"] is True
@@ -318,15 +327,12 @@ def test_multi_turn_scenario(
     assert system == SYSTEM
     assert content.startswith(CONTENT_HEADER)
     assert f"This channel:\n  {S2}" in content
-    # The other channels' briefings change every turn: with the current user message.
+    # The first turn after turn 5's rewrite: the unchanged briefing is in the stable
+    # group after this channel's memory, its absolute time unchanged two hours later.
+    assert "- #planning, 2026-01-05 12:00 UTC:" in content
+    assert "#planning" not in text_of(req["messages"])
     last = blocks(req["messages"][-1])
-    # The user's own words end the cached prefix: the next turn reads them back.
-    assert last[0] == {
-        "type": "text",
-        "text": "I'm back.",
-        "cache_control": {"type": "ephemeral"},
-    }
-    assert "#planning, 2 hours ago:" in last[1]["text"]
+    assert [b["text"] for b in last] == ["I'm back."]
     assert req["messages"][-2] == {
         "role": "assistant",
         "content": [{"type": "text", "text": "Have a wonderful trip!"}],
@@ -397,7 +403,11 @@ async def test_async_scenario(
     weather, stored = tool_results(r3.messages[-2])
     assert (weather["content"], weather["is_error"]) == ("sunny, 18 C", False)
     assert json.loads(stored["content"]) == {"status": "completed"}
-    assert tool_names(after) == ["get_weather"]
+    # The step after the update offers the same tools and keeps the nudge.
+    assert tool_names(after) == tool_names(nudged) == [TOOL_NAME, "get_weather"]
+    assert after["tools"] == nudged["tools"]
+    assert after["messages"][: len(nudged["messages"])] == nudged["messages"]
+    assert NUDGE_MARK in text_of(after["messages"])
     entry = await mem.aget(SCOPE)
     assert r3.stm_updated and entry is not None and entry.summary == S1
 
@@ -441,8 +451,9 @@ def test_history_with_tool_blocks_keeps_tools_defined(
     anthropic_script: Script,
     open_memory: Callable[[], ShortTermMemory],
 ) -> None:
-    """No caller tools; once the update hid the memory tool, the next request still
-    defines it (the API refuses tool blocks without tools) but with tool_choice none."""
+    """No caller tools; after the update the next request still offers the memory
+    tool (the tool list is fixed for the turn, and the API refuses tool blocks
+    without tools), with no tool_choice switch; a second call would fail."""
     mem = open_memory()
     loop = AnthropicLoop(anthropic_client, mem, model=MODEL)
     anthropic_script.reply_tool_call(TOOL_NAME, {"summary": "Ann greeted us."})
@@ -450,8 +461,9 @@ def test_history_with_tool_blocks_keeps_tools_defined(
     result = loop.run_turn(SCOPE, [user("Hello, I'm Ann.")], system=SYSTEM)
     first, second = result.requests
     assert tool_names(first) == [TOOL_NAME] and "tool_choice" not in first
-    assert tool_names(second) == [TOOL_NAME]
-    assert second["tool_choice"] == {"type": "none"}
+    assert second["tools"] == first["tools"] and "tool_choice" not in second
+    (stored,) = tool_results(result.messages[-2])
+    assert json.loads(stored["content"]) == {"status": "completed"}
     assert (result.text, result.stm_updated, result.steps) == ("Hello Ann!", True, 2)
     check_all([result])
 

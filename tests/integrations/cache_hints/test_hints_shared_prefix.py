@@ -1,9 +1,11 @@
 """Two requests of one channel between memory rewrites share everything up to the new
 exchange, in every integration, so the second is read from the provider's cache: the
-prompt order of ``stm_memory.prompt.placement`` (this channel's memory at the top, the
-dialogue since the cut, other channels' briefings right after the current user message)
-as it reaches the HTTP layer, through the real SDK clients, replayed from cassettes
-recorded against the local fake provider.
+prompt order of ``stm_memory.prompt.placement`` (this channel's memory at the top with,
+on the first turn after it was rewritten, the other channels' briefings as a stable group
+right after it; the dialogue since the cut; a briefing new or changed since the rewrite
+right after the user message of the turn it entered) as it reaches the HTTP layer,
+through the real SDK clients, replayed from cassettes recorded against the local fake
+provider.
 
 Requests are compared part by part as a provider's cache sees them
 (:func:`stm_memory.testing.request_parts`: breakpoints are not content), and priced by
@@ -62,12 +64,22 @@ async def test_a_channels_requests_share_their_prefix(entry: Entry, env: Env) ->
     own = own_text_part(parts_a, TEXTS[0])
     # Everything up to and including the user's own words is the same, part by part...
     assert [p.text for p in parts_b[: own + 1]] == [p.text for p in parts_a[: own + 1]]
-    # ... with this channel's memory in that prefix and the other channel's briefing
-    # (which changes every turn) after it.
-    assert any(SUMMARIES["c1"] in p.text for p in parts_a[:own])
-    assert not any(SUMMARIES["c2"] in p.text for p in parts_a[: own + 1])
-    assert any(SUMMARIES["c2"] in p.text for p in parts_a[own + 1 :])
-    assert own_text_part(parts_b, TEXTS[1]) > own
+
+    # ... with this channel's memory in that prefix and, this being the first turn
+    # after the memory was rewritten, the other channel's briefing in the stable group
+    # after it, before the user's words (billed once: nothing of it after them).
+    def holding(parts: Sequence[Any], text: str) -> list[int]:
+        return [i for i, part in enumerate(parts) if text in part.text]
+
+    memory_at, briefing_at = holding(parts_a, SUMMARIES["c1"]), holding(parts_a, SUMMARIES["c2"])
+    assert memory_at and briefing_at
+    assert max(memory_at) <= min(briefing_at) and max(briefing_at) < own
+    # The second request keeps it where it was and does not send it again after its
+    # own user message.
+    own_b = own_text_part(parts_b, TEXTS[1])
+    assert own_b > own
+    assert holding(parts_b, SUMMARIES["c2"]) == briefing_at
+    assert not any(SUMMARIES["c2"] in p.text for p in parts_b[own + 1 :])
 
     # So the second request reads at least everything before the first one's user
     # message from the cache (the long system prompt, the memory), as the provider

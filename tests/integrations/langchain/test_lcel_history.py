@@ -266,19 +266,18 @@ async def test_a_reply_that_only_calls_the_memory_tool_gets_one_more_call(
 
     assert output.text == "Friday it is." and output.tool_calls == []
     assert len(prompts.sent) == 2
-    (_, first_tools), (second, second_tools) = prompts.sent
+    (first, first_tools), (second, second_tools) = prompts.sent
     assert first_tools == [TOOL_NAME]
-    # The second request carries the call and its result; the update is done, so the
-    # tool is hidden — except that the Messages API wants `tools` beside tool blocks:
-    # Anthropic gets it, uncallable (tool_choice none), as the Anthropic loop sends it.
+    # The second request carries the call and its result and extends the first: the
+    # tool list is fixed for the turn, so the memory tool is still offered (a second
+    # call would get "already updated this turn"), with no tool_choice switch.
     assert isinstance(second[-2], AIMessage) and second[-2].tool_calls
     assert isinstance(second[-1], ToolMessage)
+    assert second[: len(first)] == first
     assert validity_errors("langchain", second) == []
-    if provider == "anthropic":
-        assert second_tools == [TOOL_NAME]
-        assert prompts.params[1]["tool_choice"] == {"type": "none"}
-    else:
-        assert second_tools == [] and "tool_choice" not in prompts.params[1]
+    assert second_tools == first_tools == [TOOL_NAME]
+    assert prompts.params[1].get("tool_choice") == prompts.params[0].get("tool_choice")
+    assert "tool_choice" not in prompts.params[1]
     record = factory("c1").record.messages
     assert [type(m).__name__ for m in record] == [
         "HumanMessage",

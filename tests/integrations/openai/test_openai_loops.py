@@ -239,10 +239,12 @@ def test_memory_cycle(
     assert forecast == {"city": "Kyoto", "forecast": "sunny", "celsius": 18}
     assert second["status"] == "tool_execution_failed"
     assert second["tool_name"] == TOOL_NAME and "already updated" in second["reason"]
-    # After the update the nudge is gone and the tool is no longer offered.
+    # Every step of the turn extends the last: after the update the memory tool is
+    # still offered (the second call above failed when it ran) and the nudge stays.
     for request in r3.requests[1:]:
-        assert api.nudge(request) is None
-        assert api.tool_names(request) == ["get_weather"]
+        assert api.nudge(request) == nudge
+        assert api.tool_names(request) == [TOOL_NAME, "get_weather"]
+        assert api.system_prompt(request) == api.system_prompt(r3.requests[0])
     entry = memory.get(SCOPE)
     assert entry is not None
     assert (entry.summary, entry.turns_since_refresh) == (SUMMARY, 0)
@@ -269,7 +271,10 @@ def test_memory_cycle(
     r5 = loop.run_turn(OTHER_SCOPE, [user("Hello!")], system=SYSTEM)
     other = api.content(r5.requests[0])
     assert other is not None
-    assert "Other channels:\n- #trip-planning, 5 minutes ago:\n  " + SUMMARY in other
+    # Its first turn: the briefing is in the stable group, with the absolute time of
+    # turn 3's update (12:00 + 2 minutes on the frozen clock), not "N minutes ago".
+    assert "Other channels:\n- #trip-planning, 2026-01-05 12:02 UTC:\n  " + SUMMARY in other
+    assert "ago:" not in other
     assert "Recent messages:" not in other and "Fushimi" not in other
 
 
