@@ -21,8 +21,8 @@ from stm_memory.evaluation._conversation import (
     Probe,
     Speaker,
     Utterance,
-    generate_conversation,
 )
+from stm_memory.evaluation._generator import generate_conversation
 from stm_memory.evaluation._locomo import load_locomo
 from stm_memory.evaluation._models import ScriptedSpec, resolve_model, scripted
 from stm_memory.evaluation._plot import plot_recall_vs_cost

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from stm_memory.errors import ConfigurationError, StmError
-from stm_memory.evaluation._conversation import ConversationSet, generate_conversation
+from stm_memory.evaluation._conversation import ConversationSet
+from stm_memory.evaluation._generator import generate_conversation
 from stm_memory.evaluation._models import ResolvedModel, ScriptedSpec, resolve_model
 from stm_memory.evaluation._pricing import (
     Price,
