@@ -215,6 +215,8 @@ class _AgentStrategy(_ChatStrategy):
         self,
         conversation: ConversationSet,
         model: ResolvedModel,
+        *,
+        key: str,
         middleware: Callable[[Any], Any],
         memory: ShortTermMemory | None = None,
     ) -> None:
@@ -222,7 +224,7 @@ class _AgentStrategy(_ChatStrategy):
         from langchain.agents import create_agent
         from langgraph.checkpoint.memory import InMemorySaver
 
-        self.memory = memory
+        self.key, self.memory = key, memory
         self.agent: Any = create_agent(
             model=self.chat,
             system_prompt=conversation.system_prompt,
@@ -266,11 +268,13 @@ def _middleware_strategy(
     if model.chat_factory is None:
         raise Unavailable("needs a LangChain chat model")
     memory = _open_memory(workdir, clock, conversation, options)
-    strategy = _AgentStrategy(
-        conversation, model, lambda _: ShortTermMemoryMiddleware(memory), memory
+    return _AgentStrategy(
+        conversation,
+        model,
+        key="stm-middleware",
+        middleware=lambda _: ShortTermMemoryMiddleware(memory),
+        memory=memory,
     )
-    strategy.key = "stm-middleware"
-    return strategy
 
 
 def _summarization_strategy(
@@ -290,9 +294,7 @@ def _summarization_strategy(
             keep=("messages", options.summarization_keep_messages),
         )
 
-    strategy = _AgentStrategy(conversation, model, middleware)
-    strategy.key = "summarization"
-    return strategy
+    return _AgentStrategy(conversation, model, key="summarization", middleware=middleware)
 
 
 class _HistoryStrategy(_ChatStrategy):
