@@ -199,7 +199,9 @@ def other_channel_block(
     """One other channel's block, or None when the entry has nothing to show."""
     distilled = distilled_lines(entry.summary, entry.categories, categories)
     body: list[str] = list(distilled)
+    quoted: Sequence[StoredMessage] = ()  # the raw turns the body quotes
     if not distilled:
+        quoted = entry.messages[-crude_count:] if crude_count > 0 else ()
         body = crude_lines(entry.messages, crude_count)
     elif render_mode == "crude_summary":
         # Only the turns the distilled memory does not cover yet: repeating what the
@@ -207,11 +209,12 @@ def other_channel_block(
         recent = turns_after(entry.messages, entry.refreshed_at)
         crude = crude_lines(recent, crude_count, limit=RECENT_MESSAGE_LIMIT)
         if crude:
+            quoted = recent[-crude_count:]
             body = [*distilled, RECENT_MESSAGES, *crude]
     if not body:
         return None
     header = f"- {where(entry, current_server_id=current_server_id)}, "
-    header += f"{absolute_time(_shown_at(entry, distilled=bool(distilled), body=body))}:"
+    header += f"{absolute_time(_shown_at(entry, distilled=bool(distilled), quoted=quoted))}:"
     return "\n".join([header, *_indented(body)])
 
 
@@ -222,16 +225,14 @@ def absolute_time(at: datetime) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _shown_at(entry: MemoryEntry, *, distilled: bool, body: Sequence[str]) -> datetime:
+def _shown_at(entry: MemoryEntry, *, distilled: bool, quoted: Sequence[StoredMessage]) -> datetime:
     """When what a briefing shows last changed: the distilled memory's writing, and
-    the newest raw turn it quotes (a turn captured in the source channel that the
-    briefing does not show leaves its text alone)."""
-    times: list[datetime] = []
+    the newest of the raw turns it quotes (a turn captured in the source channel that
+    the briefing does not show leaves its text alone). The newest of them, not the
+    last: a repeated turn keeps the time it was first captured at."""
+    times = [m.timestamp for m in quoted]
     if distilled:
         times.append(entry.refreshed_at or entry.last_updated)
-    if not distilled or RECENT_MESSAGES in body:
-        since = entry.refreshed_at if distilled else None
-        times += [m.timestamp for m in turns_after(entry.messages, since)[-1:]]
     return max(times) if times else entry.last_updated
 
 

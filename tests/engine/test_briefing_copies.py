@@ -508,17 +508,9 @@ def test_the_prefix_up_to_the_previous_user_message_is_byte_identical(
     assert after.context.nudge == nudge
 
 
-# -- known defects (production code; reported, not worked around) ------------------------
+# -- the briefing's time: the newest quoted turn -----------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "render._shown_at names the *last* quoted turn's timestamp, but capture gives a "
-        "repeated identical turn the timestamp of its first occurrence, so the header of a "
-        "changed raw-turn briefing can keep the old time"
-    ),
-)
 def test_a_raw_briefing_that_quotes_a_newer_turn_names_that_turn(
     mem: ShortTermMemory, clock: FrozenClock
 ) -> None:

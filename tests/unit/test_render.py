@@ -251,13 +251,6 @@ def test_crude_only_block_uses_crude_message_count() -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "render._shown_at decides whether raw turns are quoted by looking for the line "
-        "'Recent messages:' in the body, which a stored summary line can equal"
-    ),
-)
 def test_a_summary_line_like_recent_messages_does_not_move_the_time() -> None:
     # Supersede: the briefing shows the summary (10:00) and no raw turn; a turn
     # captured at 11:00 must not move its time (nor, with it, its bytes).
