@@ -13,6 +13,7 @@ reason shown.
 from __future__ import annotations
 
 import importlib
+import json
 import re
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from pathlib import Path
 import pytest
 from conftest import offline_environment
 from helpers.pytest_runs import pytest_args
+from typer.testing import CliRunner
 
 from stm_memory.cli.commands import app
 
@@ -47,6 +49,22 @@ class Block:
     @property
     def id(self) -> str:
         return f"L{self.line}-{re.sub(r'[^a-z0-9]+', '-', self.heading.lower()).strip('-')}"
+
+
+def run_block(block: Block, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python block.py`` in ``cwd``, offline, warnings shown as a newcomer sees them."""
+    script = cwd / "block.py"
+    script.write_text(block.body, encoding="utf-8")
+    env = offline_environment()
+    env["PYTHONWARNINGS"] = "default"
+    return subprocess.run(
+        [sys.executable, script.name],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=BLOCK_TIMEOUT,
+    )
 
 
 def readme() -> str:
@@ -121,18 +139,7 @@ def test_the_block_defines_every_name_it_uses(block: Block) -> None:
 def test_the_block_runs_as_written(block: Block, tmp_path: Path) -> None:
     if block.how == "skip":
         pytest.skip(block.reason)
-    script = tmp_path / "block.py"
-    script.write_text(block.body, encoding="utf-8")
-    env = offline_environment()
-    env["PYTHONWARNINGS"] = "default"  # show warnings, as a newcomer's python does
-    done = subprocess.run(
-        [sys.executable, script.name],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=BLOCK_TIMEOUT,
-    )
+    done = run_block(block, tmp_path)
     where = f"README.md line {block.line} ({block.heading})"
     assert done.returncode == 0, f"{where} failed:\n{done.stderr}"
     # Each block shows the newcomer a result.
@@ -142,6 +149,24 @@ def test_the_block_runs_as_written(block: Block, tmp_path: Path) -> None:
         if "Warning" in line:
             assert "LangChainDeprecationWarning" in line, f"{where} warned: {line}"
             assert "deprecate" in block.body, f"{where} warns without saying so"
+
+
+def test_the_cli_shows_what_the_core_api_block_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's promise: the CLI, on its defaults, reads the store the quickstart's
+    first block wrote with from_url's defaults (issue #32: it used to say "no live memory")."""
+    first = next(b for b in BLOCKS if b.heading == "The core API")
+    done = run_block(first, tmp_path)
+    assert done.returncode == 0, done.stderr
+    written = done.stdout.strip().splitlines()[-1]  # the block prints the summary last
+    monkeypatch.chdir(tmp_path)
+    shown = CliRunner().invoke(app, ["show", "c1", "--user", "u1", "--server", "g1", "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.output)[0]["summary"] == written
+    assert "`stm-memory show c1 --user u1 --server g1`, run in the same directory" in " ".join(
+        readme().split()
+    )
 
 
 @pytest.mark.parametrize("block", TEST_MODULES, ids=lambda b: b.id)
