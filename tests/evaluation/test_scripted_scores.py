@@ -93,9 +93,9 @@ def test_ours_with_the_perfect_model(perfect: EvalReport, conversation: Conversa
 
 
 def test_the_model_that_never_calls_the_tool_recalls_less_under_ours(
-    perfect: EvalReport, toolless: EvalReport
+    long_perfect: EvalReport, toolless: EvalReport
 ) -> None:
-    ours, never = perfect.strategy("stm-loop"), toolless.strategy("stm-loop")
+    ours, never = long_perfect.strategy("stm-loop"), toolless.strategy("stm-loop")
     assert never.memory_writes == 0
     assert never.recall.overall.correct < ours.recall.overall.correct
     # What it misses is what only the memory carried: other channels' facts.
