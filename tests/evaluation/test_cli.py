@@ -88,3 +88,33 @@ def test_eval_sends_your_system_prompt_first(tmp_path: Path) -> None:
     [row] = json.loads((out / "report.json").read_text())["strategies"]
     assert row["input_tokens"] > 16 * 1900
     assert row["cached_tokens"] > 0  # long enough for the prompt cache
+
+
+def test_eval_reads_a_locomo_file_from_the_given_path(tmp_path: Path) -> None:
+    session = [
+        {"speaker": "Ann", "dia_id": "D1:1", "text": "My bike is a green Batavus."},
+        {"speaker": "Bo", "dia_id": "D1:2", "text": "Nice, mine is red."},
+    ]
+    qa = [
+        {
+            "question": "What brand is Ann's bike?",
+            "answer": "Batavus",
+            "evidence": ["D1:1"],
+            "category": 1,
+        }
+    ]
+    sample = {
+        "sample_id": "s1",
+        "conversation": {"speaker_a": "Ann", "speaker_b": "Bo", "session_1": session},
+        "qa": qa,
+    }
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps([sample]), encoding="utf-8")
+    out = tmp_path / "eval"
+    result = runner.invoke(
+        app, ["eval", "--locomo", str(path), "-s", "full-history", "--out", str(out), "--quiet"]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["conversation"] == "locomo-s1" and report["probes"] == 1
+    assert report["strategies"][0]["recall"] == 1.0
