@@ -4,7 +4,7 @@ and the numbers they print are the numbers of their own run.
 Each notebook is executed with nbclient in a kernel of *this* interpreter (the venv's
 ipykernel, whatever ``python3`` kernelspec a developer's Jupyter directories hold), in an
 empty temporary working directory, with provider keys removed and provider base URLs
-pointing at a closed local port (``conftest.offline_environment``), so a notebook that
+pointing at a closed local port (``helpers.notebooks.offline_environment``), so a notebook that
 tried to reach an API would fail instead of calling it.
 
 ``token_savings.ipynb`` prints its figures as one JSON line (``figures: {...}``). Before
@@ -19,22 +19,18 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
-from conftest import offline_environment
-from jupyter_client.kernelspec import KernelSpecManager
-from jupyter_client.manager import AsyncKernelManager
+from helpers.notebooks import KERNEL, offline_environment, output_text, outputs, read, venv_kernel
 from nbclient import NotebookClient
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 #: Notebooks another test executes (with the checks of its own).
 OWN_TESTS = {"recall_vs_cost.ipynb": "tests/evaluation/test_notebook.py executes it"}
-KERNEL = "python3"
 CELL_TIMEOUT = 120  # seconds per cell; whole notebooks take a few seconds
 
 #: What each notebook must visibly show (in its printed output), so a notebook that runs
@@ -158,36 +154,6 @@ print("recomputed:", _json.dumps({
     },
 }, sort_keys=True))
 """
-
-
-def venv_kernel() -> AsyncKernelManager:
-    """A python3 kernel manager whose kernel runs ``sys.executable -m ipykernel_launcher``.
-
-    With no kernel directories, the only spec is ipykernel's native one, built for the
-    running interpreter; a ``python3`` kernelspec elsewhere cannot take its place.
-    """
-    specs = KernelSpecManager(kernel_dirs=[])
-    return AsyncKernelManager(kernel_name=KERNEL, kernel_spec_manager=specs)
-
-
-def read(path: Path) -> Any:
-    return nbformat.read(path, as_version=4)  # type: ignore[no-untyped-call]
-
-
-def outputs(nb: Any) -> Iterator[Any]:
-    for cell in nb.cells:
-        yield from cell.get("outputs", [])
-
-
-def output_text(nb: Any) -> str:
-    """Everything the notebook printed or displayed as text."""
-    parts = []
-    for output in outputs(nb):
-        if output.output_type == "stream":
-            parts.append(output.text)
-        elif "data" in output:
-            parts.append(output.data.get("text/plain", ""))
-    return "\n".join(parts)
 
 
 def json_line(text: str, label: str) -> Any:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import offline_environment
+from helpers.notebooks import offline_environment
 from helpers.pytest_runs import pytest_args
 from typer.testing import CliRunner
 
