@@ -142,13 +142,12 @@ def turn_anchors(messages: Sequence[Any]) -> list[int]:
     return anchors
 
 
-def _after_turn(messages: Sequence[Any], back: int, anchors: Sequence[int]) -> int:
-    """After the user message of the turn ``back`` turns before the current one; at
-    the top when the request does not hold that turn (cut, or never passed)."""
+def _after_earlier_turn(messages: Sequence[Any], back: int, anchors: Sequence[int]) -> int:
+    """After the user message of the turn ``back`` (>= 1) turns before the current one
+    (``anchors``: :func:`turn_anchors` of ``messages``); at the top when the request
+    does not hold that turn (cut, or never passed)."""
     if back < len(anchors):
         return anchors[len(anchors) - 1 - back]
-    if back == 0:
-        return _after_current_turn(messages)
     return insertion_index(messages, -1)
 
 
@@ -255,18 +254,19 @@ class MemoryContext:
             out.append((insertion_index(messages, -1), top, True))
         if (memory := self.memory) and self.content_depth >= 0:
             out.append((insertion_index(messages, self.content_depth), memory, False))
-        anchors = turn_anchors(messages)
+        current = _after_current_turn(messages)
+        anchors: list[int] | None = None  # read only for a group of an earlier turn
         if self.briefings:
             for back, text in sorted(self.briefings, key=lambda g: -g[0]):
-                if back >= 0:
-                    out.append((_after_turn(messages, back, anchors), text, False))
+                if back > 0:
+                    anchors = turn_anchors(messages) if anchors is None else anchors
+                    out.append((_after_earlier_turn(messages, back, anchors), text, False))
+                elif back == 0:
+                    out.append((current, text, False))
         elif briefing := self.briefing:
-            out.append((_after_current_turn(messages), briefing, False))
+            out.append((current, briefing, False))
         if self.nudge:
-            if self.cache_ordered:
-                index = _after_turn(messages, 0, anchors)
-            else:
-                index = insertion_index(messages, self.nudge_depth)
+            index = current if self.cache_ordered else insertion_index(messages, self.nudge_depth)
             out.append((index, self.nudge, False))
         return out
 
