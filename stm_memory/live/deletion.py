@@ -77,9 +77,10 @@ class Deletions:
             evict_in_batches(self._live.evict, (k for k in keys if parse_key(k)[2] == channel_id))
             self._cache.record_deletion("channel", channel_id)
             self._outbox.purge_channel(channel_id)
-            self.drop_copies(lambda copy: copy.channel_id == channel_id)
+            dropped = self.drop_copies(lambda copy: copy.channel_id == channel_id)
             count = self._persister.finish_delete(item) or 0
-        self._compact_cache()
+        if dropped:  # other channels' copies of its words left the cache's bytes too
+            self._compact(self._cache)
         return count
 
     def clear_user(self, user_id: str, *, progress: ProgressCallback | None = None) -> int:
@@ -179,17 +180,11 @@ class Deletions:
                 )
         return changed
 
-    def _compact_cache(self) -> None:
-        """Checkpoint the live cache after copies left it (best effort, as _compact)."""
-        try:
-            self._cache.compact()
-        except Exception as exc:
-            log.warning("stm-memory: checkpoint after a deletion failed: %s", exc)
-
-    def _compact(self) -> None:
-        """Checkpoint the embedded stores after an erasure (best effort: a failure is
-        logged; the next erasure or checkpoint catches up)."""
-        for part in (self._store, self._cache, self._outbox):
+    def _compact(self, *parts: MemoryStore | LiveCache | Outbox) -> None:
+        """Checkpoint the embedded stores (default all three) after an erasure, or the
+        live cache after copies left it (best effort: a failure is logged; the next
+        erasure or checkpoint catches up)."""
+        for part in parts or (self._store, self._cache, self._outbox):
             try:
                 part.compact()
             except Exception as exc:
@@ -211,7 +206,8 @@ class Deletions:
             self._live.mutate(scope, list(present), clear)
         self._outbox.purge_keys(keys)
         # Other channels' copies of this memory were sent as it was: they go too.
-        self.drop_copies(lambda copy: copy.source in keys)
+        dropped = self.drop_copies(lambda copy: copy.source in keys)
         count = self._persister.finish_delete(item) or 0
-        self._compact_cache()
+        if dropped:
+            self._compact(self._cache)
         return count
