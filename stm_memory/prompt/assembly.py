@@ -44,9 +44,10 @@ from stm_memory.prompt.placement import MemoryContext
 from stm_memory.prompt.render import (
     briefing_block,
     distilled_lines,
+    join_parts,
+    memory_block,
     nudge_text,
     other_channel_block,
-    render_parts,
 )
 
 if TYPE_CHECKING:
@@ -145,7 +146,6 @@ def _assemble(turn: TurnContext, reads: _Reads) -> MemoryContext:
         others=pool,
         server_settings=settings,
         categories=labels,
-        now=reads.now,
         is_live=reads.is_live,
         limit=limits.other_channels_shown,
         history=history_window(
@@ -352,7 +352,6 @@ def build_memory_context(
     others: Iterable[MemoryEntry],
     server_settings: Mapping[str, ServerSettings],
     categories: Mapping[str | None, Sequence[Category]],
-    now: datetime,
     is_live: Callable[[MemoryEntry], bool],
     limit: int,
     history: HistoryWindow | None = None,
@@ -379,9 +378,7 @@ def build_memory_context(
         for back, entries in briefing_groups(ledger, turns_since_refresh=since)
     )
     sources = frozenset(u for c in ledger for u in c.provenance)
-    memory, _ = render_parts(this_lines, ())
-    content = "\n\n".join(t for t in [memory, *(text for _, text in groups)] if t) or None
-    briefing_at = (len(memory) + 2 if memory else 0) if groups else None
+    content, briefing_at = join_parts(memory_block(this_lines), [text for _, text in groups])
     nudge = None
     if (
         turn.tool_offered

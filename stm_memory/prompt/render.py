@@ -1,4 +1,4 @@
-"""Pure text rendering of prompt memory: blocks, headers, relative time and the nudge.
+"""Pure text rendering of prompt memory: blocks, headers, times and the nudge.
 
 Nothing here does I/O or reads a clock: ``now`` is always an argument, so the same
 entries always render to byte-identical text (prompt caches and golden tests rely on it).
@@ -24,8 +24,9 @@ Layout of the memory content (see ``docs/design.md#the-memory-block``)::
     - DM, 2026-11-20 18:40 UTC:
       Talked about tea.
 
-The two blocks are placed apart (this channel's at the top, the briefings before the
-current user message: :mod:`stm_memory.prompt.placement`); each opens with the header.
+The blocks are placed apart (this channel's at the top; the briefings in groups, each
+after the user message of the turn it was first sent in, or with the memory after its
+rewrite: :mod:`stm_memory.prompt.placement`); each opens with the header.
 "This channel:" holds only distilled memory (categories, else the summary): the raw
 turns of the current channel are already in the live dialogue. Each other channel
 gets a header naming where and when what it shows last changed (an absolute UTC time,
@@ -48,7 +49,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from stm_memory.model import Category, MemoryEntry, RenderMode, StoredMessage, turns_after
 from stm_memory.model.text import humanize_slug, sanitize_placeholders, truncate_code_points
@@ -65,9 +66,10 @@ __all__ = [
     "crude_lines",
     "distilled_lines",
     "expand_macros",
+    "join_parts",
+    "memory_block",
     "nudge_text",
     "other_channel_block",
-    "relative_time",
     "render_content",
     "render_parts",
     "where",
@@ -95,26 +97,6 @@ def _one_line(text: str) -> str:
     # break the indentation that tells the model which channel a line belongs to.
     # (str.split() splits on exactly the Unicode whitespace that \s matches, faster.)
     return " ".join(text.split())
-
-
-def relative_time(then: datetime, now: datetime) -> str:
-    """How long ago ``then`` was: "just now" under a minute, "N minutes ago",
-    "N hours ago", "N days ago" up to 7 days, "over a week ago" past that.
-    Times in the future (clock skew between workers) read "just now"."""
-    delta = now - then
-    if delta < timedelta(minutes=1):
-        return "just now"
-    if delta < timedelta(hours=1):
-        return _ago(int(delta / timedelta(minutes=1)), "minute")
-    if delta < timedelta(days=1):
-        return _ago(int(delta / timedelta(hours=1)), "hour")
-    if delta <= timedelta(days=7):
-        return _ago(int(delta / timedelta(days=1)), "day")
-    return "over a week ago"
-
-
-def _ago(n: int, unit: str) -> str:
-    return f"1 {unit} ago" if n == 1 else f"{n} {unit}s ago"
 
 
 def _value_lines(text: str) -> list[str]:
@@ -246,20 +228,32 @@ def render_content(this_channel: Sequence[str], others: Sequence[str]) -> str | 
 def render_parts(
     this_channel: Sequence[str], others: Sequence[str]
 ) -> tuple[str | None, int | None]:
-    """The memory content and where its other-channel briefings start in it.
+    """The memory content and where its other-channel briefings start in it, with
+    ``others`` (rendered entries) as one group (see :func:`join_parts`)."""
+    return join_parts(memory_block(this_channel), [briefing_block(others)] if others else [])
 
-    This channel's memory and the briefings are two blocks, each opening with the
-    header and the framing, because they are placed apart (the first stays put until
-    the memory is rewritten, the second changes every turn: see
-    :mod:`stm_memory.prompt.placement`). Placeholders are sanitised last: names and
-    raw turns were never cleaned on the way in."""
-    memory = _block([THIS_CHANNEL, *_indented(this_channel)]) if this_channel else None
-    briefing = _block([OTHER_CHANNELS, *others]) if others else None
-    if briefing is None:
+
+def join_parts(memory: str | None, groups: Sequence[str]) -> tuple[str | None, int | None]:
+    """This channel's block and the briefing groups as one content, and where the
+    briefings start in it (None: there are none).
+
+    They are blocks of their own, each opening with the header and the framing,
+    because they are placed apart (the first stays put until the memory is
+    rewritten; each group stays after the user message of the turn it was first sent
+    in: see :mod:`stm_memory.prompt.placement`)."""
+    if not groups:
         return memory, None
+    briefings = "\n\n".join(groups)
     if memory is None:
-        return briefing, 0
-    return f"{memory}\n\n{briefing}", len(memory) + 2
+        return briefings, 0
+    return f"{memory}\n\n{briefings}", len(memory) + 2
+
+
+def memory_block(this_channel: Sequence[str]) -> str | None:
+    """This channel's block (``This channel:`` and its distilled lines), or None when
+    there is nothing to show. Placeholders are sanitised last: names and raw turns
+    were never cleaned on the way in."""
+    return _block([THIS_CHANNEL, *_indented(this_channel)]) if this_channel else None
 
 
 def briefing_block(entries: Sequence[str]) -> str:

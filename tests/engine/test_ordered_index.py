@@ -85,7 +85,6 @@ def reference(mem: ShortTermMemory, scope: Scope) -> str | None:
         others=found.values(),
         server_settings={s: mem.server_settings(s) for s in sids},
         categories={s: mem.categories(s) for s in sids},
-        now=now,
         is_live=lambda e: mem._live.is_live(e, now),
         limit=mem.limits.other_channels_shown,
         history=history_window(turn, live, reset=False, overlap=1, max_raw_turns=30),

@@ -19,7 +19,6 @@ from stm_memory.prompt.render import (
     expand_macros,
     nudge_text,
     other_channel_block,
-    relative_time,
     render_content,
     render_parts,
     where,
@@ -56,30 +55,6 @@ def entry(**kw: object) -> MemoryEntry:
     }
     base.update(kw)
     return MemoryEntry(**base)  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize(
-    ("ago", "expected"),
-    [
-        (timedelta(seconds=-30), "just now"),  # clock skew between workers
-        (timedelta(0), "just now"),
-        (timedelta(seconds=59), "just now"),
-        (timedelta(minutes=1), "1 minute ago"),
-        (timedelta(minutes=1, seconds=59), "1 minute ago"),
-        (timedelta(minutes=2), "2 minutes ago"),
-        (timedelta(minutes=59, seconds=59), "59 minutes ago"),
-        (timedelta(hours=1), "1 hour ago"),
-        (timedelta(hours=2, minutes=30), "2 hours ago"),
-        (timedelta(hours=23, minutes=59), "23 hours ago"),
-        (timedelta(days=1), "1 day ago"),
-        (timedelta(days=3, hours=5), "3 days ago"),
-        (timedelta(days=7), "7 days ago"),
-        (timedelta(days=7, seconds=1), "over a week ago"),
-        (timedelta(days=400), "over a week ago"),
-    ],
-)
-def test_relative_time_table(ago: timedelta, expected: str) -> None:
-    assert relative_time(NOW - ago, NOW) == expected
 
 
 def test_category_lines_follow_server_order_and_humanise_removed_slugs() -> None:
