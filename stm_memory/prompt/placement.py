@@ -273,8 +273,8 @@ class MemoryContext:
     def for_request(self, *, role: MemoryRole, trim: bool, nudge: bool) -> MemoryContext:
         """This context as one request of an entry point sends it: with the entry
         point's ``role``, the history cut only when ``trim``, and the nudge only while
-        ``nudge`` (the tool is offered: not after this turn's update, not under a
-        guard). Every integration derives its request's context here."""
+        ``nudge`` (the tool is offered: no guard of the turn's start hides it; this
+        turn's update does not). Every integration derives its request's context here."""
         return replace(
             self,
             role=role,

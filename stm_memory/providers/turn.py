@@ -134,8 +134,9 @@ class MemoryTurn:
 
     @property
     def tool_offered(self) -> bool:
-        """The memory tool may be offered now: no guard hides it (not after this turn's
-        update, not in a "remember this permanently" turn …)."""
+        """The memory tool is in this turn's requests: no guard of the turn's snapshot
+        hides it (not in a "remember this permanently" turn …). This turn's update does
+        not withdraw it: every step keeps the tool list (a second call fails when run)."""
         return self.state is not None and self.state.tool_offered
 
     @property
