@@ -74,6 +74,7 @@ from stm_memory.providers import (
     is_dialogue,
     is_summary_message,
     op,
+    refuse_inline,
     text_of,
 )
 
@@ -171,6 +172,11 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
     trim_history = TurnOption[bool]()
     memory_role = TurnOption[MemoryRole]()
 
+    @staticmethod
+    def check_options(options: TurnOptions) -> None:
+        """Refuse what ShortTermMemoryHistory cannot send (when built and when an option is set)."""
+        refuse_inline("ShortTermMemoryHistory", options.memory_role)
+
     def __init__(
         self,
         memory: ShortTermMemory,
@@ -188,6 +194,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         self.options = TurnOptions(
             provider=provider, trim_history=trim_history, memory_role=memory_role
         )
+        self.check_options(self.options)
         self._open: HistoryTurn | None = None
         self._lock = threading.RLock()
 

@@ -80,6 +80,7 @@ from stm_memory.providers import (
     check_memory_setup,
     drive,
     failure,
+    note_endpoint,
     text_of,
     tool_name,
     tool_result_text,
@@ -338,10 +339,22 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         yield from turn.assemble()  # once per turn; an off turn places nothing
         # place() derives this request's context: the nudge only while the tool is offered.
         provider = turn.options.provider or provider_of(request.model)
-        messages = turn.place(request.messages, provider=provider)
+        if provider == "openai":  # ChatOpenAI(base_url=...) may serve an open model
+            base_url = getattr(request.model, "openai_api_base", None)
+            note_endpoint(type(self).__name__, base_url, turn.options.memory_role)
+        system = request.system_message
+        if turn.options.memory_role == "inline" and system is not None:
+            # The portable form joins the memory to the caller's system prompt, which
+            # create_agent keeps outside the messages: placed as their first, taken back.
+            system, *messages = turn.place([system, *request.messages], provider=provider)
+        else:
+            messages = turn.place(request.messages, provider=provider)
         tools, choice = _offer(turn, request)
         changed = self._hinted(
-            turn, request.override(messages=messages, tools=tools, tool_choice=choice)
+            turn,
+            request.override(
+                messages=messages, system_message=system, tools=tools, tool_choice=choice
+            ),
         )
         response = yield from self._guarded(run, _call(handler, changed))
         for message in ai_messages(response):

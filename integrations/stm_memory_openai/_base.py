@@ -24,6 +24,7 @@ from stm_memory.providers import (
     aemit_text,
     emit_text,
     last_user_text,
+    note_endpoint,
     prompt_cache_key,
 )
 
@@ -136,6 +137,11 @@ class OpenAILoop(LoopShell[ClientT]):
     :class:`~stm_memory.providers.LoopShell`)."""
 
     CLIENTS: ClassVar[tuple[type[Any], type[Any]]] = (OpenAI, AsyncOpenAI)
+
+    def _built(self) -> None:
+        # Another host than OpenAI's may render requests with an open model's chat
+        # template: said once, naming memory_role="inline" (providers/endpoints.py).
+        note_endpoint(self._name, getattr(self.client, "base_url", None), self.memory_role)
 
     def _adapter_args(self, on_text: OnText | None) -> dict[str, Any]:
         return {

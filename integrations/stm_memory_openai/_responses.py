@@ -26,7 +26,7 @@ from stm_memory.providers import (
     Usage,
     is_truncated,
     openai_responses_tool,
-    place_memory,
+    place_with_instructions,
     responses_tool_results,
     without_speaker_ids,
 )
@@ -68,9 +68,10 @@ class ResponsesAdapter(AdapterBase):
         turn: MemoryTurn,
     ) -> dict[str, Any]:
         request: dict[str, Any] = {"model": self.model}
-        if system:
-            request["instructions"] = system
-        request["input"] = without_speaker_ids(place_memory(context, transcript))
+        instructions, placed = place_with_instructions(context, transcript, system)
+        if instructions:
+            request["instructions"] = instructions
+        request["input"] = without_speaker_ids(placed)
         if tools:
             request["tools"] = list(tools)
         if self.on_text is not None:

@@ -75,6 +75,7 @@ from stm_memory.providers import (
     is_dialogue,
     place_memory,
     prompt_cache_key,
+    refuse_inline,
     text_of,
     tool_result_text,
 )
@@ -207,6 +208,11 @@ class ShortTermMemorySession(OptionsView):
             record read before the cut).
     """
 
+    @staticmethod
+    def check_options(options: TurnOptions) -> None:
+        """Refuse what ShortTermMemorySession cannot send (when built and when an option is set)."""
+        refuse_inline("ShortTermMemorySession", options.memory_role)
+
     def __init__(
         self,
         memory: ShortTermMemory,
@@ -229,6 +235,7 @@ class ShortTermMemorySession(OptionsView):
             memory_role=memory_role,
             cache_hints=cache_hints,
         )
+        self.check_options(self.options)
         self.memory = memory
         self.scope = scope
         if session_id is None:

@@ -78,7 +78,7 @@ __all__ = [
     "turn_anchors",
 ]
 
-MemoryRole = Literal["system", "user"]
+MemoryRole = Literal["system", "user", "inline"]
 log = logging.getLogger("stm_memory")
 
 
@@ -317,13 +317,18 @@ class MemoryContext:
         placed (see the module docstring)."""
         items = self.cut(messages) if trim else _as_list(messages)
         codec = codec_for(items, provider)
+        role = self.role
+        if role == "inline":
+            if codec.name != "anthropic":
+                return _place_inline(items, self.injections(items), codec)
+            role = "system"  # Messages turns are merged already; the top goes to system
         as_system: dict[int, list[str]] = {}
         as_user: dict[int, list[str]] = {}
         for index, text, top in self.injections(items):
             # Leading system messages are accepted everywhere, so the top is a system
             # message wherever the format has a system role, unless the user role was
             # asked for.
-            system = self.role == "system" and codec.system_at(top)
+            system = role == "system" and codec.system_at(top)
             target = as_system if system else as_user
             target.setdefault(index, []).append(text)
         if not as_system and not as_user:
@@ -338,7 +343,7 @@ class MemoryContext:
         Returns ``(system, messages)``; neither input is mutated."""
         rest = self
         top = self._top()
-        if top and self.role == "system":
+        if top and self.role in ("system", "inline"):
             system = append_system(system, top)
             rest = self.without_memory()
         return system, rest.apply(messages, provider="anthropic", trim=trim)
@@ -348,6 +353,56 @@ def _as_list(messages: Sequence[Any]) -> list[Any]:
     if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
         raise ValidationError("messages must be a list of messages")
     return list(messages)
+
+
+def _place_inline(
+    items: list[Any], injections: Sequence[tuple[int, str, bool]], codec: Codec
+) -> list[Any]:
+    """The portable form (``role="inline"``): what goes at the top joins the caller's
+    leading system message (after its text: the caller's prefix stays cached), or,
+    with none in the list, goes ahead of the first user message's words (a system
+    message of its own only in a list without one); everything else joins the user
+    message it follows
+    (its turn's, where per-turn text stands), else the next one. No message is added
+    between two of the caller's, so a chat template that takes one leading system
+    message and strict user/assistant alternation renders every request, and one that
+    keeps only the first system message still sees the memory."""
+    if not injections:
+        return items
+    lead = 0
+    while lead < len(items) and message_role(items[lead]) == "system":
+        lead += 1
+    users = [i for i, m in enumerate(items) if message_role(m) == "user"]
+    top: list[str] = []
+    merges: dict[int, list[str]] = {}
+    for index, text, is_top in injections:
+        if is_top:
+            top.append(text)
+            continue
+        before = [i for i in users if i < index]
+        after = [i for i in users if i >= index]
+        target = before[-1] if before else after[0] if after else None
+        if target is None:
+            top.append(text)  # no user message at all: the system message carries it
+        else:
+            merges.setdefault(target, []).append(text)
+    if top and lead:
+        merges.setdefault(lead - 1, [])[:0] = top
+        top = []
+    elif top and not users:
+        return [codec.system_message("\n\n".join(top), items), *items]
+    # No system message in the list: the caller's prompt may be kept apart (a prompt
+    # template, create_agent's system message, instructions) and join it in front, so
+    # the top goes ahead of the first user message's words instead.
+    front = {users[0]: top} if top else {}
+    out = []
+    for i, message in enumerate(items):
+        if i in front:
+            message = codec.merged(message, front[i], before=True)
+        if i in merges:
+            message = codec.merged(message, merges[i])
+        out.append(message)
+    return out
 
 
 def _place(

@@ -53,9 +53,11 @@ from stm_memory.providers.checks import (
     check_provider,
     check_tools,
     refuse_async_callables,
+    refuse_inline,
     refuse_reserved,
     refuse_wrong_client,
 )
+from stm_memory.providers.endpoints import is_openai_host, note_endpoint
 from stm_memory.providers.guards import missing_extra
 from stm_memory.providers.loop import (
     ModelReply,
@@ -105,6 +107,7 @@ from stm_memory.providers.wire_chat import chat_tool_call, chat_tool_results, fu
 from stm_memory.providers.wire_responses import (
     is_call_item,
     place_memory,
+    place_with_instructions,
     responses_tool_results,
 )
 from stm_memory.tool.schema import (
@@ -182,6 +185,7 @@ __all__ = [
     "is_call_item",
     "is_dialogue",
     "is_failed_result",
+    "is_openai_host",
     "is_request_body",
     "is_summary_message",
     "is_truncated",
@@ -190,14 +194,17 @@ __all__ = [
     "message_text",
     "missing_extra",
     "needs_previous",
+    "note_endpoint",
     "offered_tool_names",
     "op",
     "openai_chat_tool",
     "openai_responses_tool",
     "place_memory",
+    "place_with_instructions",
     "prompt_cache_key",
     "read_request",
     "refuse_async_callables",
+    "refuse_inline",
     "refuse_reserved",
     "refuse_wrong_client",
     "responses_tool_results",

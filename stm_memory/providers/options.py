@@ -39,8 +39,12 @@ class TurnOptions:
         trim_history: send the model only what the memory does not cover (the memory
             block, the turns since it was written, the current turn); ``False`` sends
             everything the caller gives, for a caller that windows its own history.
-        memory_role: inject memory and nudge as ``"system"`` messages (default) or as
-            ``"user"`` turns.
+        memory_role: inject memory and nudge as ``"system"`` messages (default), as
+            ``"user"`` turns, or ``"inline"``: the portable form for open models behind
+            OpenAI-compatible servers (vLLM, SGLang, TGI, llama.cpp, Ollama), whose chat
+            templates take one leading system message and strict alternation — the
+            memory joins your leading system message, the per-turn parts join the user
+            message of their turn, and no message is added.
         cache_hints: send the provider's prompt-cache hints (``prompt_cache_key``,
             Anthropic breakpoints); the caller's own always win.
     """
@@ -91,7 +95,12 @@ class TurnOption(Generic[T]):
 
     def __set__(self, obj: _HasOptions, value: T) -> None:
         changes: dict[str, Any] = {self.name: value}
-        obj.options = replace(obj.options, **changes)
+        options = replace(obj.options, **changes)
+        # An entry point that supports only some values checks them as when built.
+        check = getattr(type(obj), "check_options", None)
+        if check is not None:
+            check(options)
+        obj.options = options
 
 
 class OptionsView:

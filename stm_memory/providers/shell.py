@@ -120,6 +120,11 @@ class LoopShell(OptionsView, ABC, Generic[ClientT]):
             cache_hints=cache_hints,
         )
         self.request_options = dict(request_options)
+        self._built()
+
+    def _built(self) -> None:
+        """Called once the loop is built and checked: a provider's own word on it (the
+        OpenAI loops name the portable form for another host than OpenAI's)."""
 
     @property
     def _name(self) -> str:

@@ -12,7 +12,7 @@ from stm_memory.wire.responses import is_call_item
 if TYPE_CHECKING:
     from stm_memory.prompt.placement import MemoryContext
 
-__all__ = ["is_call_item", "place_memory", "responses_tool_results"]
+__all__ = ["is_call_item", "place_memory", "place_with_instructions", "responses_tool_results"]
 
 
 def place_memory(context: MemoryContext, items: Sequence[Any]) -> list[Any]:
@@ -39,6 +39,20 @@ def place_memory(context: MemoryContext, items: Sequence[Any]) -> list[Any]:
         i = j
     placed = context.apply(view, provider="openai", trim=False)
     return [part for item in placed for part in units.get(id(item), [item])]
+
+
+def place_with_instructions(
+    context: MemoryContext, items: Sequence[Any], instructions: str | None
+) -> tuple[str | None, list[Any]]:
+    """:func:`place_memory` for a request whose caller's prompt is its ``instructions``:
+    ``(instructions, input)``. In the portable form (``memory_role="inline"``) what goes
+    at the top joins the instructions, which a server renders as the one leading system
+    message; otherwise the instructions are left as they are."""
+    if context.role != "inline" or not instructions:
+        return instructions, place_memory(context, items)
+    lead = {"role": "system", "content": instructions}
+    first, *rest = place_memory(context, [lead, *items])
+    return str(first["content"]), rest
 
 
 def responses_tool_results(

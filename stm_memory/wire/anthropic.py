@@ -147,5 +147,9 @@ class AnthropicCodec(DictReader):
     def append(self, message: Any, texts: Sequence[str]) -> Any:
         return {**message, "content": [*text_blocks(message.get("content")), *text_parts(texts)]}
 
+    def merged(self, message: Any, texts: Sequence[str], *, before: bool = False) -> Any:
+        # Messages turns are blocks: the same as prepend and append.
+        return self.prepend(message, texts) if before else self.append(message, texts)
+
 
 ANTHROPIC = AnthropicCodec()

@@ -19,6 +19,7 @@ __all__ = [
     "content_text",
     "has_block",
     "is_empty",
+    "merged_content",
     "normal_role",
 ]
 
@@ -113,12 +114,33 @@ class Codec(Reader, Protocol):
 
     def append(self, message: Any, texts: Sequence[str]) -> Any: ...
 
+    def merged(self, message: Any, texts: Sequence[str], *, before: bool = False) -> Any:
+        """``message`` with ``texts`` after its content (``before``: ahead of it), in the
+        content's own shape (a string stays one string, paragraphs apart): the portable form
+        (``memory_role="inline"``), for chat templates that take one leading system
+        message and strict user/assistant alternation."""
+        ...
+
 
 def has_block(content: Any, kind: str) -> bool:
     """``content`` is a list of parts with one of type ``kind``."""
     return isinstance(content, list) and any(
         isinstance(b, Mapping) and b.get("type") == kind for b in content
     )
+
+
+def merged_content(
+    content: Any, texts: Sequence[str], *, part: str = "text", before: bool = False
+) -> Any:
+    """``content`` (a string or a list of parts) with ``texts`` after it (``before``:
+    ahead of it): one string when it is a string (text after the caller's keeps the
+    caller's as its byte prefix, so a prompt cache still serves it), else one ``part``
+    part per text beside the caller's parts."""
+    if content is None or isinstance(content, str):
+        own = [content] if content else []
+        return "\n\n".join([*texts, *own] if before else [*own, *texts])
+    parts = [{"type": part, "text": t} for t in texts]
+    return [*parts, *content] if before else [*content, *parts]
 
 
 def content_text(content: Any) -> str:

@@ -23,7 +23,14 @@ from langchain_core.messages import (
 from langchain_core.messages.utils import count_tokens_approximately
 
 from stm_memory.wire.anthropic import is_memory_block, text_parts, tool_use_ids
-from stm_memory.wire.base import MessageView, Role, content_text, is_empty, normal_role
+from stm_memory.wire.base import (
+    MessageView,
+    Role,
+    content_text,
+    is_empty,
+    merged_content,
+    normal_role,
+)
 from stm_memory.wire.openai_chat import calls_without, tool_call_ids
 
 __all__ = ["LANGCHAIN", "LEADING_SYSTEM_ONLY", "LangChainCodec", "approximate_tokens"]
@@ -130,6 +137,10 @@ class LangChainCodec:
 
     def append(self, message: Any, texts: Sequence[str]) -> Any:
         return message.model_copy(update={"content": _join(message.content, texts, before=False)})
+
+    def merged(self, message: Any, texts: Sequence[str], *, before: bool = False) -> Any:
+        content = merged_content(message.content, texts, before=before)
+        return message.model_copy(update={"content": content})
 
 
 LANGCHAIN = LangChainCodec()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence, Set
 from typing import Any
 
-from stm_memory.wire.base import is_empty
+from stm_memory.wire.base import is_empty, merged_content
 from stm_memory.wire.dicts import DictReader
 
 __all__ = ["CHAT", "ChatCodec", "calls_without", "tool_call_ids"]
@@ -83,6 +83,13 @@ class ChatCodec(DictReader):
 
     def append(self, message: Any, texts: Sequence[str]) -> Any:
         return message
+
+    #: The content part type text goes in (Responses input messages say input_text).
+    part = "text"
+
+    def merged(self, message: Any, texts: Sequence[str], *, before: bool = False) -> Any:
+        content = merged_content(message.get("content"), texts, part=self.part, before=before)
+        return {**message, "content": content}
 
 
 CHAT = ChatCodec()

@@ -35,6 +35,7 @@ def is_call_item(item: Any) -> bool:
 
 class ResponsesCodec(ChatCodec):
     name = "openai_responses"
+    part = "input_text"
 
     def role(self, message: Any) -> Role:
         if not is_item(message):

@@ -44,6 +44,19 @@ class TestShippedEntryPoints(IntegrationContract):
         return SHIPPED[request.param](memory, offline_model)
 
 
+#: The entry points that write the portable form (memory_role="inline", for open models'
+#: chat templates): the whole dialogue again, the prefix rules included.
+PORTABLE = ("chat-loop", "responses-loop", "middleware")
+
+
+class TestThePortableForm(IntegrationContract):
+    @pytest.fixture(params=PORTABLE)
+    def entry_point(
+        self, request: pytest.FixtureRequest, memory: ShortTermMemory, offline_model: ScriptedModel
+    ) -> IntegrationDriver:
+        return SHIPPED[request.param](memory, offline_model, memory_role="inline")
+
+
 # -- the suite as a third party binds it ----------------------------------------------------
 
 # The inner runs need no cache, and no asyncio plugin: the suite runs its own event loop.

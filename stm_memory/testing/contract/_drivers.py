@@ -39,6 +39,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from stm_memory.engine import ShortTermMemory
 from stm_memory.model import Scope
 from stm_memory.model.messages import message_text
+from stm_memory.prompt.placement import MemoryRole
 from stm_memory.providers import Op, adrive, drive, op, text_of
 from stm_memory.testing.contract.integration import (
     STEPS,
@@ -66,7 +67,8 @@ ANTHROPIC_MODEL = "claude-sonnet-4-5"
 
 #: What an entry point is built with: ``(provider, trim_history)``.
 Options = tuple[str | None, bool]
-DriverFactory = Callable[[ShortTermMemory, ScriptedModel], IntegrationDriver]
+#: ``(memory, offline_model, *, memory_role="system") -> driver``.
+DriverFactory = Callable[..., IntegrationDriver]
 T = TypeVar("T")
 
 
@@ -147,10 +149,18 @@ class _Driver:
     supports: frozenset[str] = STEPS
 
     def __init__(
-        self, memory: ShortTermMemory, model: ScriptedModel, *, name: str, is_async: bool
+        self,
+        memory: ShortTermMemory,
+        model: ScriptedModel,
+        *,
+        name: str,
+        is_async: bool,
+        memory_role: MemoryRole = "system",
     ) -> None:
         self.memory, self.model = memory, model
         self.name, self.is_async = name, is_async
+        #: The ``memory_role`` every entry point of this driver is built with.
+        self.memory_role: MemoryRole = memory_role
         self._built: dict[Hashable, Any] = {}
 
     def run_turn(
@@ -181,7 +191,13 @@ class LoopDriver(_Driver):
     ``responses`` or ``anthropic``)."""
 
     def __init__(
-        self, memory: ShortTermMemory, model: ScriptedModel, *, api: str, is_async: bool
+        self,
+        memory: ShortTermMemory,
+        model: ScriptedModel,
+        *,
+        api: str,
+        is_async: bool,
+        memory_role: MemoryRole = "system",
     ) -> None:
         from stm_memory.testing.clients import offline_anthropic_client, offline_openai_client
 
@@ -205,7 +221,8 @@ class LoopDriver(_Driver):
                 pair = (openai_loops.OpenAIResponsesLoop, openai_loops.AsyncOpenAIResponsesLoop)
             self.settings = {"model": OPENAI_MODEL}
         self.loop_class = pair[is_async]
-        super().__init__(memory, model, name=self.loop_class.__name__, is_async=is_async)
+        name = self.loop_class.__name__
+        super().__init__(memory, model, name=name, is_async=is_async, memory_role=memory_role)
         self.histories: dict[str, list[Any]] = {}
 
     def _turn(self, scope: Scope, text: str, options: Options) -> Generator[Op, Any, TurnOutcome]:
@@ -213,7 +230,12 @@ class LoopDriver(_Driver):
         loop = self._once(
             options,
             lambda: self.loop_class(
-                self.client, self.memory, provider=provider, trim_history=trim, **self.settings
+                self.client,
+                self.memory,
+                provider=provider,
+                trim_history=trim,
+                memory_role=self.memory_role,
+                **self.settings,
             ),
         )
         message: dict[str, Any] = {"role": "user", "content": text, "user_id": scope.user_id}
@@ -232,11 +254,18 @@ class MiddlewareDriver(_Driver):
     """``create_agent`` with ``ShortTermMemoryMiddleware``: a checkpointer thread per
     channel, the speaker's scope in ``configurable``."""
 
-    def __init__(self, memory: ShortTermMemory, model: ScriptedModel, *, is_async: bool) -> None:
+    def __init__(
+        self,
+        memory: ShortTermMemory,
+        model: ScriptedModel,
+        *,
+        is_async: bool,
+        memory_role: MemoryRole = "system",
+    ) -> None:
         from langgraph.checkpoint.memory import InMemorySaver
 
         name = "ShortTermMemoryMiddleware." + ("ainvoke" if is_async else "invoke")
-        super().__init__(memory, model, name=name, is_async=is_async)
+        super().__init__(memory, model, name=name, is_async=is_async, memory_role=memory_role)
         self.saver = InMemorySaver()  # every agent below shares the threads
         self.seen: dict[str, int] = {}
 
@@ -246,7 +275,9 @@ class MiddlewareDriver(_Driver):
         from stm_memory_langchain import ShortTermMemoryMiddleware
 
         provider, trim = options
-        middleware = ShortTermMemoryMiddleware(self.memory, provider=provider, trim_history=trim)
+        middleware = ShortTermMemoryMiddleware(
+            self.memory, provider=provider, trim_history=trim, memory_role=self.memory_role
+        )
         return create_agent(
             _chat_model(self.model),
             tools=[],
@@ -276,9 +307,16 @@ class ChainHistoryDriver(_Driver):
 
     KEYS = ("channel_id", "user_id", "server_id")
 
-    def __init__(self, memory: ShortTermMemory, model: ScriptedModel, *, is_async: bool) -> None:
+    def __init__(
+        self,
+        memory: ShortTermMemory,
+        model: ScriptedModel,
+        *,
+        is_async: bool,
+        memory_role: MemoryRole = "system",
+    ) -> None:
         name = "with_short_term_memory." + ("ainvoke" if is_async else "invoke")
-        super().__init__(memory, model, name=name, is_async=is_async)
+        super().__init__(memory, model, name=name, is_async=is_async, memory_role=memory_role)
         self.records: dict[str, Any] = {}
 
     def _record(self, channel_id: str, **_: Any) -> Any:
@@ -298,7 +336,12 @@ class ChainHistoryDriver(_Driver):
 
         provider, trim = options
         factory = ShortTermMemoryHistory.factory(
-            self.memory, keys=self.KEYS, history=self._record, provider=provider, trim_history=trim
+            self.memory,
+            keys=self.KEYS,
+            history=self._record,
+            provider=provider,
+            trim_history=trim,
+            memory_role=self.memory_role,
         )
         prompt = ChatPromptTemplate.from_messages(
             [("system", SYSTEM), MessagesPlaceholder("history"), MessagesPlaceholder("input")]
@@ -329,12 +372,15 @@ class AgentsSessionDriver(_Driver):
     """``Runner.run`` with ``ShortTermMemorySession.agent(agent)`` (async only): one
     session per speaker over one SDK session per channel."""
 
-    def __init__(self, memory: ShortTermMemory, model: ScriptedModel) -> None:
+    def __init__(
+        self, memory: ShortTermMemory, model: ScriptedModel, *, memory_role: MemoryRole = "system"
+    ) -> None:
         from agents import Agent, OpenAIResponsesModel
 
         from stm_memory.testing.clients import offline_openai_client
 
-        super().__init__(memory, model, name="ShortTermMemorySession", is_async=True)
+        name = "ShortTermMemorySession"
+        super().__init__(memory, model, name=name, is_async=True, memory_role=memory_role)
         self.client = offline_openai_client(model, is_async=True)
         responses = OpenAIResponsesModel(OPENAI_MODEL, self.client)
         self.base = Agent(name="Host", instructions=SYSTEM, model=responses)
@@ -352,7 +398,12 @@ class AgentsSessionDriver(_Driver):
         chosen: dict[str, Any] = {"provider": provider} if provider is not None else {}
         record = self._record(scope.channel_id)
         session = ShortTermMemorySession(
-            self.memory, scope, session=record, trim_history=trim, **chosen
+            self.memory,
+            scope,
+            session=record,
+            trim_history=trim,
+            memory_role=self.memory_role,
+            **chosen,
         )
         return session, session.agent(self.base)
 
