@@ -72,7 +72,6 @@ class ShortTermMemoryHistoryFactory:
             raise ConfigurationError("give either scope= or scope fields, not both")
         # Every history gets the same options: checked once, here, as TurnOptions.
         self.options = TurnOptions(**{k: options.pop(k) for k in _HISTORY_OPTIONS if k in options})
-        ShortTermMemoryHistory.check_options(self.options)
         self.memory = memory
         self.keys = tuple(keys)
         self.scope = scope

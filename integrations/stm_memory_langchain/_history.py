@@ -45,6 +45,7 @@ like every chat history.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -74,7 +75,6 @@ from stm_memory.providers import (
     is_dialogue,
     is_summary_message,
     op,
-    refuse_inline,
     text_of,
 )
 
@@ -85,6 +85,8 @@ if TYPE_CHECKING:
     from ._factory import ShortTermMemoryHistoryFactory
 
 __all__ = ["HistoryTurn", "MessageRecord", "ShortTermMemoryHistory"]
+
+log = logging.getLogger("stm_memory")
 
 # The upcoming user message, while the view is placed: the chain appends the real one
 # after the history, so depths count from it and the cut treats it as the current turn.
@@ -172,11 +174,6 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
     trim_history = TurnOption[bool]()
     memory_role = TurnOption[MemoryRole]()
 
-    @staticmethod
-    def check_options(options: TurnOptions) -> None:
-        """Refuse what ShortTermMemoryHistory cannot send (when built and when an option is set)."""
-        refuse_inline("ShortTermMemoryHistory", options.memory_role)
-
     def __init__(
         self,
         memory: ShortTermMemory,
@@ -194,7 +191,6 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         self.options = TurnOptions(
             provider=provider, trim_history=trim_history, memory_role=memory_role
         )
-        self.check_options(self.options)
         self._open: HistoryTurn | None = None
         self._lock = threading.RLock()
 
@@ -289,6 +285,10 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
             return list(messages)
         # The nudge only once the user's message is known and while the tool is offered.
         context = turn.turn.request_context(trim=False)
+        if context.role == "inline":
+            # The portable form: the view carried only the cut; everything goes in here,
+            # on the whole input, joined to the prompt's system message and user turns.
+            return turn.turn.place(messages, provider=self.provider, context=context)
         # The view placed the briefings after a stand-in for the user's message (it did
         # not know it yet); the model gets them after the real one, where they leave the
         # user's words in the prefix the next turn re-reads from the provider's cache.
@@ -349,6 +349,13 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
     def _place(self, record: list[BaseMessage], state: HistoryTurn) -> list[BaseMessage]:
         # The nudge waits for the user's message (see the module docstring).
         state._view_provider = self.provider
+        if self.options.memory_role == "inline":
+            # The portable form is written on the model's whole input (model_messages):
+            # a view knows neither the prompt's system message nor the user's.
+            # (The cut reads the last turn as the current one: a stand-in holds its place.)
+            stand_in = HumanMessage("", id=_STAND_IN)
+            cut = state.turn.request_context(nudge=False).cut([*record, stand_in])
+            return [m for m in cut if m is not stand_in]
         placed = state.turn.place(
             [*record, HumanMessage("", id=_STAND_IN)],
             provider=self.provider,
@@ -380,6 +387,12 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
                 self._open = None
         if ai_at is None or not state.turn.active:
             return  # the user's message alone (the turn goes on), or memory is off
+        if self.options.memory_role == "inline" and not state.model_called:
+            log.warning(
+                "stm-memory: memory_role='inline' places the memory when the model is "
+                "called, through with_short_term_memory(chain); this chain did not, so "
+                "its model was sent no memory"
+            )
         if state._known is not None:  # the record as this turn read it, plus what it added
             full = state._known
         else:

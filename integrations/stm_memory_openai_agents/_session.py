@@ -75,7 +75,6 @@ from stm_memory.providers import (
     is_dialogue,
     place_memory,
     prompt_cache_key,
-    refuse_inline,
     text_of,
     tool_result_text,
 )
@@ -109,6 +108,7 @@ class _OpenRun:
     added: int = 0  # items recorded in this turn
     finishing: bool = False  # the next add_items is the run's last (the epilogue)
     answered: str = ""  # visible text of the model's last response (agent() hooks)
+    placed: bool = False  # agent()'s hooks placed the memory at a model call (inline)
 
 
 def _role(item: Any) -> Any:
@@ -208,11 +208,6 @@ class ShortTermMemorySession(OptionsView):
             record read before the cut).
     """
 
-    @staticmethod
-    def check_options(options: TurnOptions) -> None:
-        """Refuse what ShortTermMemorySession cannot send (when built and when an option is set)."""
-        refuse_inline("ShortTermMemorySession", options.memory_role)
-
     def __init__(
         self,
         memory: ShortTermMemory,
@@ -235,7 +230,6 @@ class ShortTermMemorySession(OptionsView):
             memory_role=memory_role,
             cache_hints=cache_hints,
         )
-        self.check_options(self.options)
         self.memory = memory
         self.scope = scope
         if session_id is None:
@@ -428,6 +422,10 @@ class ShortTermMemorySession(OptionsView):
         if context.is_empty:
             return items
         stand_in: dict[str, Any] = {"role": "user", "content": ""}
+        if context.role == "inline":
+            # The portable form is written on the model's whole input (_before_model):
+            # the view carries only the cut (the stand-in holds the current turn's place).
+            return [item for item in context.cut([*items, stand_in]) if item is not stand_in]
         try:
             placed = place_memory(context, [*items, stand_in])
         except Exception:
@@ -453,6 +451,13 @@ class ShortTermMemorySession(OptionsView):
         if state is None or not state.turn.active or not isinstance(items, list):
             return
         self._note_input(state, items)
+        if state.turn.options.memory_role == "inline":
+            # The whole input, as sent: joined to the first user message and the user
+            # message of each turn (the instructions are the SDK's to send).
+            context = state.turn.request_context(trim=False, nudge=self._tool is not None)
+            items[:] = state.turn.place(items, provider="openai", context=context)
+            state.placed = True
+            return
         if state.nudge is not None and not state.turn.tool_offered:
             _drop_nudge(items, state.nudge, state.view_len)
         briefing = state.turn.context.briefing
@@ -467,6 +472,12 @@ class ShortTermMemorySession(OptionsView):
         turn = state.turn
         if not turn.active or turn.finished:
             return
+        if turn.options.memory_role == "inline" and state.run is not None and not state.placed:
+            log.warning(
+                "stm-memory: memory_role='inline' places the memory at each model call, "
+                "through session.agent(agent); this run's agent was not, so its model was "
+                "sent no memory"
+            )
         try:
             items, start = await self._dialogue(state.added)
         except Exception:

@@ -53,7 +53,6 @@ from stm_memory.providers.checks import (
     check_provider,
     check_tools,
     refuse_async_callables,
-    refuse_inline,
     refuse_reserved,
     refuse_wrong_client,
 )
@@ -204,7 +203,6 @@ __all__ = [
     "prompt_cache_key",
     "read_request",
     "refuse_async_callables",
-    "refuse_inline",
     "refuse_reserved",
     "refuse_wrong_client",
     "responses_tool_results",

@@ -30,7 +30,6 @@ __all__ = [
     "check_provider",
     "check_tools",
     "refuse_async_callables",
-    "refuse_inline",
     "refuse_reserved",
     "refuse_wrong_client",
 ]
@@ -51,19 +50,6 @@ def check_memory_role(value: object) -> None:
     """Refuse a ``memory_role`` the integrations do not know."""
     if value not in MEMORY_ROLES:
         raise ConfigurationError(f"memory_role must be 'system', 'user' or 'inline', got {value!r}")
-
-
-def refuse_inline(owner: str, memory_role: object) -> None:
-    """Refuse ``memory_role="inline"`` where ``owner`` cannot write the portable form
-    yet: a request that strict chat templates refuse must not be the silent result of
-    asking for one they accept."""
-    if memory_role == "inline":
-        raise ConfigurationError(
-            f"{owner} does not support memory_role='inline' (the portable form for "
-            "open-model chat templates) yet: use an OpenAI loop or "
-            "ShortTermMemoryMiddleware for an OpenAI-compatible server, or "
-            "memory_role='system'"
-        )
 
 
 def check_memory(owner: str, memory: object) -> None:

@@ -95,12 +95,7 @@ class TurnOption(Generic[T]):
 
     def __set__(self, obj: _HasOptions, value: T) -> None:
         changes: dict[str, Any] = {self.name: value}
-        options = replace(obj.options, **changes)
-        # An entry point that supports only some values checks them as when built.
-        check = getattr(type(obj), "check_options", None)
-        if check is not None:
-            check(options)
-        obj.options = options
+        obj.options = replace(obj.options, **changes)
 
 
 class OptionsView:

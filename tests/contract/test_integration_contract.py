@@ -33,20 +33,27 @@ KNOWN_BUGS: dict[tuple[str, str], str] = {
 }
 
 
+def _driver(
+    request: pytest.FixtureRequest, memory: ShortTermMemory, model: ScriptedModel, **options: str
+) -> IntegrationDriver:
+    """The shipped driver ``request.param``, its known bug (if any) marked."""
+    reason = KNOWN_BUGS.get((request.param, request.function.__name__))
+    if reason is not None:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+    return SHIPPED[request.param](memory, model, **options)
+
+
 class TestShippedEntryPoints(IntegrationContract):
     @pytest.fixture(params=list(SHIPPED))
     def entry_point(
         self, request: pytest.FixtureRequest, memory: ShortTermMemory, offline_model: ScriptedModel
     ) -> IntegrationDriver:
-        reason = KNOWN_BUGS.get((request.param, request.function.__name__))
-        if reason is not None:
-            request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
-        return SHIPPED[request.param](memory, offline_model)
+        return _driver(request, memory, offline_model)
 
 
 #: The entry points that write the portable form (memory_role="inline", for open models'
 #: chat templates): the whole dialogue again, the prefix rules included.
-PORTABLE = ("chat-loop", "responses-loop", "middleware")
+PORTABLE = ("chat-loop", "responses-loop", "middleware", "lcel-history", "agents-session")
 
 
 class TestThePortableForm(IntegrationContract):
@@ -54,7 +61,7 @@ class TestThePortableForm(IntegrationContract):
     def entry_point(
         self, request: pytest.FixtureRequest, memory: ShortTermMemory, offline_model: ScriptedModel
     ) -> IntegrationDriver:
-        return SHIPPED[request.param](memory, offline_model, memory_role="inline")
+        return _driver(request, memory, offline_model, memory_role="inline")
 
 
 # -- the suite as a third party binds it ----------------------------------------------------

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from stm_memory import ConfigurationError
 from stm_memory.engine import ShortTermMemory
 from stm_memory.prompt.render import OTHER_CHANNELS, THIS_CHANNEL
 from stm_memory.testing.contract import ScriptedModel, SentRequest, shipped_drivers
@@ -29,9 +28,8 @@ from stm_memory.testing.contract.integration import hermetic_memory, speaker
 from .rendering import Refused, render
 
 #: The entry points that send OpenAI-style messages (the loops, the middleware, the
-#: chain, the Agents SDK session), and those of them that write the portable form.
+#: chain, the Agents SDK session).
 OPENAI_STYLE = ("chat-loop", "responses-loop", "middleware", "lcel-history", "agents-session")
-PORTABLE = ("chat-loop", "responses-loop", "middleware")
 SERVER = "guild"
 LINES = (
     "The dragon sleeps under the old mill.",
@@ -94,7 +92,7 @@ def memory_kept(prompt: str, request: SentRequest) -> bool:
     return all(block in prompt for block in request.memory_blocks())
 
 
-@pytest.mark.parametrize("driver_id", PORTABLE)
+@pytest.mark.parametrize("driver_id", OPENAI_STYLE)
 def test_the_portable_form_renders_with_its_memory(driver_id: str, memory: ShortTermMemory) -> None:
     requests = converse(driver_id, memory, "inline")
     # The dialogue exercised what matters: this channel's memory and a briefing.
@@ -125,12 +123,3 @@ def test_the_default_form_is_refused_or_loses_its_memory(
     ]
     assert refused, f"{driver_id}: the strict template refused none of {len(requests)}"
     assert dropped, f"{driver_id}: the first-system-only template dropped no memory"
-
-
-@pytest.mark.parametrize("driver_id", sorted(set(OPENAI_STYLE) - set(PORTABLE)))
-def test_an_entry_point_without_the_portable_form_refuses_it(
-    driver_id: str, memory: ShortTermMemory
-) -> None:
-    # Asking for it and silently getting requests strict templates refuse is worse.
-    with pytest.raises(ConfigurationError, match="memory_role='inline'"):
-        converse(driver_id, memory, "inline")
