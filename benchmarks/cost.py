@@ -481,6 +481,11 @@ def run(cfg: Config) -> CaseResult:
             tools=anthropic_tools,
             provider="anthropic",
         )["log"]
+    # The portable form (memory_role="inline", for open models' chat templates): the
+    # same short conversation, priced as the default one.
+    portable = run_ours_loop(
+        root / "portable", texts[:turns], system=system, tools=tools, memory_role="inline"
+    )
     mw = run_ours_middleware(
         root / "middleware", texts[:turns], system=system, tools=langchain_tools()
     )
@@ -493,6 +498,7 @@ def run(cfg: Config) -> CaseResult:
 
     logs: dict[str, list[Turn]] = {
         "ours": loop["log"],
+        "portable": portable["log"],
         "middleware": mw["log"],
         "summarization_mw": sm["log"],
         "full": full_log,
@@ -544,7 +550,19 @@ def run(cfg: Config) -> CaseResult:
             metrics.append(
                 Metric(f"cost_{regime}_ours_vs_best_peer_{provider}", ratio, "<=", target)
             )
+    portable_ratio = cost("portable", "warm", "openai") / best_peer("warm", "openai")
     metrics += [
+        Metric(
+            "cost_warm_portable_vs_best_peer_openai",
+            portable_ratio,
+            note='memory_role="inline", the form open-model chat templates render',
+        ),
+        Metric(
+            "cost_warm_portable_minus_ours_openai",
+            abs(portable_ratio - cost("ours", "warm", "openai") / best_peer("warm", "openai")),
+            "<=",
+            0.05,
+        ),
         Metric(
             "cost_warm_1000_ours_vs_full_openai",
             cost("ours", "warm", "openai", long) / cost("full", "warm", "openai", long),
@@ -597,7 +615,7 @@ def run(cfg: Config) -> CaseResult:
                     key = f"cost_{regime}_{provider}_{approach}"
                     metrics.append(Metric(key, value))
     # Model calls beyond one per turn: the loops (both APIs) and the middleware.
-    ours_logs = [loop["log"][:turns], mw["log"], *anthropic_logs.values()]
+    ours_logs = [loop["log"][:turns], portable["log"], mw["log"], *anthropic_logs.values()]
     extra = sum(len(t.bodies) - 1 for log in ours_logs for t in log)
     metrics.append(Metric("extra_llm_calls_ours", extra, "==", 0))
 

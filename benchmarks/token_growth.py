@@ -294,11 +294,13 @@ def run_ours_loop(
     system: Any = SYSTEM,
     tools: Sequence[Any] = (),
     provider: str = "openai",
+    memory_role: str = "system",
 ) -> dict[str, Any]:
     """Ours through ``OpenAIChatLoop`` (``provider="openai"``) or ``AnthropicLoop``
     (``"anthropic"``: ``system`` may be text blocks, ``tools`` Messages tool schemas)
-    on the offline SDK client, fed ``result.messages`` back each turn. ``minimal`` and
-    the breakdown are for the OpenAI loop with the default system prompt."""
+    on the offline SDK client, fed ``result.messages`` back each turn, with
+    ``memory_role`` (``"inline"``: the portable form). ``minimal`` and the breakdown
+    are for the OpenAI loop with the default system prompt."""
     from stm_memory.testing.clock import FrozenClock
     from stm_memory.testing.offline import OfflineModel
 
@@ -325,7 +327,7 @@ def run_ours_loop(
     histories: dict[str, list[Any]] = {c: [] for c in CHANNELS}
     dialogues: dict[str, list[dict[str, Any]]] = {c: [] for c in CHANNELS}
     with open_memory(root, clock=clock) as mem:
-        loop = Loop(client, mem, model=MODEL)
+        loop = Loop(client, mem, model=MODEL, memory_role=memory_role)
         for i, text in enumerate(texts):
             channel = CHANNELS[i % len(CHANNELS)]
             scope = _scope(channel)
