@@ -64,6 +64,7 @@ from ._harness import CaseResult, Config, Metric
 from .token_growth import (
     MODEL,
     Turn,
+    busy_server,
     run_agents_sessions,
     run_full,
     run_ours_loop,
@@ -456,6 +457,68 @@ def plot(path: Path, bills: Mapping[tuple[str, str, str], Bill]) -> None:
 # -- the case --------------------------------------------------------------------------
 
 
+def _busy_bills(
+    root: Path, conversation: Sequence[Any], *, system: str, tools: Sequence[Any]
+) -> dict[tuple[str, str], Bill]:
+    """The busy server's conversation (:func:`benchmarks.token_growth.busy_server`: six
+    channels, two users, short and long messages) through ours (loop, middleware, Agents
+    session) and the peers, priced as OpenAI bills it: ``(approach, regime) → Bill``."""
+    loop = run_ours_loop(root / "loop", conversation, system=system, tools=tools)
+    mw = run_ours_middleware(
+        root / "middleware", conversation, system=system, tools=langchain_tools()
+    )
+    sm = run_summarization(conversation, system=system, tools=langchain_tools())
+    full: list[Turn] = []
+    run_full(conversation, system=system, tools=tools, log=full, count=False)
+    agents_sdk = run_agents_sessions(
+        root / "agents", conversation, system=system, tools=agents_tools()
+    )
+    logs = {
+        "ours": loop["log"],
+        "middleware": mw["log"],
+        "summarization_mw": sm["log"],
+        "full": full,
+        "agents_session": agents_sdk["ours_log"],
+        "sqlite_session": agents_sdk["sqlite_log"],
+    }
+    return {
+        (approach, regime): bill(
+            log,
+            profiles["openai"],
+            as_is("openai_responses" if approach.endswith("session") else "openai_chat"),
+        )
+        for regime, profiles in REGIMES.items()
+        for approach, log in logs.items()
+    }
+
+
+def _busy_metrics(busy: Mapping[tuple[str, str], Bill], turns: int) -> list[Metric]:
+    """Ours against the best peer, warm and cold, and how much of our warm bill is
+    served from the cache, on the busy server (OpenAI profile)."""
+
+    def best(regime: str) -> float:
+        return min(busy["full", regime].total(turns), busy["summarization_mw", regime].total(turns))
+
+    out: list[Metric] = []
+    for approach, peer in (
+        ("ours", None),
+        ("middleware", None),
+        ("agents_session", "sqlite_session"),
+    ):
+        for regime in ("warm", "cold"):
+            base = busy[peer, regime].total(turns) if peer else best(regime)
+            against = peer or "best_peer"
+            key = f"cost_{regime}_busy_{approach}_vs_{against}_openai"
+            out.append(Metric(key, busy[approach, regime].total(turns) / base))
+        out.append(
+            Metric(
+                f"cache_share_busy_{approach}_warm_openai",
+                busy[approach, "warm"].cache_share(turns),
+            )
+        )
+    return out
+
+
 def run(cfg: Config) -> CaseResult:
     turns = cfg.pick(200, 30)
     long = cfg.pick(1000, 60)
@@ -536,6 +599,7 @@ def run(cfg: Config) -> CaseResult:
         for regime, profiles in REGIMES.items()
     }
     plot(cfg.png_path.with_name(cfg.png_path.name.replace("tokens", "cost")), bills)
+    busy = _busy_bills(root / "busy", busy_server(turns), system=system, tools=tools)
 
     def cost(approach: str, regime: str, provider: str, n: int | None = turns) -> float:
         return bills[approach, regime, provider].total(n)
@@ -618,6 +682,7 @@ def run(cfg: Config) -> CaseResult:
     ours_logs = [loop["log"][:turns], portable["log"], mw["log"], *anthropic_logs.values()]
     extra = sum(len(t.bodies) - 1 for log in ours_logs for t in log)
     metrics.append(Metric("extra_llm_calls_ours", extra, "==", 0))
+    metrics += _busy_metrics(busy, turns)
 
     details: dict[str, Any] = {
         "caller_history": "full",
@@ -641,6 +706,11 @@ def run(cfg: Config) -> CaseResult:
         },
         "bills_ours_cache_per_key": {
             f"ours/{regime}/openai": b.to_dict(turns) for regime, b in keyed.items()
+        },
+        "busy_server": {
+            "channels": 6,
+            "users": 2,
+            "bills": {f"{a}/{r}/openai": b.to_dict(turns) for (a, r), b in busy.items()},
         },
         "bills_long": {
             f"{approach}/{regime}/{provider}": b.to_dict(long)

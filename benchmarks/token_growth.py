@@ -45,6 +45,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -75,6 +76,42 @@ MODEL = "offline"
 def user_messages(turns: int) -> list[str]:
     rng = random.Random(5)
     return [sentence(rng, rng.randint(*USER_WORDS)) for _ in range(turns)]
+
+
+@dataclass(frozen=True, slots=True)
+class Say:
+    """One user turn of a conversation: the channel, the words, the speaker."""
+
+    channel: str
+    text: str
+    user: str = "u-ann"
+
+
+def schedule(texts: Sequence[str | Say]) -> list[Say]:
+    """The turns of a conversation: plain texts go round-robin over :data:`CHANNELS`,
+    said by Ann (this case's conversation); :class:`Say` items as they are."""
+    return [
+        t if isinstance(t, Say) else Say(CHANNELS[i % len(CHANNELS)], t)
+        for i, t in enumerate(texts)
+    ]
+
+
+#: A busy server (the cost case's second conversation): six channels of uneven activity,
+#: two users, short and long messages.
+BUSY_CHANNELS = ("c-plans", "c-lore", "c-random", "c-art", "c-help", "c-offtopic")
+BUSY_WEIGHTS = (6, 4, 3, 2, 2, 1)
+USERS = {"u-ann": "Ann", "u-bo": "Bo"}
+
+
+def busy_server(turns: int, seed: int = 11) -> list[Say]:
+    """``turns`` turns of the busy server, reproducible from ``seed``."""
+    rng = random.Random(seed)
+    out: list[Say] = []
+    for _ in range(turns):
+        channel = rng.choices(BUSY_CHANNELS, weights=BUSY_WEIGHTS)[0]
+        words = rng.randint(4, 14) if rng.random() < 0.5 else rng.randint(35, 80)
+        out.append(Say(channel, sentence(rng, words), rng.choice(sorted(USERS))))
+    return out
 
 
 def answer_for(user_text: str) -> str:
@@ -223,14 +260,14 @@ def memory_argument_tokens(messages: Sequence[Any]) -> int:
     return total
 
 
-def _scope(channel: str) -> Scope:
+def _scope(channel: str, user: str = "u-ann") -> Scope:
     return Scope(
         channel_id=channel,
-        user_id="u-ann",
+        user_id=user,
         server_id="g-heist",
         channel_name=channel.removeprefix("c-"),
         server_name="Heist Club",
-        user_name="Ann",
+        user_name=USERS.get(user, user),
     )
 
 
@@ -289,7 +326,7 @@ def minimal_request(request: dict[str, Any], dialogue: Sequence[dict[str, Any]],
 
 def run_ours_loop(
     root: Path,
-    texts: Sequence[str],
+    texts: Sequence[str | Say],
     *,
     system: Any = SYSTEM,
     tools: Sequence[Any] = (),
@@ -324,13 +361,13 @@ def run_ours_loop(
     minimal: list[int] = []
     updates = 0
     last_request: dict[str, Any] = {}
-    histories: dict[str, list[Any]] = {c: [] for c in CHANNELS}
-    dialogues: dict[str, list[dict[str, Any]]] = {c: [] for c in CHANNELS}
+    histories: dict[str, list[Any]] = defaultdict(list)
+    dialogues: dict[str, list[dict[str, Any]]] = defaultdict(list)
     with open_memory(root, clock=clock) as mem:
         loop = Loop(client, mem, model=MODEL, memory_role=memory_role)
-        for i, text in enumerate(texts):
-            channel = CHANNELS[i % len(CHANNELS)]
-            scope = _scope(channel)
+        for say in schedule(texts):
+            channel, text = say.channel, say.text
+            scope = _scope(channel, say.user)
             entry = mem.get(scope)
             since = entry.turns_since_refresh if entry is not None else len(dialogues[channel]) // 2
             calls_before = model.calls
@@ -403,7 +440,7 @@ def _recorder() -> Any:
 
 
 def run_ours_middleware(
-    root: Path, texts: Sequence[str], *, system: str = SYSTEM, tools: Sequence[Any] = ()
+    root: Path, texts: Sequence[str | Say], *, system: str = SYSTEM, tools: Sequence[Any] = ()
 ) -> dict[str, Any]:
     """Ours through ``create_agent`` + ``ShortTermMemoryMiddleware``; ``tools`` are
     LangChain tools (logged as Chat Completions bodies)."""
@@ -428,12 +465,12 @@ def run_ours_middleware(
             middleware=[ShortTermMemoryMiddleware(mem)],
             checkpointer=InMemorySaver(),
         )
-        for i, text in enumerate(texts):
-            channel = CHANNELS[i % len(CHANNELS)]
+        for say in schedule(texts):
+            channel, text = say.channel, say.text
             config: Any = {
                 "configurable": {
                     "thread_id": channel,
-                    "user_id": "u-ann",
+                    "user_id": say.user,
                     "server_id": "g-heist",
                 },
                 "callbacks": [recorder],
@@ -454,7 +491,7 @@ def run_ours_middleware(
             clock.advance(STEP)
         kept = sum(
             len(agent.get_state({"configurable": {"thread_id": c}}).values["messages"])
-            for c in CHANNELS
+            for c in {say.channel for say in schedule(texts)}
         )
     return {
         "series": series,
@@ -497,7 +534,7 @@ def _summarizer_class() -> type[Any]:
 
 
 def run_summarization(
-    texts: Sequence[str], *, system: str = SYSTEM, tools: Sequence[Any] = ()
+    texts: Sequence[str | Say], *, system: str = SYSTEM, tools: Sequence[Any] = ()
 ) -> dict[str, Any]:
     """LangChain's ``SummarizationMiddleware``; its summarizer's calls are logged as
     the turn's side bodies and their summaries as its memory output."""
@@ -527,8 +564,8 @@ def run_summarization(
     )
     series = Series()
     log: list[Turn] = []
-    for i, text in enumerate(texts):
-        channel = CHANNELS[i % len(CHANNELS)]
+    for say in schedule(texts):
+        channel, text = say.channel, say.text
         prompts_before = len(chat.prompts)
         summaries_before = len(summarizer.prompts)
         agent.invoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": channel}})
@@ -566,7 +603,7 @@ def run_summarization(
 
 
 def run_full(
-    texts: Sequence[str],
+    texts: Sequence[str | Say],
     *,
     system: str = SYSTEM,
     tools: Sequence[Any] = (),
@@ -580,10 +617,10 @@ def run_full(
 
     clock = FrozenClock()
     series = Series()
-    histories: dict[str, list[dict[str, Any]]] = {c: [] for c in CHANNELS}
+    histories: dict[str, list[dict[str, Any]]] = defaultdict(list)
     head = {"role": "system", "content": system}
-    for i, text in enumerate(texts):
-        channel = CHANNELS[i % len(CHANNELS)]
+    for say in schedule(texts):
+        channel, text = say.channel, say.text
         history = histories[channel]
         history.append({"role": "user", "content": text})
         request = Request((head, *history), tuple(tools))
@@ -660,7 +697,7 @@ def _recording_client(
 
 
 def run_agents_sessions(
-    root: Path, texts: Sequence[str], *, system: str = SYSTEM, tools: Sequence[Any] = ()
+    root: Path, texts: Sequence[str | Say], *, system: str = SYSTEM, tools: Sequence[Any] = ()
 ) -> dict[str, Any]:
     """The same conversation through ``Runner.run`` twice: with ``ShortTermMemorySession``
     and with ``SQLiteSession`` (full replay). ``tools`` are the SDK's ``FunctionTool``s;
@@ -690,23 +727,25 @@ def run_agents_sessions(
         updates = 0
         name = "agents-stm" if with_memory else "agents-sqlite"
         with open_memory(root, name, clock=clock) as mem:
-            sessions: dict[str, Any] = {}
-            agents: dict[str, Any] = {}
-            for channel in CHANNELS:
+            sessions: dict[tuple[str, str], Any] = {}
+            agents: dict[tuple[str, str], Any] = {}
+            turns = schedule(texts)
+            for key in dict.fromkeys((say.channel, say.user) for say in turns):
+                channel, user = key
                 if with_memory:
+                    # One SDK record per channel (the session id is the channel's live
+                    # key), one memory session per speaker.
                     stm = ShortTermMemorySession(
-                        mem, _scope(channel), db_path=root / f"{name}.sessions.db"
+                        mem, _scope(channel, user), db_path=root / f"{name}.sessions.db"
                     )
-                    sessions[channel], agents[channel] = stm, stm.agent(base)
+                    sessions[key], agents[key] = stm, stm.agent(base)
                 else:
-                    sessions[channel] = SQLiteSession(channel, root / f"{name}.sessions.db")
-                    agents[channel] = base
-            for i, text in enumerate(texts):
-                channel = CHANNELS[i % len(CHANNELS)]
+                    sessions[key] = SQLiteSession(channel, root / f"{name}.sessions.db")
+                    agents[key] = base
+            for say in turns:
+                channel, text, key = say.channel, say.text, (say.channel, say.user)
                 before = len(bodies)
-                await Runner.run(
-                    agents[channel], text, session=sessions[channel], run_config=run_config
-                )
+                await Runner.run(agents[key], text, session=sessions[key], run_config=run_config)
                 requests = [_chat_form(b) for b in bodies[before:]]
                 outputs = [{"input": r["output"]} for r in replies[before:]]
                 said = [m for o in outputs for m in _chat_form(o).messages]
@@ -725,7 +764,8 @@ def run_agents_sessions(
                 session.close()
             if with_memory:
                 updates = sum(
-                    (e.last_refreshed_turn if (e := mem.get(_scope(c))) else 0) for c in CHANNELS
+                    (e.last_refreshed_turn if (e := mem.get(_scope(c))) else 0)
+                    for c in {say.channel for say in turns}
                 )
         await client.close()
         return series, log, offline.calls, updates

@@ -7,6 +7,8 @@ this channel's own memory is rewritten (which re-bills everything after it anywa
 
 - When the memory is rewritten (or a channel has no set yet), the briefings shown go
   into the *stable* group right after this channel's memory.
+- A briefing of raw turns (its source has no distilled memory yet) enters with only the
+  turns not already sent: the earlier ones stand where they were sent.
 - Between rewrites, a briefing that is new or changed (its source wrote new memory)
   enters once, right after the user message of the turn it first appears in, and
   stays there in later requests: ``BriefingCopy.turn`` records that turn as the
@@ -22,6 +24,7 @@ this channel's own memory is rewritten (which re-bills everything after it anywa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 
@@ -32,6 +35,8 @@ __all__ = ["MAX_COPIES_FACTOR", "briefing_groups", "plan_briefings"]
 
 #: The stored set holds at most this many copies per channel shown.
 MAX_COPIES_FACTOR = 4
+#: A quoted raw turn as rendering writes it (``  Speaker: "words"``).
+_QUOTE = re.compile(r'^  \S.*: ".*"$')
 
 
 def plan_briefings(
@@ -52,12 +57,31 @@ def plan_briefings(
     if live is None or live.briefings_epoch != epoch:
         return stable, epoch
     kept = [c for c in live.briefings if c.source in visible and c.turn <= now]
-    have = {(c.source, c.text) for c in kept}
-    new = [replace(c, turn=now) for c in shown if (c.source, c.text) not in have]
+    new: list[BriefingCopy] = []
+    for copy in shown:
+        fresh = _news(copy, [c for c in kept if c.source == copy.source])
+        if fresh is not None:
+            new.append(replace(fresh, turn=now))
     planned = (*kept, *new)
     if len(planned) > MAX_COPIES_FACTOR * max(1, limit):
         return stable, epoch
     return planned, epoch
+
+
+def _news(copy: BriefingCopy, earlier: Sequence[BriefingCopy]) -> BriefingCopy | None:
+    """What of ``copy`` is new beside the copies of its source already carried: None
+    when nothing is. A briefing of raw turns (a source with no distilled memory yet,
+    which changes with each of its turns) brings only the turns not sent before: the
+    earlier ones stay in the prompt where they were sent, and a prompt cache serves
+    them."""
+    if any(c.text == copy.text for c in earlier):
+        return None
+    head, *body = copy.text.split("\n")
+    if not earlier or not body or not all(_QUOTE.match(line) for line in body):
+        return copy
+    sent = {line for c in earlier for line in c.text.split("\n")[1:]}
+    fresh = [line for line in body if line not in sent]
+    return replace(copy, text="\n".join([head, *fresh])) if fresh else None
 
 
 def briefing_groups(
