@@ -12,6 +12,7 @@ from stm_memory.errors import (
     RejectedWriteError,
     StmError,
     StorageError,
+    TurnOrderError,
     ValidationError,
 )
 from stm_memory.model import (
@@ -46,6 +47,7 @@ __all__ = [
     "StoredMessage",
     "TurnContext",
     "TurnOptions",
+    "TurnOrderError",
     "UserSettings",
     "ValidationError",
 ]

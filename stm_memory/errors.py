@@ -9,6 +9,7 @@ model cannot catch anything and an agent loop must never die of a bad tool call.
     StmError
     ├── ConfigurationError      a setting, category list or constructor option is invalid
     ├── ValidationError         an argument (id, scope, message list) is malformed
+    ├── TurnOrderError          a MemoryTurn step was called out of the turn's order
     └── StorageError            a backend failed in a way the caller must see
         ├── CacheError          the live cache cannot be opened or used
         └── DatabaseError       the SQL store cannot be opened, migrated or queried
@@ -28,6 +29,7 @@ __all__ = [
     "RejectedWriteError",
     "StmError",
     "StorageError",
+    "TurnOrderError",
     "ValidationError",
 ]
 
@@ -42,6 +44,13 @@ class ConfigurationError(StmError, ValueError):
 
 class ValidationError(StmError, ValueError):
     """An argument given by the developer is malformed (ids, scopes, messages)."""
+
+
+class TurnOrderError(StmError, RuntimeError):
+    """A :class:`~stm_memory.MemoryTurn` step was called out of the turn's order
+    (begin → assemble → request context / place, tool, memory call → finish): a bug in
+    the integration driving it, raised so it cannot send a request without its memory
+    or write after the turn ended."""
 
 
 class StorageError(StmError):

@@ -31,7 +31,7 @@ import threading
 from collections.abc import Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from stm_memory.errors import ValidationError
+from stm_memory.errors import TurnOrderError, ValidationError
 from stm_memory.model import Scope, StoredMessage
 from stm_memory.prompt.placement import MemoryContext
 from stm_memory.providers.capture import dialogue_for_capture, needs_previous
@@ -52,6 +52,11 @@ __all__ = ["MemoryTurn"]
 log = logging.getLogger("stm_memory")
 
 _UNAVAILABLE = "Short-term memory is not available in this conversation."
+#: The order every error of a step called out of it names.
+_ORDER = (
+    "a turn runs begin → assemble → request_context / place, tool, memory_call "
+    "→ finish (or abandon)"
+)
 
 
 class MemoryTurn:
@@ -182,6 +187,8 @@ class MemoryTurn:
 
     def assemble(self) -> Generator[Op, Any, MemoryContext]:
         """Read the memory this turn shows (once; later calls return the same)."""
+        if self._finished:
+            raise TurnOrderError(f"assemble() after finish(): {_ORDER}")
         if self._context is None:
             built: Any = None
             if self.state is not None:
@@ -202,6 +209,8 @@ class MemoryTurn:
         history cut when trimming (``trim`` overrides the option), the nudge only while
         the tool is offered (``nudge=False`` holds it back, e.g. until the user's
         message is known)."""
+        if self._context is None:
+            raise TurnOrderError(f"request_context() before assemble(): {_ORDER}")
         offered = self.tool_offered if nudge is None else nudge and self.tool_offered
         return self.context.for_request(
             role=self.options.memory_role,
@@ -249,7 +258,10 @@ class MemoryTurn:
         self, arguments: str | Mapping[str, Any] | None, *, truncated: bool = False
     ) -> Generator[Op, Any, dict[str, Any]]:
         """Run one ``update_short_term_memory`` call: vetted, every guard checked again,
-        one update per turn; a result dict, never an exception."""
+        one update per turn; a result dict, never an exception (a call after
+        :meth:`finish` is the integration's bug: :class:`TurnOrderError`)."""
+        if self._finished:
+            raise TurnOrderError(f"memory_call() after finish(): {_ORDER}")
         if self.state is None:
             return failure(_UNAVAILABLE)
         return (yield from run_memory_call(self.memory, self.state, arguments, truncated=truncated))

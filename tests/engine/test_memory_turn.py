@@ -20,6 +20,7 @@ from stm_memory import (
     ShortTermMemory,
     StorageError,
     TurnOptions,
+    TurnOrderError,
     ValidationError,
 )
 from stm_memory.providers import ModelReply, Op, ToolCall, adrive, drive, run_turn_steps
@@ -320,3 +321,32 @@ def test_a_framework_tool_is_described_from_the_turns_snapshot(mem: ShortTermMem
     assert "category" in turn.tool_description()
     mem.set_categories("g1", [])  # an admin edit mid-turn does not change this turn's tool
     assert set(turn.tool_parameters()["properties"]) == {"plot", "mood"}
+
+
+# -- the order of the steps -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scope", [SERVER, None], ids=["on", "off"])
+def test_a_request_before_the_memory_is_read_is_refused(
+    mem: ShortTermMemory, scope: Scope | None
+) -> None:
+    turn = begin(mem, scope)
+    with pytest.raises(TurnOrderError, match=r"before assemble\(\).*begin → assemble"):
+        turn.request_context()
+    with pytest.raises(TurnOrderError, match="before assemble"):
+        turn.place([{"role": "user", "content": "hi"}])
+    drive(turn.assemble())
+    assert turn.place([{"role": "user", "content": "hi"}])  # in order: placed
+
+
+def test_no_step_runs_after_the_turn_finished(mem: ShortTermMemory) -> None:
+    turn = begin(mem)
+    drive(turn.assemble())
+    drive(turn.finish([{"role": "user", "content": "hi"}], start=0))
+    with pytest.raises(TurnOrderError, match=r"memory_call\(\) after finish\(\)"):
+        drive(turn.memory_call({"summary": "late"}))
+    with pytest.raises(TurnOrderError, match=r"assemble\(\) after finish\(\)"):
+        drive(turn.assemble())
+    entry = mem.get(SERVER)
+    assert entry is not None and entry.summary is None  # nothing was written late
+    drive(turn.finish([], start=0))  # finishing again stays a no-op
