@@ -53,7 +53,8 @@ def plan_briefings(
     scope may be shown now (a copy of any other source is dropped)."""
     epoch = live.last_refreshed_turn if live is not None else 0
     now = live.turns_since_refresh if live is not None else 0
-    stable = tuple(replace(c, turn=STABLE) for c in shown)
+    # (Assembly renders its copies as stable already: no copy made on the hot path.)
+    stable = tuple(c if c.turn == STABLE else replace(c, turn=STABLE) for c in shown)
     if live is None or live.briefings_epoch != epoch:
         return stable, epoch
     kept = [c for c in live.briefings if c.source in visible and c.turn <= now]
