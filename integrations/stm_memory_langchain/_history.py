@@ -352,10 +352,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         if self.options.memory_role == "inline":
             # The portable form is written on the model's whole input (model_messages):
             # a view knows neither the prompt's system message nor the user's.
-            # (The cut reads the last turn as the current one: a stand-in holds its place.)
-            stand_in = HumanMessage("", id=_STAND_IN)
-            cut = state.turn.request_context(nudge=False).cut([*record, stand_in])
-            return [m for m in cut if m is not stand_in]
+            return state.turn.request_context(nudge=False).cut_earlier(record)
         placed = state.turn.place(
             [*record, HumanMessage("", id=_STAND_IN)],
             provider=self.provider,

@@ -421,11 +421,11 @@ class ShortTermMemorySession(OptionsView):
         context = state.turn.request_context(nudge=self._tool is not None)
         if context.is_empty:
             return items
-        stand_in: dict[str, Any] = {"role": "user", "content": ""}
         if context.role == "inline":
             # The portable form is written on the model's whole input (_before_model):
-            # the view carries only the cut (the stand-in holds the current turn's place).
-            return [item for item in context.cut([*items, stand_in]) if item is not stand_in]
+            # the view carries only the cut.
+            return context.cut_earlier(items)
+        stand_in: dict[str, Any] = {"role": "user", "content": ""}
         try:
             placed = place_memory(context, [*items, stand_in])
         except Exception:
