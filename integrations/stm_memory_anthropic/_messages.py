@@ -93,13 +93,11 @@ class AnthropicMessagesAdapter:
         turn: MemoryTurn,
     ) -> dict[str, Any]:
         caller_system = system if system is not None else self.system
-        # The history cut reads turns on the transcript as it is: merged for the wire, a
-        # new user message would join the tool results before it and hide the turn.
-        kept = context.cut(transcript)
-        placed_system, placed = context.apply_anthropic(
-            wire_messages(kept), caller_system, trim=False
+        prepared = turn.prepare(
+            transcript, form="anthropic", system=caller_system, provider=PROVIDER, context=context
         )
-        messages = wire_messages(placed)  # idempotent; keeps the alternation a guarantee
+        placed_system = prepared.system
+        messages = wire_messages(prepared.messages)  # idempotent; alternation a guarantee
         # A private copy: the caller may reuse or mutate its messages after the turn,
         # and TurnResult.requests must keep showing what was sent.
         request: dict[str, Any] = {
@@ -110,9 +108,12 @@ class AnthropicMessagesAdapter:
         if placed_system:
             request["system"] = copy.deepcopy(placed_system)
         request.update(self.request_options)
+        offer = turn.tool_offer(
+            other_tools=bool(tools), tool_traffic=has_tool_blocks(messages), provider=PROVIDER
+        )
         if tools:
             request["tools"] = copy.deepcopy(list(tools))
-        elif has_tool_blocks(messages):
+        elif offer == "describe":
             request["tools"] = [self.memory_tool(turn.schema_state())]
             request["tool_choice"] = {"type": "none"}
         else:
@@ -121,8 +122,9 @@ class AnthropicMessagesAdapter:
             return request
         # The caller's system blocks come first; the memory block, if any, follows them.
         caller_blocks = len(text_blocks(caller_system)) if placed_system != caller_system else 0
-        injected = context.transient
-        return anthropic_breakpoints(request, caller_system_blocks=caller_blocks, injected=injected)
+        return anthropic_breakpoints(
+            request, caller_system_blocks=caller_blocks, injected=prepared.transient
+        )
 
     def call_op(self, request: dict[str, Any]) -> Op:
         async def arun() -> ModelReply:

@@ -398,15 +398,13 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         turn = plan.state.turn
         if turn.state is None:
             return None, None
-        tool = turn.tool()
-        if tool is not None:
-            return tool, None
-        if step > 0 and plan.provider == "anthropic" and not own_tools(self.model):
-            # The request carries this turn's tool_use/tool_result blocks, which the
-            # Messages API refuses without `tools`: the tool goes along, uncallable
-            # (as the Anthropic loop sends it).
+        # After a step the request carries this turn's tool_use/tool_result blocks.
+        offer = turn.tool_offer(
+            other_tools=own_tools(self.model), tool_traffic=step > 0, provider=plan.provider
+        )
+        if offer == "describe":
             return turn.tool(hidden=True), {"type": "none"}
-        return None, None
+        return (turn.tool(), None) if offer == "offer" else (None, None)
 
     def _after_reply(
         self,

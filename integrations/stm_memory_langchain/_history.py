@@ -284,11 +284,12 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         if turn is None or not turn.turn.active:
             return list(messages)
         # The nudge only once the user's message is known and while the tool is offered.
+        if self.options.memory_role == "inline":
+            # The portable form: the view is the record as it is; the cut and
+            # everything placed go in here, at once, on the whole input, joined to the
+            # prompt's system message and user turns (a placing error sends it uncut).
+            return turn.turn.place(messages, provider=self.provider)
         context = turn.turn.request_context(trim=False)
-        if context.role == "inline":
-            # The portable form: the view carried only the cut; everything goes in here,
-            # on the whole input, joined to the prompt's system message and user turns.
-            return turn.turn.place(messages, provider=self.provider, context=context)
         # The view placed the briefings after a stand-in for the user's message (it did
         # not know it yet); the model gets them after the real one, where they leave the
         # user's words in the prefix the next turn re-reads from the provider's cache.
@@ -352,9 +353,10 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         if self.options.memory_role == "inline":
             # The portable form is written on the model's whole input (model_messages):
             # a view knows neither the prompt's system message nor the user's.
-            return state.turn.request_context(nudge=False).cut_earlier(record)
-        placed = state.turn.place(
-            [*record, HumanMessage("", id=_STAND_IN)],
+            return list(record)
+        placed = state.turn.view(
+            record,
+            HumanMessage("", id=_STAND_IN),
             provider=self.provider,
             context=state.turn.request_context(nudge=False),
         )

@@ -1,7 +1,7 @@
 """Chat Completions: ``client.chat.completions.create`` with the memory tool beside yours.
 
 Request: ``system`` as a leading system message, memory content and nudge placed into a
-copy of the dialogue as system messages (``MemoryContext.apply``), then the memory tool
+copy of the dialogue by the turn (``MemoryTurn.prepare``), then the memory tool
 (strict function schema) and the caller's tools. Reply: the assistant message (with its
 ``tool_calls``) joins the transcript; tool results go back as ``role: "tool"`` messages.
 A reply cut at the output limit (``finish_reason == "length"``) marks its tool calls
@@ -140,9 +140,10 @@ class ChatCompletionsAdapter(AdapterBase):
     ) -> dict[str, Any]:
         messages: list[Any] = [{"role": "system", "content": system}] if system else []
         messages.extend(transcript)
+        prepared = turn.prepare(messages, provider=self.provider, context=context)
         request: dict[str, Any] = {
             "model": self.model,
-            "messages": without_speaker_ids(context.apply(messages, provider=self.provider)),
+            "messages": without_speaker_ids(prepared.messages),
         }
         if tools:
             request["tools"] = list(tools)

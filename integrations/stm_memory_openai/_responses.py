@@ -3,9 +3,9 @@
 Stateless by design: every step sends the whole transcript as ``input`` (no
 ``previous_response_id``), so memory injections never pile up in stored responses.
 Request: ``system`` as ``instructions``, memory content and nudge placed into a copy of
-the input items as system messages (:func:`place_memory`: ``MemoryContext.apply`` with
-an assistant message and the call items after it kept together, so a reply's parallel
-calls are never split). Reply: the output items join the transcript as input items;
+the input items by the turn (``MemoryTurn.prepare``, form ``"responses"``: an assistant
+message and the call items after it kept together, so a reply's parallel calls are
+never split). Reply: the output items join the transcript as input items;
 tool results go back as ``function_call_output`` items. A response cut at the output
 limit (``status == "incomplete"``, ``incomplete_details.reason == "max_output_tokens"``)
 marks its calls truncated, so none of them runs.
@@ -26,7 +26,6 @@ from stm_memory.providers import (
     Usage,
     is_truncated,
     openai_responses_tool,
-    place_with_instructions,
     responses_tool_results,
     without_speaker_ids,
 )
@@ -68,10 +67,10 @@ class ResponsesAdapter(AdapterBase):
         turn: MemoryTurn,
     ) -> dict[str, Any]:
         request: dict[str, Any] = {"model": self.model}
-        instructions, placed = place_with_instructions(context, transcript, system)
-        if instructions:
-            request["instructions"] = instructions
-        request["input"] = without_speaker_ids(placed)
+        prepared = turn.prepare(transcript, form="responses", system=system, context=context)
+        if prepared.system:
+            request["instructions"] = prepared.system
+        request["input"] = without_speaker_ids(prepared.messages)
         if tools:
             request["tools"] = list(tools)
         if self.on_text is not None:

@@ -73,7 +73,6 @@ from stm_memory.providers import (
     check_memory_setup,
     failure,
     is_dialogue,
-    place_memory,
     prompt_cache_key,
     text_of,
     tool_result_text,
@@ -422,15 +421,11 @@ class ShortTermMemorySession(OptionsView):
         if context.is_empty:
             return items
         if context.role == "inline":
-            # The portable form is written on the model's whole input (_before_model):
-            # the view carries only the cut.
-            return context.cut_earlier(items)
-        stand_in: dict[str, Any] = {"role": "user", "content": ""}
-        try:
-            placed = place_memory(context, [*items, stand_in])
-        except Exception:
-            log.exception("stm-memory: placing memory failed; sending the whole session")
+            # The portable form is written on the model's whole input (_before_model),
+            # the cut with it: the view is the session as it is.
             return items
+        stand_in: dict[str, Any] = {"role": "user", "content": ""}
+        placed = state.turn.view(items, stand_in, form="responses", context=context)
         state.nudge = context.nudge
         return [item for item in placed if item is not stand_in]
 
@@ -454,7 +449,7 @@ class ShortTermMemorySession(OptionsView):
         if state.turn.options.memory_role == "inline":
             # The whole input, as sent: joined to the first user message and the user
             # message of each turn (the instructions are the SDK's to send).
-            context = state.turn.request_context(trim=False, nudge=self._tool is not None)
+            context = state.turn.request_context(nudge=self._tool is not None)
             items[:] = state.turn.place(items, provider="openai", context=context)
             state.placed = True
             return

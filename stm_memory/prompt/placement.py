@@ -310,13 +310,6 @@ class MemoryContext:
             )
         return result.messages
 
-    def cut_earlier(self, messages: Sequence[Any]) -> list[Any]:
-        """:meth:`cut` of a list that holds only the turns before the current one (a
-        history or session view, read before the user's new message exists): the cut
-        reads a list's last turn as the current one, so a stand-in holds its place."""
-        stand_in: dict[str, Any] = {"role": "user", "content": ""}
-        return [m for m in self.cut([*_as_list(messages), stand_in]) if m is not stand_in]
-
     def apply(
         self, messages: Sequence[Any], *, provider: str | None = None, trim: bool = True
     ) -> list[Any]:

@@ -105,8 +105,6 @@ from stm_memory.providers.wire_anthropic import (
 from stm_memory.providers.wire_chat import chat_tool_call, chat_tool_results, function_call
 from stm_memory.providers.wire_responses import (
     is_call_item,
-    place_memory,
-    place_with_instructions,
     responses_tool_results,
 )
 from stm_memory.tool.schema import (
@@ -198,8 +196,6 @@ __all__ = [
     "op",
     "openai_chat_tool",
     "openai_responses_tool",
-    "place_memory",
-    "place_with_instructions",
     "prompt_cache_key",
     "read_request",
     "refuse_async_callables",

@@ -29,7 +29,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Generator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
 from stm_memory.errors import TurnOrderError, ValidationError
 from stm_memory.model import Scope, StoredMessage
@@ -38,6 +39,7 @@ from stm_memory.providers.capture import dialogue_for_capture, needs_previous
 from stm_memory.providers.memory_call import run_memory_call
 from stm_memory.providers.ops import Op, attempt, op
 from stm_memory.providers.options import TurnOptions
+from stm_memory.providers.placing import RequestForm, place_request, place_view
 from stm_memory.tool.schema import tool_description, tool_parameters
 from stm_memory.tool.turn import TOOL_NAME, failure
 
@@ -47,7 +49,7 @@ if TYPE_CHECKING:
     from stm_memory.engine import ShortTermMemory
     from stm_memory.tool.turn import TurnContext
 
-__all__ = ["MemoryTurn"]
+__all__ = ["MemoryTurn", "PreparedRequest", "ToolOffer"]
 
 log = logging.getLogger("stm_memory")
 
@@ -57,6 +59,27 @@ _ORDER = (
     "a turn runs begin → assemble → request_context / place, tool, memory_call "
     "→ finish (or abandon)"
 )
+
+
+#: How a request carries the memory tool: ``"offer"`` callable, ``"describe"`` defined
+#: but uncallable (``tool_choice: none``), None not at all.
+ToolOffer = Literal["offer", "describe"] | None
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRequest:
+    """What one model request of a turn sends (:meth:`MemoryTurn.prepare`): the
+    caller's ``system`` prompt as it goes (with the memory for a form that keeps it
+    apart), the ``messages``, the texts placed after the dialogue's stable part that
+    change every turn (``transient``: no cache breakpoint after them) and whether
+    memory was placed (False: there was none, or placing ``failed`` and the caller's
+    request goes as it came)."""
+
+    messages: list[Any]
+    system: Any = None
+    transient: tuple[str, ...] = field(default=(), repr=False)
+    placed: bool = False
+    failed: bool = False
 
 
 class MemoryTurn:
@@ -218,6 +241,37 @@ class MemoryTurn:
             nudge=offered,
         )
 
+    def prepare(
+        self,
+        messages: Sequence[Any],
+        *,
+        form: RequestForm = "messages",
+        system: Any = None,
+        provider: str | None = None,
+        context: MemoryContext | None = None,
+    ) -> PreparedRequest:
+        """What one model request sends: ``messages`` (and the caller's ``system``, for
+        a form that keeps it apart) with this request's memory placed (``context``,
+        default :meth:`request_context`; its history window says whether the history
+        is cut), for ``provider`` (default the options'). Every entry point sends
+        this, unedited. A placing error is logged and the caller's request goes as it
+        came, without memory: never a failed turn."""
+        context = context if context is not None else self.request_context()
+        if context.is_empty:
+            return PreparedRequest(list(messages), system)
+        try:
+            placed_system, placed = place_request(
+                context,
+                messages,
+                form=form,
+                system=system,
+                provider=provider or self.options.provider,
+            )
+        except Exception:
+            log.exception("stm-memory: placing memory in the request failed; sending without")
+            return PreparedRequest(list(messages), system, failed=True)
+        return PreparedRequest(placed, placed_system, tuple(context.transient), placed=True)
+
     def place(
         self,
         messages: Sequence[Any],
@@ -226,18 +280,50 @@ class MemoryTurn:
         context: MemoryContext | None = None,
         fallback: Sequence[Any] | None = None,
     ) -> list[Any]:
-        """``messages`` with this request's memory placed (``context``, default
-        :meth:`request_context`; its history window says whether the history is cut),
-        for ``provider`` (default the options'). A placing error is logged and
-        ``fallback`` (default ``messages``) goes as it is: never a failed turn."""
+        """:meth:`prepare` of a request held as one message list (its system prompt in
+        it): the messages to send; ``fallback`` (default ``messages``) when placing
+        failed."""
+        prepared = self.prepare(messages, provider=provider, context=context)
+        if prepared.failed and fallback is not None:
+            return list(fallback)
+        return prepared.messages
+
+    def view(
+        self,
+        earlier: Sequence[Any],
+        stand_in: Any,
+        *,
+        form: RequestForm = "messages",
+        provider: str | None = None,
+        context: MemoryContext | None = None,
+    ) -> list[Any]:
+        """``earlier`` (the turns before this one, read before the user's new message
+        exists: a history or session view) with this request's memory placed as it
+        will stand once that message follows; ``stand_in`` holds its place and comes
+        back where placement left it, for the caller to drop. A placing error is
+        logged and ``earlier`` goes as it came."""
         context = context if context is not None else self.request_context()
         if context.is_empty:
-            return list(messages)
+            return list(earlier)
         try:
-            return context.apply(messages, provider=provider or self.options.provider)
+            return place_view(
+                context, earlier, stand_in, form=form, provider=provider or self.options.provider
+            )
         except Exception:
-            log.exception("stm-memory: placing memory in the request failed; sending without")
-            return list(messages if fallback is None else fallback)
+            log.exception("stm-memory: placing memory in the view failed; sending without")
+            return list(earlier)
+
+    def tool_offer(self, *, other_tools: bool, tool_traffic: bool, provider: str) -> ToolOffer:
+        """How this request carries the memory tool, one policy for every entry point:
+        offered while no guard of the turn hides it; else, for the Messages API, which
+        refuses a request with ``tool_use``/``tool_result`` blocks (``tool_traffic``)
+        and no tools, described but uncallable when nothing else (``other_tools``)
+        defines one; else not at all."""
+        if self.tool_offered:
+            return "offer"
+        if provider == "anthropic" and tool_traffic and not other_tools and self.scope:
+            return "describe"
+        return None
 
     def tool(self, *, hidden: bool = False) -> BaseTool | None:
         """The LangChain tool bound to this turn (its schema from the turn's snapshot),

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stm_memory.errors import ValidationError
 from stm_memory.model.messages import message_text
-from stm_memory.providers.loop import ToolCall
 from stm_memory.wire.anthropic import has_tool_blocks, text_blocks, tool_result_only
+
+if TYPE_CHECKING:
+    from stm_memory.providers.loop import ToolCall
 
 __all__ = [
     "anthropic_system",

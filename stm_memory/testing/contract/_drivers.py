@@ -436,6 +436,7 @@ class BufferDriver(_Driver):
     """``ShortTermMemoryBuffer`` (one per speaker) as the memory of a classic
     ``LLMChain``: it receives the memory text and captures, nothing more."""
 
+    # It places nothing: the chain's prompt takes the memory text.
     supports = frozenset({"trim", "forgery", "erasure"})
 
     def __init__(self, memory: ShortTermMemory, model: ScriptedModel, *, is_async: bool) -> None:
@@ -467,6 +468,9 @@ class BufferDriver(_Driver):
 class CoreDriver(_Driver):
     """The core API by hand, as the README's quickstart: the channel's history as
     dicts with ``user_id``, captured whole after each turn."""
+
+    # The developer places the memory (``context.apply``) and sees its errors raised.
+    supports = STEPS - {"fallback"}
 
     def __init__(self, memory: ShortTermMemory, model: ScriptedModel, *, is_async: bool) -> None:
         name = "ShortTermMemory" + (" (async twins)" if is_async else "")

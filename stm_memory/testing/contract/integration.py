@@ -27,6 +27,11 @@ is 2, through an entry point, and asserts at each step what every entry point sh
    turns without a rewrite, with the clock advanced between them, nothing before the
    previous turn's user message moves, and another channel's unchanged briefing is
    sent only inside that shared prefix.
+8. ``fallback``: with placing memory broken, the turn still runs: every request goes
+   as the caller gave it, without a memory block and with every turn the memory
+   would have replaced, and the error is logged. (Every entry point shares one turn,
+   whose steps raise :class:`~stm_memory.TurnOrderError` when called out of order:
+   checked for every driver too.)
 
 Bind it in a test module: subclass it (the class name must start with ``Test``) and
 give it an ``entry_point`` fixture returning an :class:`IntegrationDriver` built on the
@@ -54,6 +59,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
+import logging
 from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -63,8 +69,11 @@ import pytest
 
 from stm_memory.config import Limits
 from stm_memory.engine import ShortTermMemory
+from stm_memory.errors import TurnOrderError
 from stm_memory.model import Category, MemoryEntry, Scope
+from stm_memory.prompt.placement import MemoryContext
 from stm_memory.prompt.render import CONTENT_HEADER, OTHER_CHANNELS, THIS_CHANNEL
+from stm_memory.providers import MemoryTurn, drive
 from stm_memory.testing.clock import FrozenClock
 from stm_memory.testing.offline import OfflineModel, OfflineReply
 from stm_memory.tool.turn import TOOL_NAME
@@ -81,7 +90,17 @@ __all__ = [
 
 #: The steps of the dialogue, as named in :attr:`IntegrationDriver.supports`.
 STEPS = frozenset(
-    {"refresh", "trim", "untrimmed", "categories", "forgery", "provider", "erasure", "prefix"}
+    {
+        "refresh",
+        "trim",
+        "untrimmed",
+        "categories",
+        "forgery",
+        "provider",
+        "erasure",
+        "prefix",
+        "fallback",
+    }
 )
 
 SERVER = "guild"
@@ -538,6 +557,47 @@ class IntegrationContract:
             tail = "\n".join(t for _, t in after.messages[previous_user + 1 :])
             assert briefing not in tail, (briefing, after.text)
             assert after.tools == before.tools
+
+    def test_a_placing_error_sends_the_request_without_memory(
+        self,
+        dialogue: Dialogue,
+        monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        talk = dialogue.require("fallback")
+        refreshed(talk)  # a summary now covers alice's and bob's first turns
+        cut = talk.say(BOB, BOB_2)
+        assert cut.sent[0].memory_blocks(), cut.sent[0].text
+        assert ALICE_1 not in cut.sent[0].text, talk.driver.name  # the memory replaced it
+
+        def broken(*args: object, **kwargs: object) -> None:
+            raise RuntimeError("placement broke")
+
+        # Every form of request is placed through MemoryContext.apply.
+        monkeypatch.setattr(MemoryContext, "apply", broken)
+        with caplog.at_level(logging.ERROR, logger="stm_memory"):
+            turn = talk.say(ALICE, ALICE_3)
+        for request in turn.sent:
+            assert not request.memory_blocks(), f"{talk.driver.name}:\n{request.text}"
+            # Nothing the memory would have replaced is cut away without it.
+            missing = [w for w in (ALICE_1, BOB_1, ALICE_2, BOB_2, ALICE_3) if w not in request.text]
+            assert not missing, f"{talk.driver.name} lost {missing}:\n{request.text}"
+        assert turn.outcome.answer, talk.driver.name
+        assert "placing memory" in caplog.text, talk.driver.name
+        monkeypatch.undo()
+        after = talk.say(BOB, BOB_3)  # the next turn has its memory again
+        assert after.sent[0].memory_blocks(), after.sent[0].text
+
+    def test_a_step_out_of_order_raises(self, dialogue: Dialogue) -> None:
+        turn = drive(MemoryTurn.begin(dialogue.memory, ALICE))
+        with pytest.raises(TurnOrderError, match="begin → assemble"):
+            turn.request_context()
+        drive(turn.assemble())
+        drive(turn.finish([{"role": "user", "content": ALICE_1}], start=0))
+        with pytest.raises(TurnOrderError):
+            drive(turn.memory_call({"summary": SUMMARY}))
+        with pytest.raises(TurnOrderError):
+            drive(turn.assemble())
 
 
 def _first_difference(before: SentRequest, after: SentRequest) -> str:

@@ -248,7 +248,11 @@ def test_injections_merge_into_user_turns(mem: ShortTermMemory) -> None:
 
 
 def test_tool_history_without_tools_gets_uncallable_definition(mem: ShortTermMemory) -> None:
-    turn = drive(MemoryTurn.begin(mem, SCOPE, options=TurnOptions(provider="anthropic")))
+    # Behind an excluded provider's name the turn offers no tool; the history still
+    # holds an earlier turn's memory call, which the API refuses without `tools`.
+    options = TurnOptions(provider="novelai")
+    turn = drive(MemoryTurn.begin(mem, SCOPE, options=options))
+    assert not turn.tool_offered
     dialogue = [
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": [tool_use("toolu_1", TOOL_NAME, {"summary": "s"})]},

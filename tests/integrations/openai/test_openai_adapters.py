@@ -18,7 +18,8 @@ from openai.types.responses import Response
 import stm_memory_openai
 from stm_memory import ConfigurationError, MemoryTurn, Scope, ShortTermMemory, ValidationError
 from stm_memory.prompt.placement import MemoryContext
-from stm_memory.providers import drive, place_memory, prompt_cache_key
+from stm_memory.providers import drive, prompt_cache_key
+from stm_memory.providers.placing import place_request
 from stm_memory_openai import (
     AsyncOpenAIChatLoop,
     AsyncOpenAIResponsesLoop,
@@ -360,7 +361,8 @@ def test_responses_placement_keeps_a_reply_and_its_calls_together(
     head = [{"type": "reasoning", "id": "rs_1", "summary": []}] if reasoning else []
     items = [{"role": "user", "content": "q"}, *head, text, _call(1), _call(2), _output(1)]
     items.append(_output(2))
-    placed = place_memory(MemoryContext(nudge="[nudge]", nudge_depth=depth), items)
+    context = MemoryContext(nudge="[nudge]", nudge_depth=depth)
+    placed = place_request(context, items, form="responses")[1]
     nudge = {"role": "system", "content": "[nudge]"}
     # Before the reply (and its reasoning), never between its parts; the items are the
     # caller's own objects, in order.
@@ -371,5 +373,6 @@ def test_responses_placement_keeps_a_reply_and_its_calls_together(
 def test_responses_placement_of_a_lone_call() -> None:
     items = [{"role": "user", "content": "q"}, _call(1), _output(1)]
     items.append({"role": "user", "content": "r"})
-    placed = place_memory(MemoryContext(nudge="[nudge]", nudge_depth=2), items)
+    context = MemoryContext(nudge="[nudge]", nudge_depth=2)
+    placed = place_request(context, items, form="responses")[1]
     assert placed[1] == {"role": "system", "content": "[nudge]"}
