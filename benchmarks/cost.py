@@ -49,8 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stm_memory.kit import anthropic_breakpoints
 from stm_memory.model.messages import message_text
-from stm_memory.providers import anthropic_breakpoints
 from stm_memory.testing.prompt_cache import (
     CACHE_PROFILES,
     CacheProfile,

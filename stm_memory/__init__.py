@@ -3,6 +3,8 @@
 The public surface is re-exported here; everything else is private.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from stm_memory.config import Limits
 from stm_memory.engine import ShortTermMemory
 from stm_memory.errors import (
@@ -24,9 +26,13 @@ from stm_memory.model import (
     StoredMessage,
     UserSettings,
 )
-from stm_memory.providers.options import TurnOptions
-from stm_memory.providers.turn import MemoryTurn
 from stm_memory.tool.turn import TOOL_NAME, TurnContext
+
+if TYPE_CHECKING:
+    # The integration kit sits above the engine: the root imports no layer above it
+    # at import time (tests/unit/test_layers.py); these two load on first use.
+    from stm_memory.kit.options import TurnOptions
+    from stm_memory.kit.turn import MemoryTurn
 
 __all__ = [
     "DEFAULT_CATEGORY",
@@ -53,3 +59,16 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+_FROM_THE_KIT = {"MemoryTurn": "stm_memory.kit.turn", "TurnOptions": "stm_memory.kit.options"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _FROM_THE_KIT.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

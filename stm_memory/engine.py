@@ -405,9 +405,48 @@ class ShortTermMemory:
         """Store the last dialogue turns of the channel (passive capture: what the model
         reads as recent dialogue until it next writes the memory); returns the live entry."""
         _check_scope(scope)
+        now = self.now()
+        capture = self._captured(scope, messages, now)
+        if capture is None:
+            return None
+        entries = self._live.mutate(scope, scope.keys, capture)
+        self._persister.write(list(entries.values()), now)
+        return entries.get(scope.live_key)
+
+    def finish_turn(self, turn: TurnContext, messages: Sequence[Any]) -> None:
+        """:meth:`capture` the turn's dialogue and :meth:`end_turn`, in one cache
+        transaction and one SQL transaction (what ``MemoryTurn.finish`` runs). A
+        dialogue that cannot be read is logged and not captured; the turn still
+        counts."""
+        scope = turn.scope
+        now = self.now()
+        try:
+            capture = self._captured(scope, messages, now)
+        except Exception:
+            log.exception("stm-memory: reading the dialogue failed; it is not captured")
+            capture = None
+        count = self._counting(turn)
+        if capture is None and count is None:
+            return
+        live_key = scope.live_key
+
+        def change(entry: MemoryEntry) -> dict[str, Any]:
+            fields = capture(entry) if capture is not None else {}
+            if count is not None and entry.key == live_key:
+                fields |= count(entry)  # captured() leaves the counters alone
+            return fields
+
+        keys = scope.keys if capture is not None else [live_key]
+        entries = self._live.mutate(scope, keys, change)
+        self._persister.write(list(entries.values()), now)
+
+    def _captured(
+        self, scope: Scope, messages: Sequence[Any], now: datetime
+    ) -> Callable[[MemoryEntry], dict[str, Any]] | None:
+        """The change capturing ``messages`` for ``scope``, None when nothing of it is
+        stored (the user is in full privacy, or nobody's words may be kept)."""
         if self.user_settings(scope.user_id).full_privacy:
             return None
-        now = self.now()
         said = all_dialogue(messages, now=now)
         if any(m.role == "user" and m.user_id is None for m in said):
             # A turn the channel's store already holds keeps the speaker it was stored
@@ -427,26 +466,32 @@ class ShortTermMemory:
         def change(entry: MemoryEntry) -> dict[str, Any]:
             return captured(entry, stored=stored, voices=voices, now=now)
 
-        entries = self._live.mutate(scope, scope.keys, change)
-        self._persister.write(list(entries.values()), now)
-        return entries.get(scope.live_key)
+        return change
 
     def end_turn(self, turn: TurnContext) -> None:
         """Count the turn on the live scope, unless this turn refreshed the memory."""
-        if not turn.mark_ended():
-            return
-        if turn.updated or turn.user_settings.full_privacy:
+        count = self._counting(turn)
+        if count is None:
             return
         scope = turn.scope
         now = self.now()
+        entry = self._live.mutate(scope, [scope.live_key], count)[scope.live_key]
+        self._persister.write([entry], now)
 
+    @staticmethod
+    def _counting(turn: TurnContext) -> Callable[[MemoryEntry], dict[str, Any]] | None:
+        """Mark ``turn`` ended; the change counting it, None when it is not counted (it
+        ended before, it refreshed the memory, or its user is in full privacy)."""
+        if not turn.mark_ended():
+            return None
+        if turn.updated or turn.user_settings.full_privacy:
+            return None
         briefings, epoch = turn.briefings, turn.briefings_epoch
 
         def change(entry: MemoryEntry) -> dict[str, Any]:
             return counted(entry, briefings=briefings, epoch=epoch)
 
-        entry = self._live.mutate(scope, [scope.live_key], change)[scope.live_key]
-        self._persister.write([entry], now)
+        return change
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -604,6 +649,9 @@ class ShortTermMemory:
 
     async def aend_turn(self, turn: TurnContext) -> None:
         await asyncio.to_thread(self.end_turn, turn)
+
+    async def afinish_turn(self, turn: TurnContext, messages: Sequence[Any]) -> None:
+        await asyncio.to_thread(self.finish_turn, turn, messages)
 
     async def aclear_channel(self, channel_id: str) -> int:
         return await asyncio.to_thread(self.clear_channel, channel_id)

@@ -10,14 +10,14 @@
                            [{"role": "user", "content": "hi"}], system="You are helpful.")
     result.text, result.messages, result.stm_updated
 
-Each loop is a thin adapter over :func:`stm_memory.providers.run_turn_steps`: ``_messages``
+Each loop is a thin adapter over :func:`stm_memory.kit.run_turn_steps`: ``_messages``
 shapes requests and tool results, ``_wire`` reads the SDK's replies, ``_loop`` holds
 the settings. Needs the optional extra: ``pip install "stm-memory[anthropic]"``.
 """
 
 from __future__ import annotations
 
-from stm_memory.providers import TurnResult
+from stm_memory.kit import TurnResult
 
 from ._loop import AnthropicLoop, AsyncAnthropicLoop
 from ._messages import AnthropicMessagesAdapter

@@ -1,20 +1,20 @@
 """The Anthropic Messages loops, sync and async: the settings (``max_tokens`` beside the
 shell's), the checks of ``run_turn``'s arguments and the adapter of one turn. The
-turn itself and the sync/async shells are the kit's (:mod:`stm_memory.providers`)."""
+turn itself and the sync/async shells are the kit's (:mod:`stm_memory.kit`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from stm_memory.providers import missing_extra
+from stm_memory.kit import missing_extra
 
 try:
     import anthropic
 except ImportError as exc:
     raise missing_extra("stm_memory_anthropic", "the Anthropic SDK", "anthropic") from exc
 
-from stm_memory.providers import (
+from stm_memory.kit import (
     AsyncLoop,
     LoopShell,
     MemoryRole,

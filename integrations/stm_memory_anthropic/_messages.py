@@ -1,5 +1,5 @@
 """The Messages API half of a turn: where memory goes in a request, and how tool results
-go back (:class:`~stm_memory.providers.ProviderAdapter`).
+go back (:class:`~stm_memory.kit.ProviderAdapter`).
 
 Request shape, per step:
 
@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stm_memory import MemoryTurn, TurnContext
-from stm_memory.providers import (
+from stm_memory.kit import (
     MemoryContext,
     ModelReply,
     Op,
@@ -54,11 +54,11 @@ PROVIDER = "anthropic"
 
 
 class AnthropicMessagesAdapter:
-    """The Messages API half of a turn (:class:`stm_memory.providers.ProviderAdapter`).
+    """The Messages API half of a turn (:class:`stm_memory.kit.ProviderAdapter`).
 
     ``send``/``asend`` take the request dict and return an ``anthropic.types.Message``;
     the loops provide them. Use this class directly only to drive
-    :func:`stm_memory.providers.run_turn_steps` yourself.
+    :func:`stm_memory.kit.run_turn_steps` yourself.
     """
 
     provider = PROVIDER

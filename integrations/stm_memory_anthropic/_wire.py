@@ -1,5 +1,5 @@
 """The Anthropic SDK side of a Messages turn: a ``Message`` read into a
-:class:`~stm_memory.providers.ModelReply`, and the senders (create or stream) the
+:class:`~stm_memory.kit.ModelReply`, and the senders (create or stream) the
 loops hand to the adapter."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from stm_memory.providers import ModelReply, OnText, ToolCall, Usage, aemit_text, emit_text
+from stm_memory.kit import ModelReply, OnText, ToolCall, Usage, aemit_text, emit_text
 
 __all__ = [
     "ASend",
@@ -33,7 +33,7 @@ class MessagesClient(Protocol):
 
 
 def parse_message(message: Any) -> ModelReply:
-    """A Messages API ``Message`` as a :class:`~stm_memory.providers.ModelReply`.
+    """A Messages API ``Message`` as a :class:`~stm_memory.kit.ModelReply`.
 
     Every block is kept in the transcript as the API sent it (thinking blocks and their
     signatures must be sent back unchanged). With ``stop_reason == "max_tokens"`` the
@@ -90,8 +90,8 @@ def astreamer(client: MessagesClient, on_text: OnText) -> ASend:
 
 
 def sync_only(request: dict[str, Any]) -> Awaitable[Any]:
-    raise TypeError("AnthropicLoop is synchronous; drive it with stm_memory.providers.drive")
+    raise TypeError("AnthropicLoop is synchronous; drive it with stm_memory.kit.drive")
 
 
 def async_only(request: dict[str, Any]) -> Any:
-    raise TypeError("AsyncAnthropicLoop is asynchronous; drive it with stm_memory.providers.adrive")
+    raise TypeError("AsyncAnthropicLoop is asynchronous; drive it with stm_memory.kit.adrive")

@@ -10,7 +10,7 @@ from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig
 from langchain_core.tools import BaseTool
 
 from stm_memory import TOOL_NAME
-from stm_memory.providers import tool_name
+from stm_memory.kit import tool_name
 
 __all__ = ["base_model", "bindings", "own_tools", "with_tool"]
 

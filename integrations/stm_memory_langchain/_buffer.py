@@ -12,7 +12,7 @@ after it; here they begin and end one memory turn:
   server's refresh cadence, so an agent in the same channel is nudged in time.
 - ``clear`` forgets the channel (the "/refresh" command).
 
-Both are translations onto :class:`~stm_memory.providers.MemoryTurn`: the load is
+Both are translations onto :class:`~stm_memory.kit.MemoryTurn`: the load is
 ``begin`` and ``assemble`` (the content only: a chain places nothing itself), the save
 ``finish`` (the stored messages, with their speakers, go in front of the exchange), and
 a load whose save never came is ``abandon`` when the next one begins.
@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import ConfigDict, PrivateAttr
 
-from stm_memory.providers import missing_extra
+from stm_memory.kit import missing_extra
 
 try:
     from langchain_classic.base_memory import BaseMemory
@@ -38,7 +38,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise missing_extra("ShortTermMemoryBuffer", "langchain-classic", "classic") from exc
 
 from stm_memory import Scope, ShortTermMemory, ValidationError
-from stm_memory.providers import MemoryTurn, TurnOptions, drive, text_of
+from stm_memory.kit import MemoryTurn, TurnOptions, drive, text_of
 
 __all__ = ["ShortTermMemoryBuffer"]
 

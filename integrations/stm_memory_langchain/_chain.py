@@ -31,7 +31,7 @@ model without reaching ``add_messages``.
 
 The wrapper holds no turn state of its own: it drives the history's open turn
 (:meth:`ShortTermMemoryHistory.open_turn`, a :class:`HistoryTurn` whose
-:class:`~stm_memory.providers.MemoryTurn` offers the tool and runs the memory calls)
+:class:`~stm_memory.kit.MemoryTurn` offers the tool and runs the memory calls)
 through the history's public methods, and a model loop of its own (``max_steps``).
 
 Without a :class:`ShortTermMemoryHistory` in the config (a chain called directly),
@@ -67,7 +67,7 @@ from langchain_core.tools import BaseTool
 from pydantic import ConfigDict
 
 from stm_memory import TOOL_NAME, ConfigurationError, Scope, ShortTermMemory, ValidationError
-from stm_memory.providers import (
+from stm_memory.kit import (
     Op,
     TurnOptions,
     adrive,

@@ -10,7 +10,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 
 from stm_memory import TOOL_NAME
-from stm_memory.providers import (
+from stm_memory.kit import (
     MemoryTurn,
     is_summary_message,
     is_truncated,

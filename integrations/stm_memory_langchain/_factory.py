@@ -13,7 +13,7 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.runnables import ConfigurableFieldSpec
 
 from stm_memory import ConfigurationError, Scope, ShortTermMemory, ValidationError
-from stm_memory.providers import TurnOptions, check_memory_setup
+from stm_memory.kit import TurnOptions, check_memory_setup
 
 from ._history import ShortTermMemoryHistory
 from ._scope import SCOPE_FIELDS, scope_from_values

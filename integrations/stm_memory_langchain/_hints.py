@@ -1,6 +1,6 @@
 """Prompt-cache hints for LangChain chat models (the middleware and the LCEL chain).
 
-The same hints the loops send (:mod:`stm_memory.providers.cache_hints`), through what a
+The same hints the loops send (:mod:`stm_memory.kit.cache_hints`), through what a
 LangChain chat model takes: ``ChatOpenAI`` gets ``prompt_cache_key`` as a model setting
 (a key the caller bound or set in ``model_kwargs`` wins); ``ChatAnthropic`` gets one
 ``cache_control`` breakpoint, on the user's own last block of the current message, ahead
@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage
 
-from stm_memory.providers import (
+from stm_memory.kit import (
     MAX_BREAKPOINTS,
     agreed_ttl,
     breakpoint_marker,
@@ -88,7 +88,7 @@ def anthropic_dialogue_breakpoint(
 ) -> list[M]:
     """``messages`` with a breakpoint on the user's own last block of the current
     message (ahead of the ``injected`` texts placement appended to it), else on the
-    message before it (:func:`~stm_memory.providers.dialogue_breakpoint`), with the TTL
+    message before it (:func:`~stm_memory.kit.dialogue_breakpoint`), with the TTL
     the request's ``markers`` agree on, when the request stays within the limit (those
     markers, plus a caching middleware's while no ``automatic`` one is set)."""
     out = list(messages)

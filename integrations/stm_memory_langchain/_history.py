@@ -17,7 +17,7 @@ turn:
   ``ToolMessage``, so the record stays valid for the provider.
 - ``clear`` empties the record and forgets the channel (the "/refresh" command).
 
-The turn itself is a :class:`~stm_memory.providers.MemoryTurn`: the first read is
+The turn itself is a :class:`~stm_memory.kit.MemoryTurn`: the first read is
 ``MemoryTurn.begin`` and ``assemble``; the view and each model request are
 ``request_context``/``place``; a memory call is ``memory_call``; ``add_messages`` with
 the answer is ``finish`` (given the record's tail that capture keeps); a run that
@@ -63,7 +63,7 @@ from langchain_core.messages import (
 from langchain_core.tools import BaseTool
 
 from stm_memory import Scope, ShortTermMemory, TurnContext
-from stm_memory.providers import (
+from stm_memory.kit import (
     MemoryRole,
     MemoryTurn,
     Op,
@@ -95,7 +95,7 @@ _STAND_IN = "stm-memory-upcoming-input"
 
 class HistoryTurn:
     """The open turn of a :class:`ShortTermMemoryHistory`: its
-    :class:`~stm_memory.providers.MemoryTurn` (``turn``) and what the history keeps for
+    :class:`~stm_memory.kit.MemoryTurn` (``turn``) and what the history keeps for
     it (the view it returned, the record as the turn knows it, the memory exchange to
     store). :meth:`ShortTermMemoryHistory.open_turn` returns it to a wrapper that calls
     the model itself (:func:`~stm_memory_langchain.with_short_term_memory`), which hands
@@ -166,7 +166,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
             placed), for a caller that windows its history itself.
         memory_role: ``"system"`` (default) or ``"user"``, as on the loops.
 
-    The three options make up ``options`` (a :class:`~stm_memory.providers.TurnOptions`,
+    The three options make up ``options`` (a :class:`~stm_memory.kit.TurnOptions`,
     what each turn begins with); the attributes of their names read and replace it.
     """
 

@@ -17,7 +17,7 @@ One agent run (``invoke``/``stream`` and their async twins) is one memory turn:
   user already has);
 - ``after_agent`` captures the recent dialogue and ends the turn.
 
-Each hook is a translation onto :class:`~stm_memory.providers.MemoryTurn`, which owns
+Each hook is a translation onto :class:`~stm_memory.kit.MemoryTurn`, which owns
 the turn's lifecycle: ``before_agent`` is ``MemoryTurn.begin``; the first
 ``wrap_model_call`` ``assemble``, every one ``request_context``/``place`` and
 ``tool``; a memory call runs through the turn's LangChain tool (the engine checks every
@@ -34,7 +34,7 @@ the entry the crashed run left behind. A run resumed in a new process (after an
 interrupt) rebuilds its turn lazily.
 
 Sync and async hooks share one body: each hook is a generator of
-:class:`stm_memory.providers.Op` run by ``drive`` (blocking) or ``adrive`` (awaiting).
+:class:`stm_memory.kit.Op` run by ``drive`` (blocking) or ``adrive`` (awaiting).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
-from stm_memory.providers import missing_extra
+from stm_memory.kit import missing_extra
 
 try:
     from langchain.agents.middleware import (
@@ -69,7 +69,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     ) from exc
 
 from stm_memory import TOOL_NAME, ShortTermMemory, ValidationError
-from stm_memory.providers import (
+from stm_memory.kit import (
     MemoryContext,
     MemoryRole,
     MemoryTurn,

@@ -9,14 +9,14 @@
                            [{"role": "user", "content": "hi"}], system="You are helpful.")
     result.text, result.messages, result.stm_updated
 
-Each loop is a thin adapter over :func:`stm_memory.providers.run_turn_steps`: it only shapes
+Each loop is a thin adapter over :func:`stm_memory.kit.run_turn_steps`: it only shapes
 requests, parses replies and formats tool results for its API. Needs the optional
 extra: ``pip install "stm-memory[openai]"``.
 """
 
 from __future__ import annotations
 
-from stm_memory.providers import TurnResult, Usage
+from stm_memory.kit import TurnResult, Usage
 
 from ._chat import AsyncOpenAIChatLoop, OpenAIChatLoop
 from ._responses import AsyncOpenAIResponsesLoop, OpenAIResponsesLoop

@@ -1,6 +1,6 @@
 """What the Chat Completions and Responses loops share: the SDK clients they take and the
 adapter basics. The turn and the sync/async shells are the kit's
-(:mod:`stm_memory.providers`); nothing here re-implements them."""
+(:mod:`stm_memory.kit`); nothing here re-implements them."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from stm_memory.providers import missing_extra
+from stm_memory.kit import missing_extra
 
 try:
     from openai import AsyncOpenAI, OpenAI, OpenAIError
 except ImportError as exc:
     raise missing_extra("stm_memory_openai", "the OpenAI SDK", "openai") from exc
 
-from stm_memory.providers import (
+from stm_memory.kit import (
     LoopShell,
     ModelReply,
     OnText,
@@ -46,7 +46,7 @@ ClientT = TypeVar("ClientT", bound="OpenAI | AsyncOpenAI")
 
 
 def usage_of(usage: Any, *, prompt: str, output: str, details: str) -> Usage:
-    """The SDK's usage object as a :class:`~stm_memory.providers.Usage`. Both APIs count
+    """The SDK's usage object as a :class:`~stm_memory.kit.Usage`. Both APIs count
     the cached tokens in the prompt total; ``details`` says how many (and, for models
     that bill cache writes, how many were written). Chat and Responses differ only in
     the field names."""
@@ -100,7 +100,7 @@ class AdapterBase(ABC):
 
     @abstractmethod
     def parse(self, response: Any) -> ModelReply:
-        """The API's whole response as a :class:`~stm_memory.providers.ModelReply`."""
+        """The API's whole response as a :class:`~stm_memory.kit.ModelReply`."""
 
     @abstractmethod
     def _stream(self, request: dict[str, Any]) -> ModelReply:
@@ -134,7 +134,7 @@ class AdapterBase(ABC):
 class OpenAILoop(LoopShell[ClientT]):
     """An OpenAI loop: ``(client, memory, *, model, max_steps=8, trim_history=True,
     memory_role="system", provider=None, cache_hints=True, **request_options)`` (see
-    :class:`~stm_memory.providers.LoopShell`)."""
+    :class:`~stm_memory.kit.LoopShell`)."""
 
     CLIENTS: ClassVar[tuple[type[Any], type[Any]]] = (OpenAI, AsyncOpenAI)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from stm_memory.providers import (
+from stm_memory.kit import (
     AsyncLoop,
     ModelReply,
     OnText,
@@ -33,7 +33,7 @@ from ._base import AdapterBase, AsyncOpenAI, ClientT, OpenAI, OpenAILoop, usage_
 
 if TYPE_CHECKING:
     from stm_memory import MemoryTurn, TurnContext
-    from stm_memory.providers import MemoryContext
+    from stm_memory.kit import MemoryContext
 
 __all__ = ["AsyncOpenAIChatLoop", "ChatCompletionsAdapter", "OpenAIChatLoop"]
 
@@ -126,7 +126,7 @@ class _ChatStream:
 
 
 class ChatCompletionsAdapter(AdapterBase):
-    """:class:`~stm_memory.providers.ProviderAdapter` for Chat Completions."""
+    """:class:`~stm_memory.kit.ProviderAdapter` for Chat Completions."""
 
     api = "chat"
 

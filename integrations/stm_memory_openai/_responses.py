@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from stm_memory.providers import (
+from stm_memory.kit import (
     AsyncLoop,
     ModelReply,
     OnText,
@@ -34,7 +34,7 @@ from ._base import AdapterBase, AsyncOpenAI, ClientT, OpenAI, OpenAIError, OpenA
 
 if TYPE_CHECKING:
     from stm_memory import MemoryTurn, TurnContext
-    from stm_memory.providers import MemoryContext
+    from stm_memory.kit import MemoryContext
 
 __all__ = ["AsyncOpenAIResponsesLoop", "OpenAIResponsesLoop", "ResponsesAdapter"]
 
@@ -48,7 +48,7 @@ def _usage(usage: Any) -> Usage:
 
 
 class ResponsesAdapter(AdapterBase):
-    """:class:`~stm_memory.providers.ProviderAdapter` for the Responses API."""
+    """:class:`~stm_memory.kit.ProviderAdapter` for the Responses API."""
 
     api = "responses"
 

@@ -8,7 +8,7 @@ import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from stm_memory.providers import missing_extra
+from stm_memory.kit import missing_extra
 
 try:
     from agents import AgentHooks, RunContextWrapper

@@ -3,7 +3,7 @@
 ``Runner.run(agent, input, session=session)`` (and ``run_sync`` / ``run_streamed``)
 reads the session once before the first model call and appends to it as the run goes
 (the new input first, then each step's items). Here that brackets one
-:class:`~stm_memory.providers.MemoryTurn`, which owns every step of the turn; the
+:class:`~stm_memory.kit.MemoryTurn`, which owns every step of the turn; the
 session only translates the SDK's hooks onto it:
 
 - the run's first ``get_items`` (the SDK passes the run's context wrapper) begins the
@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stm_memory.providers import missing_extra
+from stm_memory.kit import missing_extra
 
 try:
     from agents import Agent, FunctionTool, ModelSettings, RunContextWrapper, SQLiteSession
@@ -64,7 +64,7 @@ except ImportError as exc:  # pragma: no cover - the extra is installed in the t
     ) from exc
 
 from stm_memory import TOOL_NAME, Scope, ShortTermMemory, StmError, TurnContext
-from stm_memory.providers import (
+from stm_memory.kit import (
     MemoryRole,
     MemoryTurn,
     OptionsView,
@@ -96,7 +96,7 @@ class SessionBusyError(StmError, RuntimeError):
 
 @dataclass(eq=False)
 class _OpenRun:
-    """The open turn of a session: its :class:`~stm_memory.providers.MemoryTurn` (off
+    """The open turn of a session: its :class:`~stm_memory.kit.MemoryTurn` (off
     until it has begun, and when beginning failed) and the run it belongs to."""
 
     turn: MemoryTurn

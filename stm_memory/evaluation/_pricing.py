@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from stm_memory.errors import ConfigurationError
 from stm_memory.evaluation._recording import RecordedTurn
-from stm_memory.providers import Usage
+from stm_memory.kit import Usage
 from stm_memory.testing.prompt_cache import CACHE_PROFILES, CacheProfile, CacheUsage, PromptCache
 
 __all__ = ["PRICES", "Cost", "Price", "bill", "cache_profile_for", "price_for", "reported_cost"]

@@ -20,7 +20,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, convert_to_openai_messages
 from langchain_core.outputs import LLMResult
 
-from stm_memory.providers import Usage
+from stm_memory.kit import Usage
 from stm_memory.testing.prompt_cache import count_text_tokens
 
 __all__ = [

@@ -46,7 +46,7 @@ from stm_memory.evaluation._strategies import (
     Unavailable,
     open_strategy,
 )
-from stm_memory.providers import Usage
+from stm_memory.kit import Usage
 from stm_memory.testing.clock import FrozenClock
 from stm_memory.testing.prompt_cache import CACHE_PROFILES, CacheProfile, request_parts
 

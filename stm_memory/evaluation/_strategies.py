@@ -30,8 +30,8 @@ from stm_memory.evaluation._recording import (
     RecordedTurn,
     output_tokens_of,
 )
+from stm_memory.kit import Usage
 from stm_memory.model import Scope
-from stm_memory.providers import Usage
 
 if TYPE_CHECKING:
     from stm_memory.engine import ShortTermMemory

@@ -22,7 +22,7 @@ What each looks at:
   (OpenAI Chat Completions / Responses, Anthropic Messages; a dict, or its JSON text
   or bytes, or a recorded request with a ``body``) its ``tools``, where a
   ``tool_choice`` of ``none`` means nothing is callable; for a
-  :class:`~stm_memory.providers.TurnResult` any of its requests; for a list of tools
+  :class:`~stm_memory.kit.TurnResult` any of its requests; for a list of tools
   (LangChain tools, tool dicts) or an object with ``tools`` (a LangChain
   ``ModelRequest``) their names.
 - **The memory a request carries** is every text part injected by stm-memory: the
@@ -31,7 +31,7 @@ What each looks at:
   the user's words after it are part of that text). They are found in OpenAI ``messages``,
   Responses ``input`` and ``instructions``, Anthropic ``system`` and ``messages``
   (text blocks too), LangChain message lists (``SystemMessage`` or text merged into a
-  ``HumanMessage``), a :class:`~stm_memory.providers.TurnResult` (all its requests) or a
+  ``HumanMessage``), a :class:`~stm_memory.kit.TurnResult` (all its requests) or a
   list of request bodies.
 
 Texts are matched as substrings (case-sensitive); pass a compiled :mod:`re` pattern
@@ -52,8 +52,7 @@ from typing import Any, Literal, TypeAlias
 from langchain_core.messages import BaseMessage
 
 from stm_memory.engine import ShortTermMemory
-from stm_memory.model import MemoryEntry, Scope
-from stm_memory.providers import (
+from stm_memory.kit import (
     CONTENT_HEADER,
     TurnResult,
     is_request_body,
@@ -61,6 +60,7 @@ from stm_memory.providers import (
     read_request,
     tool_choice_none,
 )
+from stm_memory.model import MemoryEntry, Scope
 from stm_memory.tool.turn import TOOL_NAME, TurnContext
 
 __all__ = [

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Protocol
 
 from langchain_core.tools import BaseTool, ToolException
 from pydantic import ConfigDict, Field
 
+from stm_memory._ops import adrive, drive
 from stm_memory.config import Limits
+from stm_memory.tool.call import crashed, run_memory_call
 from stm_memory.tool.schema import tool_description, tool_parameters
 from stm_memory.tool.turn import TOOL_NAME, TurnContext, failure
 from stm_memory.tool.vetting import tool_result_text
 
 __all__ = ["MemoryWriter", "ShortTermMemoryTool", "build_tool"]
-
-log = logging.getLogger("stm_memory")
 
 
 class MemoryWriter(Protocol):
@@ -47,7 +46,9 @@ class ShortTermMemoryTool(BaseTool):
     required, no extras).
 
     The scope comes from the turn, never from the arguments, so no call can write
-    another channel's memory. Nothing raises into the agent loop.
+    another channel's memory. It runs the one memory call every entry point runs
+    (:func:`~stm_memory.tool.call.run_memory_call`): nothing raises into the agent
+    loop, a crash is a logged failed result.
     """
 
     name: str = TOOL_NAME
@@ -73,22 +74,20 @@ class ShortTermMemoryTool(BaseTool):
     def _run(self, /, *args: Any, **kwargs: Any) -> str:
         if args:
             return tool_result_text(failure("Call the tool with named arguments (a JSON object)."))
-        try:
-            result = self.memory.update(self.turn, kwargs)
-        except Exception as exc:  # a bug must not kill the agent loop
-            log.exception("stm-memory: tool execution crashed")
-            raise ToolException(tool_result_text(failure(f"Internal error: {exc}"))) from exc
-        return tool_result_text(result)
+        return _answer(drive(run_memory_call(self.memory, self.turn, kwargs)))
 
     async def _arun(self, /, *args: Any, **kwargs: Any) -> str:
         if args:
             return tool_result_text(failure("Call the tool with named arguments (a JSON object)."))
-        try:
-            result = await self.memory.aupdate(self.turn, kwargs)
-        except Exception as exc:
-            log.exception("stm-memory: tool execution crashed")
-            raise ToolException(tool_result_text(failure(f"Internal error: {exc}"))) from exc
-        return tool_result_text(result)
+        return _answer(await adrive(run_memory_call(self.memory, self.turn, kwargs)))
+
+
+def _answer(result: dict[str, Any]) -> str:
+    text = tool_result_text(result)
+    if crashed(result):
+        # Still a failed result for the model; LangChain marks its message an error.
+        raise ToolException(text)
+    return text
 
 
 def build_tool(memory: MemoryWriter, turn: TurnContext) -> ShortTermMemoryTool:

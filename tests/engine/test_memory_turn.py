@@ -23,7 +23,7 @@ from stm_memory import (
     TurnOrderError,
     ValidationError,
 )
-from stm_memory.providers import ModelReply, Op, ToolCall, adrive, drive, run_turn_steps
+from stm_memory.kit import ModelReply, Op, ToolCall, adrive, drive, run_turn_steps
 from stm_memory.testing import FrozenClock
 
 USER_MSG = {"role": "user", "content": "what next?"}

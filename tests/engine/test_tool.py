@@ -25,7 +25,7 @@ from stm_memory import (
     TurnContext,
     TurnOptions,
 )
-from stm_memory.providers import adrive, drive
+from stm_memory.kit import adrive, drive
 from stm_memory.tool.arguments import parse_update_arguments
 from stm_memory.tool.schema import anthropic_tool, openai_chat_tool, openai_responses_tool
 

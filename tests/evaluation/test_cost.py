@@ -108,7 +108,7 @@ def test_the_spend_is_checked_while_the_run_goes() -> None:
     from stm_memory.evaluation._pricing import Price
     from stm_memory.evaluation._recording import RecordedTurn
     from stm_memory.evaluation._runner import _Budget
-    from stm_memory.providers import Usage
+    from stm_memory.kit import Usage
     from stm_memory.testing import FrozenClock
 
     budget = _Budget(0.001, CACHE_PROFILES["openai-gpt-5"], Price(1.0, 1.0))

@@ -35,7 +35,7 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
 from stm_memory import Scope, ShortTermMemory
-from stm_memory.providers import prompt_cache_key
+from stm_memory.kit import prompt_cache_key
 from stm_memory_anthropic import AnthropicLoop, AsyncAnthropicLoop
 from stm_memory_langchain import (
     ShortTermMemoryHistory,

@@ -18,7 +18,7 @@ import openai
 import pytest
 
 from stm_memory import Scope, ShortTermMemory
-from stm_memory.providers.loop import TurnResult, Usage
+from stm_memory.kit.loop import TurnResult, Usage
 from stm_memory.testing import (
     CACHE_PROFILES,
     CacheUsage,

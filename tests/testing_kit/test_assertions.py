@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.tools import tool
 
 from stm_memory import Category, Scope, ShortTermMemory, TurnContext
-from stm_memory.providers.loop import TurnResult, Usage
+from stm_memory.kit.loop import TurnResult, Usage
 from stm_memory.testing import (
     FrozenClock,
     StmAssertions,

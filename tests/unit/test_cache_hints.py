@@ -1,4 +1,4 @@
-"""Provider prompt-cache hints (stm_memory.providers.cache_hints): one OpenAI key per
+"""Provider prompt-cache hints (stm_memory.kit.cache_hints): one OpenAI key per
 channel, Anthropic breakpoints where the stable prefix ends, never more than four."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stm_memory import Scope
-from stm_memory.providers import (
+from stm_memory.kit import (
     MAX_BREAKPOINTS,
     anthropic_breakpoints,
     count_breakpoints,

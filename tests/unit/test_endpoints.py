@@ -10,7 +10,7 @@ import openai
 import pytest
 
 from stm_memory import ShortTermMemory
-from stm_memory.providers import endpoints, is_openai_host, note_endpoint
+from stm_memory.kit import endpoints, is_openai_host, note_endpoint
 from stm_memory_openai import OpenAIChatLoop
 
 

@@ -135,3 +135,45 @@ def f():
         "langchain.agents",
         "agents",
     ]
+
+
+# The integration kit and what builds on it sit above the engine: nothing below them
+# imports them (a back-edge would make the engine depend on its own integrations).
+ABOVE_THE_ENGINE = {"kit", "providers", "testing", "cli", "evaluation"}
+
+
+def _back_edges(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    return {
+        layer: found
+        for layer, imported in graph.items()
+        if layer not in ABOVE_THE_ENGINE
+        and layer != "__init__"  # the root: checked at run time below
+        and (found := imported & ABOVE_THE_ENGINE)
+    }
+
+
+def test_nothing_below_the_kit_imports_it() -> None:
+    assert _back_edges(_imports()) == {}
+
+
+def test_the_back_edge_check_sees_one() -> None:
+    assert _back_edges({"engine": {"kit", "model"}, "kit": {"engine"}}) == {"engine": {"kit"}}
+
+
+def test_the_root_imports_no_layer_above_the_engine() -> None:
+    # Its kit names (MemoryTurn, TurnOptions) load on first use, not at import time.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, stm_memory\n"
+        "above = sorted(m for m in sys.modules if m.split('.')[1:2] and "
+        f"m.split('.')[1] in {sorted(ABOVE_THE_ENGINE)!r} and m.startswith('stm_memory.'))\n"
+        "print(above)\n"
+        "from stm_memory import MemoryTurn, TurnOptions\n"
+        "assert MemoryTurn.__module__ == 'stm_memory.kit.turn'\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"

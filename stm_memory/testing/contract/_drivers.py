@@ -37,10 +37,10 @@ from typing import Any, TypeVar
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from stm_memory.engine import ShortTermMemory
+from stm_memory.kit import Op, adrive, drive, op, text_of
 from stm_memory.model import Scope
 from stm_memory.model.messages import message_text
 from stm_memory.prompt.placement import MemoryRole
-from stm_memory.providers import Op, adrive, drive, op, text_of
 from stm_memory.testing.contract.integration import (
     STEPS,
     IntegrationDriver,
@@ -143,7 +143,7 @@ def _user_message(scope: Scope, text: str) -> HumanMessage:
 
 
 class _Driver:
-    """A driver whose turn is one body of :class:`~stm_memory.providers.Op` steps,
+    """A driver whose turn is one body of :class:`~stm_memory.kit.Op` steps,
     run blocking or awaited (``is_async``); entry points are built once per options."""
 
     supports: frozenset[str] = STEPS

@@ -70,10 +70,10 @@ import pytest
 from stm_memory.config import Limits
 from stm_memory.engine import ShortTermMemory
 from stm_memory.errors import TurnOrderError
+from stm_memory.kit import MemoryTurn, drive
 from stm_memory.model import Category, MemoryEntry, Scope
 from stm_memory.prompt.placement import MemoryContext
 from stm_memory.prompt.render import CONTENT_HEADER, OTHER_CHANNELS, THIS_CHANNEL
-from stm_memory.providers import MemoryTurn, drive
 from stm_memory.testing.clock import FrozenClock
 from stm_memory.testing.offline import OfflineModel, OfflineReply
 from stm_memory.tool.turn import TOOL_NAME
@@ -580,7 +580,9 @@ class IntegrationContract:
         for request in turn.sent:
             assert not request.memory_blocks(), f"{talk.driver.name}:\n{request.text}"
             # Nothing the memory would have replaced is cut away without it.
-            missing = [w for w in (ALICE_1, BOB_1, ALICE_2, BOB_2, ALICE_3) if w not in request.text]
+            missing = [
+                w for w in (ALICE_1, BOB_1, ALICE_2, BOB_2, ALICE_3) if w not in request.text
+            ]
             assert not missing, f"{talk.driver.name} lost {missing}:\n{request.text}"
         assert turn.outcome.answer, talk.driver.name
         assert "placing memory" in caplog.text, talk.driver.name

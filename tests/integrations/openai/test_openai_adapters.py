@@ -17,9 +17,9 @@ from openai.types.responses import Response
 
 import stm_memory_openai
 from stm_memory import ConfigurationError, MemoryTurn, Scope, ShortTermMemory, ValidationError
+from stm_memory.kit import drive, prompt_cache_key
+from stm_memory.kit.placing import place_request
 from stm_memory.prompt.placement import MemoryContext
-from stm_memory.providers import drive, prompt_cache_key
-from stm_memory.providers.placing import place_request
 from stm_memory_openai import (
     AsyncOpenAIChatLoop,
     AsyncOpenAIResponsesLoop,

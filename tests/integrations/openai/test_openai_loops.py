@@ -18,8 +18,8 @@ import openai
 import pytest
 
 from stm_memory import TOOL_NAME, Scope, ShortTermMemory
+from stm_memory.kit.loop import TurnResult
 from stm_memory.prompt.render import CONTENT_HEADER
-from stm_memory.providers.loop import TurnResult
 from stm_memory.testing import FrozenClock
 from stm_memory_openai import (
     AsyncOpenAIChatLoop,

@@ -4,10 +4,10 @@ A provider loop is ``(client, memory, *, model, max_steps=8, trim_history=True,
 memory_role="system", provider=None, cache_hints=True, **request_options)`` with
 ``run_turn(scope, messages, *, system=None, tools=(), tool_handlers=None,
 on_text=None) -> TurnResult``. The shell checks the settings once, builds the turn
-(:func:`~stm_memory.providers.loop.run_turn_steps`) and runs it with blocking calls
+(:func:`~stm_memory.kit.loop.run_turn_steps`) and runs it with blocking calls
 (:class:`SyncLoop`) or awaits (:class:`AsyncLoop`); a provider only says which SDK
 clients it takes, which request keys it owns, how it reads the caller's arguments and
-which :class:`~stm_memory.providers.loop.ProviderAdapter` speaks its API.
+which :class:`~stm_memory.kit.loop.ProviderAdapter` speaks its API.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from stm_memory.errors import ValidationError
-from stm_memory.model import Scope
-from stm_memory.providers.checks import (
+from stm_memory.kit.checks import (
     as_messages,
     check_memory,
     check_model,
@@ -28,9 +27,10 @@ from stm_memory.providers.checks import (
     refuse_reserved,
     refuse_wrong_client,
 )
-from stm_memory.providers.loop import ProviderAdapter, ToolHandler, TurnResult, run_turn_steps
-from stm_memory.providers.ops import Op, adrive, drive
-from stm_memory.providers.options import OptionsView, TurnOptions
+from stm_memory.kit.loop import ProviderAdapter, ToolHandler, TurnResult, run_turn_steps
+from stm_memory.kit.ops import Op, adrive, drive
+from stm_memory.kit.options import OptionsView, TurnOptions
+from stm_memory.model import Scope
 
 if TYPE_CHECKING:
     from stm_memory.engine import ShortTermMemory
@@ -73,7 +73,7 @@ class LoopShell(OptionsView, ABC, Generic[ClientT]):
     SDK call. Default: the API's own provider (``openai``, ``anthropic``).
 
     ``cache_hints`` (default on) sends the provider's prompt-cache hints
-    (:mod:`stm_memory.providers.cache_hints`): OpenAI ``prompt_cache_key`` per channel,
+    (:mod:`stm_memory.kit.cache_hints`): OpenAI ``prompt_cache_key`` per channel,
     Anthropic ``cache_control`` breakpoints. ``False`` sends none of them; hints the
     caller set in ``request_options`` are always kept.
 

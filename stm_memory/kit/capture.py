@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from stm_memory.kit.requests import text_of
 from stm_memory.model import StoredMessage
-from stm_memory.providers.requests import text_of
 from stm_memory.wire import message_role
 
 __all__ = [

@@ -1,5 +1,5 @@
 """The integrations build on the public surface only: ``stm_memory`` and the kit
-``stm_memory.providers`` (plus their own private modules and third-party packages)."""
+``stm_memory.kit`` (plus their own private modules and third-party packages)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-import stm_memory.providers as kit
+import stm_memory.kit as kit
 
 ROOT = Path(__file__).resolve().parents[2]
 INTEGRATIONS = ROOT / "integrations"
-ALLOWED = frozenset({"stm_memory", "stm_memory.providers"})
+ALLOWED = frozenset({"stm_memory", "stm_memory.kit"})
 FILES = sorted(INTEGRATIONS.rglob("*.py"))
 
 
@@ -75,10 +75,78 @@ def test_the_checker_catches_a_private_import() -> None:
         "from stm_memory.prompt.placement import MemoryContext\n"
         "import stm_memory.engine\n"
         "from stm_memory import ShortTermMemory\n"
-        "from stm_memory.providers import drive\n"
+        "from stm_memory.kit import drive\n"
     )
     public = frozenset({"ShortTermMemory", "drive"})
     flagged = [m for _, m in _imported(tree) if _private_core(m, public)]
     assert flagged == ["stm_memory.prompt.placement", "stm_memory.engine"]
     assert _other_integration("stm_memory_openai._responses", "stm_memory_openai_agents")
     assert not _other_integration("stm_memory_openai._responses", "stm_memory_openai")
+
+
+# -- nothing behind the turn: the turn runs the cut, placement and the memory call ----
+
+#: Steps behind the turn: names an integration must not import (the turn runs them).
+BEHIND_THE_TURN = frozenset(
+    {
+        "run_memory_call",  # MemoryTurn.memory_call
+        "dialogue_for_capture",  # MemoryTurn.finish
+        "needs_previous",
+        "build_tool",  # MemoryTurn.tool
+        "place_request",  # MemoryTurn.prepare
+        "place_view",  # MemoryTurn.view
+        "cut_history",
+        "check_tool_call",  # the memory call's vetting
+    }
+)
+
+#: Placement and cut methods: an integration never calls them on what the turn handed
+#: it (a MemoryContext); it asks the turn (prepare, place, view).
+PLACEMENT_CALLS = frozenset(
+    {"apply", "apply_anthropic", "cut", "injections", "for_request", "without_memory"}
+)
+
+
+def _around_the_turn(tree: ast.AST) -> list[str]:
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in ALLOWED:
+            found += [f"imports {a.name}" for a in node.names if a.name in BEHIND_THE_TURN]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in PLACEMENT_CALLS
+        ):
+            found.append(f"line {node.lineno}: calls .{node.func.attr}()")
+    return found
+
+
+#: Known, not yet mended (issue #29): the chat history re-places the per-turn part of
+#: the memory after stripping what its view placed. Listed exactly, so a new way
+#: around the turn fails, and so does mending this one without taking it off the list.
+KNOWN = {"stm_memory_langchain/_history.py": ["calls .without_memory()"]}
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(INTEGRATIONS)))
+def test_integrations_run_no_step_behind_the_turn(path: Path) -> None:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = [f.split(": ", 1)[-1] for f in _around_the_turn(tree)]
+    assert found == KNOWN.get(str(path.relative_to(INTEGRATIONS)), [])
+
+
+def test_the_public_doors_export_no_step_behind_the_turn() -> None:
+    import stm_memory
+
+    assert set(kit.__all__) & BEHIND_THE_TURN == set()
+    assert set(stm_memory.__all__) & BEHIND_THE_TURN == set()
+
+
+def test_the_checker_catches_a_way_around_the_turn() -> None:
+    tree = ast.parse(
+        "from stm_memory.kit import MemoryTurn, drive, run_memory_call\n"
+        "def build(turn, messages):\n"
+        "    return turn.context.apply(messages, provider='openai')\n"
+        "def view(turn, items):\n"
+        "    return turn.place(items)\n"
+    )
+    assert _around_the_turn(tree) == ["imports run_memory_call", "line 3: calls .apply()"]

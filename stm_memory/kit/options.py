@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Generic, Protocol, TypeVar, overload
 
+from stm_memory.kit.checks import check_flag, check_memory_role, check_provider
 from stm_memory.prompt.placement import MemoryRole
-from stm_memory.providers.checks import check_flag, check_memory_role, check_provider
 
 __all__ = ["OptionsView", "TurnOption", "TurnOptions"]
 

@@ -2,7 +2,7 @@
 
 The turn (begin → assemble → model ↔ tools → capture → end) is a generator that
 *yields* operations (call the model, run a caller's tool, touch memory) and receives
-their results (:mod:`stm_memory.providers.ops`), so the sync and async loops of every
+their results (:mod:`stm_memory.kit.ops`), so the sync and async loops of every
 provider share one body. What differs per API is a :class:`ProviderAdapter`.
 """
 
@@ -13,10 +13,10 @@ from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from stm_memory.kit.ops import Op
+from stm_memory.kit.options import TurnOptions
+from stm_memory.kit.turn import MemoryTurn
 from stm_memory.prompt.placement import current_turn_index
-from stm_memory.providers.ops import Op
-from stm_memory.providers.options import TurnOptions
-from stm_memory.providers.turn import MemoryTurn
 from stm_memory.tool.turn import TOOL_NAME, TurnContext
 from stm_memory.tool.vetting import check_tool_call, tool_result_text
 
@@ -148,7 +148,7 @@ def run_turn_steps(
     options: TurnOptions | None = None,
 ) -> Generator[Op, Any, TurnResult]:
     """The turn as a generator of :class:`Op` (see the module docstring): the
-    :class:`~stm_memory.providers.turn.MemoryTurn`'s lifecycle around the model ↔ tools
+    :class:`~stm_memory.kit.turn.MemoryTurn`'s lifecycle around the model ↔ tools
     steps.
 
     ``messages`` may be the caller's whole history: each request carries only what

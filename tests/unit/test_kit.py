@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-import stm_memory.providers as kit
+import stm_memory.kit as kit
 from stm_memory import TOOL_NAME, Category, ConfigurationError, Scope, ValidationError
-from stm_memory.providers import (
+from stm_memory.kit import (
     CONTENT_HEADER,
     Op,
     ToolCall,
@@ -39,12 +39,12 @@ from stm_memory.providers import (
     refuse_reserved,
     refuse_wrong_client,
     responses_tool_results,
-    run_memory_call,
     tool_choice_none,
     tool_name,
     tool_result_text,
     wire_messages,
 )
+from stm_memory.kit.memory_call import run_memory_call
 
 
 def _ruff_order(name: str) -> tuple[int, str]:

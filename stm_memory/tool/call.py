@@ -1,6 +1,7 @@
 """One ``update_short_term_memory`` call, vetted, executed, and never allowed to fail
-the user's turn: the step behind :meth:`MemoryTurn.memory_call`, which every entry
-point's memory calls go through."""
+the user's turn: the one path every memory call takes (``MemoryTurn.memory_call`` for
+the loops, the middleware's refusals and the chain; the LangChain tool, which the
+middleware, the chain and the Agents SDK session run, for the rest)."""
 
 from __future__ import annotations
 
@@ -8,28 +9,30 @@ import logging
 from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from stm_memory.providers.ops import Op, op
+from stm_memory._ops import Op, op
 from stm_memory.tool.turn import failure
 from stm_memory.tool.vetting import check_tool_call
 
 if TYPE_CHECKING:
-    from stm_memory.engine import ShortTermMemory
+    from stm_memory.tool.memory_tool import MemoryWriter
     from stm_memory.tool.turn import TurnContext
 
-__all__ = ["run_memory_call"]
+__all__ = ["crashed", "run_memory_call"]
+
+_INTERNAL = "Internal error: "
 
 log = logging.getLogger("stm_memory")
 
 
 def run_memory_call(
-    memory: ShortTermMemory,
+    memory: MemoryWriter,
     turn: TurnContext,
     arguments: str | Mapping[str, Any] | None,
     *,
     truncated: bool = False,
 ) -> Generator[Op, Any, dict[str, Any]]:
     """Execute one ``update_short_term_memory`` call for ``turn``, as a step generator
-    (run it with :func:`~stm_memory.providers.drive` or ``adrive``).
+    (run it with :func:`~stm_memory.kit.drive` or ``adrive``).
 
     A call the provider cut short, or whose arguments are not a JSON object, is never
     executed: its failure is the result. Otherwise the engine's update runs, every
@@ -44,5 +47,12 @@ def run_memory_call(
         result: dict[str, Any] = yield op(memory.update, memory.aupdate, turn, check.args)
     except Exception as exc:  # the engine returns failures; this is a bug
         log.exception("stm-memory: update_short_term_memory failed")
-        return failure(f"Internal error: {type(exc).__name__}: {exc}")
+        return failure(f"{_INTERNAL}{type(exc).__name__}: {exc}")
     return result
+
+
+def crashed(result: Mapping[str, Any]) -> bool:
+    """``result`` is the failure :func:`run_memory_call` answers a crash with (a bug,
+    not the model's mistake: the LangChain tool marks its message an error)."""
+    reason = result.get("reason")
+    return isinstance(reason, str) and reason.startswith(_INTERNAL)

@@ -14,7 +14,7 @@ from stm_memory.model.messages import message_text
 from stm_memory.wire.anthropic import has_tool_blocks, text_blocks, tool_result_only
 
 if TYPE_CHECKING:
-    from stm_memory.providers.loop import ToolCall
+    from stm_memory.kit.loop import ToolCall
 
 __all__ = [
     "anthropic_system",

@@ -13,7 +13,7 @@ A turn's lifecycle is the same whichever framework runs the model::
 ``MemoryTurn`` owns that lifecycle and holds its state (the engine's
 :class:`~stm_memory.TurnContext`, the assembled :class:`MemoryContext`). It does no
 I/O itself: each step that reads or writes memory is a generator of
-:class:`~stm_memory.providers.Op` that the caller runs with ``drive`` (blocking) or
+:class:`~stm_memory.kit.Op` that the caller runs with ``drive`` (blocking) or
 ``adrive`` (awaiting), so a sync hook and its async twin share one body. Integrations
 translate their framework's hooks onto these steps (which hook calls which:
 ``docs/design.md#a-turn-in-every-entry-point``); none of them re-implements one.
@@ -33,13 +33,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from stm_memory.errors import TurnOrderError, ValidationError
+from stm_memory.kit.capture import dialogue_for_capture, needs_previous
+from stm_memory.kit.memory_call import run_memory_call
+from stm_memory.kit.ops import Op, attempt, op
+from stm_memory.kit.options import TurnOptions
+from stm_memory.kit.placing import RequestForm, place_request, place_view
 from stm_memory.model import Scope, StoredMessage
 from stm_memory.prompt.placement import MemoryContext
-from stm_memory.providers.capture import dialogue_for_capture, needs_previous
-from stm_memory.providers.memory_call import run_memory_call
-from stm_memory.providers.ops import Op, attempt, op
-from stm_memory.providers.options import TurnOptions
-from stm_memory.providers.placing import RequestForm, place_request, place_view
 from stm_memory.tool.schema import tool_description, tool_parameters
 from stm_memory.tool.turn import TOOL_NAME, failure
 
@@ -313,7 +313,9 @@ class MemoryTurn:
             log.exception("stm-memory: placing memory in the view failed; sending without")
             return list(earlier)
 
-    def tool_offer(self, *, other_tools: bool, tool_traffic: bool, provider: str) -> ToolOffer:
+    def tool_offer(
+        self, *, other_tools: bool, tool_traffic: bool, provider: str | None
+    ) -> ToolOffer:
         """How this request carries the memory tool, one policy for every entry point:
         offered while no guard of the turn hides it; else, for the Messages API, which
         refuses a request with ``tool_use``/``tool_result`` blocks (``tool_traffic``)
@@ -396,10 +398,13 @@ class MemoryTurn:
                 # turn alone would overwrite them. Skip it; the turn still counts.
                 log.exception("stm-memory: reading memory failed; the dialogue is not captured")
                 readable = False
-        if readable:
-            dialogue = dialogue_for_capture(messages, start, previous)
-            yield from attempt(op(m.capture, m.acapture, scope, dialogue), "capturing dialogue")
-        yield from attempt(op(m.end_turn, m.aend_turn, self.state), "ending the turn")
+        if not readable:
+            yield from attempt(op(m.end_turn, m.aend_turn, self.state), "ending the turn")
+            return
+        dialogue = dialogue_for_capture(messages, start, previous)
+        # Capture and count share one cache transaction and one SQL transaction.
+        finish = op(m.finish_turn, m.afinish_turn, self.state, dialogue)
+        yield from attempt(finish, "capturing dialogue and ending the turn")
 
     @property
     def finished(self) -> bool:

@@ -1,0 +1,176 @@
+"""The integration kit: what an integration author builds an entry point with.
+
+- the memory turn every entry point drives (:mod:`.turn`, ``MemoryTurn``: it builds
+  what each request sends, runs the memory call, captures and ends) and the options
+  they share (:mod:`.options`, ``TurnOptions``);
+- the agent turn of the loops, written once without I/O (:mod:`.loop`), the
+  operations it yields and their sync/async drivers (:mod:`.ops`), and the loop shells
+  every provider loop subclasses (:mod:`.shell`);
+- the providers' prompt-cache hints (:mod:`.cache_hints`);
+- argument checks raising the library's own errors (:mod:`.checks`) and the import
+  guard of an optional SDK (:mod:`.guards`);
+- wire helpers per API: OpenAI Chat (:mod:`.wire_chat`), Responses
+  (:mod:`.wire_responses`), Anthropic Messages (:mod:`.wire_anthropic`), and one
+  reader of requests in every format (:mod:`.requests`).
+
+Nothing behind the turn is exported: the cut and placement (:mod:`.placing`), the
+memory call (:mod:`.memory_call`) and what capture is handed (:mod:`.capture`) run
+inside ``MemoryTurn``. An integration imports ``stm_memory`` and ``stm_memory.kit``
+only (``tests/unit/test_kit_imports.py``). ``stm_memory.providers``, this package's
+former name, stays an alias until 0.3.0.
+"""
+
+from stm_memory.kit.cache_hints import (
+    MAX_BREAKPOINTS,
+    agreed_ttl,
+    anthropic_breakpoints,
+    breakpoint_marker,
+    count_breakpoints,
+    dialogue_breakpoint,
+    prompt_cache_key,
+)
+from stm_memory.kit.capture import is_dialogue, is_summary_message
+from stm_memory.kit.checks import (
+    MEMORY_ROLES,
+    as_messages,
+    check_memory,
+    check_memory_role,
+    check_memory_setup,
+    check_message_list,
+    check_model,
+    check_positive_int,
+    check_provider,
+    check_tools,
+    refuse_async_callables,
+    refuse_reserved,
+    refuse_wrong_client,
+)
+from stm_memory.kit.endpoints import is_openai_host, note_endpoint
+from stm_memory.kit.guards import missing_extra
+from stm_memory.kit.loop import (
+    ModelReply,
+    ProviderAdapter,
+    ToolCall,
+    ToolHandler,
+    TurnResult,
+    Usage,
+    run_turn_steps,
+)
+from stm_memory.kit.ops import Op, adrive, drive, op
+from stm_memory.kit.options import OptionsView, TurnOption, TurnOptions
+from stm_memory.kit.requests import (
+    is_request_body,
+    last_user_text,
+    offered_tool_names,
+    read_request,
+    text_of,
+    tool_choice_none,
+    tool_name,
+)
+from stm_memory.kit.shell import (
+    AsyncLoop,
+    LoopShell,
+    OnText,
+    SyncLoop,
+    System,
+    aemit_text,
+    emit_text,
+)
+from stm_memory.kit.turn import MemoryTurn
+from stm_memory.kit.wire_anthropic import (
+    anthropic_system,
+    anthropic_tool_results,
+    anthropic_user_text,
+    has_tool_blocks,
+    is_failed_result,
+    text_blocks,
+    wire_messages,
+)
+from stm_memory.kit.wire_chat import chat_tool_call, chat_tool_results, function_call
+from stm_memory.kit.wire_responses import responses_tool_results
+from stm_memory.model.messages import without_speaker_ids
+from stm_memory.prompt.cut import strip_memory_calls
+from stm_memory.prompt.placement import MemoryContext, MemoryRole
+from stm_memory.prompt.render import CONTENT_HEADER
+from stm_memory.tool.schema import anthropic_tool, openai_chat_tool, openai_responses_tool
+from stm_memory.tool.turn import failure
+from stm_memory.tool.vetting import is_truncated, tool_result_text
+
+__all__ = [
+    "CONTENT_HEADER",
+    "MAX_BREAKPOINTS",
+    "MEMORY_ROLES",
+    "AsyncLoop",
+    "LoopShell",
+    "MemoryContext",
+    "MemoryRole",
+    "MemoryTurn",
+    "ModelReply",
+    "OnText",
+    "Op",
+    "OptionsView",
+    "ProviderAdapter",
+    "SyncLoop",
+    "System",
+    "ToolCall",
+    "ToolHandler",
+    "TurnOption",
+    "TurnOptions",
+    "TurnResult",
+    "Usage",
+    "adrive",
+    "aemit_text",
+    "agreed_ttl",
+    "anthropic_breakpoints",
+    "anthropic_system",
+    "anthropic_tool",
+    "anthropic_tool_results",
+    "anthropic_user_text",
+    "as_messages",
+    "breakpoint_marker",
+    "chat_tool_call",
+    "chat_tool_results",
+    "check_memory",
+    "check_memory_role",
+    "check_memory_setup",
+    "check_message_list",
+    "check_model",
+    "check_positive_int",
+    "check_provider",
+    "check_tools",
+    "count_breakpoints",
+    "dialogue_breakpoint",
+    "drive",
+    "emit_text",
+    "failure",
+    "function_call",
+    "has_tool_blocks",
+    "is_dialogue",
+    "is_failed_result",
+    "is_openai_host",
+    "is_request_body",
+    "is_summary_message",
+    "is_truncated",
+    "last_user_text",
+    "missing_extra",
+    "note_endpoint",
+    "offered_tool_names",
+    "op",
+    "openai_chat_tool",
+    "openai_responses_tool",
+    "prompt_cache_key",
+    "read_request",
+    "refuse_async_callables",
+    "refuse_reserved",
+    "refuse_wrong_client",
+    "responses_tool_results",
+    "run_turn_steps",
+    "strip_memory_calls",
+    "text_blocks",
+    "text_of",
+    "tool_choice_none",
+    "tool_name",
+    "tool_result_text",
+    "wire_messages",
+    "without_speaker_ids",
+]
