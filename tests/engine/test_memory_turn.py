@@ -350,3 +350,42 @@ def test_no_step_runs_after_the_turn_finished(mem: ShortTermMemory) -> None:
     entry = mem.get(SERVER)
     assert entry is not None and entry.summary is None  # nothing was written late
     drive(turn.finish([], start=0))  # finishing again stays a no-op
+
+
+# -- finish: capture and count in one write ------------------------------------------------
+
+
+def test_finish_captures_and_counts_in_one_transaction(
+    mem: ShortTermMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    drive(begin(mem).finish([USER_MSG, {"role": "assistant", "content": "first"}], start=0))
+    assert counted_turns(mem) == 1
+    import stm_memory.engine as engine
+
+    def broken(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        raise RuntimeError("counting broke")
+
+    # The count fails inside the write: the capture of the same write is not kept
+    # either (one transaction), and the turn still ends without raising.
+    monkeypatch.setattr(engine, "counted", broken)
+    said = [USER_MSG, {"role": "assistant", "content": "second"}]
+    drive(begin(mem).finish(said, start=0))
+    entry = mem.get(SERVER)
+    assert entry is not None
+    assert [m.content for m in entry.messages] == ["what next?", "first"]
+    assert entry.turns_since_refresh == 1
+    monkeypatch.undo()
+    drive(begin(mem).finish(said, start=0))
+    assert counted_turns(mem) == 2
+    assert [m.content for m in mem.get(SERVER).messages][-1] == "second"  # type: ignore[union-attr]
+
+
+def test_finish_counts_a_turn_whose_dialogue_cannot_be_read(
+    mem: ShortTermMemory, caplog: pytest.LogCaptureFixture
+) -> None:
+    drive(begin(mem).finish([USER_MSG], start=0))
+    with caplog.at_level(logging.ERROR, logger="stm_memory"):
+        mem.finish_turn(mem.begin_turn(SERVER), [{"role": "user", "content": object()}])
+    assert counted_turns(mem) == 2
+    assert "not captured" in caplog.text
+    assert [m.content for m in mem.get(SERVER).messages] == ["what next?"]  # type: ignore[union-attr]

@@ -321,3 +321,30 @@ def test_anthropic_turns_alternate_and_user_text_skips_tool_results() -> None:
     ]
     assert anthropic_user_text(messages) == "two"
     assert anthropic_system([{"type": "text", "text": "s"}]) == [{"type": "text", "text": "s"}]
+
+
+# -- the former name -----------------------------------------------------------------------
+
+
+def test_the_former_name_is_a_deprecated_alias() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import warnings\n"
+        "warnings.simplefilter('error')\n"
+        "try:\n"
+        "    import stm_memory.providers\n"
+        "except DeprecationWarning as w:\n"
+        "    print('warned:', w)\n"
+        "warnings.simplefilter('ignore')\n"
+        "import stm_memory.kit as kit, stm_memory.providers as old\n"
+        "from stm_memory.providers.turn import MemoryTurn\n"
+        "from stm_memory.tool.call import run_memory_call\n"
+        "assert MemoryTurn is kit.MemoryTurn and old.drive is kit.drive\n"
+        "assert old.run_memory_call is run_memory_call  # a submodule's name\n"
+        "assert old.__all__ == kit.__all__\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "warned: stm_memory.providers is deprecated and goes in 0.3.0" in out.stdout
