@@ -18,8 +18,9 @@ turn:
 - ``clear`` empties the record and forgets the channel (the "/refresh" command).
 
 The turn itself is a :class:`~stm_memory.kit.MemoryTurn`: the first read is
-``MemoryTurn.begin`` and ``assemble``; the view and each model request are
-``request_context``/``place``; a memory call is ``memory_call``; ``add_messages`` with
+``MemoryTurn.begin`` and ``assemble``; the view is ``view`` and each model request
+``prepare_after_view`` (the view put back to the record, the request built on the
+whole input as every entry point builds it); a memory call is ``memory_call``; ``add_messages`` with
 the answer is ``finish`` (given the record's tail that capture keeps); a run that
 failed is ``abandon``. A wrapper that calls the model itself drives the open turn
 through public methods: :meth:`~ShortTermMemoryHistory.open_turn` (a
@@ -56,7 +57,6 @@ from langchain_core.messages import (
     AIMessageChunk,
     BaseMessage,
     HumanMessage,
-    SystemMessage,
     ToolMessage,
     message_chunk_to_message,
 )
@@ -108,7 +108,6 @@ class HistoryTurn:
         "_known",
         "_seen",
         "_view",
-        "_view_provider",
         "model_called",
         "turn",
     )
@@ -121,7 +120,6 @@ class HistoryTurn:
         self._view: list[BaseMessage] | None = None
         self._seen: list[BaseMessage] | None = None  # the record the view was built from
         self._known: list[BaseMessage] | None = None  # the record as this turn last knew it
-        self._view_provider: str | None = None  # the provider the view's memory was placed for
         # The messages to store in place of the last AI message added (the memory exchange
         # the chain wrapper ran), and whether that AI message is among them.
         self._exchange: list[BaseMessage] | None = None
@@ -133,14 +131,6 @@ def _settled(message: BaseMessage) -> BaseMessage:
     if isinstance(message, AIMessageChunk):
         return message_chunk_to_message(message)
     return message
-
-
-def _carries_only(message: BaseMessage, text: str) -> bool:
-    """Whether ``message`` holds nothing but ``text`` (as a string or one text block)."""
-    content = message.content
-    if isinstance(content, str):
-        return content == text
-    return content == [{"type": "text", "text": text}]
 
 
 def _user_text(messages: Sequence[BaseMessage]) -> str | None:
@@ -289,23 +279,17 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
             # everything placed go in here, at once, on the whole input, joined to the
             # prompt's system message and user turns (a placing error sends it uncut).
             return turn.turn.place(messages, provider=self.provider)
-        context = turn.turn.request_context(trim=False)
-        # The view placed the briefings after a stand-in for the user's message (it did
-        # not know it yet); the model gets them after the real one, where they leave the
-        # user's words in the prefix the next turn re-reads from the provider's cache.
-        briefing = context.briefing
-        out = [m for m in messages if not (briefing and _carries_only(m, briefing))]
-        misplaced = _misplaced_memory(out, context.memory)
-        if misplaced and turn._view_provider != self.provider:
-            # The view was placed before the chain's model was known; this provider
-            # takes no system message below the top (Anthropic …): place it again.
-            out = [m for i, m in enumerate(out) if i not in misplaced]
-        else:
-            context = context.without_memory()
-        placed: list[BaseMessage] = turn.turn.place(
-            out, provider=self.provider, context=context, fallback=messages
+        # The view was placed around a stand-in for the user's message (for a chain that
+        # sends it as it is); the turn builds this request on the whole input instead,
+        # as every entry point does: briefings and nudge after the user's words, which
+        # then stay in the prefix the next turn re-reads from the provider's cache.
+        with self._lock:
+            view, earlier = turn._view, turn._seen
+        if view is None or earlier is None:
+            return turn.turn.place(messages, provider=self.provider)
+        return turn.turn.prepare_after_view(
+            messages, view=view, earlier=earlier, provider=self.provider
         )
-        return placed
 
     def keep_exchange(self, exchange: Sequence[BaseMessage], *, answer_included: bool) -> None:
         """For the chain wrapper: the memory exchange it ran this turn, stored in place
@@ -349,7 +333,6 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
 
     def _place(self, record: list[BaseMessage], state: HistoryTurn) -> list[BaseMessage]:
         # The nudge waits for the user's message (see the module docstring).
-        state._view_provider = self.provider
         if self.options.memory_role == "inline":
             # The portable form is written on the model's whole input (model_messages):
             # a view knows neither the prompt's system message nor the user's.
@@ -450,18 +433,6 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
 
 def _is_ai(message: BaseMessage) -> bool:
     return isinstance(message, AIMessage)
-
-
-def _misplaced_memory(messages: Sequence[BaseMessage], memory: str | None) -> list[int]:
-    """Where ``memory`` stands as a system message below the top of ``messages``."""
-    return [
-        i
-        for i, m in enumerate(messages)
-        if isinstance(m, SystemMessage)
-        and memory
-        and m.content == memory
-        and any(not isinstance(p, SystemMessage) for p in messages[:i])
-    ]
 
 
 def _dialogue_tail(full: Sequence[BaseMessage], start: int, kept: int) -> int:

@@ -25,8 +25,10 @@ session only translates the SDK's hooks onto it:
   right after the memory call when the model already answered in the same response
   (the user has the answer: no second model call for it), so a run costs no extra
   model call. Its
-  hooks also take the nudge out of a request once the tool is gone (a "remember
-  this" turn, or after the update). A plain agent with ``tools=[memory_tool()]``
+  hooks build each model request on the whole input as every entry point does
+  (``MemoryTurn.prepare_after_view``: the view put back to the session's items, then
+  the cut, the memory, the briefings and the nudge after the user's message, the
+  nudge only while the tool is offered). A plain agent with ``tools=[memory_tool()]``
   keeps the tool in a turn whose input carried the nudge instead, so a call the nudge
   asked for is answered with the engine's failed result, never the SDK's "tool not
   found" error;
@@ -48,7 +50,7 @@ import inspect
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +110,8 @@ class _OpenRun:
     finishing: bool = False  # the next add_items is the run's last (the epilogue)
     answered: str = ""  # visible text of the model's last response (agent() hooks)
     placed: bool = False  # agent()'s hooks placed the memory at a model call (inline)
+    view: list[Any] = field(default_factory=list)  # what the run's first read returned
+    earlier: list[Any] = field(default_factory=list)  # the session's items it was placed on
 
 
 def _role(item: Any) -> Any:
@@ -149,41 +153,6 @@ def _running_elsewhere(task: asyncio.Task[Any] | None) -> bool:
     """``task`` (a run's) is still going, and it is not the caller's: a run that failed
     in the caller's task, or whose task is over, is not running."""
     return task is not None and task is not _current_task() and not task.done()
-
-
-def _drop_nudge(items: list[Any], nudge: str, end: int) -> None:
-    """Take ``nudge`` out of ``items[:end]`` (the view), in place."""
-    for i in range(min(end, len(items)) - 1, -1, -1):
-        item = items[i]
-        if not isinstance(item, Mapping) or _role(item) not in ("system", "developer", "user"):
-            continue
-        content = item.get("content")
-        if content == nudge:
-            del items[i]
-            return
-        joined = "\n\n" + nudge  # memory_role="user": content and nudge in one message
-        if isinstance(content, str) and content.endswith(joined):
-            items[i] = {**item, "content": content[: -len(joined)]}
-            return
-
-
-def _move_after_user_message(items: list[Any], briefing: str) -> None:
-    """Move the briefings the view placed (it did not know the run's input yet, so they
-    stand before it) right after the current user message, in place: the user's words
-    then stay in the prefix the next run re-reads from the provider's cache."""
-    at = next(
-        (
-            i
-            for i, item in enumerate(items)
-            if isinstance(item, Mapping) and item.get("content") == briefing
-        ),
-        None,
-    )
-    if at is None:
-        return
-    user = max((i for i, item in enumerate(items) if i != at and _role(item) == "user"), default=-1)
-    if user > at:  # pop shifts the user message down by one: insert right after it
-        items.insert(user, items.pop(at))
 
 
 class ShortTermMemorySession(OptionsView):
@@ -427,7 +396,9 @@ class ShortTermMemorySession(OptionsView):
         stand_in: dict[str, Any] = {"role": "user", "content": ""}
         placed = state.turn.view(items, stand_in, form="responses", context=context)
         state.nudge = context.nudge
-        return [item for item in placed if item is not stand_in]
+        view = [item for item in placed if item is not stand_in]
+        state.view, state.earlier = view, list(items)
+        return view
 
     def _note_input(self, state: _OpenRun, items: Any) -> None:
         """Hand the turn the user message of the run's new input (``items``: the
@@ -453,11 +424,18 @@ class ShortTermMemorySession(OptionsView):
             items[:] = state.turn.place(items, provider="openai", context=context)
             state.placed = True
             return
-        if state.nudge is not None and not state.turn.tool_offered:
-            _drop_nudge(items, state.nudge, state.view_len)
-        briefing = state.turn.context.briefing
-        if briefing:
-            _move_after_user_message(items, briefing)
+        # The view was placed around a stand-in for the run's input; the turn builds
+        # this request on the whole input instead, as every entry point does (the
+        # briefings and the nudge after the user's message, the nudge only while the
+        # tool is offered).
+        items[:] = state.turn.prepare_after_view(
+            items,
+            view=state.view,
+            earlier=state.earlier,
+            form="responses",
+            provider="openai",
+            nudge=self._tool is not None,
+        )
 
     async def _end(self, state: _OpenRun) -> None:
         """Finish ``state``'s turn (once): capture the record's recent dialogue, count."""

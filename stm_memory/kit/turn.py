@@ -82,12 +82,30 @@ class PreparedRequest:
     failed: bool = False
 
 
+def _find_run(items: Sequence[Any], run: Sequence[Any]) -> int | None:
+    """Where ``run`` stands in ``items`` as a contiguous slice (by equality), or None."""
+    n = len(run)
+    for i in range(len(items) - n + 1):
+        if all(items[i + j] == run[j] for j in range(n)):
+            return i
+    return None
+
+
 class MemoryTurn:
     """One responding turn's memory (see the module docstring). Build it with
     :meth:`begin`; a turn whose scope is ``None`` or whose beginning failed is *off*
     (``active`` False): it places nothing, offers no tool and writes nothing."""
 
-    __slots__ = ("_context", "_finished", "_lock", "_tool", "memory", "options", "scope", "state")
+    __slots__ = (
+        "_context",
+        "_finished",
+        "_lock",
+        "_tool",
+        "memory",
+        "options",
+        "scope",
+        "state",
+    )
 
     def __init__(
         self,
@@ -312,6 +330,33 @@ class MemoryTurn:
         except Exception:
             log.exception("stm-memory: placing memory in the view failed; sending without")
             return list(earlier)
+
+    def prepare_after_view(
+        self,
+        messages: Sequence[Any],
+        *,
+        view: Sequence[Any],
+        earlier: Sequence[Any],
+        form: RequestForm = "messages",
+        provider: str | None = None,
+        nudge: bool | None = None,
+    ) -> list[Any]:
+        """One request of a turn whose history went to the model as a :meth:`view`:
+        ``messages`` (the model's whole input: the prompt, ``view``, the user's message
+        now known), with the view put back to the ``earlier`` turns it was placed on
+        and this request built on the whole input as every entry point builds it
+        (:meth:`prepare`: the cut, the memory, the briefings and the nudge after the
+        user's message, ``nudge=False`` holding the nudge back). An input the view is
+        not found in (a prompt that rewrote the history's messages) goes as it came; a
+        placing error sends the input with the earlier turns uncut, without memory."""
+        at = _find_run(messages, view) if view else None
+        if at is None and view:
+            return list(messages)
+        whole = list(messages)
+        if at is not None:
+            whole[at : at + len(view)] = list(earlier)
+        context = self.request_context(nudge=nudge)
+        return self.prepare(whole, form=form, provider=provider, context=context).messages
 
     def tool_offer(
         self, *, other_tools: bool, tool_traffic: bool, provider: str | None

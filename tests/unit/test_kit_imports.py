@@ -121,17 +121,10 @@ def _around_the_turn(tree: ast.AST) -> list[str]:
     return found
 
 
-#: Known, not yet mended (issue #29): the chat history re-places the per-turn part of
-#: the memory after stripping what its view placed. Listed exactly, so a new way
-#: around the turn fails, and so does mending this one without taking it off the list.
-KNOWN = {"stm_memory_langchain/_history.py": ["calls .without_memory()"]}
-
-
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(INTEGRATIONS)))
 def test_integrations_run_no_step_behind_the_turn(path: Path) -> None:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    found = [f.split(": ", 1)[-1] for f in _around_the_turn(tree)]
-    assert found == KNOWN.get(str(path.relative_to(INTEGRATIONS)), [])
+    assert _around_the_turn(tree) == []
 
 
 def test_the_public_doors_export_no_step_behind_the_turn() -> None:

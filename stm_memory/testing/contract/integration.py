@@ -431,6 +431,10 @@ class IntegrationContract:
             assert not any(r.nudged for r in before.sent), first.text
         due = talk.say(ALICE, ALICE_2, script={"summary": SUMMARY})
         assert due.sent[0].nudged, due.sent[0].text
+        # After the user's words, as every entry point places it (they stay in the
+        # prefix the next turn re-reads from the provider's cache).
+        said = due.sent[0].text.index(ALICE_2)
+        assert due.sent[0].text.rindex(TOOL_NAME) > said, due.sent[0].text
         assert due.sent[0].memory_fields() == {"summary"}
         assert due.outcome.memory_results == (COMPLETED,)
         entry = talk.entry(BOB)  # the server's entry: one memory for the channel
@@ -549,6 +553,8 @@ class IntegrationContract:
             (line for line in turns[0].text.split("\n") if line.startswith("- #market")), None
         )
         assert briefing is not None, f"no briefing of #market in:\n{turns[0].text}"
+        for request in turns:  # each briefing once, wherever it stands
+            assert request.text.count(briefing) == 1, request.text
         for before, after in itertools.pairwise(turns):
             previous_user = max(i for i, (role, _) in enumerate(before.messages) if role == "user")
             shared = after.messages[:previous_user]
@@ -557,6 +563,24 @@ class IntegrationContract:
             tail = "\n".join(t for _, t in after.messages[previous_user + 1 :])
             assert briefing not in tail, (briefing, after.text)
             assert after.tools == before.tools
+
+    def test_a_briefing_is_sent_once_when_its_channel_moved_on(self, dialogue: Dialogue) -> None:
+        talk = dialogue.require("prefix")
+        talk.memory.configure_server(SERVER, refresh_cadence=50)
+        clock = getattr(talk.memory, "_clock", None)
+        if not isinstance(clock, FrozenClock):
+            pytest.skip("the prefix step needs the suite's memory on a FrozenClock")
+        talk.say(ALICE_MARKET, ALICE_AT_MARKET)
+        talk.say(ALICE, ALICE_1)  # the market's briefing, first sent
+        clock.advance(minutes=30)
+        talk.say(BOB_MARKET, BOB_AT_MARKET)  # the market moves on: a second briefing
+        clock.advance(minutes=30)
+        sent = [talk.say(BOB, BOB_1).sent[0]]
+        clock.advance(minutes=30)
+        sent.append(talk.say(ALICE, ALICE_2).sent[0])
+        for request in sent:
+            for words in (ALICE_AT_MARKET, BOB_AT_MARKET):
+                assert request.text.count(words) == 1, f"{words!r}:\n{request.text}"
 
     def test_a_placing_error_sends_the_request_without_memory(
         self,
