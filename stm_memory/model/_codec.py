@@ -5,23 +5,27 @@ write hot path. The tricks live here, so :class:`~stm_memory.model.MemoryEntry` 
 as a plain dataclass: captured turns stay undecoded until read (:class:`Messages`),
 a write patches the cached dict with its encoded changes instead of re-encoding the
 entry, copies skip :func:`dataclasses.replace`'s introspection, and one timestamp's
-ISO text is remembered.
+ISO text is remembered. How each field is cached is declared once, in :data:`CACHED`,
+and planned into the encoder and decoder once, at import (:class:`EntryCodec`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import fields
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from operator import attrgetter, itemgetter
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, overload
 
 from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.dialogue import StoredMessage
+from stm_memory.model.scope import ScopeKind
 
 if TYPE_CHECKING:
     from stm_memory.model.entry import MemoryEntry
 
-__all__ = ["Messages", "decode", "encode", "evolve", "value_after"]
+__all__ = ["CACHED", "Cached", "EntryCodec", "Messages", "check_fields", "evolve"]
 
 E = TypeVar("E")
 
@@ -116,7 +120,7 @@ _set_attr = object.__setattr__  # frozen: the dataclass's own __init__ sets fiel
 def evolve(entry: E, changes: Mapping[str, Any]) -> E:
     """A copy with ``changes`` applied: :func:`dataclasses.replace` without its
     per-call field introspection, which every update would pay for both its entries.
-    MemoryEntry has no ``__post_init__``, so nothing is skipped."""
+    MemoryEntry has no ``__post_init__`` (EntryCodec refuses one), so nothing is skipped."""
     cls = type(entry)
     names, name_set = _field_names(cls)
     if not changes.keys() <= name_set:
@@ -128,85 +132,38 @@ def evolve(entry: E, changes: Mapping[str, Any]) -> E:
     return new
 
 
-def value_after(
-    entry: MemoryEntry, source: Mapping[str, Any] | None, changes: Mapping[str, Any]
-) -> dict[str, Any]:
-    """``entry``'s cached form, where ``entry`` is ``source`` decoded with ``changes``
-    applied: ``source`` patched with the encoded changes when it is a complete value,
-    which spares re-encoding the unchanged fields (the raw turns above all) on every
-    write; else encoded whole."""
-    if source is None or len(source) != len(_field_names(type(entry))[0]):
-        return encode(entry)
-    return {**source, **_encode_changes(changes)}
+# -- the cached form, field by field ---------------------------------------------------
+#
+# Every MemoryEntry field is declared once in CACHED below, with how it is cached.
+# The encoder and decoder are planned from that table in the dataclass's field order
+# (the cached dict's key order) when the entry module is imported, and the plan
+# refuses a field the table does not declare: a field added to MemoryEntry fails
+# loudly at import, naming it, instead of being silently left out of the cache.
 
 
-def encode(entry: MemoryEntry) -> dict[str, Any]:
-    return {
-        "key": entry.key,
-        "kind": entry.kind,
-        "channel_id": entry.channel_id,
-        "server_id": entry.server_id,
-        "user_id": entry.user_id,
-        "persona_id": entry.persona_id,
-        "parent_channel_id": entry.parent_channel_id,
-        "channel_name": entry.channel_name,
-        "server_name": entry.server_name,
-        "messages": _encode_messages(entry.messages),
-        "summary": entry.summary,
-        "categories": dict(entry.categories),
-        "turns_since_refresh": entry.turns_since_refresh,
-        "last_refreshed_turn": entry.last_refreshed_turn,
-        "turns_since_reset": entry.turns_since_reset,
-        "provenance": sorted(entry.provenance),
-        "last_updated": entry.last_updated.isoformat(),
-        "refreshed_at": entry.refreshed_at.isoformat() if entry.refreshed_at else None,
-        "briefings": [b.to_dict() for b in entry.briefings],
-        "briefings_epoch": entry.briefings_epoch,
-        "rev": entry.rev,
-    }
+class Cached(NamedTuple):
+    """How one MemoryEntry field is cached."""
 
-
-def decode(cls: type[MemoryEntry], data: Mapping[str, Any]) -> MemoryEntry:
-    return cls(
-        key=data["key"],
-        kind="server" if data["kind"] == "server" else "user",
-        channel_id=data["channel_id"],
-        server_id=data.get("server_id"),
-        user_id=data.get("user_id"),
-        persona_id=data.get("persona_id"),
-        parent_channel_id=data.get("parent_channel_id"),
-        channel_name=data.get("channel_name"),
-        server_name=data.get("server_name"),
-        messages=Messages(data.get("messages") or ()),
-        summary=data.get("summary"),
-        categories=dict(data.get("categories") or {}),
-        turns_since_refresh=int(data.get("turns_since_refresh") or 0),
-        last_refreshed_turn=int(data.get("last_refreshed_turn") or 0),
-        turns_since_reset=_optional_int(data.get("turns_since_reset")),
-        provenance=frozenset(data.get("provenance") or ()),
-        last_updated=datetime.fromisoformat(data["last_updated"]),
-        refreshed_at=(
-            datetime.fromisoformat(data["refreshed_at"]) if data.get("refreshed_at") else None
-        ),
-        briefings=tuple(BriefingCopy.from_dict(b) for b in data.get("briefings") or ()),
-        briefings_epoch=_optional_int(data.get("briefings_epoch")),
-        rev=int(data.get("rev") or 0),
-    )
-
-
-def _optional_int(value: Any) -> int | None:
-    return None if value is None else int(value)
+    #: The cached value from the field's (None: the value as it is).
+    encode: Callable[[Any], Any] | None = None
+    #: The field's value from the cached one, which is None where an older cached
+    #: value lacks the field (None: the cached value as it is).
+    decode: Callable[[Any], Any] | None = None
+    #: Every cached value has it: decoding one without it raises KeyError.
+    required: bool = False
 
 
 _last_iso: tuple[datetime, str] = (datetime.fromtimestamp(0, UTC), "")
 
 
-def _iso(value: datetime) -> str:
+def _iso(value: datetime | None) -> str | None:
     # An update stamps one datetime object as last_updated and refreshed_at of both its
     # entries, and formatting an aware datetime is not free: the last one is
     # remembered. By identity, not equality: equal instants in other time zones have
     # other texts. (One tuple swapped whole, so threads never see half of one.)
     global _last_iso
+    if value is None:
+        return None
     last = _last_iso
     if last[0] is value:
         return last[1]
@@ -215,25 +172,151 @@ def _iso(value: datetime) -> str:
     return text
 
 
-def _encode_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
-    # to_dict's form of each changed field; the fields it copies as they are pass through.
-    out = dict(changes)
-    for name in ("last_updated", "refreshed_at"):
-        if out.get(name) is not None:
-            out[name] = _iso(out[name])
-    if "categories" in out:
-        out["categories"] = dict(out["categories"])
-    if "messages" in out:
-        out["messages"] = _encode_messages(out["messages"])
-    if "provenance" in out:
-        out["provenance"] = sorted(out["provenance"])
-    if "briefings" in out:
-        out["briefings"] = [b.to_dict() for b in out["briefings"]]
-    return out
-
-
 def _encode_messages(messages: Sequence[StoredMessage]) -> list[dict[str, Any]]:
     # A lazily decoded Messages hands back its cached form without decoding it.
     if isinstance(messages, Messages):
         return messages.raw()
     return [m.to_dict() for m in messages]
+
+
+def _decode_messages(raw: Sequence[Mapping[str, Any]] | None) -> Messages:
+    return Messages(raw or ())
+
+
+def _encode_briefings(briefings: Sequence[BriefingCopy]) -> list[dict[str, Any]]:
+    return [b.to_dict() for b in briefings]
+
+
+def _decode_briefings(raw: Sequence[Mapping[str, Any]] | None) -> tuple[BriefingCopy, ...]:
+    return tuple(BriefingCopy.from_dict(b) for b in raw or ())
+
+
+def _scope_kind(value: Any) -> ScopeKind:
+    return "server" if value == "server" else "user"
+
+
+def _dict(value: Mapping[str, str] | None) -> dict[str, str]:
+    return dict(value or {})
+
+
+def _frozenset(value: Sequence[str] | None) -> frozenset[str]:
+    return frozenset(value or ())
+
+
+def _int(value: Any) -> int:
+    return int(value or 0)
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _optional_datetime(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+_AS_IS = Cached()
+
+#: How each MemoryEntry field is cached (see above). The fields of a value cached by an
+#: older release that lacks them decode to their defaults.
+CACHED: dict[str, Cached] = {
+    "key": Cached(required=True),
+    "kind": Cached(decode=_scope_kind, required=True),
+    "channel_id": Cached(required=True),
+    "server_id": _AS_IS,
+    "user_id": _AS_IS,
+    "persona_id": _AS_IS,
+    "parent_channel_id": _AS_IS,
+    "channel_name": _AS_IS,
+    "server_name": _AS_IS,
+    "messages": Cached(_encode_messages, _decode_messages),
+    "summary": _AS_IS,
+    # Insertion order is the server's category order: a copy keeps it.
+    "categories": Cached(dict, _dict),
+    "turns_since_refresh": Cached(decode=_int),
+    "last_refreshed_turn": Cached(decode=_int),
+    "turns_since_reset": Cached(decode=_optional_int),
+    # Sorted: a set's iteration order varies between processes, cached bytes must not.
+    "provenance": Cached(sorted, _frozenset),
+    "last_updated": Cached(_iso, datetime.fromisoformat, required=True),
+    "refreshed_at": Cached(_iso, _optional_datetime),
+    "briefings": Cached(_encode_briefings, _decode_briefings),
+    "briefings_epoch": Cached(decode=_optional_int),
+    "rev": Cached(decode=_int),
+}
+
+# The fields cached as another value, for a write's changes.
+_ENCODERS = tuple((name, c.encode) for name, c in CACHED.items() if c.encode is not None)
+
+
+def check_fields(cls: type, declared: Iterable[str], where: str) -> None:
+    """Raise TypeError unless ``declared`` names each of ``cls``'s dataclass fields
+    exactly once, and nothing else. ``where`` says where the declarations live, so the
+    error says where a new field must be declared."""
+    names = [f.name for f in fields(cls)]
+    counts = Counter(name for name in declared)
+    problems = [f"field {n!r} is not declared" for n in names if n not in counts]
+    problems += [f"{n!r} is declared {c} times" for n, c in counts.items() if c > 1]
+    problems += [f"{n!r} is declared but is no field" for n in counts if n not in names]
+    if problems:
+        raise TypeError(f"{cls.__name__} in {where}: {'; '.join(problems)}")
+
+
+class EntryCodec:
+    """MemoryEntry's cached form and back, planned once from CACHED in the field order
+    of ``cls``: every call is a loop over precomputed tuples, no introspection."""
+
+    __slots__ = ("_decoders", "_encoders", "_get", "_names", "_require")
+
+    def __init__(self, cls: type[MemoryEntry]) -> None:
+        check_fields(cls, CACHED, "model/_codec.py CACHED")
+        if hasattr(cls, "__post_init__"):
+            # decode and evolve set the fields without calling __init__ (the hot path).
+            raise TypeError(f"{cls.__name__}.__post_init__ would be skipped by the codec")
+        names = tuple(f.name for f in fields(cls))
+        self._names = names
+        self._get = attrgetter(*names)
+        self._encoders = tuple((n, e) for n in names if (e := CACHED[n].encode) is not None)
+        self._decoders = tuple((n, CACHED[n].decode) for n in names)
+        # KeyError (naming the key) for a cached value without a required field.
+        self._require = itemgetter(*(n for n in names if CACHED[n].required))
+
+    def encode(self, entry: MemoryEntry) -> dict[str, Any]:
+        # The fields as they are, then the converted ones replaced in place (a dict
+        # keeps a key's place when its value is replaced: the key order is the fields').
+        out = dict(zip(self._names, self._get(entry), strict=False))
+        for name, encode in self._encoders:
+            out[name] = encode(out[name])
+        return out
+
+    def value_after(
+        self, entry: MemoryEntry, source: Mapping[str, Any] | None, changes: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """``entry``'s cached form, where ``entry`` is ``source`` decoded with ``changes``
+        applied: ``source`` patched with the encoded changes when it is a complete value,
+        which spares re-encoding the unchanged fields (the raw turns above all) on every
+        write; else encoded whole."""
+        if source is None or len(source) != len(self._names):
+            return self.encode(entry)
+        return {**source, **_encode_changes(changes)}
+
+    def decode(self, cls: type[MemoryEntry], data: Mapping[str, Any]) -> MemoryEntry:
+        # Every field is set, as evolve sets them: the frozen dataclass's __init__
+        # would only add its keyword parsing.
+        self._require(data)
+        get = data.get
+        entry = _new_object(cls)
+        for name, decode in self._decoders:
+            value = get(name)
+            _set_attr(entry, name, value if decode is None else decode(value))
+        return entry
+
+
+def _encode_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
+    # The cached form of each changed field (what encode gives it): the fields cached
+    # as they are pass through.
+    out = dict(changes)
+    for name, encode in _ENCODERS:
+        if name in out:
+            out[name] = encode(out[name])
+    return out

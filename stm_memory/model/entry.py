@@ -8,11 +8,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from stm_memory.model import _codec
+from stm_memory.model._codec import check_fields
 from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.dialogue import StoredMessage
 from stm_memory.model.scope import Scope, ScopeKind
 
-__all__ = ["MemoryEntry", "next_rev", "turns_after"]
+__all__ = ["CACHE_ONLY_FIELDS", "MemoryEntry", "check_fields", "next_rev", "turns_after"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -20,6 +21,12 @@ class MemoryEntry:
     """The live memory of one key (the user's or the server's entry of a channel).
 
     Replace it with :func:`dataclasses.replace`. See ``docs/design.md#two-keys-per-scope``.
+
+    Each form an entry is kept in says, per field, how it keeps it: the cache
+    (``model/_codec.py`` ``CACHED``) and SQL rows (``store/sql.py`` ``ROW``, or
+    :data:`CACHE_ONLY_FIELDS`). Both are checked against these fields at import: a new
+    field fails there, naming it, until each form declares it. The fields' order is the
+    cached form's key order: moving one changes the bytes entries are cached as.
     """
 
     key: str
@@ -38,15 +45,15 @@ class MemoryEntry:
     categories: Mapping[str, str] = field(default_factory=dict)
     turns_since_refresh: int = 0
     last_refreshed_turn: int = 0
+    # Turns counted since the channel was reset (clear_channel), or None when dialogue
+    # from before this entry may exist: the history cut never sends turns from before
+    # a reset (stm_memory.prompt.cut).
+    turns_since_reset: int | None = None
     # Provenance: the users whose words are in this entry's dialogue or could have
     # reached its distilled memory (the speakers captured since the memory was last
     # cleared, and the provenance of the briefings shown when it was written), so
     # clear_user can erase what they said wherever it went.
     provenance: frozenset[str] = frozenset()
-    # Turns counted since the channel was reset (clear_channel), or None when dialogue
-    # from before this entry may exist: the history cut never sends turns from before
-    # a reset (stm_memory.prompt.cut).
-    turns_since_reset: int | None = None
     last_updated: datetime = field(default_factory=lambda: datetime.fromtimestamp(0, UTC))
     # When the model last wrote distilled memory here: raw turns captured after it are
     # the "recent" ones that the summary does not cover yet.
@@ -112,14 +119,24 @@ class MemoryEntry:
         self, source: Mapping[str, Any] | None, changes: Mapping[str, Any]
     ) -> dict[str, Any]:
         """This entry's cached form, given that it is ``source`` with ``changes`` applied."""
-        return _codec.value_after(self, source, changes)
+        return _CODEC.value_after(self, source, changes)
 
     def to_dict(self) -> dict[str, Any]:
-        return _codec.encode(self)
+        return _CODEC.encode(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MemoryEntry:
-        return _codec.decode(cls, data)
+        return _CODEC.decode(cls, data)
+
+
+# Planned once, here: raises TypeError, naming the field, if a field of MemoryEntry is
+# not declared in the codec's CACHED table.
+_CODEC = _codec.EntryCodec(MemoryEntry)
+
+#: The fields that live in the live cache only: SQL rows never hold the captured turns
+#: nor the briefing copies (other channels' words, see model/briefings.py), and an
+#: entry hydrated from SQL starts without them.
+CACHE_ONLY_FIELDS = frozenset({"messages", "briefings", "briefings_epoch"})
 
 
 def turns_after(

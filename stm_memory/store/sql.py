@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from operator import attrgetter, itemgetter
+from typing import Any, NamedTuple, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -29,6 +31,7 @@ from stm_memory.model import (
     key_for,
     next_rev,
 )
+from stm_memory.model.entry import CACHE_ONLY_FIELDS, check_fields
 from stm_memory.store.base import MemoryStore
 from stm_memory.store.keys import db_key, is_digest_key
 from stm_memory.store.schema import (
@@ -135,6 +138,124 @@ def _tune_sqlite(engine: sa.Engine, *, timeout: float, wal: bool) -> None:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+# -- entries as rows --------------------------------------------------------------------
+#
+# Every MemoryEntry field is declared once in ROW below, with its column and how it is
+# kept there, or in CACHE_ONLY_FIELDS (model/entry.py). The row writer and reader are
+# planned from ROW at import, and the plan is checked against the dataclass and the
+# table: a field added to MemoryEntry fails loudly here, naming it, until it is given
+# a column (or declared cache-only), instead of silently never reaching its row.
+
+
+def _kind(row: Mapping[Any, Any]) -> ScopeKind:
+    return "server" if row["scope_kind"] == "server" else "user"
+
+
+def _cache_key(row: Mapping[Any, Any]) -> str:
+    """The entry's key (a digest key is rebuilt from the ids the row holds)."""
+    key: str = row["key"]
+    if not is_digest_key(key):
+        return key
+    kind = _kind(row)
+    owner = row["server_id"] if kind == "server" else row["user_id"]
+    return key_for(kind, owner, row["channel_id"], row["persona_id"])
+
+
+def _categories(row: Mapping[Any, Any]) -> dict[str, str]:
+    return dict(row["categories"] or {})
+
+
+def _provenance(row: Mapping[Any, Any]) -> frozenset[str]:
+    return frozenset(row["provenance"] or ())
+
+
+def _last_updated(row: Mapping[Any, Any]) -> datetime:
+    # Rows written before schema v2 have no last_updated of their own.
+    return _utc(row["last_updated"] or row["updated_at"])
+
+
+def _refreshed_at(row: Mapping[Any, Any]) -> datetime | None:
+    return _utc(row["refreshed_at"]) if row["refreshed_at"] else None
+
+
+def _rev(row: Mapping[Any, Any]) -> int:
+    return int(row["rev"] or 0)
+
+
+class Column(NamedTuple):
+    """How one MemoryEntry field is kept in its column of the rows table."""
+
+    #: The column (None: the one of the field's name).
+    name: str | None = None
+    #: The column's value from the field's (None: the value as it is).
+    write: Callable[[Any], Any] | None = None
+    #: The field's value from the row read (None: the column's value as it is).
+    read: Callable[[Mapping[Any, Any]], Any] | None = None
+    #: A timestamp: written through the dialect's conversion (SqlStore._stamp), not
+    #: ``write``.
+    stamped: bool = False
+
+
+_AS_IS = Column()
+
+#: How each MemoryEntry field but CACHE_ONLY_FIELDS is kept in its SQL row.
+ROW: dict[str, Column] = {
+    "key": Column(write=db_key, read=_cache_key),
+    "kind": Column("scope_kind", read=_kind),
+    "channel_id": _AS_IS,
+    "server_id": _AS_IS,
+    "user_id": _AS_IS,
+    "persona_id": _AS_IS,
+    "parent_channel_id": _AS_IS,
+    "channel_name": _AS_IS,
+    "server_name": _AS_IS,
+    "summary": _AS_IS,
+    "categories": Column(write=dict, read=_categories),
+    "turns_since_refresh": _AS_IS,
+    "last_refreshed_turn": _AS_IS,
+    "turns_since_reset": _AS_IS,
+    # Sorted: a stable JSON text, which erasure searches (_erase_provenance).
+    "provenance": Column(write=sorted, read=_provenance),
+    "last_updated": Column(stamped=True, read=_last_updated),
+    "refreshed_at": Column(stamped=True, read=_refreshed_at),
+    "rev": Column(read=_rev),
+}
+
+#: The row's own stamps, of no entry field: created by its first write, last written.
+_SQL_ONLY = ("created_at", "updated_at")
+#: The row's identity (with created_at): set by its first write, never rewritten.
+_IDENTITY = ("key", "scope_kind", "server_id", "user_id", "channel_id", "persona_id", "created_at")
+
+
+def _check_row_plan(cls: type[MemoryEntry] = MemoryEntry) -> None:
+    """Raise TypeError unless ROW and CACHE_ONLY_FIELDS declare each field of ``cls``
+    once, and ROW's columns with _SQL_ONLY are the rows table's columns, each written
+    once (a column nothing writes would be written NULL)."""
+    check_fields(cls, [*ROW, *CACHE_ONLY_FIELDS], "store/sql.py ROW or CACHE_ONLY_FIELDS")
+    columns = [col.name or name for name, col in ROW.items()] + list(_SQL_ONLY)
+    table = set(memories.c.keys())
+    problems = [f"no column {c!r} in the rows table" for c in {*columns, *_IDENTITY} - table]
+    problems += [f"nothing writes column {c!r}" for c in table - set(columns)]
+    problems += [f"column {c!r} is written {n} times" for c, n in Counter(columns).items() if n > 1]
+    if problems:
+        raise TypeError(f"store/sql.py ROW: {'; '.join(sorted(problems))}")
+
+
+_check_row_plan()
+# The plan, once: the fields in their dataclass order, by how they are written and read.
+_FIELDS = [f.name for f in fields(MemoryEntry) if f.name in ROW]
+_COLUMN_OF = {n: ROW[n].name or n for n in _FIELDS}
+_COLUMNS = (*_COLUMN_OF.values(), *_SQL_ONLY)
+_STAMPED = tuple((n, _COLUMN_OF[n]) for n in _FIELDS if ROW[n].stamped)
+_WRITES = tuple((n, _COLUMN_OF[n], w) for n in _FIELDS if (w := ROW[n].write) is not None)
+_WRITTEN_AS_IS = [n for n in _FIELDS if ROW[n].write is None and not ROW[n].stamped]
+_WRITTEN_AS_IS_COLUMNS = tuple(_COLUMN_OF[n] for n in _WRITTEN_AS_IS)
+_written_as_is = attrgetter(*_WRITTEN_AS_IS)
+_READS = tuple((n, read) for n in _FIELDS if (read := ROW[n].read) is not None)
+_READ_AS_IS = tuple(n for n in _FIELDS if ROW[n].read is None)
+_read_as_is = itemgetter(*(_COLUMN_OF[n] for n in _READ_AS_IS))
+
+
 @dataclass(frozen=True, slots=True)
 class _Batch:
     """One transaction's share of a bulk operation."""
@@ -183,27 +304,16 @@ class SqlStore(MemoryStore):
         m = memories.c
         ins = insert(memories)
         ex = ins.excluded
-        # The snapshot a row write sets: everything but the identity and created_at.
+        # The snapshot a row write sets: every column but the identity and created_at.
         # A write from a scope that lacks the parent or display names (an entry that
         # expired and was rebuilt from a bare scope) must not erase the stored ones:
         # privacy rules need the parent after a restart.
-        snapshot: dict[str, Any] = {
-            col: ex[col]
-            for col in (
-                "summary",
-                "categories",
-                "turns_since_refresh",
-                "last_refreshed_turn",
-                "turns_since_reset",
-                "provenance",
-                "last_updated",
-                "refreshed_at",
-                "rev",
-                "updated_at",
-            )
-        }
         names = ("parent_channel_id", "channel_name", "server_name")
-        snapshot.update({col: sa.func.coalesce(ex[col], m[col]) for col in names})
+        snapshot: dict[str, Any] = {
+            col: sa.func.coalesce(ex[col], m[col]) if col in names else ex[col]
+            for col in _COLUMNS
+            if col not in _IDENTITY
+        }
         # Built once; SQLAlchemy caches the compiled form (and _sqlite/raw compiles it
         # once), so the hot path pays only for parameter binding.
         self._put = ins.on_conflict_do_update(
@@ -277,73 +387,25 @@ class SqlStore(MemoryStore):
         return self._guard(run)
 
     def _row_params(self, entry: MemoryEntry, at: datetime) -> dict[str, Any]:
+        """``entry``'s row as ROW declares it, stamped ``at`` (created_at, updated_at)."""
         stamp = self._stamp(at)
+        row = dict(zip(_WRITTEN_AS_IS_COLUMNS, _written_as_is(entry), strict=False))
+        for name, column, write in _WRITES:
+            row[column] = write(getattr(entry, name))
         # An update stamps one instant everywhere (the engine passes the same object):
         # convert it once. An identity test is all it takes to notice.
-        updated = entry.last_updated
-        refreshed = entry.refreshed_at
-        return {
-            "key": db_key(entry.key),
-            "scope_kind": entry.kind,
-            "server_id": entry.server_id,
-            "user_id": entry.user_id,
-            "channel_id": entry.channel_id,
-            "persona_id": entry.persona_id,
-            "parent_channel_id": entry.parent_channel_id,
-            "channel_name": entry.channel_name,
-            "server_name": entry.server_name,
-            "summary": entry.summary,
-            "categories": dict(entry.categories),
-            "turns_since_refresh": entry.turns_since_refresh,
-            "last_refreshed_turn": entry.last_refreshed_turn,
-            "turns_since_reset": entry.turns_since_reset,
-            "provenance": sorted(entry.provenance),
-            "last_updated": stamp if updated is at else self._stamp(updated),
-            "refreshed_at": (
-                None if refreshed is None else stamp if refreshed is at else self._stamp(refreshed)
-            ),
-            "rev": entry.rev,
-            "created_at": stamp,
-            "updated_at": stamp,
-        }
+        for name, column in _STAMPED:
+            value = getattr(entry, name)
+            row[column] = None if value is None else stamp if value is at else self._stamp(value)
+        row["created_at"] = row["updated_at"] = stamp
+        return row
 
     @staticmethod
-    def _kind(row: Mapping[Any, Any]) -> ScopeKind:
-        return "server" if row["scope_kind"] == "server" else "user"
-
-    @classmethod
-    def _cache_key(cls, row: Mapping[Any, Any]) -> str:
-        """The entry's key (a digest key is rebuilt from the ids the row holds)."""
-        key: str = row["key"]
-        if not is_digest_key(key):
-            return key
-        kind = cls._kind(row)
-        owner = row["server_id"] if kind == "server" else row["user_id"]
-        return key_for(kind, owner, row["channel_id"], row["persona_id"])
-
-    @classmethod
-    def _entry(cls, row: Mapping[Any, Any]) -> MemoryEntry:
-        return MemoryEntry(
-            key=cls._cache_key(row),
-            kind=cls._kind(row),
-            channel_id=row["channel_id"],
-            server_id=row["server_id"],
-            user_id=row["user_id"],
-            persona_id=row["persona_id"],
-            parent_channel_id=row["parent_channel_id"],
-            channel_name=row["channel_name"],
-            server_name=row["server_name"],
-            summary=row["summary"],
-            categories=dict(row["categories"] or {}),
-            turns_since_refresh=row["turns_since_refresh"],
-            last_refreshed_turn=row["last_refreshed_turn"],
-            turns_since_reset=row["turns_since_reset"],
-            provenance=frozenset(row["provenance"] or ()),
-            # Rows written before schema v2 have no last_updated of their own.
-            last_updated=_utc(row["last_updated"] or row["updated_at"]),
-            refreshed_at=_utc(row["refreshed_at"]) if row["refreshed_at"] else None,
-            rev=int(row["rev"] or 0),
-        )
+    def _entry(row: Mapping[Any, Any]) -> MemoryEntry:
+        values = dict(zip(_READ_AS_IS, _read_as_is(row), strict=False))
+        for name, read in _READS:
+            values[name] = read(row)
+        return MemoryEntry(**values)
 
     # -- memory rows -----------------------------------------------------------------
 
@@ -639,7 +701,7 @@ class SqlStore(MemoryStore):
         while True:
             rows = self._fetch(stmt)
             if rows:
-                yield [self._cache_key(r) for r in rows]
+                yield [_cache_key(r) for r in rows]
             if len(rows) < size:
                 return
             stmt = page.where(m.key > rows[-1]["key"])
