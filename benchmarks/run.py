@@ -39,6 +39,7 @@ CASES: dict[str, str] = {
     "multiprocess": "benchmarks.multiprocess",
     "erasure": "benchmarks.erasure",
     "bulk": "benchmarks.bulk",
+    "middleware": "benchmarks.middleware_overhead",
 }
 
 README_START = "<!-- bench:table:start -->"
