@@ -40,7 +40,6 @@ from stm_memory.kit import (
     anthropic_system,
     anthropic_tool,
     anthropic_tool_results,
-    anthropic_user_text,
     has_tool_blocks,
     text_blocks,
     wire_messages,
@@ -137,7 +136,3 @@ class AnthropicMessagesAdapter:
 
     def memory_tool(self, turn: TurnContext) -> Any:
         return anthropic_tool(turn, limit=self.summary_limit)
-
-    def user_text(self, messages: Sequence[Any]) -> str | None:
-        """The newest user message that is not only tool results (for intent detection)."""
-        return anthropic_user_text(messages)

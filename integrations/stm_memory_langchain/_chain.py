@@ -44,7 +44,7 @@ unchanged.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -73,8 +73,8 @@ from stm_memory.kit import (
     adrive,
     check_memory_setup,
     check_positive_int,
+    current_user_text,
     drive,
-    is_summary_message,
     op,
     strip_memory_calls,
     text_of,
@@ -107,13 +107,6 @@ def _as_messages(value: Any) -> list[BaseMessage]:
     if isinstance(value, BaseMessage):
         return [value]
     return list(convert_to_messages(value))
-
-
-def _last_user_text(messages: Sequence[BaseMessage]) -> str | None:
-    for message in reversed(messages):
-        if isinstance(message, HumanMessage) and not is_summary_message(message):
-            return text_of(message) or None
-    return None
 
 
 def _has_memory_call(message: AIMessage) -> bool:
@@ -355,7 +348,7 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
             yield op(history.abandon_turn, history.aabandon_turn, state)
             state = yield op(history.open_turn, history.aopen_turn)
         state.model_called = True
-        state.turn.note_user_message(_last_user_text(messages))
+        state.turn.note_user_message(current_user_text(messages))
         if current is not None:
             view = yield op(lambda: history.messages, history.aget_messages)
             messages = [*view, *current]

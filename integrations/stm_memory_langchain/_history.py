@@ -71,9 +71,9 @@ from stm_memory.kit import (
     TurnOptions,
     adrive,
     check_memory_setup,
+    current_user_text,
     drive,
     is_dialogue,
-    is_summary_message,
     op,
     text_of,
 )
@@ -131,14 +131,6 @@ def _settled(message: BaseMessage) -> BaseMessage:
     if isinstance(message, AIMessageChunk):
         return message_chunk_to_message(message)
     return message
-
-
-def _user_text(messages: Sequence[BaseMessage]) -> str | None:
-    """The last user message's text (summaries of earlier history are no message)."""
-    for message in reversed(messages):
-        if isinstance(message, HumanMessage) and not is_summary_message(message):
-            return text_of(message)
-    return None
 
 
 class ShortTermMemoryHistory(BaseChatMessageHistory):
@@ -354,7 +346,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
     def _add_steps(self, messages: Sequence[BaseMessage]) -> Generator[Op, Any, None]:
         added = [_settled(m) for m in messages]
         state = yield from self._open_steps()
-        state.turn.note_user_message(_user_text(added))
+        state.turn.note_user_message(current_user_text(added))
         ai_at = next((i for i in range(len(added) - 1, -1, -1) if _is_ai(added[i])), None)
         if ai_at is not None and state._exchange is not None:
             kept = [] if state._answer_in_exchange else [added[ai_at]]

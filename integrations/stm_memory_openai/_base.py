@@ -5,7 +5,7 @@ adapter basics. The turn and the sync/async shells are the kit's
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from stm_memory.kit import missing_extra
@@ -23,7 +23,6 @@ from stm_memory.kit import (
     Usage,
     aemit_text,
     emit_text,
-    last_user_text,
     note_endpoint,
     prompt_cache_key,
 )
@@ -84,9 +83,6 @@ class AdapterBase(ABC):
         self.summary_limit = summary_limit
         self.on_text = on_text
         self.cache_hints = cache_hints
-
-    def user_text(self, messages: Sequence[Any]) -> str | None:
-        return last_user_text(messages)
 
     def finish_request(self, request: dict[str, Any], turn: MemoryTurn) -> dict[str, Any]:
         # Sorted so two loops built with the same options in another order send

@@ -73,10 +73,10 @@ from stm_memory.kit import (
     TurnOptions,
     adrive,
     check_memory_setup,
+    current_user_text,
     failure,
     is_dialogue,
     prompt_cache_key,
-    text_of,
     tool_result_text,
 )
 
@@ -116,10 +116,6 @@ class _OpenRun:
 
 def _role(item: Any) -> Any:
     return item.get("role") if isinstance(item, Mapping) else getattr(item, "role", None)
-
-
-def _user_text(items: Sequence[Any]) -> str | None:
-    return next((text_of(i) for i in reversed(items) if _role(i) == "user"), None)
 
 
 def _is_answer(item: Any) -> bool:
@@ -241,7 +237,7 @@ class ShortTermMemorySession(OptionsView):
             if state is None:  # items added outside a run: still a turn
                 state = await self._start(None)
         assert state is not None
-        state.turn.note_user_message(_user_text(items))
+        state.turn.note_user_message(current_user_text(items))
         state.added += len(items)
         if state.finishing or (items and _is_answer(items[-1])):
             await self._end(state)
@@ -409,7 +405,7 @@ class ShortTermMemorySession(OptionsView):
         briefing = state.turn.context.briefing
         # The briefings may stand after the user's message by now (see _before_model).
         said = [i for i in new if not (isinstance(i, Mapping) and i.get("content") == briefing)]
-        state.turn.note_user_message(_user_text(said))
+        state.turn.note_user_message(current_user_text(said))
 
     def _before_model(self, items: Any) -> None:
         """agent()'s hooks, before each model call: the input as it will be sent."""

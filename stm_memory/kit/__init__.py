@@ -59,8 +59,8 @@ from stm_memory.kit.loop import (
 from stm_memory.kit.ops import Op, adrive, drive, op
 from stm_memory.kit.options import OptionsView, TurnOption, TurnOptions
 from stm_memory.kit.requests import (
+    current_user_text,
     is_request_body,
-    last_user_text,
     offered_tool_names,
     read_request,
     text_of,
@@ -80,7 +80,6 @@ from stm_memory.kit.turn import MemoryTurn
 from stm_memory.kit.wire_anthropic import (
     anthropic_system,
     anthropic_tool_results,
-    anthropic_user_text,
     has_tool_blocks,
     is_failed_result,
     text_blocks,
@@ -125,7 +124,6 @@ __all__ = [
     "anthropic_system",
     "anthropic_tool",
     "anthropic_tool_results",
-    "anthropic_user_text",
     "as_messages",
     "breakpoint_marker",
     "chat_tool_call",
@@ -139,6 +137,7 @@ __all__ = [
     "check_provider",
     "check_tools",
     "count_breakpoints",
+    "current_user_text",
     "dialogue_breakpoint",
     "drive",
     "emit_text",
@@ -151,7 +150,6 @@ __all__ = [
     "is_request_body",
     "is_summary_message",
     "is_truncated",
-    "last_user_text",
     "missing_extra",
     "note_endpoint",
     "offered_tool_names",

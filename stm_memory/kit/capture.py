@@ -10,10 +10,10 @@ channel's stored messages are put in front of it instead.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from stm_memory.kit.requests import text_of
+from stm_memory.kit.requests import is_summary_message, text_of
 from stm_memory.model import StoredMessage
 from stm_memory.wire import message_role
 
@@ -24,12 +24,6 @@ __all__ = [
     "needs_previous",
     "stored_as_dicts",
 ]
-
-
-def is_summary_message(message: Any) -> bool:
-    """A message LangChain's ``SummarizationMiddleware`` wrote, not something said."""
-    extra = getattr(message, "additional_kwargs", None)
-    return isinstance(extra, Mapping) and extra.get("lc_source") == "summarization"
 
 
 def is_dialogue(message: Any) -> bool:

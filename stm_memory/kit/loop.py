@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from stm_memory.kit.ops import Op
 from stm_memory.kit.options import TurnOptions
+from stm_memory.kit.requests import current_user_text
 from stm_memory.kit.turn import MemoryTurn
 from stm_memory.prompt.placement import current_turn_index
 from stm_memory.tool.turn import TOOL_NAME, TurnContext
@@ -122,8 +123,6 @@ class ProviderAdapter(Protocol):
 
     def memory_tool(self, turn: TurnContext) -> Any: ...
 
-    def user_text(self, messages: Sequence[Any]) -> str | None: ...
-
 
 def _handler_op(handler: ToolHandler, args: dict[str, Any], name: str) -> Op:
     async def arun() -> Any:
@@ -160,7 +159,7 @@ def run_turn_steps(
     if options.provider is None:
         options = replace(options, provider=adapter.provider)
     turn: MemoryTurn = yield from MemoryTurn.begin(
-        memory, scope, options=options, user_message=adapter.user_text(messages)
+        memory, scope, options=options, user_message=current_user_text(messages)
     )
     yield from turn.assemble()
     transcript = list(messages)

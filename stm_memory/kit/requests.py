@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from stm_memory.errors import ValidationError
 from stm_memory.model.messages import message_text
 from stm_memory.prompt.render import CONTENT_HEADER
 from stm_memory.wire import codec_of, message_role
@@ -20,8 +19,9 @@ __all__ = [
     "MessageKind",
     "RequestMessage",
     "content_texts",
+    "current_user_text",
     "is_request_body",
-    "last_user_text",
+    "is_summary_message",
     "offered_tool_names",
     "read_request",
     "text_of",
@@ -81,15 +81,21 @@ def text_of(message: Any) -> str:
         return ""
 
 
-def last_user_text(messages: Sequence[Any]) -> str | None:
-    """Text of the last dict message whose role is ``user`` (Chat messages and
-    Responses message items alike)."""
+def is_summary_message(message: Any) -> bool:
+    """A message LangChain's ``SummarizationMiddleware`` wrote, not something said."""
+    extra = getattr(message, "additional_kwargs", None)
+    return isinstance(extra, Mapping) and extra.get("lc_source") == "summarization"
+
+
+def current_user_text(messages: Sequence[Any]) -> str | None:
+    """Text of the current user message, in any format: the last user message with
+    words of its own, where placement puts what is this turn's alone (an Anthropic
+    user turn that only carries tool results is not one; a summary LangChain's
+    ``SummarizationMiddleware`` wrote is not one). None when there is none, or it has
+    no text. The one finder every entry point asks (the long-term-intent guard)."""
     for message in reversed(messages):
-        if isinstance(message, Mapping) and message.get("role") == "user":
-            try:
-                return message_text(message.get("content"))
-            except ValidationError:
-                return None
+        if codec_of(message).user_words(message) and not is_summary_message(message):
+            return text_of(message) or None
     return None
 
 

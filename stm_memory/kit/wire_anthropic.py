@@ -10,7 +10,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stm_memory.errors import ValidationError
-from stm_memory.model.messages import message_text
 from stm_memory.wire.anthropic import has_tool_blocks, text_blocks, tool_result_only
 
 if TYPE_CHECKING:
@@ -19,7 +18,6 @@ if TYPE_CHECKING:
 __all__ = [
     "anthropic_system",
     "anthropic_tool_results",
-    "anthropic_user_text",
     "has_tool_blocks",
     "is_failed_result",
     "text_blocks",
@@ -83,15 +81,3 @@ def anthropic_tool_results(results: Sequence[tuple[ToolCall, str]]) -> list[dict
         block["is_error"] = is_failed_result(content)
         blocks.append(block)
     return [{"role": "user", "content": blocks}]
-
-
-def anthropic_user_text(messages: Sequence[Any]) -> str | None:
-    """The newest user message that is not only tool results (for intent detection)."""
-    for message in reversed(messages):
-        if not isinstance(message, Mapping) or message.get("role") != "user":
-            continue
-        content = message.get("content")
-        if tool_result_only(content):
-            continue
-        return message_text(content) or None
-    return None

@@ -18,7 +18,6 @@ from stm_memory.kit import (
     adrive,
     anthropic_system,
     anthropic_tool_results,
-    anthropic_user_text,
     as_messages,
     chat_tool_call,
     chat_tool_results,
@@ -30,6 +29,7 @@ from stm_memory.kit import (
     check_positive_int,
     check_provider,
     check_tools,
+    current_user_text,
     drive,
     is_failed_result,
     missing_extra,
@@ -319,8 +319,36 @@ def test_anthropic_turns_alternate_and_user_text_skips_tool_results() -> None:
         {"role": "assistant", "content": "hi"},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1"}]},
     ]
-    assert anthropic_user_text(messages) == "two"
+    assert current_user_text(messages) == "two"
     assert anthropic_system([{"type": "text", "text": "s"}]) == [{"type": "text", "text": "s"}]
+
+
+def test_one_finder_of_the_current_user_message() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    assert current_user_text([]) is None
+    chat = [{"role": "user", "content": "first"}, {"role": "assistant", "content": "ok"}]
+    assert current_user_text([*chat, {"role": "user", "content": "second"}]) == "second"
+    assert current_user_text(chat) == "first"
+    responses = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "1"},
+    ]
+    assert current_user_text(responses) == "hi"
+    anthropic = [
+        {"role": "user", "content": [{"type": "text", "text": "remember"}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t"}]},
+    ]
+    assert current_user_text(anthropic) == "remember"
+    mixed = [{"type": "tool_result", "tool_use_id": "t"}, {"type": "text", "text": "and now"}]
+    assert current_user_text([*anthropic[:2], {"role": "user", "content": mixed}]) == "and now"
+    summary = HumanMessage("Earlier: …", additional_kwargs={"lc_source": "summarization"})
+    assert current_user_text([HumanMessage("real"), AIMessage("ok"), summary]) == "real"
 
 
 # -- the former name -----------------------------------------------------------------------

@@ -274,21 +274,6 @@ def test_tool_history_without_tools_gets_uncallable_definition(mem: ShortTermMem
     assert "tools" not in bare and "tool_choice" not in bare
 
 
-def test_user_text_is_the_newest_real_user_message() -> None:
-    a = adapter()
-    assert a.user_text([]) is None
-    assert (
-        a.user_text(
-            [
-                {"role": "user", "content": [text("remember"), text("this")]},
-                {"role": "assistant", "content": [tool_use("toolu_1", "lookup", {})]},
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1"}]},
-            ]
-        )
-        == "remember\nthis"
-    )
-
-
 # -- loops -------------------------------------------------------------------------------
 
 
