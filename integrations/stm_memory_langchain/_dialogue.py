@@ -3,7 +3,6 @@ no ``langchain`` import, so the classic buffer and the LCEL history can share th
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,7 +24,6 @@ __all__ = [
     "last_human_index",
     "memory_calls",
     "memory_result",
-    "memory_updated",
     "names_memory_tool",
     "provider_of",
     "remembered_after_answering",
@@ -73,21 +71,6 @@ def remembered_after_answering(messages: Sequence[Any], start: int) -> bool:
             return False
         answered = {getattr(m, "tool_call_id", None) for m in messages[i + 1 :]}
         return all(c.get("id") in answered for c in calls)
-    return False
-
-
-def memory_updated(messages: Sequence[Any], start: int) -> bool:
-    """Whether this turn's messages hold a successful ``update_short_term_memory``
-    result (used when a run resumes in a process that did not see the update)."""
-    for message in messages[start:]:
-        if getattr(message, "type", None) != "tool" or getattr(message, "name", None) != TOOL_NAME:
-            continue
-        try:
-            result = json.loads(text_of(message))
-        except ValueError:
-            continue
-        if isinstance(result, Mapping) and result.get("status") == "completed":
-            return True
     return False
 
 

@@ -5,13 +5,15 @@ One agent run (``invoke``/``stream`` and their async twins) is one memory turn:
 - ``before_agent`` resolves the run's scope, begins the turn (the user message for the
   long-term-intent guard is the last ``HumanMessage``) and remembers where this turn's
   messages start, both in private graph state;
-- ``wrap_model_call`` injects the memory content and the nudge into the request
-  (``MemoryContext.apply``; the nudge is dropped once this turn's update succeeded)
-  and swaps the registered placeholder ``update_short_term_memory`` for the tool with
-  this turn's schema, or removes it while a guard hides it;
-- ``wrap_tool_call`` runs ``update_short_term_memory`` calls through the turn's tool
-  (one successful update per turn, enforced by the engine) and always answers with a
-  JSON ``ToolMessage``: nothing about memory can crash the run;
+- ``wrap_model_call`` sends the request the turn builds (``MemoryTurn.place``: the
+  cut, the memory, the briefings, the nudge) and swaps the registered placeholder
+  ``update_short_term_memory`` for the tool with this turn's schema, or removes it
+  while a guard hides it;
+- ``wrap_tool_call`` runs ``update_short_term_memory`` calls as the turn's
+  ``memory_call`` (one successful update per turn, enforced by the engine) and always
+  answers with a JSON ``ToolMessage``: nothing about memory can crash the run; the
+  update that completed marks the run's private state, so a run resumed in another
+  process knows its turn was updated;
 - ``before_model`` ends the run when the model's last message answered the user *and*
   called only the memory tool (the memory call was the epilogue of an answer the
   user already has);
@@ -19,13 +21,14 @@ One agent run (``invoke``/``stream`` and their async twins) is one memory turn:
 
 Each hook is a translation onto :class:`~stm_memory.kit.MemoryTurn`, which owns
 the turn's lifecycle: ``before_agent`` is ``MemoryTurn.begin``; the first
-``wrap_model_call`` ``assemble``, every one ``request_context``/``place`` and
-``tool``; a memory call runs through the turn's LangChain tool (the engine checks every
-guard again); a failing model or tool is ``abandon``; ``after_agent`` is ``finish``.
+``wrap_model_call`` ``assemble``, every one ``place`` and ``tool``; a memory call is
+``memory_call`` (the engine checks every guard again); a failing model or tool is
+``abandon``; ``after_agent`` is ``finish``.
 
 Per-run state. The turn (a live object with a lock) cannot
 be checkpointed, so it lives in this middleware in a dict keyed by a random run id;
-only that id (and the id of the turn's first message) go into graph state, as private
+only that id (the id of the turn's first message, and whether the turn was updated)
+go into graph state, as private
 attributes that never appear in the agent's input or output. Concurrent runs, threads
 sharing one agent, ``InMemorySaver`` threads over many invocations and streaming all
 key their own entry. When the model or a caller's tool raises, the turn is
@@ -62,6 +65,7 @@ try:
     from langchain_core.tools import BaseTool, StructuredTool
     from langgraph.config import get_config
     from langgraph.errors import GraphBubbleUp
+    from langgraph.types import Command
     from pydantic import BaseModel, ConfigDict
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise missing_extra(
@@ -91,7 +95,6 @@ from ._dialogue import (
     cut_short,
     last_human_index,
     memory_result,
-    memory_updated,
     names_memory_tool,
     provider_of,
     remembered_after_answering,
@@ -103,7 +106,6 @@ from ._scope import ScopeSource, resolve_scope
 if TYPE_CHECKING:
     from langgraph.prebuilt.tool_node import ToolCallRequest
     from langgraph.runtime import Runtime
-    from langgraph.types import Command
 
 __all__ = ["ShortTermMemoryMiddleware", "ShortTermMemoryState"]
 
@@ -111,6 +113,7 @@ log = logging.getLogger("stm_memory.langchain")
 
 STATE_TURN_ID = "stm_turn_id"
 STATE_TURN_START = "stm_turn_start"
+STATE_TURN_UPDATED = "stm_turn_updated"
 # Runs whose after_agent never came (crashes, abandoned interrupts) are dropped
 # oldest-first beyond this many; a dropped run that resumes rebuilds its turn.
 MAX_OPEN_RUNS = 10_000
@@ -123,6 +126,8 @@ class ShortTermMemoryState(AgentState[Any]):
 
     stm_turn_id: NotRequired[Annotated[str | None, PrivateStateAttr]]
     stm_turn_start: NotRequired[Annotated[str | None, PrivateStateAttr]]
+    #: This run's turn updated the memory (one update per turn, across a resume).
+    stm_turn_updated: NotRequired[Annotated[bool | None, PrivateStateAttr]]
 
 
 @dataclass(eq=False)
@@ -322,7 +327,7 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         run_id = uuid.uuid4().hex
         yield from self._open(run_id, messages, start, runtime, _current_config())
         start_id = getattr(messages[start], "id", None) if start is not None else None
-        return {STATE_TURN_ID: run_id, STATE_TURN_START: start_id}
+        return {STATE_TURN_ID: run_id, STATE_TURN_START: start_id, STATE_TURN_UPDATED: False}
 
     def _epilogue_jump(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
         if not self.end_after_epilogue or not state.get(STATE_TURN_ID):
@@ -374,16 +379,16 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         try:
             config = getattr(request.runtime, "config", None) or _current_config()
             run = yield from self._run_for(request.state, request.runtime, config)
-            turn = run.turn
+            # Off, cut at the output-token limit or hidden by a guard, the turn answers
+            # with its failure; otherwise the engine's update, every guard checked again.
             truncated = call.get("id") in run.truncated
-            # The engine re-checks every guard at execution, so a hidden tool the model
-            # calls anyway gets the guard's failure, not a write.
-            tool = None if truncated else turn.tool(hidden=True)
-            if tool is None:
-                # Off, or cut at the output-token limit: never run; the turn refuses it.
-                result = yield from turn.memory_call(call.get("args"), truncated=truncated)
-                return memory_result(call, result)
-            return (yield _call(handler, request.override(tool=tool)))  # type: ignore[no-any-return]
+            result = yield from run.turn.memory_call(call.get("args"), truncated=truncated)
+            message = memory_result(call, result)
+            if result.get("status") == "completed":
+                # The run's state keeps that this turn updated (one update per turn,
+                # also for a run resumed in another process).
+                return Command(update={"messages": [message], STATE_TURN_UPDATED: True})
+            return message
         except GraphBubbleUp:  # interrupts and parent commands are control flow
             raise
         except Exception as exc:
@@ -400,7 +405,7 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         messages: Sequence[Any] = state.get("messages") or []
         start = start_index(messages, state.get(STATE_TURN_START))
         yield from run.turn.finish(messages, start=start)
-        return {STATE_TURN_ID: None, STATE_TURN_START: None}
+        return {STATE_TURN_ID: None, STATE_TURN_START: None, STATE_TURN_UPDATED: None}
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -425,6 +430,8 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         start: int | None,
         runtime: Any,
         config: Mapping[str, Any],
+        *,
+        updated: bool = False,
     ) -> Generator[Op, Any, _Run]:
         try:
             scope = resolve_scope(self.scope, runtime, config)
@@ -437,8 +444,9 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         turn = yield from MemoryTurn.begin(
             self.memory, scope, options=self.options, user_message=user_message
         )
-        if turn.active and start is not None and memory_updated(messages, start):
-            # Resumed elsewhere after this turn's update: keep it to one update.
+        if turn.active and updated:
+            # Resumed elsewhere after this turn's update (the run's state says so):
+            # keep it to one update.
             turn.claim_update()
         return self._store(run_id, _Run(turn))
 
@@ -458,7 +466,8 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
             log.warning("stm-memory: no turn id in the agent state; was before_agent skipped?")
         messages: Sequence[Any] = values.get("messages") or []
         start = start_index(messages, values.get(STATE_TURN_START)) if messages else None
-        return (yield from self._open(run_id, messages, start, runtime, config))
+        updated = bool(values.get(STATE_TURN_UPDATED))
+        return (yield from self._open(run_id, messages, start, runtime, config, updated=updated))
 
     def _store(self, run_id: str, run: _Run) -> _Run:
         with self._lock:
