@@ -69,7 +69,10 @@ def captured(
     # turn, and "recent since the last refresh" depends on it.
     seen = {(m.role, m.content, m.name): m.timestamp for m in entry.messages}
     messages = tuple(
-        replace(m, timestamp=seen.get((m.role, m.content, m.name), m.timestamp)) for m in stored
+        m
+        if (first := seen.get((m.role, m.content, m.name), m.timestamp)) == m.timestamp
+        else replace(m, timestamp=first)  # a copy only where the time moves (hot path)
+        for m in stored
     )
     # Everyone whose words the model was shown can be in what it writes next, private
     # speakers included (their words are in the caller's history).
