@@ -68,6 +68,7 @@ from pydantic import ConfigDict
 
 from stm_memory import TOOL_NAME, ConfigurationError, Scope, ShortTermMemory, ValidationError
 from stm_memory.kit import (
+    MemoryTurn,
     Op,
     TurnOptions,
     adrive,
@@ -417,9 +418,13 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
             result = yield from turn.memory_call(call.get("args"), truncated=cut_short(reply))
             results.append(memory_result(call, result))
         exchange.extend([stored, *results])
-        others = [c for c in reply.tool_calls if c.get("name") != TOOL_NAME]
-        if text_of(reply).strip() or others or step + 1 >= self.max_steps:
-            return None  # the answer is out (or the caller's tools are next): done
+        names = [str(c.get("name")) for c in reply.tool_calls]
+        # The turn's one end-of-turn rule; the caller's own tools are the caller's to
+        # run (the chain returns the reply to it), so a reply calling them ends here too.
+        if MemoryTurn.answered_then_remembered(text_of(reply), names):
+            return None
+        if any(name != TOOL_NAME for name in names) or step + 1 >= self.max_steps:
+            return None
         return [stored, *results]
 
     def _finish(
