@@ -358,7 +358,7 @@ class ShortTermMemorySession(OptionsView):
     async def _start(self, run: Any) -> _OpenRun:
         """Open the turn of ``run`` (None: items added outside a run), ending the turn of
         a run that never finished first."""
-        off = MemoryTurn(self.memory, self.scope, None, options=self.options)
+        off = MemoryTurn.off(self.memory, self.scope, options=self.options)
         with self._lock:
             old = self._open
             if old is not None and old.run is not None and _running_elsewhere(old.task):

@@ -162,6 +162,14 @@ class MemoryTurn:
         return cls(memory, scope, state, options=options)
 
     @classmethod
+    def off(
+        cls, memory: ShortTermMemory, scope: Scope | None, *, options: TurnOptions | None = None
+    ) -> MemoryTurn:
+        """A turn with memory off (no I/O): a placeholder for a turn not begun yet, which
+        places nothing, offers no tool and writes nothing."""
+        return cls(memory, scope, None, options=options or TurnOptions())
+
+    @classmethod
     def idle(
         cls, memory: ShortTermMemory, scope: Scope, *, options: TurnOptions | None = None
     ) -> MemoryTurn:
