@@ -2,8 +2,8 @@
 
 A turn's lifecycle is the same whichever framework runs the model::
 
-    begin ──► note the user's message ──► assemble ──► request context / place ─┐
-      │            (intent guard)          (once)      (per model call)          │
+    begin ──► note the user's message ──► assemble ──► prepare / place / view ──┐
+      │            (intent guard)          (once)      (per model request)       │
       │                                                                          ▼
       │                          memory call (one rule set) ◄── the model calls the tool
       │                                                                          │
@@ -56,8 +56,8 @@ log = logging.getLogger("stm_memory")
 _UNAVAILABLE = "Short-term memory is not available in this conversation."
 #: The order every error of a step called out of it names.
 _ORDER = (
-    "a turn runs begin → assemble → request_context / place, tool, memory_call "
-    "→ finish (or abandon)"
+    "a turn runs begin → assemble → per request prepare / place / view, tool, "
+    "memory_call → finish (or abandon)"
 )
 
 
