@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from stm_memory import TOOL_NAME
 from stm_memory.kit import (
     MemoryTurn,
-    is_summary_message,
+    current_user_index,
     is_truncated,
     text_of,
     tool_name,
@@ -21,7 +21,6 @@ from stm_memory.kit import (
 __all__ = [
     "ai_messages",
     "cut_short",
-    "last_human_index",
     "memory_calls",
     "memory_result",
     "names_memory_tool",
@@ -32,17 +31,6 @@ __all__ = [
 ]
 
 
-def _is_human(message: Any) -> bool:
-    return getattr(message, "type", None) == "human" and not is_summary_message(message)
-
-
-def last_human_index(messages: Sequence[Any]) -> int | None:
-    for i in range(len(messages) - 1, -1, -1):
-        if _is_human(messages[i]):
-            return i
-    return None
-
-
 def start_index(messages: Sequence[Any], start_id: str | None) -> int:
     """Index of this turn's first message: the message whose id ``before_agent``
     remembered; if another middleware rewrote history since, the last human message."""
@@ -50,7 +38,7 @@ def start_index(messages: Sequence[Any], start_id: str | None) -> int:
         for i in range(len(messages) - 1, -1, -1):
             if getattr(messages[i], "id", None) == start_id:
                 return i
-    found = last_human_index(messages)
+    found = current_user_index(messages)
     return 0 if found is None else found
 
 

@@ -82,6 +82,7 @@ from stm_memory.kit import (
     TurnOptions,
     adrive,
     check_memory_setup,
+    current_user_index,
     drive,
     failure,
     note_endpoint,
@@ -93,7 +94,6 @@ from stm_memory.kit import (
 from ._dialogue import (
     ai_messages,
     cut_short,
-    last_human_index,
     memory_result,
     names_memory_tool,
     provider_of,
@@ -323,7 +323,7 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         # on this thread (it rebuilds its entry if it needs it again).
         self._pop(state.get(STATE_TURN_ID))
         messages: Sequence[Any] = state.get("messages") or []
-        start = last_human_index(messages)
+        start = current_user_index(messages)
         run_id = uuid.uuid4().hex
         yield from self._open(run_id, messages, start, runtime, _current_config())
         start_id = getattr(messages[start], "id", None) if start is not None else None

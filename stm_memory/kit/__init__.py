@@ -59,6 +59,7 @@ from stm_memory.kit.loop import (
 from stm_memory.kit.ops import Op, adrive, drive, op
 from stm_memory.kit.options import OptionsView, TurnOption, TurnOptions
 from stm_memory.kit.requests import (
+    current_user_index,
     current_user_text,
     is_request_body,
     offered_tool_names,
@@ -137,6 +138,7 @@ __all__ = [
     "check_provider",
     "check_tools",
     "count_breakpoints",
+    "current_user_index",
     "current_user_text",
     "dialogue_breakpoint",
     "drive",

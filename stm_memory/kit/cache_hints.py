@@ -30,7 +30,7 @@ import hashlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from stm_memory.prompt.placement import current_turn_index
+from stm_memory.kit.requests import current_user_index
 
 __all__ = [
     "MAX_BREAKPOINTS",
@@ -39,7 +39,6 @@ __all__ = [
     "breakpoint_marker",
     "breakpoint_markers",
     "count_breakpoints",
-    "current_user_index",
     "dialogue_breakpoint",
     "prompt_cache_key",
 ]
@@ -51,13 +50,6 @@ MAX_BREAKPOINTS = 4
 def prompt_cache_key(live_key: str) -> str:
     """A stable, opaque cache key for one channel's memory scope (its live key)."""
     return "stm-" + hashlib.sha256(live_key.encode("utf-8")).hexdigest()[:32]
-
-
-def current_user_index(messages: Sequence[Any]) -> int | None:
-    """Index of the current user message (placement's
-    :func:`~stm_memory.prompt.placement.current_turn_index`), None when there is none."""
-    index = current_turn_index(messages)
-    return index if index < len(messages) else None
 
 
 def _blocks(content: Any) -> list[Any]:

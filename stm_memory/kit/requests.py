@@ -19,6 +19,7 @@ __all__ = [
     "MessageKind",
     "RequestMessage",
     "content_texts",
+    "current_user_index",
     "current_user_text",
     "is_request_body",
     "is_summary_message",
@@ -87,16 +88,25 @@ def is_summary_message(message: Any) -> bool:
     return isinstance(extra, Mapping) and extra.get("lc_source") == "summarization"
 
 
-def current_user_text(messages: Sequence[Any]) -> str | None:
-    """Text of the current user message, in any format: the last user message with
-    words of its own, where placement puts what is this turn's alone (an Anthropic
-    user turn that only carries tool results is not one; a summary LangChain's
-    ``SummarizationMiddleware`` wrote is not one). None when there is none, or it has
-    no text. The one finder every entry point asks (the long-term-intent guard)."""
-    for message in reversed(messages):
+def current_user_index(messages: Sequence[Any]) -> int | None:
+    """Index of the current user message, in any format: the last user message with
+    words of its own, where placement puts what is this turn's alone
+    (:func:`~stm_memory.prompt.placement.current_turn_index`: an Anthropic user turn
+    that only carries tool results is not one), a summary LangChain's
+    ``SummarizationMiddleware`` wrote skipped. None when there is none. The one finder
+    every entry point asks (the turn's start, the intent guard, cache breakpoints)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
         if codec_of(message).user_words(message) and not is_summary_message(message):
-            return text_of(message) or None
+            return index
     return None
+
+
+def current_user_text(messages: Sequence[Any]) -> str | None:
+    """Text of the current user message (:func:`current_user_index`); None when there
+    is none, or it has no text."""
+    index = current_user_index(messages)
+    return None if index is None else (text_of(messages[index]) or None)
 
 
 def _kind(role: str, message: Any, texts: Sequence[str]) -> MessageKind:

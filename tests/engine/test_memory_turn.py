@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from helpers.memory import SERVER, refresh
+from helpers.memory import SERVER, dialogue, refresh
 
 from stm_memory import (
     TOOL_NAME,
@@ -389,3 +389,31 @@ def test_finish_counts_a_turn_whose_dialogue_cannot_be_read(
     assert counted_turns(mem) == 2
     assert "not captured" in caplog.text
     assert [m.content for m in mem.get(SERVER).messages] == ["what next?"]  # type: ignore[union-attr]
+
+
+# -- a request built on a view --------------------------------------------------------------
+
+
+def test_a_request_built_on_a_view_is_the_request_built_on_the_whole_input(
+    mem: ShortTermMemory,
+) -> None:
+    # A history or session view is placed before the user's message exists; once the
+    # entry point sees the whole input it sends what the turn builds on the turns the
+    # view was placed on, as every other entry point would (nudge after the user).
+    earlier = dialogue(6)
+    drive(begin(mem).finish(earlier, start=0))
+    refresh(mem, SERVER, "They planned the heist.")
+    for _ in range(mem.server_settings("g1").refresh_cadence):
+        drive(begin(mem).finish([USER_MSG], start=0))
+    turn = begin(mem)
+    drive(turn.assemble())
+    stand_in = {"role": "user", "content": ""}
+    view = [m for m in turn.view(earlier, stand_in) if m is not stand_in]
+    assert view != earlier  # the memory was placed in it
+    system = {"role": "system", "content": "Be brief."}
+    sent = turn.prepare_after_view([system, *view, USER_MSG], view=view, earlier=earlier)
+    assert sent == turn.place([system, *earlier, USER_MSG])
+    assert turn.request_context().nudge in [m["content"] for m in sent[-1:]]
+    # A prompt that rewrote the view's messages: the input goes as it came.
+    rewritten = [system, *({**m, "content": f"~{m['content']}"} for m in view), USER_MSG]
+    assert turn.prepare_after_view(rewritten, view=view, earlier=earlier) == rewritten
