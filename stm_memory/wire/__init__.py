@@ -52,9 +52,12 @@ def _is_langchain(message: Any) -> bool:
 
 
 def _langchain_codec(provider: str) -> Codec:
-    from stm_memory.wire.langchain import LANGCHAIN, LEADING_SYSTEM_ONLY
+    from stm_memory.wire.langchain import LANGCHAIN, LEADING_SYSTEM_ONLY, SEPARATE_USER
 
-    return LEADING_SYSTEM_ONLY if provider in _LEADING_SYSTEM_ONLY else LANGCHAIN
+    if provider in _LEADING_SYSTEM_ONLY:
+        return LEADING_SYSTEM_ONLY
+    # An OpenAI model is sent what the OpenAI loops send (user text apart).
+    return SEPARATE_USER if provider in _OPENAI_PROVIDERS else LANGCHAIN
 
 
 def codec_of(message: Any) -> Reader:

@@ -33,7 +33,13 @@ from stm_memory.wire.base import (
 )
 from stm_memory.wire.openai_chat import calls_without, tool_call_ids
 
-__all__ = ["LANGCHAIN", "LEADING_SYSTEM_ONLY", "LangChainCodec", "approximate_tokens"]
+__all__ = [
+    "LANGCHAIN",
+    "LEADING_SYSTEM_ONLY",
+    "SEPARATE_USER",
+    "LangChainCodec",
+    "approximate_tokens",
+]
 
 
 def is_message(message: Any) -> bool:
@@ -59,12 +65,16 @@ def _join(content: Any, texts: Sequence[str], *, before: bool) -> Any:
 
 class LangChainCodec:
     """``leading_system_only``: the chat model's provider takes system messages only
-    at the start of the list, so injections further down become user text."""
+    at the start of the list, so injections further down become user text.
+    ``separate_user``: the provider takes consecutive user messages (OpenAI), so user
+    text goes in a message of its own, as the OpenAI loops send it, instead of joining
+    the user's own message (which every provider takes)."""
 
     name = "langchain"
 
-    def __init__(self, *, leading_system_only: bool = False) -> None:
+    def __init__(self, *, leading_system_only: bool = False, separate_user: bool = False) -> None:
         self.leading_system_only = leading_system_only
+        self.separate_user = separate_user
 
     def role(self, message: Any) -> Role:
         kind = message.type
@@ -127,10 +137,10 @@ class LangChainCodec:
         return HumanMessage("\n\n".join(texts))
 
     def can_prepend(self, message: Any) -> bool:
-        return isinstance(message, HumanMessage)
+        return isinstance(message, HumanMessage) and not self.separate_user
 
     def can_append(self, message: Any) -> bool:
-        return isinstance(message, HumanMessage)
+        return isinstance(message, HumanMessage) and not self.separate_user
 
     def prepend(self, message: Any, texts: Sequence[str]) -> Any:
         return message.model_copy(update={"content": _join(message.content, texts, before=True)})
@@ -145,3 +155,4 @@ class LangChainCodec:
 
 LANGCHAIN = LangChainCodec()
 LEADING_SYSTEM_ONLY = LangChainCodec(leading_system_only=True)
+SEPARATE_USER = LangChainCodec(separate_user=True)

@@ -542,3 +542,24 @@ def test_count_tokens_with_a_real_tokenizer_callable() -> None:
     words = [{"role": "user", "content": "one two three"}, AIMessage("four")]
     assert message_text(words[0]) == "user\none two three"
     assert count_tokens(words, counter=lambda s: len(s.split())) == 4 + 2 + 2 * PER_MESSAGE_TOKENS
+
+
+@pytest.mark.parametrize(
+    ("provider", "separate"), [("openai", True), ("anthropic", False), (None, False)]
+)
+def test_user_role_text_in_langchain_messages_goes_as_the_providers_loop_sends_it(
+    provider: str | None, separate: bool
+) -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    context = MemoryContext(content="[memory]", nudge="[nudge]", role="user")
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    chat.append({"role": "user", "content": "now"})
+    lc = [HumanMessage("hi"), AIMessage("yo"), HumanMessage("now")]
+    as_chat = [(m["role"], m["content"]) for m in context.apply(chat, provider="openai")]
+    placed = context.apply(lc, provider=provider)
+    as_lc = [({"human": "user", "ai": "assistant"}[m.type], m.text) for m in placed]
+    # For an OpenAI model, what the Chat Completions loop sends: user text apart;
+    # for others (or unknown), joined to the user's own message (taken everywhere).
+    assert (as_lc == as_chat) is separate
+    assert len(placed) == (len(as_chat) if separate else len(lc))
