@@ -437,7 +437,16 @@ class ShortTermMemory:
             return fields
 
         keys = scope.keys if capture is not None else [live_key]
-        entries = self._live.mutate(scope, keys, change)
+        try:
+            entries = self._live.mutate(scope, keys, change)
+        except Exception:
+            if capture is None or count is None:
+                raise
+            # The capture's write failed (a key it needs could not be read, say): the
+            # turn still counts, alone, as end_turn would have; the failure is reported.
+            entry = self._live.mutate(scope, [live_key], count)[live_key]
+            self._persister.write([entry], now)
+            raise
         self._persister.write(list(entries.values()), now)
 
     def _captured(

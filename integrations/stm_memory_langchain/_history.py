@@ -365,7 +365,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
             log.warning(
                 "stm-memory: memory_role='inline' places the memory when the model is "
                 "called, through with_short_term_memory(chain); this chain did not, so "
-                "its model was sent no memory"
+                "its model was sent the whole history, uncut, and no memory"
             )
         if state._known is not None:  # the record as this turn read it, plus what it added
             full = state._known

@@ -112,6 +112,7 @@ class _OpenRun:
     placed: bool = False  # agent()'s hooks placed the memory at a model call (inline)
     view: list[Any] = field(default_factory=list)  # what the run's first read returned
     earlier: list[Any] = field(default_factory=list)  # the session's items it was placed on
+    viewed: bool = False  # this turn placed a view (a resumed run's input was placed before)
 
 
 def _role(item: Any) -> Any:
@@ -393,7 +394,7 @@ class ShortTermMemorySession(OptionsView):
         placed = state.turn.view(items, stand_in, form="responses", context=context)
         state.nudge = context.nudge
         view = [item for item in placed if item is not stand_in]
-        state.view, state.earlier = view, list(items)
+        state.view, state.earlier, state.viewed = view, list(items), True
         return view
 
     def _note_input(self, state: _OpenRun, items: Any) -> None:
@@ -420,6 +421,10 @@ class ShortTermMemorySession(OptionsView):
             items[:] = state.turn.place(items, provider="openai", context=context)
             state.placed = True
             return
+        if not state.viewed:
+            # No view read in this turn: a run resumed from its state, whose input was
+            # placed when it began; it goes as it is (placing again would add twice).
+            return
         # The view was placed around a stand-in for the run's input; the turn builds
         # this request on the whole input instead, as every entry point does (the
         # briefings and the nudge after the user's message, the nudge only while the
@@ -445,7 +450,7 @@ class ShortTermMemorySession(OptionsView):
             log.warning(
                 "stm-memory: memory_role='inline' places the memory at each model call, "
                 "through session.agent(agent); this run's agent was not, so its model was "
-                "sent no memory"
+                "sent the whole session, uncut, and no memory"
             )
         try:
             items, start = await self._dialogue(state.added)

@@ -38,6 +38,7 @@ from stm_memory.kit.memory_call import run_memory_call
 from stm_memory.kit.ops import Op, attempt, op
 from stm_memory.kit.options import TurnOptions
 from stm_memory.kit.placing import RequestForm, place_request, place_view
+from stm_memory.kit.requests import text_of
 from stm_memory.model import Scope, StoredMessage
 from stm_memory.prompt.placement import MemoryContext
 from stm_memory.tool.schema import tool_description, tool_parameters
@@ -89,6 +90,15 @@ def _find_run(items: Sequence[Any], run: Sequence[Any]) -> int | None:
         if all(items[i + j] == run[j] for j in range(n)):
             return i
     return None
+
+
+def _added_by(view: Sequence[Any], earlier: Sequence[Any]) -> list[Any]:
+    """The items placement added to ``earlier`` in ``view``: new ones, not a copy of an
+    earlier message with placed text joined to it (those hold someone's words)."""
+    said = [t for t in map(text_of, earlier) if t.strip()]
+    return [
+        item for item in view if item not in earlier and not any(t in text_of(item) for t in said)
+    ]
 
 
 class MemoryTurn:
@@ -354,16 +364,19 @@ class MemoryTurn:
         now known), with the view put back to the ``earlier`` turns it was placed on
         and this request built on the whole input as every entry point builds it
         (:meth:`prepare`: the cut, the memory, the briefings and the nudge after the
-        user's message, ``nudge=False`` holding the nudge back). An input the view is
-        not found in (a prompt that rewrote the history's messages) goes as it came; a
-        placing error sends the input with the earlier turns uncut, without memory."""
-        at = _find_run(messages, view) if view else None
-        if at is None and view:
-            return list(messages)
+        user's message, ``nudge=False`` holding the nudge back). Where the view is not
+        found whole (a framework dropped or rewrote some of its items), the items the
+        view added are taken out by equality before the request is built, so nothing
+        is placed twice. A placing error sends the input with the earlier turns uncut,
+        without memory."""
+        context = self.request_context(nudge=nudge)
         whole = list(messages)
+        at = _find_run(whole, view) if view else None
         if at is not None:
             whole[at : at + len(view)] = list(earlier)
-        context = self.request_context(nudge=nudge)
+        elif view:
+            added = _added_by(view, earlier)
+            whole = [item for item in whole if item not in added]
         return self.prepare(whole, form=form, provider=provider, context=context).messages
 
     def tool_offer(

@@ -372,7 +372,16 @@ def test_the_former_name_is_a_deprecated_alias() -> None:
         "assert MemoryTurn is kit.MemoryTurn and old.drive is kit.drive\n"
         "assert old.run_memory_call is run_memory_call  # a submodule's name\n"
         "assert old.__all__ == kit.__all__\n"
+        "from stm_memory.tool.memory_tool import build_tool\n"
+        "assert old.build_tool is build_tool  # moved out of the kit: still resolved\n"
+        "try:\n"
+        "    old.place_memory\n"
+        "except AttributeError as e:\n"
+        "    print('gone:', e)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "warned: stm_memory.providers is deprecated and goes in 0.3.0" in out.stdout
+    assert "gone: stm_memory.providers.place_memory was removed: use MemoryTurn.prepare" in (
+        out.stdout
+    )
