@@ -76,6 +76,7 @@ from stm_memory.kit import (
     check_positive_int,
     current_user_text,
     drive,
+    note_endpoint,
     op,
     strip_memory_calls,
     text_of,
@@ -342,6 +343,9 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         provider = provider_of(base_model(self.model))
         if history.provider is None:
             history.provider = provider
+        if provider == "openai":  # ChatOpenAI(base_url=...) may serve an open model
+            base_url = getattr(base_model(self.model), "openai_api_base", None)
+            note_endpoint(type(self).__name__, base_url, history.options.memory_role)
         state: HistoryTurn = yield op(history.open_turn, history.aopen_turn)
         if state.model_called:
             # This history's last run called the model and never reached add_messages

@@ -72,3 +72,25 @@ def test_a_loop_built_for_a_local_server_says_so(
         OpenAIChatLoop(client, mem, model="llama", memory_role="inline")
     [message] = warnings_of(caplog)
     assert "OpenAIChatLoop talks to 127.0.0.1:9" in message
+
+
+def test_a_chain_over_chat_openai_for_a_local_server_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from langchain_core.messages import HumanMessage
+    from langchain_openai import ChatOpenAI
+
+    from stm_memory import Scope
+    from stm_memory_langchain import with_short_term_memory
+
+    caplog.set_level(logging.WARNING, logger="stm_memory")
+    model = ChatOpenAI(
+        model="llama", api_key="none", base_url="http://127.0.0.1:9/v1", max_retries=0
+    )
+    scope = Scope(channel_id="c1", user_id="u1")
+    with ShortTermMemory.from_url(f"sqlite:///{tmp_path / 's.db'}") as mem:
+        chain = with_short_term_memory(model, mem, scope=scope)
+        with pytest.raises(openai.APIConnectionError):  # nothing listens there
+            chain.invoke([HumanMessage("hi")])
+    [message] = warnings_of(caplog)
+    assert "ShortTermMemoryChatModel talks to 127.0.0.1:9" in message
