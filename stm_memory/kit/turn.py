@@ -72,15 +72,12 @@ class PreparedRequest:
     """What one model request of a turn sends (:meth:`MemoryTurn.prepare`): the
     caller's ``system`` prompt as it goes (with the memory for a form that keeps it
     apart), the ``messages``, the texts placed after the dialogue's stable part that
-    change every turn (``transient``: no cache breakpoint after them) and whether
-    memory was placed (False: there was none, or placing ``failed`` and the caller's
-    request goes as it came)."""
+    change every turn (``transient``: no cache breakpoint after them; none when
+    nothing was placed)."""
 
     messages: list[Any]
     system: Any = None
     transient: tuple[str, ...] = field(default=(), repr=False)
-    placed: bool = False
-    failed: bool = False
 
 
 def _find_run(items: Sequence[Any], run: Sequence[Any]) -> int | None:
@@ -305,8 +302,8 @@ class MemoryTurn:
             )
         except Exception:
             log.exception("stm-memory: placing memory in the request failed; sending without")
-            return PreparedRequest(list(messages), system, failed=True)
-        return PreparedRequest(placed, placed_system, tuple(context.transient), placed=True)
+            return PreparedRequest(list(messages), system)
+        return PreparedRequest(placed, placed_system, tuple(context.transient))
 
     def place(
         self,
@@ -314,15 +311,10 @@ class MemoryTurn:
         *,
         provider: str | None = None,
         context: MemoryContext | None = None,
-        fallback: Sequence[Any] | None = None,
     ) -> list[Any]:
         """:meth:`prepare` of a request held as one message list (its system prompt in
-        it): the messages to send; ``fallback`` (default ``messages``) when placing
-        failed."""
-        prepared = self.prepare(messages, provider=provider, context=context)
-        if prepared.failed and fallback is not None:
-            return list(fallback)
-        return prepared.messages
+        it): the messages to send."""
+        return self.prepare(messages, provider=provider, context=context).messages
 
     def view(
         self,
