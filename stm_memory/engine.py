@@ -398,8 +398,7 @@ class ShortTermMemory:
                 live_key=live_key,
             )
 
-        entries = list(self._live.mutate(scope, keys, change).values())
-        self._persister.write(entries, now)
+        self._apply(scope, keys, change, now)
 
     def capture(self, scope: Scope, messages: Sequence[Any]) -> MemoryEntry | None:
         """Store the last dialogue turns of the channel (passive capture: what the model
@@ -409,9 +408,7 @@ class ShortTermMemory:
         capture = self._captured(scope, messages, now)
         if capture is None:
             return None
-        entries = self._live.mutate(scope, scope.keys, capture)
-        self._persister.write(list(entries.values()), now)
-        return entries.get(scope.live_key)
+        return self._apply(scope, scope.keys, capture, now).get(scope.live_key)
 
     def finish_turn(self, turn: TurnContext, messages: Sequence[Any]) -> None:
         """:meth:`capture` the turn's dialogue and :meth:`end_turn`, in one cache
@@ -438,16 +435,27 @@ class ShortTermMemory:
 
         keys = scope.keys if capture is not None else [live_key]
         try:
-            entries = self._live.mutate(scope, keys, change)
+            self._apply(scope, keys, change, now)
         except Exception:
             if capture is None or count is None:
                 raise
             # The capture's write failed (a key it needs could not be read, say): the
             # turn still counts, alone, as end_turn would have; the failure is reported.
-            entry = self._live.mutate(scope, [live_key], count)[live_key]
-            self._persister.write([entry], now)
+            self._apply(scope, [live_key], count, now)
             raise
+
+    def _apply(
+        self,
+        scope: Scope,
+        keys: Sequence[str],
+        change: Callable[[MemoryEntry], dict[str, Any]],
+        now: datetime,
+    ) -> dict[str, MemoryEntry]:
+        """``change`` on the entries of ``keys``: one cache transaction, then their rows
+        (one SQL transaction, or the outbox)."""
+        entries = self._live.mutate(scope, keys, change)
         self._persister.write(list(entries.values()), now)
+        return entries
 
     def _captured(
         self, scope: Scope, messages: Sequence[Any], now: datetime
@@ -482,10 +490,7 @@ class ShortTermMemory:
         count = self._counting(turn)
         if count is None:
             return
-        scope = turn.scope
-        now = self.now()
-        entry = self._live.mutate(scope, [scope.live_key], count)[scope.live_key]
-        self._persister.write([entry], now)
+        self._apply(turn.scope, [turn.scope.live_key], count, self.now())
 
     @staticmethod
     def _counting(turn: TurnContext) -> Callable[[MemoryEntry], dict[str, Any]] | None:
