@@ -181,17 +181,22 @@ def _without_call_messages(request: SentRequest) -> SentRequest:
     return SentRequest(kept, request.tools)
 
 
+def _assert_same_wire(
+    name: str, got: list[list[SentRequest]], expected: list[list[SentRequest]]
+) -> None:
+    assert [len(t) for t in got] == [len(t) for t in expected], name
+    for turn, (theirs, ours) in enumerate(zip(got, expected, strict=True)):
+        for step, (a, b) in enumerate(zip(theirs, ours, strict=True)):
+            assert a == b, f"{name}, lobby turn {turn}, step {step}:\n{_first_difference(b, a)}"
+
+
 @pytest.mark.parametrize("name", OPENAI_STYLE)
 def test_every_openai_style_entry_point_sends_the_chat_loops_requests(
     name: str, tmp_path: Path
 ) -> None:
     expected = _wire("chat-loop", tmp_path)
     assert len(expected) == 5 and len(expected[2]) == 2  # the refresh turn took two steps
-    got = _wire(name, tmp_path)
-    assert [len(t) for t in got] == [len(t) for t in expected], name
-    for turn, (theirs, ours) in enumerate(zip(got, expected, strict=True)):
-        for step, (a, b) in enumerate(zip(theirs, ours, strict=True)):
-            assert a == b, f"{name}, lobby turn {turn}, step {step}:\n{_first_difference(b, a)}"
+    _assert_same_wire(name, _wire(name, tmp_path), expected)
 
 
 @pytest.mark.parametrize("name", [n for n in OPENAI_STYLE if n != "agents-session"])
@@ -199,8 +204,4 @@ def test_in_the_portable_form_too(name: str, tmp_path: Path) -> None:
     # (The Agents session joins the memory to the first user message: the SDK sends
     # the agent's instructions itself, so its first message differs by design.)
     expected = _wire("chat-loop", tmp_path, memory_role="inline")
-    got = _wire(name, tmp_path, memory_role="inline")
-    assert [len(t) for t in got] == [len(t) for t in expected], name
-    for turn, (theirs, ours) in enumerate(zip(got, expected, strict=True)):
-        for step, (a, b) in enumerate(zip(theirs, ours, strict=True)):
-            assert a == b, f"{name}, lobby turn {turn}, step {step}:\n{_first_difference(b, a)}"
+    _assert_same_wire(name, _wire(name, tmp_path, memory_role="inline"), expected)
