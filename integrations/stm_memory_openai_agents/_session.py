@@ -60,6 +60,7 @@ try:
     from agents import Agent, FunctionTool, ModelSettings, RunContextWrapper, SQLiteSession
     from agents.items import TResponseInputItem
     from agents.memory import Session, SessionSettings
+    from agents.memory.session_settings import coerce_session_settings, resolve_session_limit
 except ImportError as exc:  # pragma: no cover - the extra is installed in the tests
     raise missing_extra(
         "stm_memory_openai_agents", "the OpenAI Agents SDK", "openai-agents"
@@ -94,6 +95,28 @@ CAPTURE_WINDOW = 80
 class SessionBusyError(StmError, RuntimeError):
     """A run started on a :class:`ShortTermMemorySession` while another run on it is
     still going (in another task): one session serves one run at a time."""
+
+
+def _settings_over(
+    record: Session, ours: SessionSettings | Mapping[str, Any] | None
+) -> SessionSettings:
+    """The settings in force: ``ours`` (a dict converted as the SDK's sessions convert
+    it, an unknown key a ``TypeError``) over the wrapped session's own, non-``None``
+    values winning, as the Runner overlays a ``RunConfig``'s on a session's."""
+    if ours is not None and not isinstance(ours, SessionSettings):
+        # The SDK's sessions take a dict (and say which type they want otherwise).
+        ours = coerce_session_settings(dict(ours) if isinstance(ours, Mapping) else ours)
+    base = getattr(record, "session_settings", None)
+    if not isinstance(base, SessionSettings):
+        base = SessionSettings()
+    if ours is not None and base.limit is not None and ours.limit != base.limit:
+        log.info(
+            "stm-memory: session_settings limit=%s given to ShortTermMemorySession wins "
+            "over the wrapped session's limit=%s",
+            ours.limit,
+            base.limit,
+        )
+    return base.resolve(ours)
 
 
 @dataclass(eq=False)
@@ -169,8 +192,13 @@ class ShortTermMemorySession(OptionsView):
         memory_role: ``"system"`` (default) or ``"user"``, as on the loops.
         cache_hints: :meth:`agent` sets this channel's ``prompt_cache_key`` in the
             agent's model settings (default; the agent's own key wins). ``False`` does not.
-        session_settings: the SDK's ``SessionSettings`` (``limit`` applies to the
-            record read before the cut).
+        session_settings: the SDK's ``SessionSettings``, or a dict of its fields
+            (converted as the SDK's sessions convert it; an unknown key is a
+            ``TypeError``). ``limit`` applies to the record read before the cut, and to
+            ``get_items()`` called without one. They overlay the wrapped session's own
+            settings, as a ``RunConfig``'s overlay a session's: a value given here wins,
+            one left ``None`` keeps the wrapped session's. ``session_settings`` is then
+            the settings in force (never ``None``).
     """
 
     def __init__(
@@ -184,7 +212,7 @@ class ShortTermMemorySession(OptionsView):
         provider: str | None = "openai",
         trim_history: bool = True,
         memory_role: MemoryRole = "system",
-        session_settings: SessionSettings | None = None,
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
         cache_hints: bool = True,
     ) -> None:
         check_memory_setup(memory, scope=scope)
@@ -203,7 +231,8 @@ class ShortTermMemorySession(OptionsView):
         self.session: Session = (
             session if session is not None else SQLiteSession(session_id, db_path)
         )
-        self.session_settings: SessionSettings | None = session_settings
+        #: The settings in force: ours over the wrapped session's (see Args).
+        self.session_settings: SessionSettings = _settings_over(self.session, session_settings)
         self._open: _OpenRun | None = None
         self._tool: FunctionTool | None = None
         self._lock = threading.Lock()
@@ -216,6 +245,9 @@ class ShortTermMemorySession(OptionsView):
     ) -> list[TResponseInputItem]:
         """At the start of a run: the model's view of the conversation (memory,
         uncovered items, nudge). Any other read: the wrapped session's items."""
+        # The settings in force apply to every read through this session, passed on
+        # explicitly so that the wrapped session's own default never stands in for them.
+        limit = resolve_session_limit(limit, self.session_settings)
         if wrapper is None or self._in_run(wrapper):
             return list(await _call(self.session.get_items, limit, wrapper=wrapper))
         state = await self._start(wrapper)
