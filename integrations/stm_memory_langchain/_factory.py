@@ -37,7 +37,13 @@ class ShortTermMemoryHistoryFactory:
     scope is built from those values and the scope fields given as keyword options
     (``user_id``, ``server_id``, ``persona_id``, names …): ``channel_id`` is the
     ``channel_id`` key, else ``thread_id``, else ``session_id``. Integer ids are
-    turned into strings. Or pass ``scope=`` a callable taking the keys by name.
+    turned into strings. Or pass ``scope=`` a callable taking the keys by name. Keys
+    and fields that can never give a user and a channel are a ``ConfigurationError``
+    here, where the factory is built.
+
+    A ``server_id`` shares memory: every conversation of that server is briefed with
+    the others, whoever's they are. For conversations of separate end users, leave it
+    out and key by user (``keys=("user_id", "session_id")``).
 
     ``history=`` builds each conversation's full record from the same keys (default:
     in memory). Other options (``provider``, ``trim_history``, ``memory_role``) go to
@@ -70,6 +76,8 @@ class ShortTermMemoryHistoryFactory:
             )
         if scope is not None and any(k in SCOPE_FIELDS for k in options):
             raise ConfigurationError("give either scope= or scope fields, not both")
+        if scope is None:
+            _check_scope_keys(keys, options)
         # Every history gets the same options: checked once, here, as TurnOptions.
         self.options = TurnOptions(**{k: options.pop(k) for k in _HISTORY_OPTIONS if k in options})
         self.memory = memory
@@ -137,4 +145,40 @@ class ShortTermMemoryHistoryFactory:
         merged = {**self.scope_defaults, **values}
         if merged.get("channel_id") is None and merged.get("thread_id") is None:
             merged["channel_id"] = merged.get("session_id")
-        return scope_from_values(None, merged)
+        try:
+            return scope_from_values(None, merged)
+        except ValidationError as exc:
+            # scope_from_values speaks to the middleware's callers; name this factory's
+            # own options instead.
+            given = ", ".join(f"{k}={values[k]!r}" for k in self.keys)
+            raise ValidationError(
+                f"ShortTermMemoryHistory.factory could not make a scope from {given}: "
+                f"{_WANTS}; give the factory keys= that carry them, those fields as "
+                "keyword options (user_id=...), or scope= a callable taking the keys"
+            ) from exc
+
+
+# What a scope needs, said the same way at construction and at first use.
+_WANTS = "a scope needs a user_id and a channel (channel_id, thread_id or session_id)"
+
+
+def _check_scope_keys(keys: Sequence[str], defaults: Mapping[str, Any]) -> None:
+    """Fail where the factory is built when its keys and scope fields can never make a
+    scope (a key it does not know of, say ``conversation_id``, names no channel)."""
+    known = {*keys, *(k for k, v in defaults.items() if v is not None)}
+    missing = [
+        what
+        for what, names in (("a user_id", ("user_id",)), ("a channel", _CHANNEL_KEYS))
+        if not known.intersection(names)
+    ]
+    if missing:
+        raise ConfigurationError(
+            f"ShortTermMemoryHistory.factory(keys={list(keys)}) can never make a scope: "
+            f"nothing gives it {' or '.join(missing)} ({_WANTS}); add them to keys=, give them as "
+            "keyword options (user_id='u1'), or pass scope= a callable that builds the "
+            "Scope from the keys"
+        )
+
+
+# The keys a conversation's channel is read from, in order (see _scope).
+_CHANNEL_KEYS = ("channel_id", "thread_id", "session_id")

@@ -362,6 +362,42 @@ def test_the_factory_builds_the_scope_from_the_configured_keys(
         ShortTermMemoryHistory.factory(stm_memory, keys=())
 
 
+def test_a_factory_that_can_never_make_a_scope_fails_where_it_is_built(
+    stm_memory: ShortTermMemory,
+) -> None:
+    # conversation_id names no channel (only channel_id, thread_id or session_id do).
+    with pytest.raises(ConfigurationError, match="nothing gives it a channel") as info:
+        ShortTermMemoryHistory.factory(stm_memory, keys=("user_id", "conversation_id"))
+    assert "keys=" in str(info.value) and "scope=" in str(info.value)
+    assert "middleware" not in str(info.value)
+    with pytest.raises(ConfigurationError, match="nothing gives it a user_id "):
+        ShortTermMemoryHistory.factory(stm_memory)  # session_id gives the channel, not the user
+    with pytest.raises(ConfigurationError, match="a user_id or a channel"):
+        ShortTermMemoryHistory.factory(stm_memory, keys=("conversation_id",), server_id="g1")
+    # The same keys work once something names the channel, or scope= builds the Scope.
+    ShortTermMemoryHistory.factory(stm_memory, keys=("user_id", "thread_id"))
+    ShortTermMemoryHistory.factory(
+        stm_memory, keys=("conversation_id",), user_id="u1", channel_id="c1"
+    )
+    built = ShortTermMemoryHistory.factory(
+        stm_memory,
+        keys=("user_id", "conversation_id"),
+        scope=lambda user_id, conversation_id: Scope(channel_id=conversation_id, user_id=user_id),
+    )
+    assert built("u1", "c9").scope == Scope(channel_id="c9", user_id="u1")
+
+
+def test_a_factory_call_without_a_scope_names_the_factorys_options(
+    stm_memory: ShortTermMemory,
+) -> None:
+    factory = ShortTermMemoryHistory.factory(stm_memory, keys=("user_id", "channel_id"))
+    with pytest.raises(ValidationError, match=r"ShortTermMemoryHistory\.factory") as info:
+        factory(user_id="u1", channel_id=None)  # a configurable left unset
+    message = str(info.value)
+    assert "channel_id=None" in message and "keys=" in message and "scope=" in message
+    assert "middleware" not in message
+
+
 def test_clear_empties_the_record_and_forgets_the_channel(stm_memory: ShortTermMemory) -> None:
     history = ShortTermMemoryHistory(stm_memory, SCOPE)
     _ = history.messages
