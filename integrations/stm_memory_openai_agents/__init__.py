@@ -5,7 +5,9 @@
     from stm_memory_openai_agents import ShortTermMemorySession
 
     mem = ShortTermMemory.from_url("sqlite:///stm.db")
-    session = ShortTermMemorySession(mem, Scope(channel_id="c1", user_id="u1", server_id="g1"),
+    # No server_id: an end user's own conversation (a server_id shares memory across
+    # every channel of that server, other users' included).
+    session = ShortTermMemorySession(mem, Scope(channel_id="c1", user_id="u1"),
                                      db_path="conversations.db")
     agent = session.agent(Agent(name="Mira", instructions="You are a co-writer."))
     result = await Runner.run(agent, "Let's plan chapter two.", session=session)

@@ -181,7 +181,9 @@ class ShortTermMemorySession(OptionsView):
 
     Args:
         memory: the :class:`~stm_memory.ShortTermMemory`.
-        scope: the conversation this session serves.
+        scope: the conversation this session serves. With a ``server_id`` its requests
+            are briefed with every other channel of that server, other users' included;
+            a session per end user takes a scope without one.
         session: the wrapped session that keeps the full record (any SDK session);
             default ``SQLiteSession(session_id, db_path)``.
         session_id: default the wrapped session's id, else the scope's live key.

@@ -1,0 +1,123 @@
+"""What a server shares, as the README says it (section "What a server shares"): the LCEL
+and Agents SDK examples, run for two end users the way the README recommends (no
+``server_id``), never show one user's words to the other; the same examples with the
+users' conversations grouped in one server do brief across them (the feature works where
+it is wanted). Offline, through the real frameworks."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+from langchain_core.runnables.history import RunnableWithMessageHistory
+
+from stm_memory import Scope, ShortTermMemory
+from stm_memory.testing import OfflineChatModel
+from stm_memory_langchain import ShortTermMemoryHistory, with_short_term_memory
+
+# RunnableWithMessageHistory is deprecated by LangChain; the README's example still uses it.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::langchain_core._api.deprecation.LangChainDeprecationWarning"
+)
+
+# Each user's own words, said in their own conversation first.
+SECRET = {"u1": "My locker code is 4417.", "u2": "My allergy is to penicillin."}
+LATER = {"u1": "What should I pack?", "u2": "Which clinic is open?"}
+
+
+def seen(prompt: Any) -> str:
+    return json.dumps(prompt, default=str)
+
+
+def lcel_prompts(mem: ShortTermMemory, **scope_fields: Any) -> dict[str, list[str]]:
+    """The README's LCEL example, for users u1 and u2 (one conversation each): what the
+    model was sent in each user's turns."""
+    prompt = ChatPromptTemplate.from_messages(
+        [("system", "You are a co-writer."), MessagesPlaceholder("history"), ("human", "{input}")]
+    )
+    model = OfflineChatModel()
+    histories = ShortTermMemoryHistory.factory(mem, keys=("user_id", "session_id"), **scope_fields)
+    chain = RunnableWithMessageHistory(
+        with_short_term_memory(prompt | model),
+        histories,
+        input_messages_key="input",
+        history_messages_key="history",
+        history_factory_config=histories.config_specs,
+    )
+    sent: dict[str, list[str]] = {"u1": [], "u2": []}
+    for said in (SECRET, LATER):
+        for user, text in said.items():
+            config: Any = {"configurable": {"user_id": user, "session_id": f"chat-{user}"}}
+            chain.invoke({"input": text}, config)
+            sent[user].append(seen([m.content for m in model.prompts[-1]]))
+    return sent
+
+
+async def agents_prompts(mem: ShortTermMemory, **scope_fields: Any) -> dict[str, list[str]]:
+    """The README's Agents SDK example, for users u1 and u2: each model input."""
+    from agents import Agent, RunConfig, Runner
+    from agents.testing import ScriptedModel, assistant_message
+
+    from stm_memory_openai_agents import ShortTermMemorySession
+
+    sent: dict[str, list[str]] = {"u1": [], "u2": []}
+    sessions = {
+        user: ShortTermMemorySession(
+            mem, Scope(channel_id=f"chat-{user}", user_id=user, **scope_fields)
+        )
+        for user in sent
+    }
+    for said in (SECRET, LATER):
+        for user, text in said.items():
+            model = ScriptedModel([[assistant_message("Noted.")]])
+            agent = sessions[user].agent(Agent(name="Mira", instructions="Co-writer.", model=model))
+            config = RunConfig(tracing_disabled=True)
+            await Runner.run(agent, text, session=sessions[user], run_config=config)
+            sent[user].append(seen(model.calls[-1].input))
+    for session in sessions.values():
+        session.close()
+    return sent
+
+
+@pytest.fixture(params=["lcel", "agents"])
+def run_example(request: pytest.FixtureRequest) -> Any:
+    if request.param == "lcel":
+
+        async def lcel(mem: ShortTermMemory, **fields: Any) -> dict[str, list[str]]:
+            return lcel_prompts(mem, **fields)
+
+        return lcel
+    return agents_prompts
+
+
+async def test_end_users_without_a_server_never_see_each_others_words(
+    stm_memory: ShortTermMemory, run_example: Any
+) -> None:
+    sent = await run_example(stm_memory)
+    for user, other in (("u1", "u2"), ("u2", "u1")):
+        # The example ran: each user's own words reach their own later turn.
+        assert SECRET[user] in sent[user][1]
+        for prompt in sent[user]:
+            assert SECRET[other] not in prompt and LATER[other] not in prompt
+
+
+async def test_a_server_briefs_its_channels_with_each_other(
+    stm_memory: ShortTermMemory, run_example: Any
+) -> None:
+    sent = await run_example(stm_memory, server_id="g1")
+    # u2's later turn is briefed with u1's channel, which spoke first (its raw turns:
+    # no memory was written yet); so is u1's later turn with u2's.
+    assert SECRET["u1"] in sent["u2"][1]
+    assert SECRET["u2"] in sent["u1"][1]
+
+
+def test_the_readme_examples_are_the_ones_run_here() -> None:
+    from tests.product.test_readme_blocks import section
+
+    chains = section("Chains and sessions: LCEL history and the OpenAI Agents SDK")
+    # The scopes the two examples above run, as the README writes them (no server_id).
+    assert 'ShortTermMemoryHistory.factory(mem, keys=("user_id", "session_id"))' in chains
+    assert 'scope = Scope(channel_id="c1", user_id="u1")\n' in chains
+    assert "## What a server shares" in section("What a server shares")
