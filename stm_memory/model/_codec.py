@@ -16,14 +16,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import fields
 from datetime import UTC, datetime
 from operator import attrgetter, itemgetter
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, overload
+from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.dialogue import StoredMessage
 from stm_memory.model.scope import ScopeKind
-
-if TYPE_CHECKING:
-    from stm_memory.model.entry import MemoryEntry
 
 __all__ = ["CACHED", "Cached", "EntryCodec", "Messages", "check_fields", "evolve"]
 
@@ -262,18 +259,22 @@ def check_fields(cls: type, declared: Iterable[str], where: str) -> None:
         raise TypeError(f"{cls.__name__} in {where}: {'; '.join(problems)}")
 
 
-class EntryCodec:
+class EntryCodec(Generic[E]):
     """MemoryEntry's cached form and back, planned once from CACHED in the field order
-    of ``cls``: every call is a loop over precomputed tuples, no introspection."""
+    of ``cls``: every call is a loop over precomputed tuples, no introspection.
+
+    Generic over the class it encodes, so this module never imports the entry: the
+    entry module builds its codec (``EntryCodec(MemoryEntry)``), the dependency runs
+    one way. The class is checked against CACHED here, whatever it is."""
 
     __slots__ = ("_decoders", "_encoders", "_get", "_names", "_require")
 
-    def __init__(self, cls: type[MemoryEntry]) -> None:
+    def __init__(self, cls: type[E]) -> None:
         check_fields(cls, CACHED, "model/_codec.py CACHED")
         if hasattr(cls, "__post_init__"):
             # decode and evolve set the fields without calling __init__ (the hot path).
             raise TypeError(f"{cls.__name__}.__post_init__ would be skipped by the codec")
-        names = tuple(f.name for f in fields(cls))
+        names, _ = _field_names(cls)
         self._names = names
         self._get = attrgetter(*names)
         self._encoders = tuple((n, e) for n in names if (e := CACHED[n].encode) is not None)
@@ -281,7 +282,7 @@ class EntryCodec:
         # KeyError (naming the key) for a cached value without a required field.
         self._require = itemgetter(*(n for n in names if CACHED[n].required))
 
-    def encode(self, entry: MemoryEntry) -> dict[str, Any]:
+    def encode(self, entry: E) -> dict[str, Any]:
         # The fields as they are, then the converted ones replaced in place (a dict
         # keeps a key's place when its value is replaced: the key order is the fields').
         out = dict(zip(self._names, self._get(entry), strict=False))
@@ -290,7 +291,7 @@ class EntryCodec:
         return out
 
     def value_after(
-        self, entry: MemoryEntry, source: Mapping[str, Any] | None, changes: Mapping[str, Any]
+        self, entry: E, source: Mapping[str, Any] | None, changes: Mapping[str, Any]
     ) -> dict[str, Any]:
         """``entry``'s cached form, where ``entry`` is ``source`` decoded with ``changes``
         applied: ``source`` patched with the encoded changes when it is a complete value,
@@ -300,7 +301,7 @@ class EntryCodec:
             return self.encode(entry)
         return {**source, **_encode_changes(changes)}
 
-    def decode(self, cls: type[MemoryEntry], data: Mapping[str, Any]) -> MemoryEntry:
+    def decode(self, cls: type[E], data: Mapping[str, Any]) -> E:
         # Every field is set, as evolve sets them: the frozen dataclass's __init__
         # would only add its keyword parsing.
         self._require(data)
