@@ -7,21 +7,33 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Generator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from stm_memory._ops import Op, op
-from stm_memory.tool.turn import failure
+from stm_memory.config import Limits
+from stm_memory.tool.turn import TurnContext, failure
 from stm_memory.tool.vetting import check_tool_call
 
-if TYPE_CHECKING:
-    from stm_memory.tool.memory_tool import MemoryWriter
-    from stm_memory.tool.turn import TurnContext
-
-__all__ = ["crashed", "run_memory_call"]
+__all__ = ["MemoryWriter", "crashed", "run_memory_call"]
 
 _INTERNAL = "Internal error: "
 
 log = logging.getLogger("stm_memory")
+
+
+class MemoryWriter(Protocol):
+    """What a memory call runs: ``ShortTermMemory``'s update and its limits.
+
+    Declared here, beside :func:`run_memory_call`, and not with the LangChain tool that
+    also takes one: the tool builds on this module, so this module imports nothing of
+    the tool's."""
+
+    @property
+    def limits(self) -> Limits: ...
+
+    def update(self, turn: TurnContext, args: object) -> dict[str, Any]: ...
+
+    async def aupdate(self, turn: TurnContext, args: object) -> dict[str, Any]: ...
 
 
 def run_memory_call(

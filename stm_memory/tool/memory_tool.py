@@ -2,30 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 from langchain_core.tools import BaseTool, ToolException
 from pydantic import ConfigDict, Field
 
 from stm_memory._ops import adrive, drive
-from stm_memory.config import Limits
-from stm_memory.tool.call import crashed, run_memory_call
+
+# MemoryWriter is declared beside run_memory_call, which takes it: this module builds on
+# call.py, never the other way round. Re-exported here, where it was first declared.
+from stm_memory.tool.call import MemoryWriter, crashed, run_memory_call
 from stm_memory.tool.schema import tool_description, tool_parameters
 from stm_memory.tool.turn import TOOL_NAME, TurnContext, failure
 from stm_memory.tool.vetting import tool_result_text
 
 __all__ = ["MemoryWriter", "ShortTermMemoryTool", "build_tool"]
-
-
-class MemoryWriter(Protocol):
-    """What the tool runs: ``ShortTermMemory``'s update and its limits."""
-
-    @property
-    def limits(self) -> Limits: ...
-
-    def update(self, turn: TurnContext, args: object) -> dict[str, Any]: ...
-
-    async def aupdate(self, turn: TurnContext, args: object) -> dict[str, Any]: ...
 
 
 def _unreadable(_exc: Exception) -> str:
