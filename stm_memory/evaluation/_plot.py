@@ -2,15 +2,37 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from stm_memory.errors import ConfigurationError
+from stm_memory.evaluation._pricing import Price
+from stm_memory.evaluation._results import StrategyResult
 
-if TYPE_CHECKING:
-    from stm_memory.evaluation._report import EvalReport
+__all__ = ["PlottedReport", "plot_recall_vs_cost"]
 
-__all__ = ["plot_recall_vs_cost"]
+
+class PlottedReport(Protocol):
+    """What the plot reads of a report (an :class:`~stm_memory.evaluation.EvalReport`).
+
+    A protocol, not the report class: the report writes its plot, so this module
+    imports nothing of the report's (the dependency runs one way)."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def scripted(self) -> str | None: ...
+
+    @property
+    def turns(self) -> int: ...
+
+    @property
+    def price(self) -> Price | None: ...
+
+    @property
+    def strategies(self) -> Sequence[StrategyResult]: ...
 
 
 def _pyplot() -> Any:
@@ -26,7 +48,7 @@ def _pyplot() -> Any:
     return plt
 
 
-def plot_recall_vs_cost(report: EvalReport, path: str | Path) -> Path:
+def plot_recall_vs_cost(report: PlottedReport, path: str | Path) -> Path:
     """Write the plot to ``path`` (PNG) and return it. Cost is in US dollars when the
     report has a price, else in cost units."""
     plt = _pyplot()

@@ -6,14 +6,16 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from stm_memory.evaluation._conversation import Probe
-from stm_memory.evaluation._pricing import Cost, Price
-from stm_memory.evaluation._recording import RecordedTurn
+from stm_memory.evaluation._plot import plot_recall_vs_cost
+from stm_memory.evaluation._pricing import Price
+
+# The per-strategy results live in a leaf module, which the plot reads too; re-exported
+# here, where they were first declared.
+from stm_memory.evaluation._results import ProbeResult, Recall, Score, StrategyResult
 
 __all__ = ["EvalReport", "ProbeResult", "Recall", "Score", "StrategyResult"]
 
@@ -21,117 +23,6 @@ SCRIPTED_NOTICE = (
     "Scripted model: these figures measure the harness (what each strategy puts in front "
     "of a model that reads perfectly and writes memory as scripted), not any real model."
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Score:
-    correct: int = 0
-    total: int = 0
-
-    @property
-    def rate(self) -> float | None:
-        """The share answered right; None when nothing of this kind was asked."""
-        return self.correct / self.total if self.total else None
-
-
-@dataclass(frozen=True, slots=True)
-class Recall:
-    overall: Score
-    same_channel: Score
-    cross_channel: Score
-    corrected: Score  # probes about a fact that was corrected (either channel)
-
-    @classmethod
-    def of(cls, results: Sequence[ProbeResult]) -> Recall:
-        def score(rows: Iterable[ProbeResult]) -> Score:
-            rows = list(rows)
-            return Score(sum(r.correct for r in rows), len(rows))
-
-        return cls(
-            overall=score(results),
-            same_channel=score(r for r in results if r.kind == "same_channel"),
-            cross_channel=score(r for r in results if r.kind == "cross_channel"),
-            corrected=score(r for r in results if r.corrected),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class ProbeResult:
-    probe_id: str
-    fact_id: str
-    kind: str
-    corrected: bool
-    turn: int
-    channel: str
-    expected: str
-    stale: tuple[str, ...]
-    answer: str
-    correct: bool
-
-    @classmethod
-    def of(cls, probe: Probe, answer: str, correct: bool) -> ProbeResult:
-        return cls(
-            probe.id,
-            probe.fact_id,
-            probe.kind,
-            probe.corrected,
-            probe.turn,
-            probe.channel,
-            probe.expected,
-            probe.stale,
-            answer,
-            correct,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class StrategyResult:
-    """One strategy's run. ``cost`` is the prompt-cache model applied to ``turns``
-    (the requests as recorded); ``reported`` is the usage the API reported, priced the
-    same way. ``extra_calls`` are model calls beyond one per turn (a summarizer's, a
-    second step)."""
-
-    key: str
-    label: str
-    recall: Recall
-    probes: tuple[ProbeResult, ...] = ()
-    cost: Cost = field(default_factory=Cost)
-    reported: Cost = field(default_factory=Cost)
-    model_calls: int = 0
-    extra_calls: int = 0
-    memory_writes: int = 0
-    seconds: float = 0.0
-    turns: tuple[RecordedTurn, ...] = ()
-    skipped: str | None = None
-
-    def row(self) -> dict[str, Any]:
-        """The table row (rates rounded to 3 places, None where nothing was asked)."""
-
-        def rate(score: Score) -> float | None:
-            return None if score.rate is None else round(score.rate, 3)
-
-        return {
-            "strategy": self.key,
-            "label": self.label,
-            "recall": rate(self.recall.overall),
-            "same_channel": rate(self.recall.same_channel),
-            "cross_channel": rate(self.recall.cross_channel),
-            "corrected": rate(self.recall.corrected),
-            "probes": self.recall.overall.total,
-            "model_calls": self.model_calls,
-            "extra_calls": self.extra_calls,
-            "memory_writes": self.memory_writes,
-            "input_tokens": self.cost.input_tokens,
-            "cached_tokens": self.cost.cached_tokens,
-            "output_tokens": self.cost.output_tokens,
-            "cost_units": round(self.cost.units, 1),
-            "cost_usd": None if self.cost.usd is None else round(self.cost.usd, 6),
-            "reported_input_tokens": self.reported.input_tokens,
-            "reported_cached_tokens": self.reported.cached_tokens,
-            "reported_output_tokens": self.reported.output_tokens,
-            "reported_usd": None if self.reported.usd is None else round(self.reported.usd, 6),
-            "skipped": self.skipped or "",
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +144,5 @@ class EvalReport:
         paths["markdown"].write_text(self.to_markdown(), encoding="utf-8")
         paths["csv"].write_text(self.to_csv(), encoding="utf-8")
         if plot:
-            from stm_memory.evaluation._plot import plot_recall_vs_cost
-
             paths["plot"] = plot_recall_vs_cost(self, out / "recall_vs_cost.png")
         return paths
