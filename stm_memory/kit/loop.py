@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from stm_memory.kit.ops import Op
 from stm_memory.kit.options import TurnOptions
+
+# The reply and result types live in a leaf module the wire helpers read too (they must
+# not import this module, which builds on them through the turn); re-exported here,
+# where they were first declared.
+from stm_memory.kit.replies import ModelReply, ToolCall, TurnResult, Usage
 from stm_memory.kit.requests import current_user_text
 from stm_memory.kit.turn import MemoryTurn
 from stm_memory.prompt.placement import current_turn_index
@@ -41,64 +46,6 @@ log = logging.getLogger("stm_memory")
 #: A caller's tool: parsed JSON arguments in, a string or JSON-able value out (an
 #: awaitable of one in the async loops).
 ToolHandler = Callable[[dict[str, Any]], Any]
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    id: str
-    name: str
-    arguments: str | Mapping[str, Any] | None
-    truncated: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """Tokens of one request, or summed over a turn's steps.
-
-    ``input_tokens`` is every input token of the request, cached or not (Anthropic's
-    ``input_tokens`` + ``cache_read_input_tokens`` + ``cache_creation_input_tokens``);
-    ``cached_input_tokens`` of them were read from the provider's prompt cache and
-    ``cache_write_tokens`` written to it (billed above the input price by Anthropic).
-    """
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_input_tokens: int = 0
-    cache_write_tokens: int = 0
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-            self.cached_input_tokens + other.cached_input_tokens,
-            self.cache_write_tokens + other.cache_write_tokens,
-        )
-
-    @property
-    def total_tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
-
-
-@dataclass(frozen=True, slots=True)
-class ModelReply:
-    """What an adapter parsed from one model response."""
-
-    text: str
-    tool_calls: tuple[ToolCall, ...]
-    transcript: tuple[Any, ...]  # provider-format messages/items to append to the dialogue
-    usage: Usage = Usage()
-
-
-@dataclass(frozen=True, slots=True)
-class TurnResult:
-    """The outcome of ``run_turn``."""
-
-    text: str
-    messages: list[Any]
-    stm_updated: bool
-    usage: Usage
-    steps: int
-    requests: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
 
 class ProviderAdapter(Protocol):

@@ -13,7 +13,7 @@ from stm_memory.errors import ValidationError
 from stm_memory.wire.anthropic import has_tool_blocks, text_blocks, tool_result_only
 
 if TYPE_CHECKING:
-    from stm_memory.kit.loop import ToolCall
+    from stm_memory.kit.replies import ToolCall
 
 __all__ = [
     "anthropic_system",

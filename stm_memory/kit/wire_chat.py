@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from stm_memory.kit.loop import ToolCall
+from stm_memory.kit.replies import ToolCall
 
 __all__ = ["chat_tool_call", "chat_tool_results", "function_call"]
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from stm_memory.wire.responses import is_call_item
 
 if TYPE_CHECKING:
-    from stm_memory.kit.loop import ToolCall
+    from stm_memory.kit.replies import ToolCall
 
 __all__ = ["is_call_item", "responses_tool_results"]
 

@@ -33,6 +33,7 @@ _SUBMODULES = (
     "ops",
     "options",
     "placing",
+    "replies",
     "requests",
     "shell",
     "turn",

@@ -1,0 +1,74 @@
+"""What one model step hands back and what a whole turn returns: the tool calls a
+reply asks for, its usage, the parsed reply, the turn's result.
+
+Plain frozen data with no imports from the rest of the kit: the loop
+(:mod:`.loop`) returns them, and the wire helpers (:mod:`.wire_anthropic`,
+:mod:`.wire_chat`, :mod:`.wire_responses`) read and build them, without the wire
+helpers depending on the loop (which builds, through the turn, on the wire helpers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ModelReply", "ToolCall", "TurnResult", "Usage"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str | Mapping[str, Any] | None
+    truncated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens of one request, or summed over a turn's steps.
+
+    ``input_tokens`` is every input token of the request, cached or not (Anthropic's
+    ``input_tokens`` + ``cache_read_input_tokens`` + ``cache_creation_input_tokens``);
+    ``cached_input_tokens`` of them were read from the provider's prompt cache and
+    ``cache_write_tokens`` written to it (billed above the input price by Anthropic).
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cached_input_tokens + other.cached_input_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class ModelReply:
+    """What an adapter parsed from one model response."""
+
+    text: str
+    tool_calls: tuple[ToolCall, ...]
+    transcript: tuple[Any, ...]  # provider-format messages/items to append to the dialogue
+    usage: Usage = Usage()
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """The outcome of ``run_turn``."""
+
+    text: str
+    messages: list[Any]
+    stm_updated: bool
+    usage: Usage
+    steps: int
+    requests: list[dict[str, Any]] = field(default_factory=list, repr=False)
