@@ -23,8 +23,7 @@ from ._scope import ScopeResolver, ScopeSource, resolve_scope
 if TYPE_CHECKING:
     from ._buffer import ShortTermMemoryBuffer
     from ._chain import ShortTermMemoryChatModel, with_short_term_memory
-    from ._factory import ShortTermMemoryHistoryFactory
-    from ._history import HistoryTurn, ShortTermMemoryHistory
+    from ._history import HistoryTurn, ShortTermMemoryHistory, ShortTermMemoryHistoryFactory
     from ._middleware import ShortTermMemoryMiddleware, ShortTermMemoryState
 
 __all__ = [
@@ -47,7 +46,7 @@ _LAZY = {
     "ShortTermMemoryBuffer": "._buffer",
     "ShortTermMemoryHistory": "._history",
     "HistoryTurn": "._history",
-    "ShortTermMemoryHistoryFactory": "._factory",
+    "ShortTermMemoryHistoryFactory": "._history",
     "ShortTermMemoryChatModel": "._chain",
     "with_short_term_memory": "._chain",
 }

@@ -1,66 +1,50 @@
-"""``ShortTermMemoryHistoryFactory``: ``get_session_history`` for
-``RunnableWithMessageHistory``, one :class:`ShortTermMemoryHistory` per conversation."""
+"""What a history factory is built with, checked where it is built: the keys
+``RunnableWithMessageHistory`` calls it with, the scope fields or ``scope=`` callable
+that turn their values into a conversation's scope, the record to wrap, the options
+every history gets.
+
+The factory itself (:class:`~stm_memory_langchain.ShortTermMemoryHistoryFactory`,
+which builds and keeps one history per conversation) lives beside the history it
+builds, in ``_history.py``, where ``ShortTermMemoryHistory.factory`` returns one: this
+module is its base and imports nothing of the history's, so the dependency runs one
+way.
+"""
 
 from __future__ import annotations
 
 import inspect
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.runnables import ConfigurableFieldSpec
 
-from stm_memory import ConfigurationError, Scope, ShortTermMemory, ValidationError
-from stm_memory.kit import TurnOptions, check_memory_setup
+from stm_memory import ConfigurationError, Scope, ValidationError
+from stm_memory.kit import TurnOptions
 
-from ._history import ShortTermMemoryHistory
 from ._scope import SCOPE_FIELDS, scope_from_values
 
-__all__ = ["MAX_CACHED_HISTORIES", "ShortTermMemoryHistoryFactory"]
+__all__ = ["HistoryFactoryBase"]
 
 # Options a factory passes to each history (the others are scope fields).
 _HISTORY_OPTIONS = ("provider", "trim_history", "memory_role")
-# Factories keep this many histories (one per conversation) before dropping the oldest.
-MAX_CACHED_HISTORIES = 10_000
 
 
-class ShortTermMemoryHistoryFactory:
-    """``get_session_history`` for ``RunnableWithMessageHistory``: one
-    :class:`ShortTermMemoryHistory` per conversation, built from the keys the chain is
-    configured with.
-
-    ``RunnableWithMessageHistory`` calls it with ``config["configurable"]["session_id"]``
-    by default, or with the keys of its ``history_factory_config`` by name (pass the
-    same ``keys`` here, and ``history_factory_config=factory.config_specs``). The
-    scope is built from those values and the scope fields given as keyword options
-    (``user_id``, ``server_id``, ``persona_id``, names …): ``channel_id`` is the
-    ``channel_id`` key, else ``thread_id``, else ``session_id``. Integer ids are
-    turned into strings. Or pass ``scope=`` a callable taking the keys by name. Keys
-    and fields that can never give a user and a channel are a ``ConfigurationError``
-    here, where the factory is built.
-
-    A ``server_id`` shares memory: every conversation of that server is briefed with
-    the others, whoever's they are. For conversations of separate end users, leave it
-    out and key by user (``keys=("user_id", "session_id")``).
-
-    ``history=`` builds each conversation's full record from the same keys (default:
-    in memory). Other options (``provider``, ``trim_history``, ``memory_role``) go to
-    every history. The factory keeps the histories it built (the most recent
-    ``MAX_CACHED_HISTORIES``), so an in-memory record lives as long as it does.
+class HistoryFactoryBase:
+    """Everything of :class:`~stm_memory_langchain.ShortTermMemoryHistoryFactory` but
+    building the histories: its keys and options, checked here (keys and scope fields
+    that can never make a scope are a ``ConfigurationError``), the ``config_specs`` and
+    signature ``RunnableWithMessageHistory`` reads, and the scope a call's values make.
     """
 
     def __init__(
         self,
-        memory: ShortTermMemory,
         *,
         keys: Sequence[str] = ("session_id",),
         scope: Callable[..., Scope] | None = None,
         history: Callable[..., BaseChatMessageHistory] | None = None,
         **options: Any,
     ) -> None:
-        check_memory_setup(memory)
         if isinstance(keys, str) or not keys or not all(isinstance(k, str) for k in keys):
             raise ConfigurationError("keys must be a non-empty sequence of names")
         if len(set(keys)) != len(keys):
@@ -80,13 +64,10 @@ class ShortTermMemoryHistoryFactory:
             _check_scope_keys(keys, options)
         # Every history gets the same options: checked once, here, as TurnOptions.
         self.options = TurnOptions(**{k: options.pop(k) for k in _HISTORY_OPTIONS if k in options})
-        self.memory = memory
         self.keys = tuple(keys)
         self.scope = scope
         self.history = history
         self.scope_defaults = options  # user_id=, server_id=, …
-        self._built: OrderedDict[tuple[Any, ...], ShortTermMemoryHistory] = OrderedDict()
-        self._lock = threading.Lock()
         self.__signature__ = inspect.Signature(
             [inspect.Parameter(k, inspect.Parameter.POSITIONAL_OR_KEYWORD) for k in self.keys]
         )
@@ -106,7 +87,8 @@ class ShortTermMemoryHistoryFactory:
             for k in self.keys
         ]
 
-    def __call__(self, *args: Any, **kwargs: Any) -> ShortTermMemoryHistory:
+    def _values(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """A call's key values by name, as the signature binds them."""
         if len(args) > len(self.keys):
             raise TypeError(f"expected at most {len(self.keys)} arguments ({self.keys})")
         values = dict(zip(self.keys, args, strict=False))
@@ -114,25 +96,7 @@ class ShortTermMemoryHistoryFactory:
         missing = [k for k in self.keys if k not in values]
         if missing:
             raise TypeError(f"missing {', '.join(missing)}")
-        key = tuple(values[k] for k in self.keys)
-        with self._lock:
-            built = self._built.get(key)
-            if built is not None:
-                self._built.move_to_end(key)
-                return built
-        history = ShortTermMemoryHistory(
-            self.memory,
-            self._scope(values),
-            history=self.history(**values) if self.history is not None else None,
-            provider=self.options.provider,
-            trim_history=self.options.trim_history,
-            memory_role=self.options.memory_role,
-        )
-        with self._lock:
-            built = self._built.setdefault(key, history)
-            while len(self._built) > MAX_CACHED_HISTORIES:
-                self._built.popitem(last=False)
-            return built
+        return values
 
     def _scope(self, values: Mapping[str, Any]) -> Scope:
         if self.scope is not None:

@@ -48,8 +48,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Generator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import (
@@ -79,12 +80,16 @@ from stm_memory.kit import (
 )
 
 from ._dialogue import cut_short, memory_calls, memory_result, without_invalid_memory_calls
+from ._factory import HistoryFactoryBase
 from ._record import MessageRecord
 
-if TYPE_CHECKING:
-    from ._factory import ShortTermMemoryHistoryFactory
-
-__all__ = ["HistoryTurn", "MessageRecord", "ShortTermMemoryHistory"]
+__all__ = [
+    "MAX_CACHED_HISTORIES",
+    "HistoryTurn",
+    "MessageRecord",
+    "ShortTermMemoryHistory",
+    "ShortTermMemoryHistoryFactory",
+]
 
 log = logging.getLogger("stm_memory")
 
@@ -416,8 +421,6 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
     ) -> ShortTermMemoryHistoryFactory:
         """A ``get_session_history`` for ``RunnableWithMessageHistory`` (see
         :class:`ShortTermMemoryHistoryFactory`)."""
-        from ._factory import ShortTermMemoryHistoryFactory  # it builds histories
-
         return ShortTermMemoryHistoryFactory(
             memory, keys=keys, scope=scope, history=history, **options
         )
@@ -437,3 +440,76 @@ def _dialogue_tail(full: Sequence[BaseMessage], start: int, kept: int) -> int:
             if seen >= kept:
                 return i
     return 0
+
+
+# -- the factory: one history per conversation --------------------------------------------
+#
+# Here, beside the history it builds, because ShortTermMemoryHistory.factory returns one:
+# what it is built with and the scope it makes live in _factory.py, which imports
+# nothing of this module's.
+
+# Factories keep this many histories (one per conversation) before dropping the oldest.
+MAX_CACHED_HISTORIES = 10_000
+
+
+class ShortTermMemoryHistoryFactory(HistoryFactoryBase):
+    """``get_session_history`` for ``RunnableWithMessageHistory``: one
+    :class:`ShortTermMemoryHistory` per conversation, built from the keys the chain is
+    configured with.
+
+    ``RunnableWithMessageHistory`` calls it with ``config["configurable"]["session_id"]``
+    by default, or with the keys of its ``history_factory_config`` by name (pass the
+    same ``keys`` here, and ``history_factory_config=factory.config_specs``). The
+    scope is built from those values and the scope fields given as keyword options
+    (``user_id``, ``server_id``, ``persona_id``, names …): ``channel_id`` is the
+    ``channel_id`` key, else ``thread_id``, else ``session_id``. Integer ids are
+    turned into strings. Or pass ``scope=`` a callable taking the keys by name. Keys
+    and fields that can never give a user and a channel are a ``ConfigurationError``
+    here, where the factory is built.
+
+    A ``server_id`` shares memory: every conversation of that server is briefed with
+    the others, whoever's they are. For conversations of separate end users, leave it
+    out and key by user (``keys=("user_id", "session_id")``).
+
+    ``history=`` builds each conversation's full record from the same keys (default:
+    in memory). Other options (``provider``, ``trim_history``, ``memory_role``) go to
+    every history. The factory keeps the histories it built (the most recent
+    ``MAX_CACHED_HISTORIES``), so an in-memory record lives as long as it does.
+    """
+
+    def __init__(
+        self,
+        memory: ShortTermMemory,
+        *,
+        keys: Sequence[str] = ("session_id",),
+        scope: Callable[..., Scope] | None = None,
+        history: Callable[..., BaseChatMessageHistory] | None = None,
+        **options: Any,
+    ) -> None:
+        check_memory_setup(memory)
+        super().__init__(keys=keys, scope=scope, history=history, **options)
+        self.memory = memory
+        self._built: OrderedDict[tuple[Any, ...], ShortTermMemoryHistory] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> ShortTermMemoryHistory:
+        values = self._values(args, kwargs)
+        key = tuple(values[k] for k in self.keys)
+        with self._lock:
+            built = self._built.get(key)
+            if built is not None:
+                self._built.move_to_end(key)
+                return built
+        history = ShortTermMemoryHistory(
+            self.memory,
+            self._scope(values),
+            history=self.history(**values) if self.history is not None else None,
+            provider=self.options.provider,
+            trim_history=self.options.trim_history,
+            memory_role=self.options.memory_role,
+        )
+        with self._lock:
+            built = self._built.setdefault(key, history)
+            while len(self._built) > MAX_CACHED_HISTORIES:
+                self._built.popitem(last=False)
+            return built
