@@ -40,7 +40,7 @@ _WHAT = "Messages API"
 
 class MessagesLoop(LoopShell[MessagesClient]):
     """``(client, memory, *, model, max_tokens=1024, max_steps=8, trim_history=True,
-    memory_role="system", provider=None, cache_hints=True, **request_options)``.
+    memory_role=None, provider=None, cache_hints=True, **request_options)``.
 
     ``request_options`` (``temperature``, ``tool_choice``, ``metadata``, ``thinking``,
     ``extra_headers``, ``timeout`` …) go into every ``messages.create`` call.
@@ -60,7 +60,7 @@ class MessagesLoop(LoopShell[MessagesClient]):
         max_tokens: int = 1024,
         max_steps: int = 8,
         trim_history: bool = True,
-        memory_role: MemoryRole = "system",
+        memory_role: MemoryRole | None = None,
         provider: str | None = None,
         cache_hints: bool = True,
         **request_options: Any,

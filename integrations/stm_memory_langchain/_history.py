@@ -151,7 +151,10 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
             fills it in from the model when left ``None``.
         trim_history: ``False`` sends the whole record (memory and nudge are still
             placed), for a caller that windows its history itself.
-        memory_role: ``"system"`` (default) or ``"user"``, as on the loops.
+        memory_role: ``"system"``, ``"user"`` or ``"inline"``, as on the loops.
+            ``None`` (default) is the system form: the history's view is read before
+            the chain's model is known (a chain over a model at another host than
+            OpenAI's says so, naming ``"inline"``).
 
     The three options make up ``options`` (a :class:`~stm_memory.kit.TurnOptions`,
     what each turn begins with); the attributes of their names read and replace it.
@@ -159,7 +162,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
 
     provider = TurnOption[str | None]()
     trim_history = TurnOption[bool]()
-    memory_role = TurnOption[MemoryRole]()
+    memory_role = TurnOption[MemoryRole | None]()
 
     def __init__(
         self,
@@ -169,7 +172,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         history: BaseChatMessageHistory | None = None,
         provider: str | None = None,
         trim_history: bool = True,
-        memory_role: MemoryRole = "system",
+        memory_role: MemoryRole | None = None,
     ) -> None:
         check_memory_setup(memory, scope=scope)
         self.memory = memory
@@ -271,7 +274,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         if turn is None or not turn.turn.active:
             return list(messages)
         # The nudge only once the user's message is known and while the tool is offered.
-        if self.options.memory_role == "inline":
+        if self.options.form == "inline":
             # The portable form: the view is the record as it is; the cut and
             # everything placed go in here, at once, on the whole input, joined to the
             # prompt's system message and user turns (a placing error sends it uncut).
@@ -330,7 +333,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
 
     def _place(self, record: list[BaseMessage], state: HistoryTurn) -> list[BaseMessage]:
         # The nudge waits for the user's message (see the module docstring).
-        if self.options.memory_role == "inline":
+        if self.options.form == "inline":
             # The portable form is written on the model's whole input (model_messages):
             # a view knows neither the prompt's system message nor the user's.
             return list(record)
@@ -366,7 +369,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
                 self._open = None
         if ai_at is None or not state.turn.active:
             return  # the user's message alone (the turn goes on), or memory is off
-        if self.options.memory_role == "inline" and not state.model_called:
+        if self.options.form == "inline" and not state.model_called:
             log.warning(
                 "stm-memory: memory_role='inline' places the memory when the model is "
                 "called, through with_short_term_memory(chain); this chain did not, so "

@@ -85,7 +85,6 @@ from stm_memory.kit import (
     current_user_index,
     drive,
     failure,
-    note_endpoint,
     text_of,
     tool_name,
     tool_result_text,
@@ -212,9 +211,11 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
             current turn, without earlier memory-tool calls (:mod:`stm_memory.prompt.cut`).
             Only the model request is cut; the checkpointed thread keeps every
             message. ``False`` sends the whole thread.
-        memory_role: ``"system"`` (default: system messages, or user turns where the
-            provider takes system messages only at the top) or ``"user"`` (user turns
-            everywhere).
+        memory_role: ``"system"`` (system messages, or user turns where the provider
+            takes system messages only at the top), ``"user"`` (user turns everywhere)
+            or ``"inline"`` (the portable form). ``None`` (default): the portable form
+            for a ``ChatOpenAI`` talking to a host other than OpenAI's or Azure's (an
+            open model behind an OpenAI-compatible server), else ``"system"``.
         cache_hints: send the provider's prompt-cache hints (default): ``ChatOpenAI``
             gets a ``prompt_cache_key`` per channel as a model setting, ``ChatAnthropic``
             a ``cache_control`` breakpoint at the end of the dialogue since the cut
@@ -233,7 +234,7 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         strict: bool = True,
         end_after_epilogue: bool = True,
         trim_history: bool = True,
-        memory_role: MemoryRole = "system",
+        memory_role: MemoryRole | None = None,
         cache_hints: bool = True,
     ) -> None:
         check_memory_setup(memory)
@@ -345,10 +346,11 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         # place() derives this request's context: the nudge only while the tool is offered.
         provider = turn.options.provider or provider_of(request.model)
         if provider == "openai":  # ChatOpenAI(base_url=...) may serve an open model
-            base_url = getattr(request.model, "openai_api_base", None)
-            note_endpoint(type(self).__name__, base_url, turn.options.memory_role)
+            # With no form named, the host settles it (the portable form for any host
+            # but OpenAI's); the same for every request of the turn.
+            turn.options = turn.options.for_host(getattr(request.model, "openai_api_base", None))
         system = request.system_message
-        if turn.options.memory_role == "inline" and system is not None:
+        if turn.options.form == "inline" and system is not None:
             # The portable form joins the memory to the caller's system prompt, which
             # create_agent keeps outside the messages: placed as their first, taken back.
             system, *messages = turn.place([system, *request.messages], provider=provider)

@@ -23,7 +23,6 @@ from stm_memory.kit import (
     Usage,
     aemit_text,
     emit_text,
-    note_endpoint,
     prompt_cache_key,
 )
 
@@ -129,15 +128,15 @@ class AdapterBase(ABC):
 
 class OpenAILoop(LoopShell[ClientT]):
     """An OpenAI loop: ``(client, memory, *, model, max_steps=8, trim_history=True,
-    memory_role="system", provider=None, cache_hints=True, **request_options)`` (see
+    memory_role=None, provider=None, cache_hints=True, **request_options)`` (see
     :class:`~stm_memory.kit.LoopShell`)."""
 
     CLIENTS: ClassVar[tuple[type[Any], type[Any]]] = (OpenAI, AsyncOpenAI)
 
     def _built(self) -> None:
         # Another host than OpenAI's may render requests with an open model's chat
-        # template: said once, naming memory_role="inline" (providers/endpoints.py).
-        note_endpoint(self._name, getattr(self.client, "base_url", None), self.memory_role)
+        # template: with no form named, the portable one (kit/endpoints.py).
+        self.options = self.options.for_host(getattr(self.client, "base_url", None))
 
     def _adapter_args(self, on_text: OnText | None) -> dict[str, Any]:
         return {

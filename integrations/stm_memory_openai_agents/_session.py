@@ -191,7 +191,9 @@ class ShortTermMemorySession(OptionsView):
         provider: provider name for the engine's provider exclusion (``"openai"``).
         trim_history: ``False`` sends the whole record (memory and nudge still
             placed), for a caller that windows its history itself.
-        memory_role: ``"system"`` (default) or ``"user"``, as on the loops.
+        memory_role: ``"system"``, ``"user"`` or ``"inline"``, as on the loops.
+            ``None`` (default) is the system form: the session's view is read before
+            the agent's model is known.
         cache_hints: :meth:`agent` sets this channel's ``prompt_cache_key`` in the
             agent's model settings (default; the agent's own key wins). ``False`` does not.
         session_settings: the SDK's ``SessionSettings``, or a dict of its fields
@@ -213,7 +215,7 @@ class ShortTermMemorySession(OptionsView):
         db_path: str | Path = ":memory:",
         provider: str | None = "openai",
         trim_history: bool = True,
-        memory_role: MemoryRole = "system",
+        memory_role: MemoryRole | None = None,
         session_settings: SessionSettings | Mapping[str, Any] | None = None,
         cache_hints: bool = True,
     ) -> None:
@@ -448,7 +450,7 @@ class ShortTermMemorySession(OptionsView):
         if state is None or not state.turn.active or not isinstance(items, list):
             return
         self._note_input(state, items)
-        if state.turn.options.memory_role == "inline":
+        if state.turn.options.form == "inline":
             # The whole input, as sent: joined to the first user message and the user
             # message of each turn (the instructions are the SDK's to send).
             context = state.turn.request_context(nudge=self._tool is not None)
@@ -480,7 +482,7 @@ class ShortTermMemorySession(OptionsView):
         turn = state.turn
         if not turn.active or turn.finished:
             return
-        if turn.options.memory_role == "inline" and state.run is not None and not state.placed:
+        if turn.options.form == "inline" and state.run is not None and not state.placed:
             log.warning(
                 "stm-memory: memory_role='inline' places the memory at each model call, "
                 "through session.agent(agent); this run's agent was not, so its model was "

@@ -45,7 +45,7 @@ from stm_memory.kit.checks import (
     refuse_reserved,
     refuse_wrong_client,
 )
-from stm_memory.kit.endpoints import is_openai_host, note_endpoint
+from stm_memory.kit.endpoints import form_for_host, is_openai_host, note_endpoint
 from stm_memory.kit.guards import missing_extra
 from stm_memory.kit.loop import (
     ModelReply,
@@ -144,6 +144,7 @@ __all__ = [
     "drive",
     "emit_text",
     "failure",
+    "form_for_host",
     "function_call",
     "has_tool_blocks",
     "is_dialogue",

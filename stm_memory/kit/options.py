@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Generic, Protocol, TypeVar, overload
 
 from stm_memory.kit.checks import check_flag, check_memory_role, check_provider
+from stm_memory.kit.endpoints import form_for_host
 from stm_memory.prompt.placement import MemoryRole
 
 __all__ = ["OptionsView", "TurnOption", "TurnOptions"]
@@ -39,27 +40,44 @@ class TurnOptions:
         trim_history: send the model only what the memory does not cover (the memory
             block, the turns since it was written, the current turn); ``False`` sends
             everything the caller gives, for a caller that windows its own history.
-        memory_role: inject memory and nudge as ``"system"`` messages (default), as
-            ``"user"`` turns, or ``"inline"``: the portable form for open models behind
+        memory_role: inject memory and nudge as ``"system"`` messages, as ``"user"``
+            turns, or ``"inline"``: the portable form for open models behind
             OpenAI-compatible servers (vLLM, SGLang, TGI, llama.cpp, Ollama), whose chat
             templates take one leading system message and strict alternation — the
             memory joins your leading system message, the per-turn parts join the user
-            message of their turn, and no message is added.
+            message of their turn, and no message is added. ``None`` (default): by the
+            host — an OpenAI-style entry point talking to a host other than OpenAI's or
+            Azure's writes the portable form, every other the system form
+            (:meth:`for_host`).
         cache_hints: send the provider's prompt-cache hints (``prompt_cache_key``,
             Anthropic breakpoints); the caller's own always win.
     """
 
     provider: str | None = None
     trim_history: bool = True
-    memory_role: MemoryRole = "system"
+    memory_role: MemoryRole | None = None
     cache_hints: bool = True
 
     def __post_init__(self) -> None:
         # " openai " is the provider the exclusion list names "openai".
         object.__setattr__(self, "provider", check_provider(self.provider))
         check_flag("trim_history", self.trim_history)
-        check_memory_role(self.memory_role)
+        if self.memory_role is not None:
+            check_memory_role(self.memory_role)
         check_flag("cache_hints", self.cache_hints)
+
+    @property
+    def form(self) -> MemoryRole:
+        """The form requests are written in: the named one, else the system form (an
+        entry point that knows its host settles ``None`` first, :meth:`for_host`)."""
+        return self.memory_role or "system"
+
+    def for_host(self, base_url: object) -> TurnOptions:
+        """These options for an OpenAI-style endpoint at ``base_url`` (None: the SDK's
+        default, OpenAI's): the form settled by the host when none was named."""
+        if self.memory_role is not None:
+            return self
+        return replace(self, memory_role=form_for_host(None, base_url))
 
 
 class _HasOptions(Protocol):
@@ -105,5 +123,5 @@ class OptionsView:
     options: TurnOptions
     provider = TurnOption[str | None]()
     trim_history = TurnOption[bool]()
-    memory_role = TurnOption[MemoryRole]()
+    memory_role = TurnOption[MemoryRole | None]()
     cache_hints = TurnOption[bool]()

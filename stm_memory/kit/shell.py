@@ -1,7 +1,7 @@
 """The sync and async loop shells every provider loop subclasses.
 
 A provider loop is ``(client, memory, *, model, max_steps=8, trim_history=True,
-memory_role="system", provider=None, cache_hints=True, **request_options)`` with
+memory_role=None, provider=None, cache_hints=True, **request_options)`` with
 ``run_turn(scope, messages, *, system=None, tools=(), tool_handlers=None,
 on_text=None) -> TurnResult``. The shell checks the settings once, builds the turn
 (:func:`~stm_memory.kit.loop.run_turn_steps`) and runs it with blocking calls
@@ -66,7 +66,10 @@ class LoopShell(OptionsView, ABC, Generic[ClientT]):
     back): each request carries the memory block, the turns the memory does not cover
     and the current turn (:mod:`stm_memory.prompt.cut`). ``trim_history=False`` sends
     every message given, for a caller that keeps its own window. ``memory_role="user"``
-    injects memory and nudge as user messages instead of system messages.
+    injects memory and nudge as user messages instead of system messages,
+    ``"inline"`` writes the portable form; ``None`` (default) lets the host decide
+    (:meth:`~stm_memory.kit.TurnOptions.for_host`: the OpenAI loops write the portable
+    form for a host other than OpenAI's or Azure's).
 
     ``provider`` names the provider for memory's own rules (the provider exclusion),
     for an API-compatible endpoint in front of another provider; it never reaches the
@@ -96,7 +99,7 @@ class LoopShell(OptionsView, ABC, Generic[ClientT]):
         model: str,
         max_steps: int = 8,
         trim_history: bool = True,
-        memory_role: MemoryRole = "system",
+        memory_role: MemoryRole | None = None,
         provider: str | None = None,
         cache_hints: bool = True,
         **request_options: Any,

@@ -269,7 +269,7 @@ class MemoryTurn:
             raise TurnOrderError(f"request_context() before assemble(): {_ORDER}")
         offered = self.tool_offered if nudge is None else nudge and self.tool_offered
         return self.context.for_request(
-            role=self.options.memory_role,
+            role=self.options.form,
             trim=self.options.trim_history if trim is None else trim,
             nudge=offered,
         )

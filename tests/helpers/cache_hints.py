@@ -274,7 +274,7 @@ class LoopDriver(Driver):
                 self.kwargs["tool_handlers"] = {t["name"]: lambda args: "fine" for t in tools}
         else:
             client = (openai.AsyncOpenAI if is_async else openai.OpenAI)(
-                **env.openai.openai_options()
+                **env.openai.openai_options(is_async=is_async)
             )
             chat = entry.api == "openai_chat"
             if is_async:
@@ -311,7 +311,7 @@ def chat_model(env: Env, provider: str, *, own_key: bool = False) -> Any:
     ``model_kwargs``) or ``ChatAnthropic`` on this test's model source."""
     if provider == "openai":
         own = {"model_kwargs": {"prompt_cache_key": MINE}} if own_key else {}
-        return ChatOpenAI(model=OPENAI_MODEL, **env.openai.openai_options(), **own)
+        return ChatOpenAI(model=OPENAI_MODEL, **env.openai.chat_openai_options(), **own)
     return ChatAnthropic(model=ANTHROPIC_MODEL, max_tokens=256, **env.anthropic.client_options())
 
 
@@ -389,7 +389,7 @@ class AgentsDriver(Driver):
     """``Runner.run`` with a ``ShortTermMemorySession`` per channel (Responses API)."""
 
     def __init__(self, env: Env, entry: Entry, setup: Setup) -> None:
-        client = openai.AsyncOpenAI(**env.openai.openai_options())
+        client = openai.AsyncOpenAI(**env.openai.openai_options(is_async=True, openai_host=False))
         env.stack.push_async_callback(_close, client)
         own = {"prompt_cache_key": MINE} if setup.caller == "own" else None
         settings = ModelSettings(extra_args=own)

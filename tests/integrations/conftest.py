@@ -19,6 +19,12 @@ fake server), so cassettes match on method + path + body; host and port are igno
 host. Authentication and machine-specific request headers are dropped and responses
 keep only the headers the SDKs read.
 
+OpenAI clients keep OpenAI's own ``base_url`` in every mode: the fake server stands in
+for OpenAI's API, and an OpenAI-style entry point settles its memory form by the host it
+talks to (the portable form for any host but OpenAI's, SPEC §8). While recording, their
+requests are forwarded to the fake server by the client's transport; on replay vcr
+answers before any connection.
+
 Provider folders may extend ``vcr_config`` (request it as an argument and add to it).
 """
 
@@ -31,6 +37,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import httpx2
 import openai
 import pytest
 
@@ -42,6 +49,8 @@ from tests.fakeprovider import FakeProviderServer, Script
 API_KEY_VARS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 #: Where replaying clients point: nothing listens there, and vcr answers first.
 REPLAY_BASE_URL = "http://127.0.0.1:9"
+#: Where OpenAI clients point in every mode (see the module docstring).
+OPENAI_BASE_URL = "https://api.openai.com/v1"
 #: Recorded URIs of the fake server use this host, whatever port it had.
 RECORDED_FAKE_HOST = "127.0.0.1:8999"
 
@@ -87,6 +96,37 @@ def _scrub_response(response: dict[str, Any]) -> dict[str, Any]:
     headers = response.get("headers") or {}
     response["headers"] = {k: v for k, v in headers.items() if k.lower() in KEPT_RESPONSE_HEADERS}
     return response
+
+
+def _forwarded(request: httpx2.Request, server: str) -> httpx2.Request:
+    # The fake server answers OpenAI's paths (/v1/...) at its own address.
+    target = httpx2.URL(server)
+    request.url = request.url.copy_with(scheme=target.scheme, host=target.host, port=target.port)
+    return request
+
+
+class _ToFakeServer(httpx2.HTTPTransport):
+    """An OpenAI client's transport (the SDK's clients are ``httpx2``'s) that sends its
+    requests to the fake server (vcr patches ``HTTPTransport.handle_request``, so
+    recording sees the request as sent)."""
+
+    def __init__(self, server: str) -> None:
+        super().__init__()
+        self.server = server
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        return super().handle_request(_forwarded(request, self.server))
+
+
+class _AsyncToFakeServer(httpx2.AsyncHTTPTransport):
+    """:class:`_ToFakeServer` for async clients."""
+
+    def __init__(self, server: str) -> None:
+        super().__init__()
+        self.server = server
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        return await super().handle_async_request(_forwarded(request, self.server))
 
 
 @pytest.fixture
@@ -145,12 +185,49 @@ class ModelSource:
         if self.server is not None:
             self.server.reset()
 
-    def openai_options(self) -> dict[str, Any]:
-        if self.mode == "real":
-            return {"max_retries": 0}  # api.openai.com with OPENAI_API_KEY
-        base_url = self.server.openai_base_url if self.server else f"{REPLAY_BASE_URL}/v1"
+    def openai_options(
+        self,
+        *,
+        is_async: bool = False,
+        event_hooks: dict[str, list[Any]] | None = None,
+        openai_host: bool = True,
+    ) -> dict[str, Any]:
+        """An ``openai.OpenAI`` (``is_async``: ``AsyncOpenAI``) client's options: OpenAI's
+        ``base_url``, forwarded to the fake server while recording; ``event_hooks`` go
+        to its httpx client. ``openai_host=False`` points the client at the fake
+        server's own address (the Agents SDK adds a ``prompt_cache_key`` of its own for
+        OpenAI's host; the session's tests pin the wire without it)."""
         # max_retries=0: error tests need the 429 to surface, not a retry.
-        return {"base_url": base_url, "api_key": "test", "max_retries": 0}
+        options: dict[str, Any] = {"max_retries": 0}
+        if self.mode == "real":  # api.openai.com with OPENAI_API_KEY
+            pass
+        elif not openai_host:
+            base_url = self.server.openai_base_url if self.server else f"{REPLAY_BASE_URL}/v1"
+            options.update(base_url=base_url, api_key="test")
+        else:
+            options.update(base_url=OPENAI_BASE_URL, api_key="test")
+        if (self.server is None or not openai_host) and event_hooks is None:
+            return options
+        server = self.server.base_url if self.server is not None and openai_host else None
+        hooks = event_hooks or {}
+        if is_async:
+            transport: Any = _AsyncToFakeServer(server) if server else None
+            options["http_client"] = openai.DefaultAsyncHttpxClient(
+                transport=transport, event_hooks=hooks
+            )
+        else:
+            transport = _ToFakeServer(server) if server else None
+            options["http_client"] = openai.DefaultHttpxClient(
+                transport=transport, event_hooks=hooks
+            )
+        return options
+
+    def chat_openai_options(self) -> dict[str, Any]:
+        """``ChatOpenAI``'s options: the same, with a sync and an async client."""
+        options = self.openai_options()
+        if "http_client" in options:
+            options["http_async_client"] = self.openai_options(is_async=True)["http_client"]
+        return options
 
 
 @pytest.fixture
@@ -178,7 +255,7 @@ def openai_client(openai_source: ModelSource) -> Iterator[openai.OpenAI]:
 
 @pytest.fixture
 async def async_openai_client(openai_source: ModelSource) -> AsyncIterator[openai.AsyncOpenAI]:
-    async with openai.AsyncOpenAI(**openai_source.openai_options()) as client:
+    async with openai.AsyncOpenAI(**openai_source.openai_options(is_async=True)) as client:
         yield client
 
 

@@ -34,7 +34,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 DEFAULTS: dict[str, Any] = {
     "provider": None,
     "trim_history": True,
-    "memory_role": "system",
+    "memory_role": None,  # by the host (the portable form for an open model's server)
     "max_steps": 8,
     "cache_hints": True,
 }

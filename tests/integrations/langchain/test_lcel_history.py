@@ -85,7 +85,7 @@ class Prompts(BaseCallbackHandler):
 
 def chat_model(provider: str, source: Any) -> BaseChatModel:
     if provider == "openai":
-        return ChatOpenAI(model="gpt-4.1-mini", **source.openai_options())
+        return ChatOpenAI(model="gpt-4.1-mini", **source.chat_openai_options())
     return ChatAnthropic(model="claude-haiku-4-5", max_tokens=256, **source.client_options())
 
 

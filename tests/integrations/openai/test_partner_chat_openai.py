@@ -27,7 +27,7 @@ def test_a_checkpointed_thread_sends_a_bounded_prompt_and_keeps_every_message(
     open_memory: Callable[[], ShortTermMemory],
 ) -> None:
     offline_replies(openai_script, "chat", turns=TURNS)
-    model = ChatOpenAI(model="gpt-4.1-mini", **openai_source.openai_options())
+    model = ChatOpenAI(model="gpt-4.1-mini", **openai_source.chat_openai_options())
     thread = AgentThread(model, open_memory(), system_prompt="You are a co-writer.")
     # cadence 5 + overlap 1 + the current turn
     check_long_thread(thread, turns=TURNS, max_turns_sent=7)

@@ -55,8 +55,10 @@ async def client_and_requests(
     openai_source: ModelSource,
 ) -> AsyncIterator[tuple[openai.AsyncOpenAI, Requests]]:
     requests = Requests()
-    http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [requests]})
-    async with openai.AsyncOpenAI(**openai_source.openai_options(), http_client=http) as client:
+    options = openai_source.openai_options(
+        is_async=True, event_hooks={"request": [requests]}, openai_host=False
+    )
+    async with openai.AsyncOpenAI(**options) as client:
         yield client, requests
 
 
