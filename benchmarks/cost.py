@@ -586,9 +586,10 @@ def run(cfg: Config) -> CaseResult:
                 logs[approach][:turns], anthropic, as_anthropic(ttl)
             )
     # The model shares one cache among a customer's requests. OpenAI routes a request by
-    # a hash of its prefix combined with its prompt_cache_key: our per-channel keys may
-    # put each channel on a machine of its own, where the shared tools + system prefix
-    # is not warmed by the other channels. The worst case: one cache per key.
+    # a hash of its prefix combined with its prompt_cache_key: keys that differ may put
+    # requests on machines of their own, where the shared tools + system prefix is not
+    # warmed by the others. The worst case: one cache per key (ours is per server since
+    # 2026-12-02, so a server's channels share one; per channel this cost 1.39x cold).
     keyed = {
         regime: bill(
             loop["log"][:turns],

@@ -448,7 +448,7 @@ def _hinted(
 ) -> tuple[Runnable[Any, Any], list[BaseMessage]]:
     """The model call with the provider's prompt-cache hints (see ``_hints``)."""
     kwargs = bindings(model)[0]
-    added = cache_settings(model, plan.provider, plan.history.scope.live_key, kwargs)
+    added = cache_settings(model, plan.provider, plan.history.scope, kwargs)
     if added:
         return model.bind(**added), messages
     if plan.provider != "anthropic":

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage
 
+from stm_memory import Scope
 from stm_memory.kit import (
     MAX_BREAKPOINTS,
     agreed_ttl,
@@ -41,7 +42,7 @@ M = TypeVar("M", bound=BaseMessage)
 
 
 def cache_settings(
-    model: Any, provider: str | None, live_key: str, settings: Mapping[str, Any]
+    model: Any, provider: str | None, scope: Scope, settings: Mapping[str, Any]
 ) -> dict[str, Any]:
     """Model settings to add for ``provider`` (empty when the caller's own key is set
     or the provider takes no key)."""
@@ -50,7 +51,7 @@ def cache_settings(
     base = base_model(model) if model is not None else None
     if "prompt_cache_key" in (getattr(base, "model_kwargs", None) or {}):
         return {}
-    return {"prompt_cache_key": prompt_cache_key(live_key)}
+    return {"prompt_cache_key": prompt_cache_key(scope)}
 
 
 def breakpoints_in(

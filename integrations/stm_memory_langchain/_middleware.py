@@ -217,8 +217,9 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
             for a ``ChatOpenAI`` talking to a host other than OpenAI's or Azure's (an
             open model behind an OpenAI-compatible server), else ``"system"``.
         cache_hints: send the provider's prompt-cache hints (default): ``ChatOpenAI``
-            gets a ``prompt_cache_key`` per channel as a model setting, ``ChatAnthropic``
-            a ``cache_control`` breakpoint at the end of the dialogue since the cut
+            gets a ``prompt_cache_key`` per server (per user in a DM) as a model
+            setting, ``ChatAnthropic`` a ``cache_control`` breakpoint at the end of the
+            dialogue since the cut
             (room is kept for ``AnthropicPromptCachingMiddleware``). Your own key or
             breakpoints win. ``False`` sends none.
     """
@@ -499,7 +500,7 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
             return request
         wire = provider_of(request.model)
         settings = request.model_settings
-        added = cache_settings(request.model, wire, turn.scope.live_key, settings)
+        added = cache_settings(request.model, wire, turn.scope, settings)
         if added:
             return request.override(model_settings={**settings, **added})
         if wire != "anthropic":

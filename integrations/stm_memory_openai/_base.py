@@ -89,8 +89,8 @@ class AdapterBase(ABC):
         options = self.request_options
         request.update((key, options[key]) for key in sorted(options))
         if self.cache_hints and turn.scope is not None and "prompt_cache_key" not in request:
-            # One key per channel: its requests share a cache (the caller's key wins).
-            request["prompt_cache_key"] = prompt_cache_key(turn.scope.live_key)
+            # One key per server: its channels share a cache (the caller's key wins).
+            request["prompt_cache_key"] = prompt_cache_key(turn.scope)
         return request
 
     @abstractmethod

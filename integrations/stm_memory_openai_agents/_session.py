@@ -194,7 +194,7 @@ class ShortTermMemorySession(OptionsView):
         memory_role: ``"system"``, ``"user"`` or ``"inline"``, as on the loops.
             ``None`` (default) is the system form: the session's view is read before
             the agent's model is known.
-        cache_hints: :meth:`agent` sets this channel's ``prompt_cache_key`` in the
+        cache_hints: :meth:`agent` sets this server's ``prompt_cache_key`` in the
             agent's model settings (default; the agent's own key wins). ``False`` does not.
         session_settings: the SDK's ``SessionSettings``, or a dict of its fields
             (converted as the SDK's sessions convert it; an unknown key is a
@@ -352,12 +352,12 @@ class ShortTermMemorySession(OptionsView):
         )
 
     def _model_settings(self, settings: ModelSettings) -> ModelSettings:
-        """The agent's model settings with this channel's ``prompt_cache_key`` (the
+        """The agent's model settings with this server's ``prompt_cache_key`` (the
         prompt-cache hint the loops send), unless hints are off or the agent has one."""
         extra = settings.extra_args or {}
         if not self.cache_hints or "prompt_cache_key" in extra:
             return settings
-        key = prompt_cache_key(self.scope.live_key)
+        key = prompt_cache_key(self.scope)
         return settings.resolve(ModelSettings(extra_args={"prompt_cache_key": key}))
 
     async def _invoke_tool(self, ctx: Any, arguments: str) -> str:

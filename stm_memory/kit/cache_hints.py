@@ -6,9 +6,12 @@ each part changes (:mod:`stm_memory.prompt.placement`); these hints tell the pro
 where the stable prefix ends:
 
 - **OpenAI** caches automatically; ``prompt_cache_key`` steers requests with the same
-  key to the same cache. One key per channel (derived from the scope's live key, so a
-  persona's memory gets its own) keeps a channel's requests together without sending
-  any id in the clear. A key the caller set wins.
+  key to the same cache. One key per server (per user in a DM, and per persona, whose
+  prompt is its own): the channels of a server share the agent's prefix — its system
+  prompt, its tools — so their requests route to one cache, which each channel's
+  prefix warms for the others (per channel, a cold channel's first request missed the
+  prefix the others had cached). The key is a hash: no id goes in the clear. A key the
+  caller set wins.
 - **Anthropic** caches only up to ``cache_control`` breakpoints, at most four per
   request, counting the caller's own (on tools, system blocks, message blocks, or the
   top-level automatic one). Ours go, in order of value: on the last block of the
@@ -27,10 +30,12 @@ Nothing here mutates its input.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from stm_memory.kit.requests import current_user_index
+from stm_memory.model import Scope
 
 __all__ = [
     "MAX_BREAKPOINTS",
@@ -47,9 +52,15 @@ __all__ = [
 MAX_BREAKPOINTS = 4
 
 
-def prompt_cache_key(live_key: str) -> str:
-    """A stable, opaque cache key for one channel's memory scope (its live key)."""
-    return "stm-" + hashlib.sha256(live_key.encode("utf-8")).hexdigest()[:32]
+def prompt_cache_key(scope: Scope) -> str:
+    """A stable, opaque cache-routing key for ``scope``'s requests: one per server (per
+    user in a DM), and per persona (SPEC §6)."""
+    route: list[str | None] = (
+        ["server", scope.server_id] if scope.server_id is not None else ["user", scope.user_id]
+    )
+    route.append(scope.persona_id)
+    text = json.dumps(route, ensure_ascii=False)  # unambiguous whatever the ids hold
+    return "stm-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
 def _blocks(content: Any) -> list[Any]:

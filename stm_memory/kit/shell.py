@@ -76,7 +76,7 @@ class LoopShell(OptionsView, ABC, Generic[ClientT]):
     SDK call. Default: the API's own provider (``openai``, ``anthropic``).
 
     ``cache_hints`` (default on) sends the provider's prompt-cache hints
-    (:mod:`stm_memory.kit.cache_hints`): OpenAI ``prompt_cache_key`` per channel,
+    (:mod:`stm_memory.kit.cache_hints`): OpenAI ``prompt_cache_key`` per server,
     Anthropic ``cache_control`` breakpoints. ``False`` sends none of them; hints the
     caller set in ``request_options`` are always kept.
 

@@ -103,7 +103,7 @@ def scope(channel: str) -> Scope:
 
 
 def our_key(channel: str) -> str:
-    return prompt_cache_key(scope(channel).live_key)
+    return prompt_cache_key(scope(channel))
 
 
 # -- what reached the HTTP layer ------------------------------------------------------------

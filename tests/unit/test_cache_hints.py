@@ -32,16 +32,26 @@ def test_the_exported_limit_is_the_apis() -> None:
     assert MAX_BREAKPOINTS == ANTHROPIC_LIMIT
 
 
-def test_one_key_per_channel_and_persona() -> None:
+def test_one_key_per_server_and_persona() -> None:
     a = Scope(channel_id="c1", user_id="u1", server_id="g1")
     b = Scope(channel_id="c1", user_id="u2", server_id="g1")  # same channel, another user
-    c = Scope(channel_id="c2", user_id="u1", server_id="g1")
+    c = Scope(channel_id="c2", user_id="u1", server_id="g1")  # another channel
     p = Scope(channel_id="c1", user_id="u1", server_id="g1", persona_id="p1")
-    keys = [prompt_cache_key(s.live_key) for s in (a, b, c, p)]
-    assert keys[0] == keys[1]  # the channel's requests share one cache, whoever speaks
-    assert len({keys[0], keys[2], keys[3]}) == 3
+    g = Scope(channel_id="c1", user_id="u1", server_id="g2")  # another server
+    keys = [prompt_cache_key(s) for s in (a, b, c, p, g)]
+    # A server's channels share the agent's prefix: one cache, whoever speaks where.
+    assert keys[0] == keys[1] == keys[2]
+    assert len({keys[0], keys[3], keys[4]}) == 3  # a persona's prompt is its own
+    # In DMs, per user: a user's conversations route together, not with another user's.
+    dm = [
+        prompt_cache_key(Scope(channel_id=c, user_id=u))
+        for c, u in (("d1", "u1"), ("d2", "u1"), ("d1", "u2"))
+    ]
+    assert dm[0] == dm[1] != dm[2]
+    # A user id that equals a server id routes apart from that server.
+    assert prompt_cache_key(Scope(channel_id="d1", user_id="g1")) != keys[0]
     # Opaque: no id in the clear (hex digits cannot spell "general").
-    named = prompt_cache_key(Scope(channel_id="general", user_id="u1", server_id="g1").live_key)
+    named = prompt_cache_key(Scope(channel_id="c", user_id="u1", server_id="general"))
     assert named.startswith("stm-") and "general" not in named
 
 

@@ -4,7 +4,7 @@ Agents SDK session), through the real SDK clients, replayed from cassettes recor
 against the local fake provider (which refuses a fifth Anthropic breakpoint with a 400).
 
 The tests read every request body that reached the HTTP layer (``wire``): OpenAI
-requests carry one ``prompt_cache_key`` per channel, Anthropic requests ``cache_control``
+requests carry one ``prompt_cache_key`` per server (its channels share one cache), Anthropic requests ``cache_control``
 breakpoints — at most four, on blocks that can carry them, 1-hour ones before 5-minute
 ones; ``cache_hints=False`` sends none; the caller's own hints win.
 """
@@ -47,10 +47,10 @@ pytestmark = [
 async def test_hints_are_on_the_wire_by_default(entry: Entry, env: Env) -> None:
     first, other, second = await three_turns(env, entry, Setup())
     if entry.provider == "openai":
-        # One key per channel: both turns of c1 share it, c2 has its own.
-        assert keys(first, second) == {our_key("c1")}
-        assert keys(other) == {our_key("c2")}
-        assert our_key("c1") != our_key("c2")
+        # One key per server: c1's turns and c2's share it (one cache for the agent's
+        # prefix), and it is ours.
+        assert keys(first, second) == keys(other) == {our_key("c1")}
+        assert our_key("c1") == our_key("c2") and our_key("c1").startswith("stm-")
     else:
         # Every request asks for caching (c1, c2's first turn, c1 again).
         counts = [check_breakpoints(t.bodies[0]) for t in (first, other, second)]

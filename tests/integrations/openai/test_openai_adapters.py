@@ -196,7 +196,7 @@ def test_chat_request_shape_and_determinism(turn: MemoryTurn) -> None:
         "top_p",
         "prompt_cache_key",
     ]
-    assert request["prompt_cache_key"] == prompt_cache_key(turn.scope.live_key)
+    assert request["prompt_cache_key"] == prompt_cache_key(turn.scope)
     assert request["messages"] == [
         {"role": "system", "content": "sys"},
         {"role": "system", "content": "[memory]"},
@@ -221,7 +221,7 @@ def test_chat_streaming_request(turn: MemoryTurn) -> None:
         "messages": [{"role": "user", "content": "hi"}],
         "stream": True,
         "stream_options": {"include_usage": True},
-        "prompt_cache_key": prompt_cache_key(turn.scope.live_key),
+        "prompt_cache_key": prompt_cache_key(turn.scope),
     }
 
 
@@ -333,7 +333,7 @@ def test_responses_request_shape(turn: MemoryTurn) -> None:
             {"role": "user", "content": "hi"},
         ],
         "store": False,
-        "prompt_cache_key": prompt_cache_key(turn.scope.live_key),
+        "prompt_cache_key": prompt_cache_key(turn.scope),
     }
 
 
