@@ -44,9 +44,16 @@ class Limits:
     # Covered turns still sent before the uncovered ones: the turn the memory was
     # written in, so the model sees how its summary connects to what follows.
     history_overlap: int = 1
-    # Safety cap on earlier turns sent raw when no memory covers them (a model that
-    # ignores the nudge): about 60 messages, far below any provider's context limit.
-    max_raw_turns: int = 30
+    # The most tokens (estimated) of earlier dialogue a request keeps when no memory
+    # covers it (a model that never writes its memory): until then it is sent what a
+    # full-history caller sends, so adding memory never costs recall (SPEC §6 "no
+    # regret"); past it the oldest uncovered turns go in steps of half the budget. Half
+    # of a 128k-token context, leaving room for the system prompt, tools and answer; a
+    # model with a smaller window wants it lower.
+    history_token_budget: int = 64_000
+    # A cap in turns on top of the budget (0: none). It was the only bound, 30 turns, and
+    # dropped what nothing covered long before any context limit: the budget replaced it.
+    max_raw_turns: int = 0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -81,7 +88,7 @@ class Limits:
         return replace(base, **given) if given else base
 
 
-_MAY_BE_ZERO = frozenset({"history_overlap"})
+_MAY_BE_ZERO = frozenset({"history_overlap", "max_raw_turns"})
 
 # Unit of the number given in each duration's environment variable.
 _DURATION_UNITS: dict[str, str] = {
@@ -104,6 +111,7 @@ ENV_VARS: dict[str, str] = {
     "janitor_first_run": "STM_JANITOR_FIRST_RUN_SECONDS",
     "janitor_interval": "STM_JANITOR_INTERVAL_SECONDS",
     "history_overlap": "STM_HISTORY_OVERLAP",
+    "history_token_budget": "STM_HISTORY_TOKEN_BUDGET",
     "max_raw_turns": "STM_MAX_RAW_TURNS",
 }
 

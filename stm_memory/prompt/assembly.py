@@ -156,6 +156,7 @@ def _assemble(turn: TurnContext, reads: _Reads) -> MemoryContext:
             reset=live is None and reads.entries.channel_was_reset(scope.channel_id),
             overlap=limits.history_overlap,
             max_raw_turns=limits.max_raw_turns,
+            token_budget=limits.history_token_budget,
         ),
     )
     return context
@@ -168,6 +169,7 @@ def history_window(
     reset: bool,
     overlap: int,
     max_raw_turns: int,
+    token_budget: int | None = None,
 ) -> HistoryWindow:
     """How many earlier turns the turn may send (see :mod:`stm_memory.prompt.cut`).
 
@@ -189,7 +191,7 @@ def history_window(
                 keep = min(keep, since_reset)
         else:
             keep = since_reset
-    return HistoryWindow(keep_turns=keep, max_raw_turns=max_raw_turns)
+    return HistoryWindow(keep_turns=keep, max_raw_turns=max_raw_turns, token_budget=token_budget)
 
 
 class _Source:

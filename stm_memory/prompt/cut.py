@@ -8,7 +8,10 @@ the model is:
 - the last ``keep_turns`` earlier turns (the turns since the live memory was last
   written, plus a small overlap of covered ones — the engine counts them exactly and
   puts the number in :class:`HistoryWindow`); all of them when nothing covers the
-  dialogue, but never more than the safety cap;
+  dialogue, but never more than the token budget (``history_token_budget``, sized for
+  the model's context) — so a model that never writes its memory is sent what a
+  full-history caller sends (no regret) until the budget, and only then are the
+  oldest uncovered turns dropped, in large steps;
 - the current turn, whole.
 
 Earlier turns also lose the model's own ``update_short_term_memory`` calls and their
@@ -29,8 +32,10 @@ stable ids or timestamps in most formats, while the engine counts every turn of 
 scope atomically (across processes and hosts) and stores the count with the row.
 The cut moves only when the memory is rewritten (the count falls back to the
 overlap), so successive requests between two refreshes share their prefix and
-provider prompt caches hit. The safety cap moves in steps of half the cap for the
-same reason. The trade-offs are in ``docs/design.md#the-history-cut``.
+provider prompt caches hit. The budget drops turns in steps of half the budget, counted
+from the first turn the window keeps, for the same reason: the first kept turn moves
+only when the kept dialogue has grown by another half budget. The trade-offs are in
+``docs/design.md#the-history-cut``.
 """
 
 from __future__ import annotations
@@ -39,10 +44,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stm_memory.prompt.tokens import PER_MESSAGE_TOKENS, message_text
 from stm_memory.tool.turn import TOOL_NAME
 from stm_memory.wire import codec_of, message_role
 
-__all__ = ["HistoryCut", "HistoryWindow", "cut_history", "split_turns"]
+__all__ = ["HistoryCut", "HistoryWindow", "cut_history", "split_turns", "turn_tokens"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,11 +56,15 @@ class HistoryWindow:
     """How much earlier dialogue a turn may send.
 
     ``keep_turns``: earlier turns to keep before the current one; ``None`` when no
-    memory covers the dialogue (then only ``max_raw_turns`` bounds it).
+    memory covers the dialogue (then only the budget bounds it).
+    ``token_budget``: the most tokens (estimated, about four characters a token) the
+    kept earlier turns may hold; ``None``: no budget. ``max_raw_turns``: a cap in turns
+    as well (``0``: none, the default since the budget replaced it).
     """
 
     keep_turns: int | None
-    max_raw_turns: int
+    max_raw_turns: int = 0
+    token_budget: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,11 +98,37 @@ def split_turns(messages: Sequence[Any]) -> tuple[list[Any], list[list[Any]]]:
 def _capped(keep: int, cap: int) -> int:
     """``keep`` brought under ``cap`` in steps of half the cap, so the first kept turn
     moves only every ``cap // 2`` turns (prompt caches keep their prefix)."""
-    if keep <= cap:
+    if cap <= 0 or keep <= cap:
         return keep
     step = max(1, cap // 2)
     excess = keep - cap
     return keep - -(-excess // step) * step
+
+
+def turn_tokens(turn: Sequence[Any]) -> int:
+    """A turn's estimated tokens: about four characters a token, plus each message's
+    framing (the approximate counter's rule, without loading a tokenizer: the cut runs
+    on every request)."""
+    return sum(-(-len(message_text(m)) // 4) + PER_MESSAGE_TOKENS for m in turn)
+
+
+def _budgeted(turns: Sequence[Sequence[Any]], budget: int) -> int:
+    """How many of ``turns`` (the earliest first) to drop so that the rest fit in
+    ``budget``: whole turns covering the excess rounded up to half-budget steps,
+    counted from the first of ``turns``. Appending a turn changes the answer only
+    when the total crosses another step, so between drops each request extends the
+    last."""
+    sizes = [turn_tokens(t) for t in turns]
+    excess = sum(sizes) - budget
+    if excess <= 0:
+        return 0
+    step = max(1, budget // 2)
+    target = -(-excess // step) * step
+    dropped = covered = 0
+    while dropped < len(sizes) and covered < target:
+        covered += sizes[dropped]
+        dropped += 1
+    return dropped
 
 
 def cut_history(messages: Sequence[Any], window: HistoryWindow) -> HistoryCut:
@@ -109,6 +145,8 @@ def cut_history(messages: Sequence[Any], window: HistoryWindow) -> HistoryCut:
     earlier = split_turns(stripped)[1] if stripped is not flat else turns[:-1]
     wanted = len(earlier) if window.keep_turns is None else min(len(earlier), window.keep_turns)
     keep = _capped(wanted, window.max_raw_turns)
+    if window.token_budget is not None and keep:
+        keep -= _budgeted(earlier[len(earlier) - keep :], window.token_budget)
     kept = [m for turn in earlier[len(earlier) - keep :] for m in turn] if keep else []
     return HistoryCut(
         [*lead, *kept, *current],

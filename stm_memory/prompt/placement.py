@@ -153,7 +153,7 @@ def _after_earlier_turn(messages: Sequence[Any], back: int, anchors: Sequence[in
 
 class _Once:
     """A flag set once, shared by the copies of one turn's context (the loops drop the
-    nudge with ``replace``), so the safety cap's warning is logged once per turn."""
+    nudge with ``replace``), so the history budget's warning is logged once per turn."""
 
     __slots__ = ("_done", "_lock")
 
@@ -303,8 +303,10 @@ class MemoryContext:
         result = cut_history(items, self.history)
         if result.capped and self._warned.first():
             log.warning(
-                "stm-memory: no memory covers the earlier dialogue; the safety cap "
-                "(max_raw_turns=%d) dropped its %d oldest turns",
+                "stm-memory: the earlier dialogue outgrew the history budget "
+                "(history_token_budget=%s, max_raw_turns=%d); its %d oldest turns were "
+                "dropped",
+                self.history.token_budget,
                 self.history.max_raw_turns,
                 result.dropped_turns,
             )

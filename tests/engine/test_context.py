@@ -83,7 +83,7 @@ def test_same_channel_summary(mem: ShortTermMemory, clock: FrozenClock) -> None:
         content_depth=-1,
         nudge_depth=2,
         # The refresh turn is the one covered turn still sent (the overlap).
-        history=HistoryWindow(keep_turns=1, max_raw_turns=30),
+        history=HistoryWindow(keep_turns=1, token_budget=64_000),
         # Assembly orders the request for provider prompt caches (the nudge after the
         # current user message); a context built by hand keeps the nudge_depth rule.
         cache_ordered=True,
@@ -92,7 +92,7 @@ def test_same_channel_summary(mem: ShortTermMemory, clock: FrozenClock) -> None:
     # memory replaces no turn: nothing known covers the dialogue.
     bare = context(mem, here(), tools_available=False)
     assert bare.content is None
-    assert bare.history == HistoryWindow(keep_turns=None, max_raw_turns=30)
+    assert bare.history == HistoryWindow(keep_turns=None, token_budget=64_000)
 
 
 def test_same_channel_categories_in_server_order_with_humanised_leftovers(

@@ -94,7 +94,7 @@ def test_the_safety_cap_warns_once_per_turn(
         memory.configure_server("g1", refresh_cadence=1000)  # never nudged: no memory
         caplog.set_level(logging.WARNING, logger="stm_memory")
         sent = converse(loops(memory)["chat"], "chat", 8)
-        warnings = [r for r in caplog.records if "safety cap" in r.getMessage()]
+        warnings = [r for r in caplog.records if "history budget" in r.getMessage()]
         # Turns 5, 6 and 7 have more than 4 earlier turns; one warning each.
         assert len(warnings) == 3
         assert max(sent) <= 5
@@ -110,7 +110,7 @@ def test_the_safety_cap_warns_once_per_turn(
         messages.append({"role": "user", "content": "now"})
         context.apply(messages)
         replace(context, nudge=None).apply(messages)
-        assert len([r for r in caplog.records if "safety cap" in r.getMessage()]) == 1
+        assert len([r for r in caplog.records if "history budget" in r.getMessage()]) == 1
 
 
 def last_request(loop: Any, name: str, clock: FrozenClock, turns: int = 8) -> dict[str, Any]:

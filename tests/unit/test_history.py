@@ -4,6 +4,7 @@ turn beyond the window, no earlier memory call, idempotence."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -22,7 +23,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 
 from stm_memory import TOOL_NAME
-from stm_memory.prompt.cut import HistoryWindow, cut_history, split_turns
+from stm_memory.prompt.cut import HistoryWindow, cut_history, split_turns, turn_tokens
 
 MEM = TOOL_NAME
 
@@ -276,3 +277,78 @@ def test_render_turns_helper_matches_render() -> None:
     turns_ = [*chat(2), Turn(("x",), (Step(None, (("c1", "search"),)), Step("y")))]
     for fmt in FORMATS:
         assert [m for part in render_turns(fmt, turns_) for m in part] == render(fmt, turns_)
+
+
+# -- the token budget (no regret: uncovered turns go only past it, in large steps) --------
+
+
+def long_chat(n: int, words: int = 40) -> list[Turn]:
+    return [
+        say(f"question {i} " + "word " * words, answer=f"answer {i} " + "word " * words)
+        for i in range(n)
+    ]
+
+
+def budgeted(keep: int | None, budget: int) -> HistoryWindow:
+    return HistoryWindow(keep_turns=keep, token_budget=budget)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_under_the_budget_every_uncovered_turn_is_sent(fmt: str) -> None:
+    # A model that never writes its memory is sent what a full-history caller sends.
+    turns = [*long_chat(200, words=5), say("the new question", answer=None)]
+    messages = render(fmt, turns)
+    result = cut_history(messages, budgeted(None, 64_000))
+    assert result.messages == messages and result.dropped_turns == 0 and not result.capped
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_past_the_budget_the_oldest_go_and_the_rest_fits(fmt: str) -> None:
+    turns = [*long_chat(60), say("the new question", answer=None)]
+    budget = 2_000
+    messages = render(fmt, turns)
+    result = cut_history(messages, budgeted(None, budget))
+    assert result.capped and result.dropped_turns > 0
+    _, kept = split_turns(result.messages)
+    assert kept[-1] == split_turns(render(fmt, turns[-1:]))[1][0]  # the current turn whole
+    assert sum(turn_tokens(t) for t in kept[:-1]) <= budget
+    # Large steps: at least half the budget's worth of turns went at once.
+    _, whole = split_turns(messages)
+    dropped = whole[: result.dropped_turns]
+    assert sum(turn_tokens(t) for t in dropped) >= sum(turn_tokens(t) for t in whole[:-1]) - budget
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_budgeted_cut_moves_in_steps_so_requests_extend_each_other(fmt: str) -> None:
+    budget = 2_000
+    turns = long_chat(80)
+    firsts = []
+    for n in range(1, len(turns)):
+        messages = render(fmt, [*turns[:n], say("now", answer=None)])
+        firsts.append(cut_history(messages, budgeted(None, budget)).dropped_turns)
+    # The first kept turn never moves back, and moves only now and then, by several turns.
+    assert firsts == sorted(firsts)
+    moves = [b - a for a, b in itertools.pairwise(firsts) if b != a]
+    assert moves and len(moves) <= len(firsts) // 4
+    assert min(moves) >= 2
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_budget_bounds_a_long_stretch_since_the_memory_too(fmt: str) -> None:
+    turns = [*long_chat(60), say("now", answer=None)]
+    covered = cut_history(render(fmt, turns), budgeted(50, 2_000))
+    unbounded = cut_history(render(fmt, turns), HistoryWindow(keep_turns=50))
+    assert unbounded.dropped_turns == 10
+    assert covered.dropped_turns > 10 and covered.capped
+
+
+def test_a_bad_budget_is_a_configuration_error_naming_it() -> None:
+    from stm_memory import ConfigurationError
+    from stm_memory.config import Limits
+
+    for bad in (0, -5, "64k", 1.5, True):
+        with pytest.raises(ConfigurationError, match="history_token_budget"):
+            Limits(history_token_budget=bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="STM_HISTORY_TOKEN_BUDGET"):
+        Limits.from_env({"STM_HISTORY_TOKEN_BUDGET": "lots"})
+    assert Limits.from_env({"STM_HISTORY_TOKEN_BUDGET": "8000"}).history_token_budget == 8000

@@ -4,9 +4,10 @@ Agents SDK session), through the real SDK clients, replayed from cassettes recor
 against the local fake provider (which refuses a fifth Anthropic breakpoint with a 400).
 
 The tests read every request body that reached the HTTP layer (``wire``): OpenAI
-requests carry one ``prompt_cache_key`` per server (its channels share one cache), Anthropic requests ``cache_control``
-breakpoints — at most four, on blocks that can carry them, 1-hour ones before 5-minute
-ones; ``cache_hints=False`` sends none; the caller's own hints win.
+requests carry one ``prompt_cache_key`` per server (its channels share one cache),
+Anthropic requests ``cache_control`` breakpoints — at most four, on blocks that can
+carry them, 1-hour ones before 5-minute ones; ``cache_hints=False`` sends none; the
+caller's own hints win.
 """
 
 from __future__ import annotations
