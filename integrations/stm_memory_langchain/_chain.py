@@ -23,7 +23,8 @@ due (:meth:`ShortTermMemoryHistory.model_messages`) and calls the model:
 - the memory call and its result are kept for the history, which stores them in its
   full record (the next turns' cut drops them again).
 
-Other tool calls are returned untouched, as a plain chain does. ``invoke``,
+Each memory call is a tool run in the call's callbacks (LangSmith sees it as any tool;
+``_tracing``). Other tool calls are returned untouched, as a plain chain does. ``invoke``,
 ``ainvoke``, ``stream`` and ``astream`` all work; streamed chunks of the memory call
 are held back. A call that fails (the model raises, the stream is abandoned) ends its
 turn, as the loops do; so does the next input after a chain that failed past the
@@ -86,7 +87,6 @@ from ._binding import base_model, bindings, own_tools, with_tool
 from ._dialogue import (
     cut_short,
     memory_calls,
-    memory_result,
     provider_of,
     without_invalid_memory_calls,
 )
@@ -94,6 +94,7 @@ from ._hints import anthropic_dialogue_breakpoint, breakpoints_in, cache_setting
 from ._history import HistoryTurn, ShortTermMemoryHistory
 from ._record import MessageRecord
 from ._scope import ScopeSource, resolve_scope
+from ._tracing import memory_call_steps
 
 __all__ = ["ShortTermMemoryChatModel", "with_short_term_memory"]
 
@@ -176,6 +177,7 @@ class _Plan:
     messages: list[BaseMessage]
     current: list[BaseMessage] | None = None
     provider: str | None = None
+    config: RunnableConfig | None = None
 
 
 class _Chunks:
@@ -357,7 +359,7 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         if current is not None:
             view = yield op(lambda: history.messages, history.aget_messages)
             messages = [*view, *current]
-        return _Plan(history, state, messages, current, provider)
+        return _Plan(history, state, messages, current, provider, config)
 
     def _standalone(
         self, messages: list[BaseMessage], config: RunnableConfig
@@ -419,8 +421,10 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         stored = without_invalid_memory_calls(reply)
         results: list[BaseMessage] = []
         for call in memory_calls(stored):
-            result = yield from turn.memory_call(call.get("args"), truncated=cut_short(reply))
-            results.append(memory_result(call, result))
+            result, _ = yield from memory_call_steps(
+                turn, call, truncated=cut_short(reply), config=plan.config
+            )
+            results.append(result)
         exchange.extend([stored, *results])
         names = [str(c.get("name")) for c in reply.tool_calls]
         # The turn's one end-of-turn rule; the caller's own tools are the caller's to

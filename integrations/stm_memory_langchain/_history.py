@@ -13,8 +13,9 @@ turn:
 - ``add_messages`` stores the exchange in the full record, captures the recent
   dialogue and ends the turn (it counts towards the refresh cadence). An added
   ``AIMessage`` carrying an ``update_short_term_memory`` call is applied here (one
-  update per turn, every guard, the same results) and its result is stored as a
-  ``ToolMessage``, so the record stays valid for the provider.
+  update per turn, every guard, the same results; a tool run the callbacks of the run
+  storing the exchange see) and its result is stored as a ``ToolMessage``, so the
+  record stays valid for the provider.
 - ``clear`` empties the record and forgets the channel (the "/refresh" command).
 
 The turn itself is a :class:`~stm_memory.kit.MemoryTurn`: the first read is
@@ -79,9 +80,10 @@ from stm_memory.kit import (
     text_of,
 )
 
-from ._dialogue import cut_short, memory_calls, memory_result, without_invalid_memory_calls
+from ._dialogue import cut_short, memory_calls, without_invalid_memory_calls
 from ._factory import HistoryFactoryBase
 from ._record import MessageRecord
+from ._tracing import memory_call_steps
 
 __all__ = [
     "MAX_CACHED_HISTORIES",
@@ -395,9 +397,11 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
             out.append(message)
             for call in memory_calls(message):
                 if call.get("id") not in answered:
-                    args = call.get("args")
-                    result = yield from turn.memory_call(args, truncated=cut_short(message))
-                    out.append(memory_result(call, result))
+                    # Traced in the run storing the exchange (the config in context).
+                    result, _ = yield from memory_call_steps(
+                        turn, call, truncated=cut_short(message)
+                    )
+                    out.append(result)
         return out
 
     def _finish(

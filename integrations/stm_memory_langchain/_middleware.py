@@ -10,7 +10,9 @@ One agent run (``invoke``/``stream`` and their async twins) is one memory turn:
   ``update_short_term_memory`` for the tool with this turn's schema, or removes it
   while a guard hides it;
 - ``wrap_tool_call`` runs ``update_short_term_memory`` calls as the turn's
-  ``memory_call`` (one successful update per turn, enforced by the engine) and always
+  ``memory_call`` (one successful update per turn, enforced by the engine), through the
+  ToolNode's ``handler`` as a tool of its own (``_tracing.MemoryCallTool``), so inner
+  middleware and the run's callbacks (LangSmith) see it as any tool; it always
   answers with a JSON ``ToolMessage``: nothing about memory can crash the run; the
   update that completed marks the run's private state, so a run resumed in another
   process knows its turn was updated;
@@ -47,7 +49,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
 from stm_memory.kit import missing_extra
@@ -101,6 +103,7 @@ from ._dialogue import (
 )
 from ._hints import anthropic_dialogue_breakpoint, breakpoints_in, cache_settings
 from ._scope import ScopeSource, resolve_scope
+from ._tracing import MemoryCallTool
 
 if TYPE_CHECKING:
     from langgraph.prebuilt.tool_node import ToolCallRequest
@@ -384,14 +387,17 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
             run = yield from self._run_for(request.state, request.runtime, config)
             # Off, cut at the output-token limit or hidden by a guard, the turn answers
             # with its failure; otherwise the engine's update, every guard checked again.
+            # The call runs through the ToolNode's handler as a tool of its own (the
+            # turn's memory_call inside), so inner middleware and the run's callbacks
+            # (LangSmith) see it as they see every tool.
             truncated = call.get("id") in run.truncated
-            result = yield from run.turn.memory_call(call.get("args"), truncated=truncated)
-            message = memory_result(call, result)
-            if result.get("status") == "completed":
+            tool = MemoryCallTool.for_call(run.turn, call, truncated=truncated)
+            response: ToolMessage | Command[Any] = yield _call(handler, request.override(tool=tool))
+            if tool.result is not None and tool.result.get("status") == "completed":
                 # The run's state keeps that this turn updated (one update per turn,
                 # also for a run resumed in another process).
-                return Command(update={"messages": [message], STATE_TURN_UPDATED: True})
-            return message
+                return _marked_updated(response)
+            return response
         except GraphBubbleUp:  # interrupts and parent commands are control flow
             raise
         except Exception as exc:
@@ -515,6 +521,17 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
             injected=_injected(turn.context),
         )
         return request.override(messages=messages)
+
+
+def _marked_updated(response: ToolMessage | Command[Any]) -> ToolMessage | Command[Any]:
+    """The handler's answer to a memory call that completed, with the run's state
+    marked updated (``STATE_TURN_UPDATED``) through a ``Command``."""
+    if isinstance(response, ToolMessage):
+        return Command(update={"messages": [response], STATE_TURN_UPDATED: True})
+    if isinstance(response, Command) and isinstance(response.update, Mapping):
+        # An inner middleware answered with a Command of its own: keep it, marked.
+        return replace(response, update={**response.update, STATE_TURN_UPDATED: True})
+    return response
 
 
 def _offer(turn: MemoryTurn, request: ModelRequest[Any]) -> tuple[list[Any], Any]:
