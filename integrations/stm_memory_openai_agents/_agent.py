@@ -1,20 +1,35 @@
 """What ``ShortTermMemorySession.agent()`` adds to an agent: a ``tool_use_behavior`` that
-ends the run after a memory call that followed an answer, and hooks that tell the
-session what each model call is sent and what it said."""
+ends the run after a memory call that followed an answer, hooks that tell the session
+what each model call is sent and what it said, and a wrapper of the agent's model that
+sends the tools the session's turn offers.
+
+Why a model wrapper: the SDK builds one tool list per step (``get_all_tools``, through
+each tool's ``is_enabled``) and uses it twice, as the tools the model is sent *and* as
+the tools a call can be routed to; a call to a tool not in it raises
+``ModelBehaviorError`` unless the caller's ``RunConfig`` says otherwise. No hook sees
+that list (``on_llm_start`` is handed the instructions and the input). So the memory
+tool stays in every step's list of ``agent()``'s agent, and :class:`MemoryModel`, the
+one place between that list and the request, leaves it out of what the model is sent
+while the turn's guards hide it (``MemoryTurn.tool_offer``): a call the model makes
+anyway still reaches the turn, which answers it with the guard's failed result."""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from stm_memory.kit import missing_extra
 
 try:
-    from agents import AgentHooks, RunContextWrapper
+    from agents import AgentHooks, Model, ModelSettings, ModelTracing, RunContextWrapper
     from agents.agent import ToolsToFinalOutputResult
-    from agents.items import ModelResponse
+    from agents.agent_output import AgentOutputSchemaBase
+    from agents.handoffs import Handoff
+    from agents.items import ModelResponse, TResponseInputItem, TResponseStreamEvent
+    from agents.retry import ModelRetryAdvice, ModelRetryAdviceRequest
     from agents.tool import FunctionToolResult, Tool
+    from openai.types.responses.response_prompt_param import ResponsePromptParam
 except ImportError as exc:  # pragma: no cover - the extra is installed in the tests
     raise missing_extra(
         "stm_memory_openai_agents", "the OpenAI Agents SDK", "openai-agents"
@@ -22,7 +37,7 @@ except ImportError as exc:  # pragma: no cover - the extra is installed in the t
 
 from stm_memory import TOOL_NAME
 
-__all__ = ["Epilogue", "MemoryHooks", "RunObserver"]
+__all__ = ["Epilogue", "MemoryHooks", "MemoryModel", "RunObserver"]
 
 
 class RunObserver(Protocol):
@@ -34,11 +49,18 @@ class RunObserver(Protocol):
         """The session observed (a plain agent's hooks are not this session's)."""
         ...
 
-    def before_model(self, items: Any) -> None:
-        """Before each model call: the input as it will be sent (mutable)."""
+    def before_model(self, items: Any, run_input: Any) -> None:
+        """Before each model call: the input as it will be sent (mutable), and the
+        run's input as the SDK keeps it (``RunContextWrapper.turn_input``)."""
 
-    def answered(self, text: str) -> None:
-        """After each model call: the visible text of the response."""
+    def request_tools(
+        self, tools: list[Tool], handoffs: Sequence[Any], items: Any, settings: ModelSettings
+    ) -> tuple[list[Tool], ModelSettings]:
+        """At each model call: the tools and settings the model is sent, from the
+        step's tool list (the memory tool in it, routable) and its input."""
+
+    def answered(self, text: str, agent: Any) -> None:
+        """After each model call (by ``agent``): the visible text of the response."""
 
     def finish_after_memory(self, call_names: Sequence[str]) -> str | None:
         """The answer to end the run with after this step's calls, or None."""
@@ -137,9 +159,98 @@ class MemoryHooks(AgentHooks[Any]):
     async def on_llm_start(
         self, context: Any, agent: Any, system_prompt: Any, input_items: Any
     ) -> None:
-        self.observer.before_model(input_items)
+        self.observer.before_model(input_items, getattr(context, "turn_input", None))
         await self._forward("on_llm_start", context, agent, system_prompt, input_items)
 
     async def on_llm_end(self, context: Any, agent: Any, response: ModelResponse) -> None:
-        self.observer.answered(_response_text(response))
+        self.observer.answered(_response_text(response), agent)
         await self._forward("on_llm_end", context, agent, response)
+
+
+class MemoryModel(Model):
+    """The model of :meth:`ShortTermMemorySession.agent`'s agent: the agent's own
+    ``Model`` (``inner``), sent the tools the observer's turn offers (the module
+    docstring says why). Everything else is the inner model's."""
+
+    def __init__(self, observer: RunObserver, inner: Model) -> None:
+        self.observer = observer
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        # What the SDK reads off a model (its name, prompt-cache support …) is the inner
+        # model's. Only called for names not found here; the two of ours never recurse.
+        if name in ("inner", "observer"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def __repr__(self) -> str:
+        return f"MemoryModel({self.inner!r})"
+
+    async def get_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: ModelSettings,
+        tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None,
+        handoffs: list[Handoff],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: ResponsePromptParam | None,
+        **kwargs: Any,
+    ) -> ModelResponse:
+        tools, model_settings = self.observer.request_tools(tools, handoffs, input, model_settings)
+        return await self.inner.get_response(
+            system_instructions,
+            input,
+            model_settings,
+            tools,
+            output_schema,
+            handoffs,
+            tracing,
+            previous_response_id=previous_response_id,
+            conversation_id=conversation_id,
+            prompt=prompt,
+            **kwargs,
+        )
+
+    def stream_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: ModelSettings,
+        tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None,
+        handoffs: list[Handoff],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: ResponsePromptParam | None,
+        **kwargs: Any,
+    ) -> AsyncIterator[TResponseStreamEvent]:
+        tools, model_settings = self.observer.request_tools(tools, handoffs, input, model_settings)
+        return self.inner.stream_response(
+            system_instructions,
+            input,
+            model_settings,
+            tools,
+            output_schema,
+            handoffs,
+            tracing,
+            previous_response_id=previous_response_id,
+            conversation_id=conversation_id,
+            prompt=prompt,
+            **kwargs,
+        )
+
+    def get_retry_advice(self, request: ModelRetryAdviceRequest) -> ModelRetryAdvice | None:
+        return self.inner.get_retry_advice(request)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    async def _cleanup_on_run_end(self, owner: object) -> None:
+        await self.inner._cleanup_on_run_end(owner)

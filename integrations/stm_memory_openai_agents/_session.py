@@ -13,14 +13,17 @@ session only translates the SDK's hooks onto it:
   already there, since the SDK appends it right after. Every other read (the SDK's
   tail checks during the run, your own code's ``get_items``) returns the wrapped
   session's items, and never touches the turn;
-- the turn learns its user message from the run's input before the tool list is
-  built (the long-term-intent guard: no tool in a "remember this" turn);
+- the turn learns its user message from the run's input (the SDK's ``turn_input``,
+  past the view) before the model is sent its first tool list: in ``agent()``'s
+  hooks, ahead of placing; for a plain agent, which has no hooks, in the tool's
+  ``is_enabled`` (the first thing ``run_streamed`` calls with the input) — the
+  long-term-intent guard: no tool in a "remember this" turn;
 - ``add_items`` records the items in the wrapped session; the step that ends the run
   (an assistant message last) finishes the turn with the record's recent items
   (capture with speakers, count, end);
 - ``memory_tool()`` is ``update_short_term_memory`` as an Agents SDK
-  ``FunctionTool`` bound to the session's current turn: the turn's schema, hidden
-  while a guard hides it (``is_enabled``), one update per turn;
+  ``FunctionTool`` bound to the session's current turn: the turn's schema, one update
+  per turn;
 - ``agent(agent)`` is a copy of the agent with that tool, and with the run ending
   right after the memory call when the model already answered in the same response
   (the user has the answer: no second model call for it), so a run costs no extra
@@ -28,10 +31,17 @@ session only translates the SDK's hooks onto it:
   hooks build each model request on the whole input as every entry point does
   (``MemoryTurn.prepare_after_view``: the view put back to the session's items, then
   the cut, the memory, the briefings and the nudge after the user's message, the
-  nudge only while the tool is offered). A plain agent with ``tools=[memory_tool()]``
-  keeps the tool in a turn whose input carried the nudge instead, so a call the nudge
-  asked for is answered with the engine's failed result, never the SDK's "tool not
-  found" error;
+  nudge only while the tool is offered). Its model (the agent's ``Model``, wrapped:
+  ``_agent.MemoryModel``) is sent the tools the turn offers (``MemoryTurn.tool_offer``,
+  the same in every step of the turn), while the memory tool stays in every step's
+  tool list, so a call the model makes to a tool a guard hides is answered with the
+  guard's failed result, as in every entry point. An agent whose model is a name
+  (resolved by the run's provider, after ``agent()``) cannot be wrapped: its tool
+  list is what the model is sent, hidden while a guard hides it (``is_enabled``), and
+  such a call is the SDK's "tool not found". A plain agent with
+  ``tools=[memory_tool()]`` is the same, except that it keeps the tool in a turn whose
+  input carried the nudge, so a call the nudge asked for gets the engine's failed
+  result;
 - ``pop_item`` pops from the wrapped session; ``clear_session`` clears it and
   forgets the channel (the "/refresh").
 
@@ -46,6 +56,7 @@ another run's task is still going raises :class:`SessionBusyError`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
 import threading
@@ -57,7 +68,7 @@ from typing import Any
 from stm_memory.kit import missing_extra
 
 try:
-    from agents import Agent, FunctionTool, ModelSettings, RunContextWrapper, SQLiteSession
+    from agents import Agent, FunctionTool, Model, ModelSettings, RunContextWrapper, SQLiteSession
     from agents.items import TResponseInputItem
     from agents.memory import Session, SessionSettings
     from agents.memory.session_settings import coerce_session_settings, resolve_session_limit
@@ -81,7 +92,7 @@ from stm_memory.kit import (
     tool_result_text,
 )
 
-from ._agent import Epilogue, MemoryHooks
+from ._agent import Epilogue, MemoryHooks, MemoryModel
 
 __all__ = ["SessionBusyError", "ShortTermMemorySession"]
 
@@ -136,6 +147,15 @@ class _OpenRun:
     view: list[Any] = field(default_factory=list)  # what the run's first read returned
     earlier: list[Any] = field(default_factory=list)  # the session's items it was placed on
     viewed: bool = False  # this turn placed a view (a resumed run's input was placed before)
+    sent: bool = True  # agent()'s model sent this turn's last model call (see _answered)
+
+
+def _has_tool_traffic(items: Any) -> bool:
+    """The model's input holds a tool call or a tool result (Responses items)."""
+    if not isinstance(items, Sequence) or isinstance(items, str):
+        return False
+    kinds = (i.get("type") if isinstance(i, Mapping) else getattr(i, "type", None) for i in items)
+    return any(isinstance(k, str) and k.endswith(("_call", "_call_output")) for k in kinds)
 
 
 def _role(item: Any) -> Any:
@@ -241,6 +261,7 @@ class ShortTermMemorySession(OptionsView):
         self._tool: FunctionTool | None = None
         self._lock = threading.Lock()
         self._observer = _Observer(self)
+        self._bypass_noted = False  # the warning of _answered went out
 
     # -- the Session protocol ---------------------------------------------------------------
 
@@ -274,7 +295,8 @@ class ShortTermMemorySession(OptionsView):
             if state is None:  # items added outside a run: still a turn
                 state = await self._start(None)
         assert state is not None
-        state.turn.note_user_message(current_user_text(items))
+        if state.run is None:  # a run's turn learns its user message from the run's input
+            state.turn.note_user_message(current_user_text(items))
         state.added += len(items)
         if state.finishing or (items and _is_answer(items[-1])):
             await self._end(state)
@@ -335,19 +357,28 @@ class ShortTermMemorySession(OptionsView):
 
     def agent(self, agent: Agent[Any]) -> Agent[Any]:
         """A copy of ``agent`` with the memory tool, ending the run right after the
-        memory call when the model already answered in the same response (an agent
-        that came from ``agent()`` before is unwrapped first)."""
+        memory call when the model already answered in the same response, its model
+        sent the tools the turn offers (an agent that came from ``agent()`` before is
+        unwrapped first)."""
         behavior = agent.tool_use_behavior
         if isinstance(behavior, Epilogue):
             behavior = behavior.inner
         hooks = agent.hooks
         if isinstance(hooks, MemoryHooks):
             hooks = hooks.inner
+        model = agent.model
+        if isinstance(model, MemoryModel):
+            model = model.inner
+        if isinstance(model, Model):
+            # The memory tool stays routable in every step; the wrapper leaves it out
+            # of what the model is sent while the turn does not offer it.
+            model = MemoryModel(self._observer, model)
         tools = [t for t in agent.tools if getattr(t, "name", None) != TOOL_NAME]
         return agent.clone(
             tools=[*tools, self.memory_tool()],
             tool_use_behavior=Epilogue(self._observer, behavior, agent.output_type),
             hooks=MemoryHooks(self._observer, hooks),
+            model=model,
             model_settings=self._model_settings(agent.model_settings),
         )
 
@@ -367,10 +398,18 @@ class ShortTermMemorySession(OptionsView):
         return tool_result_text(await adrive(state.turn.memory_call(arguments)))
 
     def _tool_enabled(self, ctx: Any, agent: Any) -> bool:
+        """The tool's ``is_enabled``: whether a step's tool list has the memory tool,
+        which is both what the model is sent and what a call can be routed to."""
+        if self._routes(agent):
+            # agent()'s agent: in every step's list, so a call always reaches the turn;
+            # what the model is sent is the turn's offer (_request_tools). No side effect.
+            return True
         state = self._current()
         if state is None or not state.turn.active:
             return False
-        self._note_input(state, getattr(ctx, "turn_input", None))
+        # Here the list is what the model is sent, and run_streamed builds it before any
+        # other hook sees the run's input: the turn learns its user message now.
+        self._learn_input(state, getattr(ctx, "turn_input", None))
         if state.turn.tool_offered:
             return True
         # A plain agent was sent this turn's nudge (placed before the user's message was
@@ -381,6 +420,39 @@ class ShortTermMemorySession(OptionsView):
         return state.nudge is not None and not (
             isinstance(hooks, MemoryHooks) and hooks.observer.session is self
         )
+
+    def _routes(self, agent: Any) -> bool:
+        """``agent`` came from :meth:`agent` over a ``Model``: its tool list always has
+        the memory tool, and its model sends it as the turn offers it."""
+        model = getattr(agent, "model", None)
+        return isinstance(model, MemoryModel) and model.observer.session is self
+
+    def _request_tools(
+        self, tools: list[Any], handoffs: Sequence[Any], items: Any, settings: ModelSettings
+    ) -> tuple[list[Any], ModelSettings]:
+        """agent()'s model, at each model call: the step's tools (the memory tool among
+        them, routable) as the turn offers them, the one policy of every entry point
+        (``MemoryTurn.tool_offer``): sent while no guard of the turn hides it, the same
+        in every step; else left out, or for the Messages API behind an
+        OpenAI-compatible client (``provider="anthropic"``), which refuses tool traffic
+        without tools, described and uncallable (``tool_choice="none"``)."""
+        others = [t for t in tools if getattr(t, "name", None) != TOOL_NAME]
+        if len(others) == len(tools):
+            return tools, settings
+        state = self._current()
+        if state is None:
+            return others, settings  # no turn to offer it (a call gets a failed result)
+        state.sent = True
+        offer = state.turn.tool_offer(
+            other_tools=bool(others or handoffs),
+            tool_traffic=_has_tool_traffic(items),
+            provider=state.turn.options.provider,
+        )
+        if offer == "offer":
+            return tools, settings
+        if offer == "describe":
+            return tools, dataclasses.replace(settings, tool_choice="none")
+        return others, settings
 
     # -- the turn --------------------------------------------------------------------------
 
@@ -433,23 +505,27 @@ class ShortTermMemorySession(OptionsView):
         state.view, state.earlier, state.viewed = view, list(items), True
         return view
 
-    def _note_input(self, state: _OpenRun, items: Any) -> None:
-        """Hand the turn the user message of the run's new input (``items``: the
-        model's input, the view first)."""
-        if not isinstance(items, Sequence) or isinstance(items, str):
+    def _learn_input(self, state: _OpenRun, run_input: Any) -> None:
+        """Hand the turn the user message of the run's new input (``run_input``: the
+        run's input as the SDK keeps it, ``turn_input``: the view first). The first
+        one given wins, so a later step learns nothing new."""
+        if not isinstance(run_input, Sequence) or isinstance(run_input, str):
             return
-        new = list(items)[state.view_len :]
+        new = list(run_input)[state.view_len :]
         briefing = state.turn.context.briefing
         # The briefings may stand after the user's message by now (see _before_model).
         said = [i for i in new if not (isinstance(i, Mapping) and i.get("content") == briefing)]
         state.turn.note_user_message(current_user_text(said))
 
-    def _before_model(self, items: Any) -> None:
-        """agent()'s hooks, before each model call: the input as it will be sent."""
+    def _before_model(self, items: Any, run_input: Any) -> None:
+        """agent()'s hooks, before each model call: the input as it will be sent, and
+        the run's input."""
         state = self._current()
         if state is None or not state.turn.active or not isinstance(items, list):
             return
-        self._note_input(state, items)
+        state.sent = False  # until agent()'s model sends it (_request_tools)
+        # Ahead of the nudge's placing and of the model's tool list (_request_tools).
+        self._learn_input(state, run_input)
         if state.turn.options.form == "inline":
             # The whole input, as sent: joined to the first user message and the user
             # message of each turn (the instructions are the SDK's to send).
@@ -511,11 +587,22 @@ class ShortTermMemorySession(OptionsView):
             start = max(0, len(items) - added)
         return items, start
 
-    def _answered(self, text: str) -> None:
+    def _answered(self, text: str, agent: Any) -> None:
         """agent()'s hooks, after each model call: the visible text of the response."""
         state = self._current()
-        if state is not None:
-            state.answered = text
+        if state is None:
+            return
+        state.answered = text
+        hidden = not state.turn.tool_offered
+        if hidden and not state.sent and self._routes(agent) and not self._bypass_noted:
+            # The tool was in the step's list for the wrapper to hold back: it went out.
+            self._bypass_noted = True  # said once per session
+            log.warning(
+                "stm-memory: a RunConfig(model=...) replaced the model of "
+                "session.agent()'s agent, so the memory tool went to the model in a turn "
+                "whose guards hide it (a call still gets the guard's failed result); give "
+                "the agent its model before session.agent(agent) instead"
+            )
 
     def _finish_after_memory(self, call_names: Sequence[str]) -> str | None:
         """The answer to end the run with, when the last response answered and called
@@ -539,11 +626,16 @@ class _Observer:
 
     session: ShortTermMemorySession
 
-    def before_model(self, items: Any) -> None:
-        self.session._before_model(items)
+    def before_model(self, items: Any, run_input: Any) -> None:
+        self.session._before_model(items, run_input)
 
-    def answered(self, text: str) -> None:
-        self.session._answered(text)
+    def request_tools(
+        self, tools: list[Any], handoffs: Sequence[Any], items: Any, settings: ModelSettings
+    ) -> tuple[list[Any], ModelSettings]:
+        return self.session._request_tools(tools, handoffs, items, settings)
+
+    def answered(self, text: str, agent: Any) -> None:
+        self.session._answered(text, agent)
 
     def finish_after_memory(self, call_names: Sequence[str]) -> str | None:
         return self.session._finish_after_memory(call_names)

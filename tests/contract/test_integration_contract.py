@@ -47,14 +47,7 @@ pytest_plugins = ["pytester"]
 SHIPPED = shipped_drivers()
 
 #: (driver id, test name) → why it fails today.
-KNOWN_BUGS: dict[tuple[str, str], str] = {
-    ("agents-session", "test_an_excluded_providers_memory_call_fails"): (
-        "session.agent() hides the memory tool with is_enabled while a guard is on, so a "
-        "memory call the model makes anyway never reaches the engine: the SDK raises "
-        "ModelBehaviorError('Tool update_short_term_memory not found') and the run fails, "
-        "where every other entry point answers the call with the guard's failed result"
-    ),
-}
+KNOWN_BUGS: dict[tuple[str, str], str] = {}
 
 
 def _driver(

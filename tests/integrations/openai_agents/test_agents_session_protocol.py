@@ -28,7 +28,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 
 from stm_memory import TOOL_NAME, Category, Scope, ShortTermMemory
 from stm_memory_openai_agents import SessionBusyError, ShortTermMemorySession
-from stm_memory_openai_agents._agent import Epilogue, MemoryHooks
+from stm_memory_openai_agents._agent import Epilogue, MemoryHooks, MemoryModel
 from stm_memory_openai_agents._session import CAPTURE_WINDOW
 
 SCOPE = Scope(channel_id="c1", user_id="u1", server_id="g1")
@@ -325,6 +325,93 @@ async def test_a_plain_agent_following_the_nudge_gets_a_failed_result(
     assert failed["status"] == "tool_execution_failed" and "remember" in failed["reason"]
     entry = stm_memory.get(SCOPE)
     assert entry is not None and entry.summary is None
+
+
+@pytest.mark.parametrize("method", ["run", "run_streamed"])
+async def test_a_call_to_a_hidden_tool_gets_the_guards_failed_result(
+    method: str, stm_memory: ShortTermMemory
+) -> None:
+    # An excluded provider hides the tool; a model that calls it anyway gets the guard's
+    # failed result and the run goes on (no ModelBehaviorError), every step sent the
+    # same tool list (without it).
+    model = ScriptedModel([[memory_call("Forced.")], [assistant_message("Sorry.")]])
+    session = session_of(stm_memory, provider="novelai")
+    agent = session.agent(Agent(name="test", model=model))
+    result = await run_agent(method, agent, "Hello.", session=session)
+    assert result.final_output == "Sorry."
+    assert [tool_names(c) for c in model.calls] == [[], []]
+    [failed] = await outputs(session)
+    assert failed["status"] == "tool_execution_failed" and failed["tool_name"] == TOOL_NAME
+    entry = stm_memory.get(SCOPE)
+    assert entry is not None and entry.summary is None
+
+
+async def test_the_agents_tool_list_always_routes_the_memory_tool(
+    stm_memory: ShortTermMemory,
+) -> None:
+    # is_enabled of agent()'s agent is True in every step and learns nothing (no side
+    # effect): the turn learns its user message in the hooks, before the model call.
+    session = session_of(stm_memory)
+    agent = session.agent(Agent(name="test", model=ScriptedModel([])))
+    plain = Agent(name="plain", model=ScriptedModel([]), tools=[session.memory_tool()])
+    wrapper: RunContextWrapper[Any] = RunContextWrapper(context=None)
+    await session.get_items(wrapper=wrapper)  # the run's first read: the turn begins
+    wrapper.turn_input = [{"role": "user", "content": "Please remember that I hate the sea."}]
+    assert session._tool_enabled(wrapper, agent) is True
+    assert session.turn is not None and session.turn.user_message is None
+    # A plain agent's tool list is what its model is sent: it learns the message there.
+    assert session._tool_enabled(wrapper, plain) is False
+    assert session.turn.user_message == "Please remember that I hate the sea."
+    assert session._tool_enabled(wrapper, agent) is True
+
+
+async def test_agent_wraps_a_model_once_and_keeps_a_model_name(
+    stm_memory: ShortTermMemory,
+) -> None:
+    session, other = session_of(stm_memory), session_of(stm_memory)
+    model = ScriptedModel([])
+    once = session.agent(Agent(name="test", model=model))
+    assert isinstance(once.model, MemoryModel) and once.model.inner is model
+    twice = session.agent(other.agent(once))  # rebound, unnested
+    assert isinstance(twice.model, MemoryModel) and twice.model.inner is model
+    assert twice.model.observer.session is session
+    # A name is resolved by the run's provider, after agent(): it stays a name, and the
+    # tool list is what the model is sent (hidden while a guard hides it).
+    named = session.agent(Agent(name="test", model="gpt-4.1-mini"))
+    assert named.model == "gpt-4.1-mini"
+    assert session._tool_enabled(None, named) is False  # no turn open
+
+
+async def test_the_messages_api_gets_the_hidden_tool_described_beside_tool_traffic(
+    stm_memory: ShortTermMemory,
+) -> None:
+    # provider="anthropic" (the Messages API behind an OpenAI-compatible client) refuses
+    # tool_use/tool_result blocks without tools: once the forced call is in the input,
+    # the hidden tool is described and uncallable, as the Anthropic loop sends it.
+    model = ScriptedModel([[memory_call("Forced.")], [assistant_message("Noted.")]])
+    session = session_of(stm_memory, provider="anthropic")
+    agent = session.agent(Agent(name="test", model=model))
+    await run_agent("run", agent, "Please remember that I hate the sea.", session=session)
+    first, second = model.calls
+    assert tool_names(first) == [] and tool_names(second) == [TOOL_NAME]
+    assert second.model_settings.tool_choice == "none"
+    [failed] = await outputs(session)
+    assert failed["status"] == "tool_execution_failed" and "remember" in failed["reason"]
+
+
+async def test_a_run_config_model_that_bypasses_agent_is_said(
+    stm_memory: ShortTermMemory, caplog: pytest.LogCaptureFixture
+) -> None:
+    model = ScriptedModel([[assistant_message("Hi.")], [assistant_message("Again.")]])
+    session = session_of(stm_memory, provider="novelai")
+    agent = session.agent(Agent(name="test", model=ScriptedModel([])))
+    config = RunConfig(model=model, tracing_disabled=True)
+    with caplog.at_level("WARNING", logger="stm_memory.openai_agents"):
+        await run_agent("run", agent, "Hello.", session=session, run_config=config)
+        await run_agent("run", agent, "Hello again.", session=session, run_config=config)
+    assert tool_names(model.calls[0]) == [TOOL_NAME]  # the wrapper never saw the call
+    said = [r for r in caplog.records if "RunConfig(model=...)" in r.getMessage()]
+    assert len(said) == 1  # once per session
 
 
 async def test_the_agents_own_tools_and_behaviour_stay(stm_memory: ShortTermMemory) -> None:
