@@ -7,6 +7,7 @@ keep the owners' ordered indexes exact (:mod:`~stm_memory.live.indexes`).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -28,6 +29,10 @@ __all__ = ["Change", "LiveEntries"]
 # revision and builds the entry once).
 Change = Callable[[MemoryEntry], dict[str, Any]]
 
+#: How many decoded entries are kept for reuse (see LiveEntries._decode): one turn
+#: reads the same few keys several times (assembly, capture's reads, the write).
+DECODED_KEPT = 128
+
 
 class LiveEntries:
     def __init__(
@@ -45,6 +50,32 @@ class LiveEntries:
         self._view = OutboxView(outbox, store)
         self._indexes = OwnerIndexes(cache, store, self._view, self.native_ttl)
         self._hydrator = Hydrator(cache, store, self._view, self.native_ttl)
+        # key -> (the cached value last decoded, the entry decoded from it).
+        self._decoded: dict[str, tuple[CacheValue, MemoryEntry]] = {}
+        self._decoded_lock = threading.Lock()
+
+    def _decode(self, key: str, raw: CacheValue) -> MemoryEntry:
+        """``raw`` (the cached value of ``key``) as an entry, reusing the entry decoded
+        last time when the value is equal.
+
+        Why: a turn reads the channel's entries up to four times (assembly, capture's
+        two reads, the write's own read inside its transaction) and every turn reads
+        the other channels' entries again, mostly unchanged. Comparing two values is a
+        C-level walk, several times cheaper than decoding one, and the reused entry
+        keeps its captured turns decoded (``Messages``). Entries are immutable and
+        equal values decode to equal entries, so sharing one is invisible; the cached
+        value kept is this object's own copy, which nothing mutates."""
+        known = self._decoded.get(key)
+        if known is not None and known[0] == raw:
+            return known[1]
+        entry = MemoryEntry.from_dict(raw)
+        with self._decoded_lock:
+            decoded = self._decoded
+            decoded.pop(key, None)  # re-inserted last: the oldest goes first
+            decoded[key] = (raw, entry)
+            if len(decoded) > DECODED_KEPT:
+                del decoded[next(iter(decoded))]
+        return entry
 
     # -- expiry ---------------------------------------------------------------------
 
@@ -63,7 +94,7 @@ class LiveEntries:
     def get_many(self, keys: Sequence[str]) -> dict[str, MemoryEntry]:
         """Entries by key (expired ones included), hydrating misses from SQL."""
         raw = self.cache.get_many(keys)
-        out = {k: MemoryEntry.from_dict(v) for k, v in raw.items()}
+        out = {k: self._decode(k, v) for k, v in raw.items()}
         missing = [k for k in keys if k not in raw]
         if missing:
             out.update(self._hydrator.hydrate(missing))
@@ -87,7 +118,7 @@ class LiveEntries:
         self._indexes.complete(owners, found)
         raw = found.get(key)
         if raw is not None:
-            return MemoryEntry.from_dict(raw)
+            return self._decode(key, raw)
         return self._hydrator.hydrate([key]).get(key)
 
     def newest(
@@ -110,7 +141,7 @@ class LiveEntries:
         (then the write patches ``raw`` rather than encoding the entry whole)."""
         if raw is None:
             return MemoryEntry.empty(scope, key, now), False
-        entry = MemoryEntry.from_dict(raw)
+        entry = self._decode(key, raw)
         if self.is_live(entry, now):
             named = entry.with_scope_names(scope)
             return named, named is entry
