@@ -57,6 +57,18 @@ def refreshed(
     return fields
 
 
+def _first_seen(message: StoredMessage, before: StoredMessage | None) -> StoredMessage:
+    """``message`` with the timestamp of ``before`` (the stored turn with the same role,
+    text and name), if any."""
+    if before is None or before.timestamp == message.timestamp:
+        return message
+    if before.user_id == message.user_id:
+        # Every field equal to the copy we would make: the stored turn itself, no copy
+        # (capture passes the whole window back every turn, so this is most turns).
+        return before
+    return replace(message, timestamp=before.timestamp)
+
+
 def captured(
     entry: MemoryEntry,
     *,
@@ -67,13 +79,8 @@ def captured(
     """The channel's last dialogue turns were captured."""
     # Turns seen before keep their first timestamp: callers pass the whole window every
     # turn, and "recent since the last refresh" depends on it.
-    seen = {(m.role, m.content, m.name): m.timestamp for m in entry.messages}
-    messages = tuple(
-        m
-        if (first := seen.get((m.role, m.content, m.name), m.timestamp)) == m.timestamp
-        else replace(m, timestamp=first)  # a copy only where the time moves (hot path)
-        for m in stored
-    )
+    seen = {(m.role, m.content, m.name): m for m in entry.messages}
+    messages = tuple(_first_seen(m, seen.get((m.role, m.content, m.name))) for m in stored)
     # Everyone whose words the model was shown can be in what it writes next, private
     # speakers included (their words are in the caller's history).
     return {
