@@ -24,16 +24,24 @@ due (:meth:`ShortTermMemoryHistory.model_messages`) and calls the model:
   full record (the next turns' cut drops them again).
 
 Each memory call is a tool run in the call's callbacks (LangSmith sees it as any tool;
-``_tracing``). Other tool calls are returned untouched, as a plain chain does. ``invoke``,
-``ainvoke``, ``stream`` and ``astream`` all work; streamed chunks of the memory call
-are held back. A call that fails (the model raises, the stream is abandoned) ends its
-turn, as the loops do; so does the next input after a chain that failed past the
-model without reaching ``add_messages``.
+``_tracing``). Other tool calls are returned untouched, as a plain chain does. A call
+that fails (the model raises, the stream's consumer stops early) ends its turn, as the
+loops do; so does the next input after a chain that failed past the model without
+reaching ``add_messages``.
 
-The wrapper holds no turn state of its own: it drives the history's open turn
-(:meth:`ShortTermMemoryHistory.open_turn`, a :class:`HistoryTurn` whose
-:class:`~stm_memory.kit.MemoryTurn` offers the tool and runs the memory calls)
-through the history's public methods, and a model loop of its own (``max_steps``).
+``invoke``, ``ainvoke``, ``stream`` and ``astream`` run one body, a generator of
+:class:`~stm_memory.kit.Op` as the loops' turn is: the model calls and memory calls of
+one chain call, the steps rule of the loops (``max_steps``, the turn's
+``answered_then_remembered``, ``tool_offer``). ``drive``/``adrive`` send each model
+call with ``invoke``/``ainvoke``; the two streaming drivers stream it, yielding its
+chunks with the memory call's parts held back, and hand the body their sum.
+
+The wrapper holds no turn state of its own: it asks the history for the turn of this
+model input (:meth:`ShortTermMemoryHistory.model_turn`, a :class:`HistoryTurn` whose
+:class:`~stm_memory.kit.MemoryTurn` offers the tool and runs the memory calls), has
+each request built by it (:meth:`~ShortTermMemoryHistory.model_messages`) and hands it
+the memory exchange (:meth:`~ShortTermMemoryHistory.keep_exchange`) or the failure
+(:meth:`~ShortTermMemoryHistory.abandon_turn`).
 
 Without a :class:`ShortTermMemoryHistory` in the config (a chain called directly),
 the wrapper runs the turn itself when it was given ``memory``: the scope comes from
@@ -177,14 +185,54 @@ class _Plan:
     messages: list[BaseMessage]
     current: list[BaseMessage] | None = None
     provider: str | None = None
-    config: RunnableConfig | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _ModelCall(Op):
+    """One model call of the body: ``invoke``/``ainvoke`` for the blocking and awaiting
+    drivers (``run``/``arun``); the streaming drivers stream it instead, showing its
+    chunks (memory-call parts held back unless ``raw``) and sending back their sum."""
+
+    model: Runnable[Any, Any]
+    input: Any
+    config: RunnableConfig
+    kwargs: Mapping[str, Any]
+    raw: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        model: Runnable[Any, Any],
+        input: Any,
+        config: RunnableConfig,
+        kwargs: Mapping[str, Any],
+        *,
+        raw: bool = False,
+    ) -> _ModelCall:
+        return cls(
+            run=lambda: model.invoke(input, config, **kwargs),
+            arun=lambda: model.ainvoke(input, config, **kwargs),
+            label="model",
+            model=model,
+            input=input,
+            config=config,
+            kwargs=kwargs,
+            raw=raw,
+        )
+
+    def stream(self) -> Iterator[Any]:
+        return self.model.stream(self.input, self.config, **self.kwargs)
+
+    def astream(self) -> AsyncIterator[Any]:
+        return self.model.astream(self.input, self.config, **self.kwargs)
 
 
 class _Chunks:
     """One streamed model call: the chunks shown to the caller (memory-call parts held
     back) and their sum, the reply."""
 
-    def __init__(self) -> None:
+    def __init__(self, raw: bool) -> None:
+        self.raw = raw
         self.memory_indexes: set[Any] = set()
         self.total: AIMessageChunk | None = None
 
@@ -192,48 +240,95 @@ class _Chunks:
         if not isinstance(chunk, AIMessageChunk):
             return [chunk]
         self.total = chunk if self.total is None else self.total + chunk
+        if self.raw:
+            return [chunk]
         out = _strip_chunk(chunk, self.memory_indexes)
         return [] if out is None else [out]
 
-    def reply(self) -> AIMessage:
+    def reply(self) -> AIMessage | None:
+        """The reply the chunks add up to (None: the model streamed no message)."""
         total = self.total
-        return cast(AIMessage, message_chunk_to_message(total)) if total else AIMessage("")
+        return cast(AIMessage, message_chunk_to_message(total)) if total is not None else None
 
 
-class _Calls:
-    """The model calls of one chain call (up to ``max_steps``): what to send next, the
-    memory exchange so far and the answer, for ``invoke`` and ``stream`` alike."""
+class _Stopped(BaseException):
+    """Thrown into the body when the consumer of a stream stops early: the body ends
+    its turn as for any failure (a BaseException, so nothing treats it as the model's
+    error)."""
 
-    def __init__(self, owner: ShortTermMemoryChatModel, plan: _Plan) -> None:
-        self.owner = owner
-        self.plan = plan
-        self.messages = plan.messages
-        self.exchange: list[BaseMessage] = []
-        self.answer: AIMessage | None = None
-        self.step = 0
-        self.done = False
 
-    def next(self) -> tuple[Runnable[Any, Any], list[BaseMessage]] | None:
-        """The model (with this step's tool) and its input; None when the call is over."""
-        owner, plan = self.owner, self.plan
-        if self.done or self.step >= owner.max_steps:
-            return None
-        model = with_tool(owner.model, *owner._tool_for(plan, self.step))
-        messages = plan.history.model_messages(self.messages, turn=plan.state)
-        if owner.cache_hints:
-            model, messages = _hinted(model, messages, plan)
-        return model, messages
+def _stream(steps: Generator[Op, Any, Any]) -> Iterator[Any]:
+    """Run the body, streaming its model calls: their chunks are this iterator's."""
+    sent: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = steps.throw(error) if error is not None else steps.send(sent)
+        except StopIteration:
+            return
+        sent, error = None, None
+        try:
+            if isinstance(step, _ModelCall):
+                chunks = _Chunks(step.raw)
+                for chunk in step.stream():
+                    yield from chunks.shown(chunk)
+                sent = chunks.reply()
+            else:
+                sent = step.run()
+        except GeneratorExit:  # the consumer stopped: the body ends its turn first
+            _stop(steps)
+            raise
+        except BaseException as exc:
+            error = exc
 
-    def after(self, reply: AIMessage) -> Generator[Op, Any, None]:
-        more = yield from self.owner._after_reply(self.plan, reply, self.exchange, self.step)
-        self.step += 1
-        if more is None:
-            self.answer, self.done = reply, True
-        else:
-            self.messages = [*self.messages, *more]
 
-    def finish(self) -> Generator[Op, Any, None]:
-        yield from self.owner._finish(self.plan, self.exchange, self.answer)
+async def _astream(steps: Generator[Op, Any, Any]) -> AsyncIterator[Any]:
+    """:func:`_stream` with awaits."""
+    sent: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = steps.throw(error) if error is not None else steps.send(sent)
+        except StopIteration:
+            return
+        sent, error = None, None
+        try:
+            if isinstance(step, _ModelCall):
+                chunks = _Chunks(step.raw)
+                async for chunk in step.astream():
+                    for shown in chunks.shown(chunk):
+                        yield shown
+                sent = chunks.reply()
+            else:
+                sent = await step.arun()
+        except GeneratorExit:  # the consumer stopped: the body ends its turn first
+            await _astop(steps)
+            raise
+        except BaseException as exc:
+            error = exc
+
+
+def _stop(steps: Generator[Op, Any, Any]) -> None:
+    """Throw :class:`_Stopped` into the body and run what it does about it."""
+    drive(_stopping(steps))
+
+
+async def _astop(steps: Generator[Op, Any, Any]) -> None:
+    await adrive(_stopping(steps))
+
+
+def _stopping(steps: Generator[Op, Any, Any]) -> Generator[Op, Any, None]:
+    try:
+        step = steps.throw(_Stopped())
+        while True:
+            try:
+                result = yield step
+            except BaseException as exc:
+                step = steps.throw(exc)
+            else:
+                step = steps.send(result)
+    except (StopIteration, _Stopped):
+        return
 
 
 class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
@@ -248,87 +343,97 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    # -- Runnable --------------------------------------------------------------------------
+    # -- Runnable: four shells around one body ----------------------------------------------
 
     def invoke(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> BaseMessage:
-        return drive(self._invoke_steps(input, config or {}, kwargs))
+        return drive(self._call_steps(input, config or {}, kwargs))
 
     async def ainvoke(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> BaseMessage:
-        return await adrive(self._invoke_steps(input, config or {}, kwargs))
+        return await adrive(self._call_steps(input, config or {}, kwargs))
 
     def stream(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> Iterator[BaseMessage]:
-        config = config or {}
-        plan = drive(self._plan(input, config))
-        if plan is None:
-            yield from self.model.stream(input, config, **kwargs)
-            return
-        calls = _Calls(self, plan)
-        try:
-            while (call := calls.next()) is not None:
-                chunks = _Chunks()
-                for chunk in call[0].stream(call[1], config, **kwargs):
-                    yield from chunks.shown(chunk)
-                drive(calls.after(chunks.reply()))
-            drive(calls.finish())
-        except BaseException:  # the consumer stopping early included
-            plan.history.abandon_turn(plan.state)
-            raise
+        return _stream(self._call_steps(input, config or {}, kwargs))
 
-    async def astream(
+    def astream(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> AsyncIterator[BaseMessage]:
-        config = config or {}
-        plan = await adrive(self._plan(input, config))
-        if plan is None:
-            async for chunk in self.model.astream(input, config, **kwargs):
-                yield chunk
-            return
-        calls = _Calls(self, plan)
-        try:
-            while (call := calls.next()) is not None:
-                chunks = _Chunks()
-                async for chunk in call[0].astream(call[1], config, **kwargs):
-                    for shown in chunks.shown(chunk):
-                        yield shown
-                await adrive(calls.after(chunks.reply()))
-            await adrive(calls.finish())
-        except BaseException:  # the consumer stopping early included
-            await plan.history.aabandon_turn(plan.state)
-            raise
+        return _astream(self._call_steps(input, config or {}, kwargs))
 
     # -- the body, written once ---------------------------------------------------------
 
-    def _invoke_steps(
+    def _call_steps(
         self, input: Any, config: RunnableConfig, kwargs: Mapping[str, Any]
     ) -> Generator[Op, Any, BaseMessage]:
+        """One chain call: the model calls and memory calls of this turn's step, then
+        the exchange kept for the history. Returns the reply as the user sees it."""
         plan = yield from self._plan(input, config)
-        if plan is None:
-            return (yield _model_op(self.model, input, config, kwargs))  # type: ignore[no-any-return]
-        calls = _Calls(self, plan)
-        visible: AIMessage | None = None
+        if plan is None:  # no memory here: the model, unchanged
+            unchanged: BaseMessage = yield _ModelCall.of(
+                self.model, input, config, kwargs, raw=True
+            )
+            return unchanged
         try:
-            while (call := calls.next()) is not None:
-                reply = yield _model_op(*call, config, kwargs)
-                if not isinstance(reply, AIMessage):
-                    yield from calls.finish()
-                    return reply  # type: ignore[no-any-return]
-                yield from calls.after(reply)
-                visible = _visible(reply)
-            yield from calls.finish()
+            reply, exchange = yield from self._model_steps(plan, config, kwargs)
+            answer = reply if isinstance(reply, AIMessage) else None
+            yield from self._finish(plan, exchange, answer)
         except GeneratorExit:  # closed unfinished: nothing can run any more
             raise
         except BaseException:
-            # The model (or memory) failed: end the turn, as the loops do, so the next
-            # input begins its own (counted, its own user message for the guards).
+            # The model (or memory) failed, or the stream's consumer stopped: end the
+            # turn, as the loops do, so the next input begins its own (counted, its own
+            # user message for the guards).
             yield op(plan.history.abandon_turn, plan.history.aabandon_turn, plan.state)
             raise
-        return visible if visible is not None else AIMessage("")
+        # What the model returned when it is not a message of its own (the streaming
+        # drivers ignore this return: the chunks were the output).
+        return _visible(answer) if answer is not None else cast(BaseMessage, reply)
+
+    def _model_steps(
+        self, plan: _Plan, config: RunnableConfig, kwargs: Mapping[str, Any]
+    ) -> Generator[Op, Any, tuple[Any, list[BaseMessage]]]:
+        """Model calls until a reply that is the answer (or ``max_steps``), as the
+        loops' steps run: the last reply and the memory exchange (each reply with
+        memory calls, as stored, and the calls' results)."""
+        transcript = list(plan.messages)
+        exchange: list[BaseMessage] = []
+        reply: Any = None
+        for step in range(self.max_steps):
+            model, messages = self._request(plan, transcript, step)
+            reply = yield _ModelCall.of(model, messages, config, kwargs)
+            if not isinstance(reply, AIMessage) or not _has_memory_call(reply):
+                break  # the answer (calls of the caller's own tools are theirs to run)
+            stored = without_invalid_memory_calls(reply)
+            exchange.append(stored)
+            for call in memory_calls(stored):
+                result, _ = yield from memory_call_steps(
+                    plan.state.turn, call, truncated=cut_short(reply), config=config
+                )
+                exchange.append(result)
+            transcript = [*plan.messages, *exchange]
+            names = [str(c.get("name")) for c in reply.tool_calls]
+            # The turn's one end-of-turn rule; the caller's own tools are the caller's to
+            # run (the chain returns the reply to it), so a reply calling them ends here.
+            if MemoryTurn.answered_then_remembered(text_of(reply), names):
+                break
+            if any(name != TOOL_NAME for name in names):
+                break
+        return reply, exchange
+
+    def _request(
+        self, plan: _Plan, transcript: list[BaseMessage], step: int
+    ) -> tuple[Runnable[Any, Any], list[BaseMessage]]:
+        """The model (with this step's tool and hints) and the messages it is sent."""
+        model = with_tool(self.model, *self._tool_for(plan, step))
+        messages = plan.history.model_messages(transcript, turn=plan.state)
+        if self.cache_hints:
+            model, messages = _hinted(model, messages, plan)
+        return model, messages
 
     def _plan(self, input: Any, config: RunnableConfig) -> Generator[Op, Any, _Plan | None]:
         """This call's memory, or None: no memory here (the model is called unchanged)."""
@@ -343,23 +448,17 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
             if history is None:
                 return None
         provider = provider_of(base_model(self.model))
-        if history.provider is None:
-            history.provider = provider
         if provider == "openai":  # ChatOpenAI(base_url=...) may serve an open model
             base_url = getattr(base_model(self.model), "openai_api_base", None)
             note_endpoint(type(self).__name__, base_url, history.options.memory_role)
-        state: HistoryTurn = yield op(history.open_turn, history.aopen_turn)
-        if state.model_called:
-            # This history's last run called the model and never reached add_messages
-            # (the chain failed after the model): that turn is over; this is a new one.
-            yield op(history.abandon_turn, history.aabandon_turn, state)
-            state = yield op(history.open_turn, history.aopen_turn)
-        state.model_called = True
-        state.turn.note_user_message(current_user_text(messages))
+        user_text = current_user_text(messages)
+        state: HistoryTurn = yield op(
+            history.model_turn, history.amodel_turn, user_text, provider=provider
+        )
         if current is not None:
             view = yield op(lambda: history.messages, history.aget_messages)
             messages = [*view, *current]
-        return _Plan(history, state, messages, current, provider, config)
+        return _Plan(history, state, messages, current, provider)
 
     def _standalone(
         self, messages: list[BaseMessage], config: RunnableConfig
@@ -406,35 +505,6 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
             return turn.tool(hidden=True), {"type": "none"}
         return (turn.tool(), None) if offer == "offer" else (None, None)
 
-    def _after_reply(
-        self,
-        plan: _Plan,
-        reply: AIMessage,
-        exchange: list[BaseMessage],
-        step: int,
-    ) -> Generator[Op, Any, list[BaseMessage] | None]:
-        """Run the reply's memory calls; the messages to send for another model call,
-        or None when this reply is the answer."""
-        if not _has_memory_call(reply):
-            return None
-        turn = plan.state.turn
-        stored = without_invalid_memory_calls(reply)
-        results: list[BaseMessage] = []
-        for call in memory_calls(stored):
-            result, _ = yield from memory_call_steps(
-                turn, call, truncated=cut_short(reply), config=plan.config
-            )
-            results.append(result)
-        exchange.extend([stored, *results])
-        names = [str(c.get("name")) for c in reply.tool_calls]
-        # The turn's one end-of-turn rule; the caller's own tools are the caller's to
-        # run (the chain returns the reply to it), so a reply calling them ends here too.
-        if MemoryTurn.answered_then_remembered(text_of(reply), names):
-            return None
-        if any(name != TOOL_NAME for name in names) or step + 1 >= self.max_steps:
-            return None
-        return [stored, *results]
-
     def _finish(
         self, plan: _Plan, exchange: list[BaseMessage], answer: AIMessage | None
     ) -> Generator[Op, Any, None]:
@@ -469,16 +539,6 @@ def _hinted(
 def _same(message: BaseMessage, answer: AIMessage) -> bool:
     return message is answer or (
         isinstance(message, AIMessage) and message.id is not None and message.id == answer.id
-    )
-
-
-def _model_op(
-    model: Runnable[Any, Any], input: Any, config: RunnableConfig, kwargs: Mapping[str, Any]
-) -> Op:
-    return Op(
-        lambda: model.invoke(input, config, **kwargs),
-        lambda: model.ainvoke(input, config, **kwargs),
-        "model",
     )
 
 

@@ -24,8 +24,8 @@ The turn itself is a :class:`~stm_memory.kit.MemoryTurn`: the first read is
 whole input as every entry point builds it); a memory call is ``memory_call``; ``add_messages`` with
 the answer is ``finish`` (given the record's tail that capture keeps); a run that
 failed is ``abandon``. A wrapper that calls the model itself drives the open turn
-through public methods: :meth:`~ShortTermMemoryHistory.open_turn` (a
-:class:`HistoryTurn`), :meth:`~ShortTermMemoryHistory.model_messages`,
+through public methods: :meth:`~ShortTermMemoryHistory.model_turn` (the
+:class:`HistoryTurn` of its model input), :meth:`~ShortTermMemoryHistory.model_messages`,
 :meth:`~ShortTermMemoryHistory.keep_exchange` and
 :meth:`~ShortTermMemoryHistory.abandon_turn`.
 
@@ -104,9 +104,9 @@ class HistoryTurn:
     """The open turn of a :class:`ShortTermMemoryHistory`: its
     :class:`~stm_memory.kit.MemoryTurn` (``turn``) and what the history keeps for
     it (the view it returned, the record as the turn knows it, the memory exchange to
-    store). :meth:`ShortTermMemoryHistory.open_turn` returns it to a wrapper that calls
-    the model itself (:func:`~stm_memory_langchain.with_short_term_memory`), which hands
-    it back to :meth:`~ShortTermMemoryHistory.model_messages` and
+    store). :meth:`ShortTermMemoryHistory.model_turn` (or ``open_turn``) returns it to a
+    wrapper that calls the model itself (:func:`~stm_memory_langchain.with_short_term_memory`),
+    which hands it back to :meth:`~ShortTermMemoryHistory.model_messages` and
     :meth:`~ShortTermMemoryHistory.abandon_turn`."""
 
     __slots__ = (
@@ -121,8 +121,9 @@ class HistoryTurn:
 
     def __init__(self, turn: MemoryTurn) -> None:
         self.turn = turn
-        #: Set by the chain wrapper once it called the model in this turn: another call
-        #: on it is a new input after a run that never reached ``add_messages``.
+        #: Set once a wrapper called the model in this turn
+        #: (:meth:`ShortTermMemoryHistory.model_turn`): another call on it is a new
+        #: input after a run that never reached ``add_messages``.
         self.model_called = False
         self._view: list[BaseMessage] | None = None
         self._seen: list[BaseMessage] | None = None  # the record the view was built from
@@ -234,6 +235,21 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
     async def aopen_turn(self) -> HistoryTurn:
         return await adrive(self._open_steps())
 
+    def model_turn(self, user_text: str | None, *, provider: str | None = None) -> HistoryTurn:
+        """For a wrapper that calls the chain's model itself
+        (:func:`~stm_memory_langchain.with_short_term_memory`): the turn this model input
+        belongs to, handed its user's message (the intent guard). The open turn, unless
+        a wrapper already called the model in it: then its run never reached
+        ``add_messages`` (the chain failed after the model), so that turn is ended and
+        a new one begins. ``provider`` (the chain's model's) fills in this history's
+        ``provider`` when it was left ``None``."""
+        return drive(self._model_turn_steps(user_text, provider))
+
+    async def amodel_turn(
+        self, user_text: str | None, *, provider: str | None = None
+    ) -> HistoryTurn:
+        return await adrive(self._model_turn_steps(user_text, provider))
+
     def abandon_turn(self, turn: HistoryTurn) -> None:
         """End ``turn``, uncaptured, if it is still the open one: its run failed (or
         never reached ``add_messages``). It counted as a turn, as in the loops, whose
@@ -315,6 +331,21 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
             if self._open is None:  # a concurrent reader may have opened it first
                 self._open = opened
             return self._open
+
+    def _model_turn_steps(
+        self, user_text: str | None, provider: str | None
+    ) -> Generator[Op, Any, HistoryTurn]:
+        if self.provider is None and provider is not None:
+            self.provider = provider
+        state = yield from self._open_steps()
+        if state.model_called:
+            # This history's last run called the model and never reached add_messages:
+            # that turn is over; this input is a new one.
+            yield from self._abandon_steps(state)
+            state = yield from self._open_steps()
+        state.model_called = True
+        state.turn.note_user_message(user_text)
+        return state
 
     def _abandon_steps(self, state: HistoryTurn) -> Generator[Op, Any, None]:
         with self._lock:
