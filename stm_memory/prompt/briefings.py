@@ -9,17 +9,30 @@ this channel's own memory is rewritten (which re-bills everything after it anywa
   into the *stable* group right after this channel's memory.
 - A briefing of raw turns (its source has no distilled memory yet) enters with only the
   turns not already sent: the earlier ones stand where they were sent.
-- Between rewrites, a briefing that is new or changed (its source wrote new memory)
-  enters once, right after the user message of the turn it first appears in, and
-  stays there in later requests: ``BriefingCopy.turn`` records that turn as the
-  channel's ``turns_since_refresh`` then, so a later request finds it again by
-  counting turns back from the current one (the history cut moves only on a rewrite
-  too). An older copy of a source that changed stays where it was sent; the model
-  reads the newer one by its time.
+- Between rewrites, a briefing of a source not carried yet enters at once, right after
+  the user message of the turn it first appears in, and stays there in later
+  requests: ``BriefingCopy.turn`` records that turn as the channel's
+  ``turns_since_refresh`` then, so a later request finds it again by counting turns
+  back from the current one (the history cut moves only on a rewrite too).
+- A change of a source already carried *rides the next rewrite* (the bill decides
+  when the prompt changes, SPEC §6): it waits, and is sent on its own, once, only when
+  :data:`WAIT_TURNS` of this channel's turns have passed since that source was last
+  delivered — so a source that changes every turn (raw turns, a busy channel) costs
+  one delivery per ``WAIT_TURNS`` turns, not one per turn, and no change waits longer
+  than that. Why four: a user who asks here about another channel's news gets it
+  within a few exchanges, or at once when this channel's memory is rewritten (every
+  ``refresh_cadence`` turns, five by default), while an idle wait costs nothing. An
+  older copy of a source that changed stays where it was sent; the model reads the
+  newer one by its time.
 - A copy whose source is no longer shown to this scope — cleared, expired, made
   private, an opt-in withdrawn — leaves the next request (and the stored set).
-- The set is bounded: past :data:`MAX_COPIES_FACTOR` × the channels shown it starts
-  again as a stable group (one re-billed request instead of an ever longer prompt).
+- The set is bounded: past :data:`MAX_COPIES_FACTOR` × the channels shown, or
+  :data:`MAX_COPY_TOKENS` estimated tokens, it starts again as a stable group. That
+  re-bills everything after the group (the whole dialogue since the rewrite), so the
+  bounds are set where carrying the copies, read from the cache at a tenth of the
+  price each turn, has cost about as much as that re-bill: with a model that never
+  rewrites its memory, the set was restarted every few turns at the old bound of
+  twelve copies, and each restart re-billed the channel's whole history.
 """
 
 from __future__ import annotations
@@ -31,10 +44,21 @@ from dataclasses import replace
 from stm_memory.model import MemoryEntry
 from stm_memory.model.briefings import STABLE, BriefingCopy
 
-__all__ = ["MAX_COPIES_FACTOR", "briefing_groups", "plan_briefings"]
+__all__ = [
+    "MAX_COPIES_FACTOR",
+    "MAX_COPY_TOKENS",
+    "WAIT_TURNS",
+    "briefing_groups",
+    "plan_briefings",
+]
 
 #: The stored set holds at most this many copies per channel shown.
-MAX_COPIES_FACTOR = 4
+MAX_COPIES_FACTOR = 16
+#: ... and at most this many estimated tokens (about four characters a token).
+MAX_COPY_TOKENS = 4_000
+#: A change of a source already carried waits at most this many of this channel's
+#: turns for the next rewrite before it is sent on its own (see the module docstring).
+WAIT_TURNS = 4
 #: A quoted raw turn as rendering writes it (``  Speaker: "words"``).
 _QUOTE = re.compile(r'^  \S.*: ".*"$')
 
@@ -60,11 +84,16 @@ def plan_briefings(
     kept = [c for c in live.briefings if c.source in visible and c.turn <= now]
     new: list[BriefingCopy] = []
     for copy in shown:
-        fresh = _news(copy, [c for c in kept if c.source == copy.source])
+        carried = [c for c in kept if c.source == copy.source]
+        if carried and now - max(0, max(c.turn for c in carried)) < WAIT_TURNS:
+            continue  # a change of a carried source rides the next rewrite, or waits
+        fresh = _news(copy, carried)
         if fresh is not None:
             new.append(replace(fresh, turn=now))
     planned = (*kept, *new)
-    if len(planned) > MAX_COPIES_FACTOR * max(1, limit):
+    if len(planned) > MAX_COPIES_FACTOR * max(1, limit) or (
+        sum(len(c.text) for c in planned) > 4 * MAX_COPY_TOKENS
+    ):
         return stable, epoch
     return planned, epoch
 

@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 
 from stm_memory import Scope, ShortTermMemory
+from stm_memory.prompt.briefings import WAIT_TURNS
 from stm_memory.prompt.placement import MemoryContext
 from stm_memory.prompt.render import CONTENT_HEADER, FRAMING
 from stm_memory.testing import FrozenClock
@@ -228,6 +229,7 @@ def test_a_source_turn_the_briefing_does_not_show_sends_nothing_new(
 def test_a_changed_briefing_enters_once_and_the_old_copy_stays(
     mem: ShortTermMemory, clock: FrozenClock
 ) -> None:
+    mem.configure_server("g1", refresh_cadence=100)  # no nudge in these requests
     elsewhere(mem, PACKING, "We need tents.", summary="Packing: tents.")  # 12:00
     chat = Chat(mem)
     chat.turn("hi 1")
@@ -235,25 +237,34 @@ def test_a_changed_briefing_enters_once_and_the_old_copy_stays(
     elsewhere(mem, PACKING, "And stoves.", summary="Packing: tents, stoves.")  # 12:20
     stoves = entry("packing", "2026-01-05 12:20 UTC", "Packing: tents, stoves.")
 
-    # The new summary is a new briefing: once, after the current user message. The
-    # copy sent before stays where it was (the model reads the newer one by its time).
-    second = chat.turn("hi 2")
-    assert second.context.briefings == ((-1, group(TENTS)), (0, group(stoves)))
-    assert second.contents == [SYSTEM, group(TENTS), "hi 1", "Re: hi 1", "hi 2", group(stoves)]
+    # The change of a source already carried rides this channel's next rewrite: until
+    # WAIT_TURNS of its turns have passed, each request extends the last unchanged.
+    history = ["hi 1", "Re: hi 1"]
+    for n in range(2, WAIT_TURNS + 1):
+        waiting = chat.turn(f"hi {n}")
+        assert waiting.context.briefings == ((-1, group(TENTS)),)
+        assert waiting.contents == [SYSTEM, group(TENTS), *history, f"hi {n}"]
+        history += [f"hi {n}", f"Re: hi {n}"]
+
+    # Then it is sent on its own, once, after the current user message. The copy sent
+    # before stays where it was (the model reads the newer one by its time).
+    n = WAIT_TURNS + 1
+    sent = chat.turn(f"hi {n}")
+    assert sent.context.briefings == ((-1, group(TENTS)), (0, group(stoves)))
+    assert sent.contents == [SYSTEM, group(TENTS), *history, f"hi {n}", group(stoves)]
 
     clock.advance(minutes=20)
-    third = chat.turn("hi 3")
-    assert third.contents == [
+    later = chat.turn(f"hi {n + 1}")
+    assert later.contents == [
         SYSTEM,
         group(TENTS),
-        "hi 1",
-        "Re: hi 1",
-        "hi 2",
+        *history,
+        f"hi {n}",
         group(stoves),
-        "Re: hi 2",
-        "hi 3",
+        f"Re: hi {n}",
+        f"hi {n + 1}",
     ]
-    assert mentions(third, "Packing: tents, stoves.") == 1
+    assert mentions(later, "Packing: tents, stoves.") == 1
     assert stored_copies(mem) == [(PACKING_KEY, TENTS), (PACKING_KEY, stoves)]
 
 
@@ -272,10 +283,10 @@ def test_after_a_rewrite_the_briefings_shown_form_the_stable_group(
     route = entry("route", "2026-01-05 12:10 UTC", "Route: the pass.")
     stoves = entry("packing", "2026-01-05 12:10 UTC", "Packing: tents, stoves.")
 
-    # The turn that rewrites the memory still sends what was planned at its start.
+    # The turn that rewrites the memory still sends what was planned at its start: the
+    # new source at once, the change of #packing (carried) waiting for the rewrite.
     rewriting = chat.turn("hi 2", update="We said hi twice.")
-    new_this_turn = group(stoves, route)  # newest first; ties broken by key (c2 < c3)
-    assert rewriting.contents == [SYSTEM, group(TENTS), "hi 1", "Re: hi 1", "hi 2", new_this_turn]
+    assert rewriting.contents == [SYSTEM, group(TENTS), "hi 1", "Re: hi 1", "hi 2", group(route)]
 
     clock.advance(minutes=10)
     after = chat.turn("hi 3")
@@ -482,8 +493,9 @@ def test_the_prefix_up_to_the_previous_user_message_is_byte_identical(
     ]
 
     # 30 minutes pass; the other channels move on (a new #route turn changes its
-    # briefing, #packing writes a new summary): all of that goes after the new user
-    # message, nothing before it moves.
+    # briefing, #packing writes a new summary): nothing before the new user message
+    # moves, and the changes of sources already carried wait (they ride the next
+    # rewrite, or go after a user message once WAIT_TURNS have passed).
     clock.advance(minutes=30)
     elsewhere(mem, ROUTE, "Or round the lake?", reply="The lake, then.")  # 12:35
     elsewhere(mem, PACKING, "And stoves.", summary="Packing: tents, stoves.")  # 12:35
@@ -496,15 +508,8 @@ def test_the_prefix_up_to_the_previous_user_message_is_byte_identical(
     kept = len(before.request) - 1
     assert after.wire(kept) == before.wire(kept)
     assert after.contents[kept] == "Re: hi 2"
-    # What changed went after the new user message, then the nudge.
-    lake = entry(
-        "route",
-        "2026-01-05 12:35 UTC",
-        'User: "Or round the lake?"',
-        'Assistant: "The lake, then."',
-    )
-    stoves = entry("packing", "2026-01-05 12:35 UTC", "Packing: tents, stoves.")
-    assert after.contents[kept + 1 :] == ["hi 3", group(stoves, lake), nudge]
+    # The new user message, then the nudge: the changed briefings wait.
+    assert after.contents[kept + 1 :] == ["hi 3", nudge]
     assert after.context.nudge == nudge
 
 
