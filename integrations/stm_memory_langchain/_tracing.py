@@ -23,7 +23,7 @@ this one only runs a call, and takes that tool's name, description and schema.
 from __future__ import annotations
 
 from collections.abc import Generator, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig, ensure_config
@@ -58,6 +58,11 @@ class MemoryCallTool(BaseTool):
     result: dict[str, Any] | None = None
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    # LangChain finds a tool's injected arguments by reading ``_run``'s signature, once
+    # per tool object (a cached property); one is built per call here, and it has none.
+    # (Should LangChain rename it, this is merely unused.)
+    _injected_args_keys: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def for_call(
