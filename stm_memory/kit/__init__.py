@@ -1,8 +1,9 @@
 """The integration kit: what an integration author builds an entry point with.
 
 - the memory turn every entry point drives (:mod:`.turn`, ``MemoryTurn``: it builds
-  what each request sends, runs the memory call, captures and ends) and the options
-  they share (:mod:`.options`, ``TurnOptions``);
+  what each request sends, runs the memory call, captures and ends; ``TurnPhase``,
+  where it stands; ``TurnEngine``, what it needs of the engine) and the options they
+  share (:mod:`.options`, ``TurnOptions``);
 - the agent turn of the loops, written once without I/O (:mod:`.loop`), the
   operations it yields and their sync/async drivers (:mod:`.ops`), and the loop shells
   every provider loop subclasses (:mod:`.shell`);
@@ -77,7 +78,7 @@ from stm_memory.kit.shell import (
     aemit_text,
     emit_text,
 )
-from stm_memory.kit.turn import MemoryTurn
+from stm_memory.kit.turn import MemoryTurn, TurnEngine, TurnPhase
 from stm_memory.kit.wire_anthropic import (
     anthropic_system,
     anthropic_tool_results,
@@ -114,8 +115,10 @@ __all__ = [
     "System",
     "ToolCall",
     "ToolHandler",
+    "TurnEngine",
     "TurnOption",
     "TurnOptions",
+    "TurnPhase",
     "TurnResult",
     "Usage",
     "adrive",

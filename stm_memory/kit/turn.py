@@ -10,8 +10,11 @@ A turn's lifecycle is the same whichever framework runs the model::
       └──► abandon (a step failed: counted, not captured) ──► finish (capture with
                                                               speakers, count, end)
 
-``MemoryTurn`` owns that lifecycle and holds its state (the engine's
-:class:`~stm_memory.TurnContext`, the assembled :class:`MemoryContext`). It does no
+``MemoryTurn`` owns that lifecycle and holds its state: where it stands in it
+(:class:`TurnPhase`, ``phase``: begun, assembled, finished, each step checked against
+it), the engine's :class:`~stm_memory.TurnContext` and the assembled
+:class:`MemoryContext`. It reaches the engine through :class:`TurnEngine` (the engine
+methods it calls, nothing more). It does no
 I/O itself: each step that reads or writes memory is a generator of
 :class:`~stm_memory.kit.Op` that the caller runs with ``drive`` (blocking) or
 ``adrive`` (awaiting), so a sync hook and its async twin share one body. Integrations
@@ -26,6 +29,7 @@ not a :class:`~stm_memory.Scope`) is raised, typed, before anything runs.
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
 from collections.abc import Generator, Mapping, Sequence
@@ -33,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from stm_memory.errors import TurnOrderError, ValidationError
+from stm_memory.kit._engine import TurnEngine
 from stm_memory.kit.capture import dialogue_for_capture, needs_previous
 from stm_memory.kit.memory_call import run_memory_call
 from stm_memory.kit.ops import Op, attempt, op
@@ -47,10 +52,9 @@ from stm_memory.tool.turn import TOOL_NAME, failure
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
 
-    from stm_memory.engine import ShortTermMemory
     from stm_memory.tool.turn import TurnContext
 
-__all__ = ["MemoryTurn", "PreparedRequest", "ToolOffer"]
+__all__ = ["MemoryTurn", "PreparedRequest", "ToolOffer", "TurnEngine", "TurnPhase"]
 
 log = logging.getLogger("stm_memory")
 
@@ -65,6 +69,31 @@ _ORDER = (
 #: How a request carries the memory tool: ``"offer"`` callable, ``"describe"`` defined
 #: but uncallable (``tool_choice: none``), None not at all.
 ToolOffer = Literal["offer", "describe"] | None
+
+
+class TurnPhase(enum.Enum):
+    """Where a :class:`MemoryTurn` stands in its lifecycle; it only moves forward::
+
+        BEGUN ──assemble()──► ASSEMBLED ──finish()──► FINISHED
+          └───────────────────finish()──────────────────┘
+
+    - ``BEGUN``: :meth:`MemoryTurn.begin` (or ``off`` / ``idle``) returned; the guards
+      are decided, the user's message may still be noted; no request may be built yet.
+    - ``ASSEMBLED``: :meth:`MemoryTurn.assemble` read the memory (once): requests are
+      built (``request_context``, ``prepare``, ``place``, ``view``), the tool offered,
+      memory calls run.
+    - ``FINISHED``: :meth:`MemoryTurn.finish` captured and ended the turn (once): no
+      assembly and no memory call any more; a finished turn keeps the context it
+      assembled, so a request built late still gets it.
+
+    A turn that is *off* (no scope, or its beginning failed: ``active`` False) is not a
+    phase of its own: it goes through the same three, and its steps are checked alike,
+    only placing nothing and writing nothing. Nor is ``abandon()``: it counts the turn
+    where it stands, and the turn may still go on and finish."""
+
+    BEGUN = "begun"
+    ASSEMBLED = "assembled"
+    FINISHED = "finished"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,8 +134,8 @@ class MemoryTurn:
 
     __slots__ = (
         "_context",
-        "_finished",
         "_lock",
+        "_phase",
         "_tool",
         "memory",
         "options",
@@ -116,20 +145,21 @@ class MemoryTurn:
 
     def __init__(
         self,
-        memory: ShortTermMemory,
+        memory: TurnEngine,
         scope: Scope | None,
         state: TurnContext | None,
         *,
         options: TurnOptions,
     ) -> None:
+        #: The engine (:class:`~stm_memory.ShortTermMemory`), as the turn drives it.
         self.memory = memory
         self.scope = scope
         #: The engine's per-turn state (guards, snapshot, the one update); None: off.
         self.state = state
         self.options = options
-        self._context: MemoryContext | None = None
+        self._phase = TurnPhase.BEGUN  # moves forward only, under the lock
+        self._context: MemoryContext | None = None  # set with ASSEMBLED, kept after
         self._tool: BaseTool | None = None
-        self._finished = False
         self._lock = threading.Lock()
 
     # -- begin --------------------------------------------------------------------------
@@ -137,7 +167,7 @@ class MemoryTurn:
     @classmethod
     def begin(
         cls,
-        memory: ShortTermMemory,
+        memory: TurnEngine,
         scope: Scope | None,
         *,
         options: TurnOptions | None = None,
@@ -170,7 +200,7 @@ class MemoryTurn:
 
     @classmethod
     def off(
-        cls, memory: ShortTermMemory, scope: Scope | None, *, options: TurnOptions | None = None
+        cls, memory: TurnEngine, scope: Scope | None, *, options: TurnOptions | None = None
     ) -> MemoryTurn:
         """A turn with memory off (no I/O): a placeholder for a turn not begun yet, which
         places nothing, offers no tool and writes nothing."""
@@ -178,7 +208,7 @@ class MemoryTurn:
 
     @classmethod
     def idle(
-        cls, memory: ShortTermMemory, scope: Scope, *, options: TurnOptions | None = None
+        cls, memory: TurnEngine, scope: Scope, *, options: TurnOptions | None = None
     ) -> MemoryTurn:
         """A turn that has not begun, with the defaults (summary mode) and no storage
         read: what a tool built before the first real turn describes itself with."""
@@ -187,6 +217,11 @@ class MemoryTurn:
         return cls(memory, scope, state, options=options)
 
     # -- what the turn knows --------------------------------------------------------------
+
+    @property
+    def phase(self) -> TurnPhase:
+        """Where the turn stands: begun, assembled or finished (:class:`TurnPhase`)."""
+        return self._phase
 
     @property
     def active(self) -> bool:
@@ -243,9 +278,9 @@ class MemoryTurn:
 
     def assemble(self) -> Generator[Op, Any, MemoryContext]:
         """Read the memory this turn shows (once; later calls return the same)."""
-        if self._finished:
+        if self._phase is TurnPhase.FINISHED:
             raise TurnOrderError(f"assemble() after finish(): {_ORDER}")
-        if self._context is None:
+        if self._phase is TurnPhase.BEGUN:
             built: Any = None
             if self.state is not None:
                 m = self.memory
@@ -256,6 +291,8 @@ class MemoryTurn:
             with self._lock:
                 if self._context is None:  # a concurrent step may have assembled first
                     self._context = context
+                if self._phase is TurnPhase.BEGUN:  # finish() may have come meanwhile
+                    self._phase = TurnPhase.ASSEMBLED
         return self.context
 
     def request_context(
@@ -265,10 +302,12 @@ class MemoryTurn:
         history cut when trimming (``trim`` overrides the option), the nudge only while
         the tool is offered (``nudge=False`` holds it back, e.g. until the user's
         message is known)."""
-        if self._context is None:
+        context = self._context
+        # BEGUN, or FINISHED without having assembled (the context is set with ASSEMBLED).
+        if self._phase is TurnPhase.BEGUN or context is None:
             raise TurnOrderError(f"request_context() before assemble(): {_ORDER}")
         offered = self.tool_offered if nudge is None else nudge and self.tool_offered
-        return self.context.for_request(
+        return context.for_request(
             role=self.options.form,
             trim=self.options.trim_history if trim is None else trim,
             nudge=offered,
@@ -406,7 +445,7 @@ class MemoryTurn:
         """Run one ``update_short_term_memory`` call: vetted, every guard checked again,
         one update per turn; a result dict, never an exception (a call after
         :meth:`finish` is the integration's bug: :class:`TurnOrderError`)."""
-        if self._finished:
+        if self._phase is TurnPhase.FINISHED:
             raise TurnOrderError(f"memory_call() after finish(): {_ORDER}")
         if self.state is None:
             return failure(_UNAVAILABLE)
@@ -438,16 +477,17 @@ class MemoryTurn:
         before ``start`` is dialogue (a caller that passes only the new message) the
         stored ones go in front; stored messages keep their speakers."""
         with self._lock:
-            if self._finished:
+            if self._phase is TurnPhase.FINISHED:
                 return
-            self._finished = True
+            self._phase = TurnPhase.FINISHED
         if self.state is None or self.scope is None:
             return
         m, scope = self.memory, self.scope
         start = max(0, min(start, len(messages)))
         previous: Sequence[StoredMessage] = ()
         readable = True
-        if needs_previous(messages, start):
+        read = needs_previous(messages, start)
+        if read:
             try:
                 entry = yield op(m.get, m.aget, scope)
                 previous = entry.messages if entry is not None else ()
@@ -460,10 +500,13 @@ class MemoryTurn:
             yield from attempt(op(m.end_turn, m.aend_turn, self.state), "ending the turn")
             return
         dialogue = dialogue_for_capture(messages, start, previous)
-        # Capture and count share one cache transaction and one SQL transaction.
-        finish = op(m.finish_turn, m.afinish_turn, self.state, dialogue)
+        # Capture and count share one cache transaction and one SQL transaction; the
+        # turns read here are what capture matches speakers against (not read twice).
+        stored = previous if read else None
+        finish = op(m.finish_turn, m.afinish_turn, self.state, dialogue, stored=stored)
         yield from attempt(finish, "capturing dialogue and ending the turn")
 
     @property
     def finished(self) -> bool:
-        return self._finished
+        """:meth:`finish` ran (``phase`` is ``FINISHED``)."""
+        return self._phase is TurnPhase.FINISHED

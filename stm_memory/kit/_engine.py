@@ -1,0 +1,71 @@
+"""What :class:`~stm_memory.kit.MemoryTurn` needs of the engine, and nothing more.
+
+``MemoryTurn.memory`` is typed with :class:`TurnEngine`, not with
+:class:`~stm_memory.ShortTermMemory`: the turn calls a dozen of the engine's methods (the
+sync and async twin of each step it runs), and naming them here says which, keeps the
+turn from reaching for anything else, and lets a test hand it a stand-in. The real
+engine satisfies it structurally (``mypy --strict`` checks every place an integration
+hands one to ``MemoryTurn.begin``).
+
+A leaf of the kit: it imports no other kit module, and not the engine (the types it
+names are the model's, the prompt's and the tool layer's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from stm_memory.tool.call import MemoryWriter
+
+if TYPE_CHECKING:
+    from stm_memory.model import MemoryEntry, Scope
+    from stm_memory.prompt.placement import MemoryContext
+    from stm_memory.tool.turn import TurnContext
+
+__all__ = ["TurnEngine"]
+
+
+class TurnEngine(MemoryWriter, Protocol):
+    """The engine as a :class:`~stm_memory.kit.MemoryTurn` drives it: what a memory call
+    runs (:class:`~stm_memory.tool.call.MemoryWriter`: ``limits``, ``update``,
+    ``aupdate``; the LangChain tool takes the same), and each step's method with its
+    async twin."""
+
+    def begin_turn(
+        self,
+        scope: Scope,
+        *,
+        provider: str | None = ...,
+        user_message: str | None = ...,
+        tools_available: bool = ...,
+    ) -> TurnContext: ...
+
+    async def abegin_turn(
+        self,
+        scope: Scope,
+        *,
+        provider: str | None = ...,
+        user_message: str | None = ...,
+        tools_available: bool = ...,
+    ) -> TurnContext: ...
+
+    def default_turn(self, scope: Scope, *, provider: str | None = ...) -> TurnContext: ...
+
+    def note_user_message(self, turn: TurnContext, text: str | None) -> None: ...
+
+    def build_context(self, turn: TurnContext) -> MemoryContext: ...
+
+    async def abuild_context(self, turn: TurnContext) -> MemoryContext: ...
+
+    def get(self, scope: Scope) -> MemoryEntry | None: ...
+
+    async def aget(self, scope: Scope) -> MemoryEntry | None: ...
+
+    def end_turn(self, turn: TurnContext) -> None: ...
+
+    async def aend_turn(self, turn: TurnContext) -> None: ...
+
+    def finish_turn(self, turn: TurnContext, messages: Sequence[Any]) -> None: ...
+
+    async def afinish_turn(self, turn: TurnContext, messages: Sequence[Any]) -> None: ...
