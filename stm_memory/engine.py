@@ -28,6 +28,7 @@ from stm_memory.model import (
     MemoryEntry,
     Scope,
     ServerSettings,
+    StoredMessage,
     UserSettings,
     check_owner_id,
     key_for,
@@ -410,15 +411,24 @@ class ShortTermMemory:
             return None
         return self._apply(scope, scope.keys, capture, now).get(scope.live_key)
 
-    def finish_turn(self, turn: TurnContext, messages: Sequence[Any]) -> None:
+    def finish_turn(
+        self,
+        turn: TurnContext,
+        messages: Sequence[Any],
+        *,
+        stored: Sequence[StoredMessage] | None = None,
+    ) -> None:
         """:meth:`capture` the turn's dialogue and :meth:`end_turn`, in one cache
         transaction and one SQL transaction (what ``MemoryTurn.finish`` runs). A
         dialogue that cannot be read is logged and not captured; the turn still
-        counts."""
+        counts. ``stored``: the live entry's captured turns as the caller has just
+        read them (``MemoryTurn.finish`` reads them to put them before a turn passed
+        alone), which the speakers are matched against instead of reading the entry
+        again."""
         scope = turn.scope
         now = self.now()
         try:
-            capture = self._captured(scope, messages, now)
+            capture = self._captured(scope, messages, now, live_turns=stored)
         except Exception:
             log.exception("stm-memory: reading the dialogue failed; it is not captured")
             capture = None
@@ -458,10 +468,16 @@ class ShortTermMemory:
         return entries
 
     def _captured(
-        self, scope: Scope, messages: Sequence[Any], now: datetime
+        self,
+        scope: Scope,
+        messages: Sequence[Any],
+        now: datetime,
+        *,
+        live_turns: Sequence[StoredMessage] | None = None,
     ) -> Callable[[MemoryEntry], dict[str, Any]] | None:
         """The change capturing ``messages`` for ``scope``, None when nothing of it is
-        stored (the user is in full privacy, or nobody's words may be kept)."""
+        stored (the user is in full privacy, or nobody's words may be kept).
+        ``live_turns``: the live entry's turns, when the caller has just read them."""
         if self.user_settings(scope.user_id).full_privacy:
             return None
         said = all_dialogue(messages, now=now)
@@ -470,8 +486,10 @@ class ShortTermMemory:
             # with; only new ones are this turn's user's. Read before the atomic write
             # (the privacy check below needs the speakers), so a capture racing this
             # one can make a repeated turn count as new: today's attribution, no worse.
-            live = self.get(scope)
-            said = with_stored_speakers(said, live.messages if live else (), default=scope.user_id)
+            if live_turns is None:
+                live = self.get(scope)
+                live_turns = live.messages if live else ()
+            said = with_stored_speakers(said, live_turns, default=scope.user_id)
         voices = speakers(said)
         # A user in full privacy is never stored, whoever's turn this is. (Settings
         # that cannot be read count as full privacy: SettingsBook fails closed.)
@@ -664,8 +682,14 @@ class ShortTermMemory:
     async def aend_turn(self, turn: TurnContext) -> None:
         await asyncio.to_thread(self.end_turn, turn)
 
-    async def afinish_turn(self, turn: TurnContext, messages: Sequence[Any]) -> None:
-        await asyncio.to_thread(self.finish_turn, turn, messages)
+    async def afinish_turn(
+        self,
+        turn: TurnContext,
+        messages: Sequence[Any],
+        *,
+        stored: Sequence[StoredMessage] | None = None,
+    ) -> None:
+        await asyncio.to_thread(self.finish_turn, turn, messages, stored=stored)
 
     async def aclear_channel(self, channel_id: str) -> int:
         return await asyncio.to_thread(self.clear_channel, channel_id)
