@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from stm_memory.tool.call import MemoryWriter
 
 if TYPE_CHECKING:
-    from stm_memory.model import MemoryEntry, Scope
+    from stm_memory.model import MemoryEntry, Scope, StoredMessage
     from stm_memory.prompt.placement import MemoryContext
     from stm_memory.tool.turn import TurnContext
 
@@ -66,6 +66,18 @@ class TurnEngine(MemoryWriter, Protocol):
 
     async def aend_turn(self, turn: TurnContext) -> None: ...
 
-    def finish_turn(self, turn: TurnContext, messages: Sequence[Any]) -> None: ...
+    def finish_turn(
+        self,
+        turn: TurnContext,
+        messages: Sequence[Any],
+        *,
+        stored: Sequence[StoredMessage] | None = None,
+    ) -> None: ...
 
-    async def afinish_turn(self, turn: TurnContext, messages: Sequence[Any]) -> None: ...
+    async def afinish_turn(
+        self,
+        turn: TurnContext,
+        messages: Sequence[Any],
+        *,
+        stored: Sequence[StoredMessage] | None = None,
+    ) -> None: ...
