@@ -9,7 +9,7 @@ This layer sits at the bottom with :mod:`stm_memory.model` (it imports only
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from stm_memory.wire.anthropic import ANTHROPIC, has_tool_blocks
@@ -38,26 +38,46 @@ _LEADING_SYSTEM_ONLY = frozenset(
 _OPENAI_PROVIDERS = frozenset({"openai", "azure", "azure_openai"})
 
 
-def _is_langchain(message: Any) -> bool:
-    if isinstance(message, Mapping | tuple | str):
-        return False
-    # Imported here, on the first object that is not a dict, tuple or string: the dict
-    # formats never load LangChain through this layer. An isinstance check against
-    # BaseMessage (rather than guessing from type(m).__module__) also recognises a
-    # caller's own subclasses, and langchain-core is a dependency of the package, so
-    # the import cannot fail.
-    from stm_memory.wire.langchain import is_message
+# The LangChain side, loaded on the first object that is not a dict, tuple or string
+# (the dict formats never load LangChain through this layer), then kept: these run for
+# every message of every request, and an import statement is a lookup each time.
+_is_message: Callable[[Any], bool] | None = None
+_langchain_codecs: tuple[Codec, Codec, Codec] | None = None
 
-    return is_message(message)
+
+def _is_langchain(message: Any) -> bool:
+    # The concrete types first: an isinstance against the Mapping ABC is the slow check.
+    if isinstance(message, dict | tuple | str | Mapping):
+        return False
+    return _is_langchain_object(message)
+
+
+def _is_langchain_object(message: Any) -> bool:
+    """:func:`_is_langchain` of an object known not to be a mapping."""
+    global _is_message
+    if isinstance(message, tuple | str):
+        return False
+    if _is_message is None:
+        # An isinstance check against BaseMessage (rather than guessing from
+        # type(m).__module__) also recognises a caller's own subclasses, and
+        # langchain-core is a dependency of the package, so the import cannot fail.
+        from stm_memory.wire.langchain import is_message
+
+        _is_message = is_message
+    return _is_message(message)
 
 
 def _langchain_codec(provider: str) -> Codec:
-    from stm_memory.wire.langchain import LANGCHAIN, LEADING_SYSTEM_ONLY, SEPARATE_USER
+    global _langchain_codecs
+    if _langchain_codecs is None:
+        from stm_memory.wire.langchain import LANGCHAIN, LEADING_SYSTEM_ONLY, SEPARATE_USER
 
+        _langchain_codecs = (LANGCHAIN, LEADING_SYSTEM_ONLY, SEPARATE_USER)
+    langchain, leading_system_only, separate_user = _langchain_codecs
     if provider in _LEADING_SYSTEM_ONLY:
-        return LEADING_SYSTEM_ONLY
+        return leading_system_only
     # An OpenAI model is sent what the OpenAI loops send (user text apart).
-    return SEPARATE_USER if provider in _OPENAI_PROVIDERS else LANGCHAIN
+    return separate_user if provider in _OPENAI_PROVIDERS else langchain
 
 
 def codec_of(message: Any) -> Reader:
@@ -69,7 +89,7 @@ def codec_of(message: Any) -> Reader:
         if is_item(message):
             return RESPONSES
         return ANTHROPIC if has_tool_blocks([message]) else CHAT
-    if _is_langchain(message):
+    if _is_langchain_object(message):
         return _langchain_codec("")
     return SHORTHAND
 
