@@ -348,7 +348,8 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         turn = run.turn
         yield from turn.assemble()  # once per turn; an off turn places nothing
         # place() derives this request's context: the nudge only while the tool is offered.
-        provider = turn.options.provider or provider_of(request.model)
+        wire = provider_of(request.model)  # asked once: LangChain builds its params each time
+        provider = turn.options.provider or wire
         if provider == "openai":  # ChatOpenAI(base_url=...) may serve an open model
             # With no form named, the host settles it (the portable form for any host
             # but OpenAI's); the same for every request of the turn.
@@ -363,6 +364,7 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         tools, choice = _offer(turn, request)
         changed = self._hinted(
             turn,
+            wire,
             request.override(
                 messages=messages, system_message=system, tools=tools, tool_choice=choice
             ),
@@ -500,11 +502,13 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         with self._lock:
             return self._runs.pop(run_id, None)
 
-    def _hinted(self, turn: MemoryTurn, request: ModelRequest[Any]) -> ModelRequest[Any]:
-        """``request`` with the provider's prompt-cache hints (see ``_hints``)."""
+    def _hinted(
+        self, turn: MemoryTurn, wire: str | None, request: ModelRequest[Any]
+    ) -> ModelRequest[Any]:
+        """``request`` with the prompt-cache hints of ``wire``, its model's provider
+        (see ``_hints``)."""
         if not turn.options.cache_hints or turn.scope is None:
             return request
-        wire = provider_of(request.model)
         settings = request.model_settings
         added = cache_settings(request.model, wire, turn.scope, settings)
         if added:
