@@ -20,6 +20,7 @@ Telegram …) are accepted and turned into strings.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any, TypeAlias
 
 from stm_memory import Scope, ValidationError
@@ -83,7 +84,17 @@ def scope_from_values(context: Any, configurable: Mapping[str, Any] | None) -> S
             "config['configurable'] (user_id; channel_id or thread_id), or give the "
             "middleware scope=..."
         )
-    return Scope(**values)
+    if all(type(v) is str for v in values.values()):
+        return _scope(tuple(values.items()))
+    return Scope(**values)  # raises the ValidationError naming the bad value
+
+
+@lru_cache(maxsize=1024)
+def _scope(values: tuple[tuple[str, str], ...]) -> Scope:
+    # Every run of an agent resolves its scope, mostly the same few channels: a Scope
+    # is immutable, and checking its ids every time is the cost of building one. (A
+    # value that fails the checks raises, and nothing is remembered.)
+    return Scope(**dict(values))
 
 
 def resolve_scope(
