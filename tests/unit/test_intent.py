@@ -207,3 +207,20 @@ def test_long_input_is_fast_enough() -> None:
     # Guard against catastrophic backtracking in the bounded word-gap patterns.
     text = "save " + "word " * 20_000 + "i remember " * 5_000
     assert detect_long_term_intent(text) is False
+
+
+# Words and look-alikes of what the default patterns spell: detect_long_term_intent
+# searches the English patterns only where one of their words is (a prefilter without
+# IGNORECASE); make_intent_detector() searches every pattern, as it always did.
+_WORDS = "remember memorize memorise commit keep note forget memory future reference"
+# Look-alikes IGNORECASE takes for those letters: the dotless and dotted i, the Kelvin sign.
+_LOOKALIKES = "REMEMBER Memor\u0131ze memor\u0130ze comm\u0131t COMM\u0130T \u212aeep KEEP Note"
+_AROUND = "please don't dont never to your in mind this that down for all the i we"
+_LOOKALIKE_WORDS = st.sampled_from(
+    [*f"{_WORDS} {_LOOKALIKES} {_AROUND}".split(" "), "覚えておいて", "忘れないで", "!", "\u2019"]
+)
+
+
+@given(st.lists(_LOOKALIKE_WORDS, max_size=8).map(" ".join))
+def test_the_default_detector_agrees_with_every_pattern_searched(text: str) -> None:
+    assert detect_long_term_intent(text) is make_intent_detector()(text)
