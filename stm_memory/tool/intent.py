@@ -53,6 +53,10 @@ def normalize(text: str) -> str:
     Fullwidth letters and punctuation (common in Japanese input) become ASCII through NFKC,
     so the patterns only need to spell each form once. Idempotent.
     """
+    if text.isascii():
+        # NFKC leaves ASCII as it is and no apostrophe mapped is ASCII: one lower() is
+        # the whole of it (most messages; the passes below cost microseconds).
+        return text.lower()
     current = _normalize_once(text)
     for _ in range(_MAX_NORMALIZE_PASSES):
         following = _normalize_once(current)
