@@ -75,7 +75,6 @@ from stm_memory.kit import (
     check_memory_setup,
     current_user_text,
     drive,
-    is_dialogue,
     op,
     text_of,
 )
@@ -438,12 +437,10 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
     def _finish(
         self, turn: MemoryTurn, full: list[BaseMessage], start: int
     ) -> Generator[Op, Any, None]:
-        """Capture and end: the turn gets only the record's tail that capture keeps,
-        so a long record is not walked (and the stored messages go in front only when
-        the record holds no dialogue before this turn)."""
-        start = max(0, min(start, len(full)))
-        tail_from = _dialogue_tail(full, start, self.memory.limits.messages_kept)
-        yield from turn.finish(full[tail_from:], start=start - tail_from)
+        """Capture and end: the turn reads the record's tail it captures (its one
+        capture window), and puts the stored messages in front only when the record
+        holds no dialogue before this turn."""
+        yield from turn.finish(full, start=start)
 
     # -- factory ---------------------------------------------------------------------------
 
@@ -466,18 +463,6 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
 
 def _is_ai(message: BaseMessage) -> bool:
     return isinstance(message, AIMessage)
-
-
-def _dialogue_tail(full: Sequence[BaseMessage], start: int, kept: int) -> int:
-    """Where to start reading the record for capture: early enough to hold ``kept``
-    dialogue messages before this turn (capture keeps only the last ones)."""
-    seen = 0
-    for i in range(start - 1, -1, -1):
-        if is_dialogue(full[i]):
-            seen += 1
-            if seen >= kept:
-                return i
-    return 0
 
 
 # -- the factory: one history per conversation --------------------------------------------

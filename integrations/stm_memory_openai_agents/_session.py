@@ -87,7 +87,6 @@ from stm_memory.kit import (
     check_memory_setup,
     current_user_text,
     failure,
-    is_dialogue,
     prompt_cache_key,
     tool_result_text,
 )
@@ -97,10 +96,6 @@ from ._agent import Epilogue, MemoryHooks, MemoryModel
 __all__ = ["SessionBusyError", "ShortTermMemorySession"]
 
 log = logging.getLogger("stm_memory.openai_agents")
-
-#: Items read back for capture at the end of a turn (more only when they hold too
-#: little dialogue).
-CAPTURE_WINDOW = 80
 
 
 class SessionBusyError(StmError, RuntimeError):
@@ -565,7 +560,7 @@ class ShortTermMemorySession(OptionsView):
                 "sent the whole session, uncut, and no memory"
             )
         try:
-            items, start = await self._dialogue(state.added)
+            items, start = await self._dialogue(turn, state.added)
         except Exception:
             # The wrapped session could not be read back: nothing to capture, but the
             # turn happened (counted), and memory must not fail the user's run.
@@ -574,18 +569,13 @@ class ShortTermMemorySession(OptionsView):
             return
         await adrive(turn.finish(items, start=start))
 
-    async def _dialogue(self, added: int) -> tuple[list[Any], int]:
-        """The record's tail for capture (capture keeps the last turns) and where this
-        turn's ``added`` items start in it: more of the record only when the tail holds
-        too little dialogue before this turn."""
-        kept = self.memory.limits.messages_kept
-        window = max(CAPTURE_WINDOW, added + 4 * kept)
-        items = list(await self.session.get_items(window))
-        start = max(0, len(items) - added)
-        if len(items) >= window and sum(map(is_dialogue, items[:start])) < kept:
+    async def _dialogue(self, turn: MemoryTurn, added: int) -> tuple[list[Any], int]:
+        """The record's tail for capture, read as the turn's capture window says, and
+        where this turn's ``added`` items start in it."""
+        items = list(await self.session.get_items(turn.capture_window(added)))
+        if turn.capture_window(added, items) is None:  # too little dialogue: all of it
             items = list(await self.session.get_items())
-            start = max(0, len(items) - added)
-        return items, start
+        return items, max(0, len(items) - added)
 
     def _answered(self, text: str, agent: Any) -> None:
         """agent()'s hooks, after each model call: the visible text of the response."""

@@ -30,7 +30,7 @@ from stm_memory.kit.cache_hints import (
     dialogue_breakpoint,
     prompt_cache_key,
 )
-from stm_memory.kit.capture import is_dialogue, is_summary_message
+from stm_memory.kit.capture import CAPTURE_WINDOW, is_dialogue, is_summary_message
 from stm_memory.kit.checks import (
     MEMORY_ROLES,
     as_messages,
@@ -98,6 +98,7 @@ from stm_memory.tool.turn import failure
 from stm_memory.tool.vetting import is_truncated, tool_result_text
 
 __all__ = [
+    "CAPTURE_WINDOW",
     "CONTENT_HEADER",
     "MAX_BREAKPOINTS",
     "MEMORY_ROLES",

@@ -38,7 +38,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from stm_memory.errors import TurnOrderError, ValidationError
 from stm_memory.kit._engine import TurnEngine
-from stm_memory.kit.capture import dialogue_for_capture, needs_previous
+from stm_memory.kit.capture import (
+    MARGIN,
+    capture_read,
+    capture_start,
+    dialogue_for_capture,
+    needs_previous,
+)
 from stm_memory.kit.memory_call import run_memory_call
 from stm_memory.kit.ops import Op, attempt, op
 from stm_memory.kit.options import TurnOptions
@@ -472,8 +478,9 @@ class MemoryTurn:
     def finish(self, messages: Sequence[Any], *, start: int) -> Generator[Op, Any, None]:
         """Capture the recent dialogue and end the turn (once; later calls do nothing).
 
-        ``messages`` is the dialogue as the caller keeps it, this turn's messages from
-        ``start``. Capture replaces the channel's recent messages, so when nothing
+        ``messages`` is the dialogue as the caller keeps it (the whole record will do:
+        only the capture window is read, :meth:`capture_window`), this turn's messages
+        from ``start``. Capture replaces the channel's recent messages, so when nothing
         before ``start`` is dialogue (a caller that passes only the new message) the
         stored ones go in front; stored messages keep their speakers."""
         with self._lock:
@@ -484,6 +491,10 @@ class MemoryTurn:
             return
         m, scope = self.memory, self.scope
         start = max(0, min(start, len(messages)))
+        # The one capture window: enough dialogue before this turn, never a long walk.
+        since = capture_start(messages, start, MARGIN * m.limits.messages_kept)
+        if since:
+            messages, start = messages[since:], start - since
         previous: Sequence[StoredMessage] = ()
         readable = True
         read = needs_previous(messages, start)
@@ -505,6 +516,14 @@ class MemoryTurn:
         stored = previous if read else None
         finish = op(m.finish_turn, m.afinish_turn, self.state, dialogue, stored=stored)
         yield from attempt(finish, "capturing dialogue and ending the turn")
+
+    def capture_window(self, added: int, tail: Sequence[Any] | None = None) -> int | None:
+        """For a record read from its end (a session's): how many items :meth:`finish`
+        needs when this turn added ``added`` — first a window; then, given the ``tail``
+        that read returned, ``None`` when the whole record must be read (the window
+        held too little dialogue), else ``len(tail)``. The one capture window of every
+        entry point (a record in memory is handed to :meth:`finish` whole)."""
+        return capture_read(added, self.memory.limits.messages_kept, tail)
 
     @property
     def finished(self) -> bool:

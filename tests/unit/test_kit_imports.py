@@ -97,8 +97,15 @@ BEHIND_THE_TURN = frozenset(
         "place_view",  # MemoryTurn.view
         "cut_history",
         "check_tool_call",  # the memory call's vetting
+        "CAPTURE_WINDOW",  # MemoryTurn.capture_window / finish: the one capture window
+        "capture_read",
+        "capture_start",
     }
 )
+
+#: What a capture window is computed from: an integration that reads it sizes its own
+#: window (MemoryTurn.finish and capture_window decide it).
+CAPTURE_WINDOW_ATTRS = frozenset({"messages_kept"})
 
 #: Placement and cut methods: an integration never calls them on what the turn handed
 #: it (a MemoryContext); it asks the turn (prepare, place, view).
@@ -118,6 +125,8 @@ def _around_the_turn(tree: ast.AST) -> list[str]:
             and node.func.attr in PLACEMENT_CALLS
         ):
             found.append(f"line {node.lineno}: calls .{node.func.attr}()")
+        elif isinstance(node, ast.Attribute) and node.attr in CAPTURE_WINDOW_ATTRS:
+            found.append(f"line {node.lineno}: reads .{node.attr}")
     return found
 
 
@@ -130,7 +139,7 @@ def test_integrations_run_no_step_behind_the_turn(path: Path) -> None:
 def test_the_public_doors_export_no_step_behind_the_turn() -> None:
     import stm_memory
 
-    assert set(kit.__all__) & BEHIND_THE_TURN == set()
+    assert set(kit.__all__) & BEHIND_THE_TURN == {"CAPTURE_WINDOW"}  # for tests to size reads
     assert set(stm_memory.__all__) & BEHIND_THE_TURN == set()
 
 
@@ -141,5 +150,11 @@ def test_the_checker_catches_a_way_around_the_turn() -> None:
         "    return turn.context.apply(messages, provider='openai')\n"
         "def view(turn, items):\n"
         "    return turn.place(items)\n"
+        "def window(self, added):\n"
+        "    return added + 4 * self.memory.limits.messages_kept\n"
     )
-    assert _around_the_turn(tree) == ["imports run_memory_call", "line 3: calls .apply()"]
+    assert _around_the_turn(tree) == [
+        "imports run_memory_call",
+        "line 3: calls .apply()",
+        "line 7: reads .messages_kept",
+    ]

@@ -27,9 +27,9 @@ from agents.memory import Session
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from stm_memory import TOOL_NAME, Category, Scope, ShortTermMemory
+from stm_memory.kit import CAPTURE_WINDOW
 from stm_memory_openai_agents import SessionBusyError, ShortTermMemorySession
 from stm_memory_openai_agents._agent import Epilogue, MemoryHooks, MemoryModel
-from stm_memory_openai_agents._session import CAPTURE_WINDOW
 
 SCOPE = Scope(channel_id="c1", user_id="u1", server_id="g1")
 RUN_CONFIG = RunConfig(tracing_disabled=True)
