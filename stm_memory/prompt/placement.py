@@ -275,6 +275,8 @@ class MemoryContext:
         point's ``role``, the history cut only when ``trim``, and the nudge only while
         ``nudge`` (the tool is offered: no guard of the turn's start hides it; this
         turn's update does not). Every integration derives its request's context here."""
+        if role == self.role and (trim or self.history is None) and (nudge or self.nudge is None):
+            return self  # all replace() would copy, field for field (frozen: the same)
         return replace(
             self,
             role=role,
