@@ -148,9 +148,11 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         scope: the conversation this history serves.
         history: the full record (any ``BaseChatMessageHistory``: in memory, SQL,
             Redis …); default a new :class:`MessageRecord` (in memory).
-        provider: the chat model's provider (``"anthropic"`` places memory in user
-            turns, as that API takes system text only at the top). The chain wrapper
-            fills it in from the model when left ``None``.
+        provider: the name the engine's provider exclusion goes by; the chain wrapper
+            fills it in from the model when left ``None``. Placement writes for the
+            chain's model's own provider once the wrapper has seen it (``"anthropic"``
+            places memory in user turns, as that API takes system text only at the
+            top), and for ``provider`` before that.
         trim_history: ``False`` sends the whole record (memory and nudge are still
             placed), for a caller that windows its history itself.
         memory_role: ``"system"``, ``"user"`` or ``"inline"``, as on the loops.
@@ -183,6 +185,10 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         self.options = TurnOptions(
             provider=provider, trim_history=trim_history, memory_role=memory_role
         )
+        # The chain's model's own provider (its wire), once a wrapper said it: where
+        # placement puts memory goes by what the request is, not by ``provider``, which
+        # names the engine's provider exclusion (a proxy's name, say).
+        self._wire: str | None = None
         self._open: HistoryTurn | None = None
         self._lock = threading.RLock()
 
@@ -234,14 +240,20 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
     async def aopen_turn(self) -> HistoryTurn:
         return await adrive(self._open_steps())
 
+    @property
+    def _style(self) -> str | None:
+        """The provider placement writes for: the chain's model's, else ``provider``."""
+        return self._wire or self.provider
+
     def model_turn(self, user_text: str | None, *, provider: str | None = None) -> HistoryTurn:
         """For a wrapper that calls the chain's model itself
         (:func:`~stm_memory_langchain.with_short_term_memory`): the turn this model input
         belongs to, handed its user's message (the intent guard). The open turn, unless
         a wrapper already called the model in it: then its run never reached
         ``add_messages`` (the chain failed after the model), so that turn is ended and
-        a new one begins. ``provider`` (the chain's model's) fills in this history's
-        ``provider`` when it was left ``None``."""
+        a new one begins. ``provider`` (the chain's model's) is what placement writes
+        for from then on, and fills in this history's ``provider`` (the exclusion's
+        name) when it was left ``None``."""
         return drive(self._model_turn_steps(user_text, provider))
 
     async def amodel_turn(
@@ -295,7 +307,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
             # The portable form: the view is the record as it is; the cut and
             # everything placed go in here, at once, on the whole input, joined to the
             # prompt's system message and user turns (a placing error sends it uncut).
-            return turn.turn.place(messages, provider=self.provider)
+            return turn.turn.place(messages, provider=self._style)
         # The view was placed around a stand-in for the user's message (for a chain that
         # sends it as it is); the turn builds this request on the whole input instead,
         # as every entry point does: briefings and nudge after the user's words, which
@@ -303,9 +315,9 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         with self._lock:
             view, earlier = turn._view, turn._seen
         if view is None or earlier is None:
-            return turn.turn.place(messages, provider=self.provider)
+            return turn.turn.place(messages, provider=self._style)
         return turn.turn.prepare_after_view(
-            messages, view=view, earlier=earlier, provider=self.provider
+            messages, view=view, earlier=earlier, provider=self._style
         )
 
     def keep_exchange(self, exchange: Sequence[BaseMessage], *, answer_included: bool) -> None:
@@ -334,8 +346,10 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
     def _model_turn_steps(
         self, user_text: str | None, provider: str | None
     ) -> Generator[Op, Any, HistoryTurn]:
-        if self.provider is None and provider is not None:
-            self.provider = provider
+        if provider is not None:
+            self._wire = provider
+            if self.provider is None:  # the exclusion's default: the model's provider
+                self.provider = provider
         state = yield from self._open_steps()
         if state.model_called:
             # This history's last run called the model and never reached add_messages:
@@ -372,7 +386,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         placed = state.turn.view(
             record,
             HumanMessage("", id=_STAND_IN),
-            provider=self.provider,
+            provider=self._style,
             context=state.turn.request_context(nudge=False),
         )
         view: list[BaseMessage] = []

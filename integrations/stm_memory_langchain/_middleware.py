@@ -197,9 +197,9 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
             (``channel_id``, else ``thread_id``; ``user_id``; ``server_id``;
             ``persona_id``).
         provider: the provider name for the engine's provider exclusion (``novelai``
-            …) and for placement; by default placement uses the chat model's
-            LangSmith provider (``anthropic`` gets user-turn injections) and no
-            provider is excluded.
+            …; default: none is excluded). Placement writes for the chat model's own
+            LangSmith provider (``anthropic`` gets user-turn injections), whatever
+            this names; ``provider`` stands in only for a model that names none.
         strict: when no scope can be formed (no user id, no channel/thread id), raise
             :class:`~stm_memory.ValidationError` naming the fix (the default: the one
             rule of every entry point, since a run that silently forgets is a bug to
@@ -349,7 +349,10 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         yield from turn.assemble()  # once per turn; an off turn places nothing
         # place() derives this request's context: the nudge only while the tool is offered.
         wire = provider_of(request.model)  # asked once: LangChain builds its params each time
-        provider = turn.options.provider or wire
+        # Placement writes for the model's own provider (what the request is); the
+        # ``provider`` option names the engine's exclusion, and stands in only for a
+        # model that names none.
+        provider = wire or turn.options.provider
         if provider == "openai":  # ChatOpenAI(base_url=...) may serve an open model
             # With no form named, the host settles it (the portable form for any host
             # but OpenAI's); the same for every request of the turn.
