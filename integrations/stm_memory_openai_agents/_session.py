@@ -203,7 +203,8 @@ class ShortTermMemorySession(OptionsView):
             default ``SQLiteSession(session_id, db_path)``.
         session_id: default the wrapped session's id, else the scope's live key.
         db_path: the default ``SQLiteSession``'s database (``":memory:"``).
-        provider: provider name for the engine's provider exclusion (``"openai"``).
+        provider: provider name for the engine's provider exclusion (default ``None``,
+            as on every entry point: the API's own, OpenAI's, which none excludes).
         trim_history: ``False`` sends the whole record (memory and nudge still
             placed), for a caller that windows its history itself.
         memory_role: ``"system"``, ``"user"`` or ``"inline"``, as on the loops.
@@ -228,7 +229,7 @@ class ShortTermMemorySession(OptionsView):
         session: Session | None = None,
         session_id: str | None = None,
         db_path: str | Path = ":memory:",
-        provider: str | None = "openai",
+        provider: str | None = None,
         trim_history: bool = True,
         memory_role: MemoryRole | None = None,
         session_settings: SessionSettings | Mapping[str, Any] | None = None,

@@ -67,7 +67,7 @@ ENTRY_POINTS: dict[str, tuple[list[Callable[..., Any]], set[str]]] = {
     "`ShortTermMemoryBuffer`": ([ShortTermMemoryBuffer], {"provider"}),
 }
 #: Where a default differs, and why (the README says so too).
-EXCEPTIONS = {("`ShortTermMemorySession`", "provider"): "openai"}
+EXCEPTIONS: dict[tuple[str, str], Any] = {}
 
 
 def _parameters(target: Callable[..., Any]) -> dict[str, Any]:
