@@ -1,7 +1,8 @@
 """Profile one hot path with pyinstrument: ``python -m benchmarks.profile TARGET``.
 
 Targets: ``update`` (case 1), ``context`` (case 2), ``get`` (the read of case 3),
-``hydrate`` (case 4). The set-up is the case's own; only the loop is profiled. The
+``hydrate`` (case 4), ``middleware`` (case 11: invokes of the agent with our middleware,
+the channels in rotation). The set-up is the case's own; only the loop is profiled. The
 text report goes to stdout and to ``benchmarks/results/profile-TARGET.txt``
 (``pip install pyinstrument`` first; it is not a dependency of the library).
 """
@@ -21,7 +22,7 @@ from .run import RESULTS
 @contextmanager
 def _target(name: str, root: Path, n: int) -> Iterator[Callable[[], Callable[[], None]]]:
     """Yields a factory: each call prepares (unprofiled) and returns the loop to run."""
-    from . import context_latency, hydration, update_latency
+    from . import context_latency, hydration, middleware_overhead, update_latency
     from ._fixtures import open_memory, summary_text
 
     rng = random.Random(9)
@@ -78,6 +79,23 @@ def _target(name: str, root: Path, n: int) -> Iterator[Callable[[], Callable[[],
             return loop
 
         yield hydrate
+    elif name == "middleware":
+        with open_memory(root) as mem:
+            middleware_overhead.populate(mem, rng)
+            agent = middleware_overhead.build_agents(mem).with_mw
+            made = [0]
+
+            def middleware() -> Callable[[], None]:
+                batch = middleware_overhead.turns(rng, n, made[0])  # not profiled
+                made[0] += n
+
+                def loop() -> None:
+                    for state, config in batch:
+                        agent.invoke(state, config)
+
+                return loop
+
+            yield middleware
     else:
         raise SystemExit(f"unknown target {name!r}")
 
@@ -86,7 +104,7 @@ def main() -> None:
     from pyinstrument import Profiler
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.profile")
-    parser.add_argument("target", choices=["update", "context", "get", "hydrate"])
+    parser.add_argument("target", choices=["update", "context", "get", "hydrate", "middleware"])
     parser.add_argument("-n", type=int, default=3000, help="operations to profile")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, _target(args.target, Path(tmp), args.n) as make:
