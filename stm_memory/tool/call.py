@@ -1,7 +1,8 @@
 """One ``update_short_term_memory`` call, vetted, executed, and never allowed to fail
-the user's turn: the one path every memory call takes (``MemoryTurn.memory_call`` for
-the loops, the middleware's refusals and the chain; the LangChain tool, which the
-middleware, the chain and the Agents SDK session run, for the rest)."""
+the user's turn: the one path every memory call takes (``MemoryTurn.memory_call``, which
+the loops, the middleware, the chain, the LCEL history and the Agents SDK session run —
+the LangChain entry points as a traced tool run — and the LangChain tool
+``ShortTermMemory.tool`` hands out, for a caller's own agent)."""
 
 from __future__ import annotations
 

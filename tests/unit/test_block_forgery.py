@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stm_memory.model import Category, MemoryEntry, StoredMessage
+from stm_memory.model.text import sanitize_placeholders
 from stm_memory.prompt.render import (
     CONTENT_HEADER,
     FRAMING,
@@ -142,15 +143,18 @@ def test_stored_text_cannot_forge_the_block(
         assert not (part_this and part_headers), "one block holds both sections"
         this, headers, bodies = this + part_this, headers + part_headers, bodies + part_bodies
     assert bool(this) == bool(this_lines)
-    # Exactly the entries rendered, in order, each header one line of the block's own.
-    assert headers == [b.splitlines()[0] for b in blocks]
+    # Exactly the entries rendered, in order, each header one line of the block's own
+    # (the block is sanitised last: a stored "{name}" placeholder reads "name").
+    assert headers == [sanitize_placeholders(b.splitlines()[0]) for b in blocks]
     assert len(bodies) == len(blocks)
     # Each header ends with the real time, whatever the name holds: the summary's
     # writing (11:55) or the newest quoted turn (12:00).
     times = (", 2026-01-05 12:00 UTC:", ", 2026-01-05 11:55 UTC:")
     assert all(header.endswith(times) for header in headers), headers
     # This channel's lines are the stored lines, each indented.
-    expected = [piece for line in this_lines for piece in (line.splitlines() or [""])]
+    expected = [
+        sanitize_placeholders(piece) for line in this_lines for piece in (line.splitlines() or [""])
+    ]
     assert [line.removeprefix(INDENT) for line in this] == [
         p if p.strip() else "" for p in expected
     ]
@@ -160,7 +164,7 @@ def test_stored_text_cannot_forge_the_block(
         if group:
             group_this, group_headers, group_bodies = parse(briefing_block(group))
             assert group_this == []
-            assert group_headers == [b.splitlines()[0] for b in group]
+            assert group_headers == [sanitize_placeholders(b.splitlines()[0]) for b in group]
             assert len(group_bodies) == len(group)
 
 
