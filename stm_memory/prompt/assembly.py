@@ -36,7 +36,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from stm_memory.config import Limits
-from stm_memory.model import Category, MemoryEntry, Scope, ScopeKind, ServerSettings, parse_key
+from stm_memory.model import (
+    Category,
+    MemoryEntry,
+    RenderMode,
+    Scope,
+    ScopeKind,
+    ServerSettings,
+    parse_key,
+)
 from stm_memory.model.briefings import BriefingCopy
 from stm_memory.prompt.briefings import briefing_groups, plan_briefings
 from stm_memory.prompt.cut import HistoryWindow
@@ -421,12 +429,12 @@ def _briefings(
     for entry in shown:
         if len(copies) >= limit:
             break
-        block = other_channel_block(
+        block = _block(
             entry,
-            categories=categories.get(entry.server_id, ()),
-            current_server_id=turn.scope.server_id,
-            render_mode=settings.render_mode,
-            crude_count=settings.crude_message_count,
+            tuple(categories.get(entry.server_id, ())),
+            turn.scope.server_id,
+            settings.render_mode,
+            settings.crude_message_count,
         )
         if block is not None:
             copies.append(
@@ -439,6 +447,38 @@ def _briefings(
                 )
             )
     return copies
+
+
+#: entry key -> (the entry, the rest of the arguments, its block), for _block.
+_BLOCKS: dict[str, tuple[MemoryEntry, tuple[object, ...], str | None]] = {}
+_BLOCKS_KEPT = 128
+
+
+def _block(
+    entry: MemoryEntry,
+    categories: tuple[Category, ...],
+    current_server_id: str | None,
+    render_mode: RenderMode,
+    crude_count: int,
+) -> str | None:
+    """:func:`other_channel_block`, remembered per entry: a pure function of its
+    arguments, and every turn renders the other channels again, mostly unchanged (the
+    live entries reuse an unchanged entry's object, so an identity test tells)."""
+    rest = (categories, current_server_id, render_mode, crude_count)
+    known = _BLOCKS.get(entry.key)
+    if known is not None and known[0] is entry and known[1] == rest:
+        return known[2]
+    block = other_channel_block(
+        entry,
+        categories=categories,
+        current_server_id=current_server_id,
+        render_mode=render_mode,
+        crude_count=crude_count,
+    )
+    if len(_BLOCKS) >= _BLOCKS_KEPT:
+        _BLOCKS.clear()  # simplest bound; a turn's few blocks come back next turn
+    _BLOCKS[entry.key] = (entry, rest, block)
+    return block
 
 
 def _eligible(entry: MemoryEntry, scope: Scope, cross_server: bool) -> bool:
