@@ -119,7 +119,14 @@ def with_stored_speakers(
     unnamed = [i for i, m in enumerate(said) if m.role == "user" and m.user_id is None]
     if not unnamed:
         return tuple(said)
-    repeats = _alignment(said, stored) if stored else {}
+    n = len(stored)
+    if n and len(said) >= n and all(map(_same_turn, said[:n], stored)):
+        # The transcript starts with the stored list, turn for turn (a turn passed alone
+        # after the stored ones, which is how MemoryTurn.finish calls capture): that is
+        # the longest run the alignment can find, and the earliest, so it is its answer.
+        repeats = dict(enumerate(stored))
+    else:
+        repeats = _alignment(said, stored) if stored else {}
     out = list(said)
     for i in unnamed:
         old = repeats.get(i)
