@@ -4,12 +4,16 @@ turns to the user whose turn captures them (SPEC §5)."""
 
 from __future__ import annotations
 
+import random
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from stm_memory.model import StoredMessage
-from stm_memory.model.dialogue import with_stored_speakers
+from stm_memory.model.dialogue import _alignment, with_stored_speakers
 
 NOW = datetime(2026, 1, 5, 12, tzinfo=UTC)
 
@@ -91,3 +95,39 @@ def test_a_repeated_turn_keeps_its_stored_name_too() -> None:
 
 def test_a_legacy_turn_without_a_speaker_is_the_turns_users() -> None:
     assert speakers_of([user("hi")], [user("hi")]) == ["turn"]
+
+
+# -- the stored turns first, then the new ones (how MemoryTurn.finish captures) ---------
+
+_turns = st.builds(
+    StoredMessage,
+    role=st.sampled_from(["user", "assistant"]),
+    content=st.sampled_from(["yes", "ok", "hi"]),
+    timestamp=st.just(NOW),
+    name=st.sampled_from([None, "Ann", "Bob"]),
+    user_id=st.sampled_from([None, "ann", "bob"]),
+)
+
+
+@given(st.lists(_turns, max_size=6), st.lists(_turns, max_size=4), st.randoms())
+def test_a_transcript_led_by_the_stored_turns_is_aligned_as_by_the_run_search(
+    stored: list[StoredMessage], new: list[StoredMessage], rnd: random.Random
+) -> None:
+    # The stored turns again (some without their name or speaker), then new ones: the
+    # one-to-one pairing must give what the run search gives.
+    again = [
+        replace(m, name=m.name if rnd.random() < 0.8 else None, user_id=None)
+        if rnd.random() < 0.5
+        else m
+        for m in stored
+    ]
+    said = [*again, *new]
+    repeats = _alignment(said, stored) if stored else {}
+    expected = [
+        m.user_id
+        if m.role != "user" or m.user_id is not None
+        else (old.user_id if (old := repeats.get(i)) is not None and old.user_id else "turn")
+        for i, m in enumerate(said)
+    ]
+    got = with_stored_speakers(said, stored, default="turn")
+    assert [m.user_id for m in got] == expected
