@@ -21,6 +21,7 @@ own triggers keep diskcache's count and size), so ``diskcache.Cache.get`` reads 
 from __future__ import annotations
 
 import os
+import pickle
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -28,7 +29,7 @@ from contextlib import suppress
 from typing import Any, Final, TypeAlias, TypeVar
 
 import diskcache
-from diskcache.core import DBNAME
+from diskcache.core import DBNAME, MODE_PICKLE
 
 from stm_memory._sqlite.connections import ThreadConnections
 
@@ -173,6 +174,8 @@ class CacheRows:
 
     def __init__(self, cache: diskcache.Cache) -> None:
         self.disk = cache.disk
+        # diskcache's own Disk, not a subclass that stores values its own way.
+        self._plain_disk = type(cache.disk) is diskcache.Disk
         self._pragmas: list[tuple[str, int | str]] | None = None
         self._connections = ThreadConnections(
             os.path.join(cache.directory, DBNAME), timeout=cache.timeout, setup=self._setup
@@ -250,7 +253,12 @@ class CacheRows:
 
     def fetch(self, row: Row) -> Any:
         """The stored value (``OSError`` when its file is gone; unpickling errors as raised)."""
-        return self.disk.fetch(row[_MODE], row[_FILENAME], row[_VALUE], False)
+        value = row[_VALUE]
+        if row[_MODE] == MODE_PICKLE and value is not None and self._plain_disk:
+            # What diskcache's own Disk.fetch does for a value kept in the row, without
+            # the file object it wraps the bytes in (every entry read is one of these).
+            return pickle.loads(value)
+        return self.disk.fetch(row[_MODE], row[_FILENAME], value, False)
 
     # -- writes -----------------------------------------------------------------------
 
