@@ -21,6 +21,11 @@ Approaches (the runners are :mod:`benchmarks.token_growth`'s):
 - **SummarizationMiddleware** (``trigger=("tokens", 4000)``, ``keep=("messages", 20)``;
   its summarizer's calls are billed too, input as billed + output) and **full history**.
 - **OpenAI Agents SDK**: ``ShortTermMemorySession`` against ``SQLiteSession`` (OpenAI only).
+- **ours, loop, toolless model** (OpenAI, information beside its target): the "ours, loop"
+  run (same texts, system prompt, tools and clock) with a model that never calls
+  ``update_short_term_memory``, nudged or not (what many small or open models do;
+  :func:`benchmarks.token_growth.toolless_model`), against full history in the same
+  regime: ``cost_<regime>_toolless_ours_vs_full_openai`` (warm ≤ 1.05).
 
 "With the caching a careful user would turn on": OpenAI caches automatically; on
 Anthropic the approaches without breakpoints of their own (the peers and the
@@ -33,6 +38,26 @@ Regimes: **warm** = ``openai-gpt-5-24h`` / ``anthropic-sonnet-1h``; **cold** =
 comes back after 9 minutes, after its own prefix lapsed (the shared tools + system
 prefix stays warm: another channel reads it every 3 minutes).
 
+The **busy server** (:func:`benchmarks.token_growth.busy_server`: six channels of uneven
+activity, two users, short and long messages, as many turns) runs ours (loop, middleware,
+Agents session) and the peers priced on the OpenAI profiles, and ours (the loop, with the
+same Anthropic setup as above) against full history and SummarizationMiddleware on the
+Anthropic ones: ``cost_<regime>_busy_*`` (information).
+
+**Briefing share** (``briefing_share_warm_openai``, ``briefing_share_busy_warm_openai``,
+≤ 0.1): how much of our (the loop's) uncached input, warm, OpenAI, is other channels'
+briefings. Each request's uncached tokens are attributed to its parts as
+``../shared/tools/cache_probe.py`` does: the cache serves the first
+``CacheUsage.cached_tokens`` of the prompt (tools, then messages, canonical JSON), the
+rest is billed uncached, and each part gets the tokens of it in that tail
+(:func:`uncached_by_part`). Parts: the tools, the leading system message, the dialogue,
+and our injected blocks split at each ``CONTENT_HEADER`` — a block headed
+``Other channels:`` is a briefing, the others are this channel's memory or the nudge
+(the probe labels whole messages; the loop puts this channel's memory and the briefings
+in one system message, so blocks are split here).
+The share's denominator is the sum over the parts (four characters a token); the split
+is in ``details`` (``uncached_split`` of the ``ours`` bills).
+
 Cost, in input-token units: input as billed (uncached 1×, cached at the profile's read
 multiplier, cache writes at its write multiplier) + memory output at 4× (ours: the
 ``update_short_term_memory`` arguments; SummarizationMiddleware: the summaries). The
@@ -44,6 +69,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,12 +77,14 @@ from typing import Any
 
 from stm_memory.kit import anthropic_breakpoints
 from stm_memory.model.messages import message_text
+from stm_memory.prompt.render import CONTENT_HEADER, OTHER_CHANNELS, THIS_CHANNEL
 from stm_memory.testing.prompt_cache import (
     CACHE_PROFILES,
     CacheProfile,
     CacheUsage,
     PromptCache,
     count_text_tokens,
+    request_parts,
 )
 
 from ._fixtures import sentence
@@ -289,6 +317,66 @@ def anthropic_body(
     return out
 
 
+# -- where the uncached input falls ----------------------------------------------------
+
+#: The parts of a request, as ``../shared/tools/cache_probe.py`` splits "where our uncached
+#: input falls".
+PARTS = ("tools", "system prompt", "dialogue", "memory block/nudge", "briefings")
+_NEWLINE = json.dumps("\n")[1:-1]  # a newline as it reads in a part's canonical JSON
+
+
+def _block_kind(block: str) -> str:
+    """An injected block (JSON text from a ``CONTENT_HEADER`` on): a briefing when it is
+    headed ``Other channels:``, else this channel's memory or the nudge."""
+    lines = block.split(_NEWLINE)
+    if OTHER_CHANNELS in lines and THIS_CHANNEL not in lines:
+        return "briefings"
+    return "memory block/nudge"
+
+
+def _spans(body: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """(part kind, characters of canonical JSON) of an OpenAI Chat body in prompt order:
+    the tools; the leading system message (the caller's prompt); every other message is
+    dialogue, except the blocks our memory writes (each opens with ``CONTENT_HEADER``),
+    which are split off one by one (the message's JSON around them goes with its first
+    block when nothing else is in it)."""
+    parts = request_parts(body, provider="openai_chat")
+    messages = body.get("messages") or []
+    offset = 1 if body.get("tools") else 0
+    out: list[tuple[str, int]] = [("tools", len(parts[0].text))] if offset else []
+    for i, part in enumerate(parts[offset:]):
+        text = part.text
+        cuts = [m.start() for m in re.finditer(re.escape(CONTENT_HEADER), text)]
+        first = "dialogue"
+        if i == 0 and messages[0].get("role") in ("system", "developer") and not cuts:
+            first = "system prompt"
+        if not cuts:
+            out.append((first, len(text)))
+            continue
+        head = text[: cuts[0]]
+        blocks = [text[a:b] for a, b in zip(cuts, [*cuts[1:], len(text)], strict=True)]
+        kinds = [_block_kind(b) for b in blocks]
+        only_json = head == '{"content": "'  # the message is our blocks alone
+        out.append((kinds[0] if only_json else first, len(head)))
+        out += [(k, len(b)) for k, b in zip(kinds, blocks, strict=True)]
+    return out
+
+
+def uncached_by_part(body: Mapping[str, Any], cached_tokens: int) -> dict[str, float]:
+    """The uncached tokens of an OpenAI Chat request by part (:data:`PARTS`), as
+    ``cache_probe.py`` attributes them: the cache serves the first ``cached_tokens`` of the
+    prompt, so what is billed uncached is the tail after it; each part gets the tokens of
+    it that lie in that tail (four characters a token, as the cache model counts)."""
+    where = dict.fromkeys(PARTS, 0.0)
+    start = cached_tokens * 4
+    pos = 0
+    for kind, size in _spans(body):
+        end = pos + size
+        where[kind] += max(0, end - max(pos, start)) / 4
+        pos = end
+    return where
+
+
 # -- billing ---------------------------------------------------------------------------
 
 #: (body, side call?) → (body as sent to the provider, api for PromptCache).
@@ -336,6 +424,8 @@ class Bill:
     cost: list[float] = field(default_factory=list)
     memory_output: list[int] = field(default_factory=list)
     requests: list[int] = field(default_factory=list)
+    #: Per turn, the uncached tokens by part (:func:`uncached_by_part`; ``attribute=True``).
+    uncached_parts: list[dict[str, float]] = field(default_factory=list)
 
     def total(self, turns: int | None = None) -> float:
         return sum(self.cost[:turns])
@@ -350,9 +440,18 @@ class Bill:
         u = self.summed(turns)
         return u.cached_tokens / u.input_tokens if u.input_tokens else 0.0
 
+    def uncached_split(self, turns: int | None = None) -> dict[str, float]:
+        """The share of the uncached tokens (over ``turns``) in each part."""
+        sums = dict.fromkeys(PARTS, 0.0)
+        for where in self.uncached_parts[:turns]:
+            for kind, n in where.items():
+                sums[kind] += n
+        total = sum(sums.values())
+        return {k: n / total if total else 0.0 for k, n in sums.items()}
+
     def to_dict(self, turns: int | None = None) -> dict[str, Any]:
         u = self.summed(turns)
-        return {
+        out = {
             "profile": self.profile.name,
             "turns": len(self.cost[:turns]),
             "cost": round(self.total(turns), 1),
@@ -364,6 +463,10 @@ class Bill:
             "memory_output_tokens": sum(self.memory_output[:turns]),
             "requests": sum(self.requests[:turns]),
         }
+        if self.uncached_parts:
+            split = self.uncached_split(turns)
+            out["uncached_split"] = {k: round(v, 4) for k, v in split.items()}
+        return out
 
 
 def bill(
@@ -371,14 +474,18 @@ def bill(
     profile_name: str,
     shape: Shape,
     partition: Callable[[Mapping[str, Any]], Any] | None = None,
+    *,
+    attribute: bool = False,
 ) -> Bill:
     """Replay ``log`` through a fresh prompt cache of ``profile_name`` (one cache per
-    ``partition(body)`` value when given: requests that never share a machine)."""
+    ``partition(body)`` value when given: requests that never share a machine);
+    ``attribute`` also splits each turn's uncached tokens by part (OpenAI Chat bodies)."""
     profile = CACHE_PROFILES[profile_name]
     caches: dict[Any, PromptCache] = {}
     out = Bill(profile)
     for turn in log:
         usage = CacheUsage(0)
+        where = dict.fromkeys(PARTS, 0.0)
         calls = [(b, True) for b in turn.side_bodies] + [(b, False) for b in turn.bodies]
         for body, side in calls:
             sent, api = shape(body, side)
@@ -386,7 +493,15 @@ def bill(
             cache = caches.get(shard)
             if cache is None:
                 cache = caches[shard] = PromptCache(profile)
-            usage = usage + cache.observe(sent, at=turn.at, api=api)
+            seen = cache.observe(sent, at=turn.at, api=api)
+            usage = usage + seen
+            if attribute:
+                if api != "openai_chat":
+                    raise ValueError(f"attribute: OpenAI Chat bodies only, not {api}")
+                for kind, n in uncached_by_part(sent, seen.cached_tokens).items():
+                    where[kind] += n
+        if attribute:
+            out.uncached_parts.append(where)
         out.usage.append(usage)
         out.memory_output.append(turn.memory_output)
         out.requests.append(len(calls))
@@ -457,13 +572,34 @@ def plot(path: Path, bills: Mapping[tuple[str, str, str], Bill]) -> None:
 # -- the case --------------------------------------------------------------------------
 
 
+def caller_system(system: str, ttl: str | None) -> Any:
+    """The system prompt as a careful Anthropic caller sends it: with a TTL of its own, a
+    text block carrying its breakpoint (ours then use that TTL); else the plain text."""
+    if ttl is None:
+        return system
+    marker = {"type": "ephemeral", "ttl": ttl}
+    return [{"type": "text", "text": system, "cache_control": marker}]
+
+
 def _busy_bills(
     root: Path, conversation: Sequence[Any], *, system: str, tools: Sequence[Any]
-) -> dict[tuple[str, str], Bill]:
+) -> dict[tuple[str, str, str], Bill]:
     """The busy server's conversation (:func:`benchmarks.token_growth.busy_server`: six
     channels, two users, short and long messages) through ours (loop, middleware, Agents
-    session) and the peers, priced as OpenAI bills it: ``(approach, regime) → Bill``."""
+    session) and the peers, priced as OpenAI bills it, and ours (the loop) against full
+    history and SummarizationMiddleware as Anthropic bills them (the 3-channel
+    conversation's Anthropic setup): ``(approach, regime, provider) → Bill``."""
     loop = run_ours_loop(root / "loop", conversation, system=system, tools=tools)
+    anthropic_loops = {
+        regime: run_ours_loop(
+            root / f"anthropic-{regime}",
+            conversation,
+            system=caller_system(system, ttl),
+            tools=[anthropic_tool(t) for t in tools],
+            provider="anthropic",
+        )["log"]
+        for regime, ttl in ANTHROPIC_TTL.items()
+    }
     mw = run_ours_middleware(
         root / "middleware", conversation, system=system, tools=langchain_tools()
     )
@@ -481,23 +617,36 @@ def _busy_bills(
         "agents_session": agents_sdk["ours_log"],
         "sqlite_session": agents_sdk["sqlite_log"],
     }
-    return {
-        (approach, regime): bill(
+    out = {
+        (approach, regime, "openai"): bill(
             log,
             profiles["openai"],
             as_is("openai_responses" if approach.endswith("session") else "openai_chat"),
+            attribute=approach == "ours",
         )
         for regime, profiles in REGIMES.items()
         for approach, log in logs.items()
     }
+    for regime, profiles in REGIMES.items():
+        anthropic, ttl = profiles["anthropic"], ANTHROPIC_TTL[regime]
+        out["ours", regime, "anthropic"] = bill(
+            anthropic_loops[regime], anthropic, as_is("anthropic")
+        )
+        for approach in ("summarization_mw", "full"):
+            out[approach, regime, "anthropic"] = bill(logs[approach], anthropic, as_anthropic(ttl))
+    return out
 
 
-def _busy_metrics(busy: Mapping[tuple[str, str], Bill], turns: int) -> list[Metric]:
-    """Ours against the best peer, warm and cold, and how much of our warm bill is
-    served from the cache, on the busy server (OpenAI profile)."""
+def _busy_metrics(busy: Mapping[tuple[str, str, str], Bill], turns: int) -> list[Metric]:
+    """Ours against the best peer, warm and cold, how much of our warm bill is served
+    from the cache and how much of its uncached part the briefings are, on the busy
+    server (OpenAI profile; ours, loop, on Anthropic too)."""
 
-    def best(regime: str) -> float:
-        return min(busy["full", regime].total(turns), busy["summarization_mw", regime].total(turns))
+    def best(regime: str, provider: str = "openai") -> float:
+        return min(
+            busy["full", regime, provider].total(turns),
+            busy["summarization_mw", regime, provider].total(turns),
+        )
 
     out: list[Metric] = []
     for approach, peer in (
@@ -506,16 +655,28 @@ def _busy_metrics(busy: Mapping[tuple[str, str], Bill], turns: int) -> list[Metr
         ("agents_session", "sqlite_session"),
     ):
         for regime in ("warm", "cold"):
-            base = busy[peer, regime].total(turns) if peer else best(regime)
+            base = busy[peer, regime, "openai"].total(turns) if peer else best(regime)
             against = peer or "best_peer"
             key = f"cost_{regime}_busy_{approach}_vs_{against}_openai"
-            out.append(Metric(key, busy[approach, regime].total(turns) / base))
+            out.append(Metric(key, busy[approach, regime, "openai"].total(turns) / base))
         out.append(
             Metric(
                 f"cache_share_busy_{approach}_warm_openai",
-                busy[approach, "warm"].cache_share(turns),
+                busy[approach, "warm", "openai"].cache_share(turns),
             )
         )
+    for regime in ("warm", "cold"):
+        ratio = busy["ours", regime, "anthropic"].total(turns) / best(regime, "anthropic")
+        out.append(Metric(f"cost_{regime}_busy_ours_vs_best_peer_anthropic", ratio))
+    out.append(
+        Metric(
+            "briefing_share_busy_warm_openai",
+            busy["ours", "warm", "openai"].uncached_split(turns)["briefings"],
+            "<=",
+            0.1,
+            note="other channels' briefings / all uncached input of ours (loop)",
+        )
+    )
     return out
 
 
@@ -533,14 +694,10 @@ def run(cfg: Config) -> CaseResult:
     loop = run_ours_loop(root / "loop", texts, system=system, tools=tools)
     anthropic_logs: dict[str, list[Turn]] = {}
     for regime, ttl in ANTHROPIC_TTL.items():
-        caller_system: Any = system
-        if ttl is not None:  # the caller's own breakpoint: ours then use its TTL
-            marker = {"type": "ephemeral", "ttl": ttl}
-            caller_system = [{"type": "text", "text": system, "cache_control": marker}]
         anthropic_logs[regime] = run_ours_loop(
             root / f"anthropic-{regime}",
             texts[:turns],
-            system=caller_system,
+            system=caller_system(system, ttl),
             tools=anthropic_tools,
             provider="anthropic",
         )["log"]
@@ -548,6 +705,10 @@ def run(cfg: Config) -> CaseResult:
     # same short conversation, priced as the default one.
     portable = run_ours_loop(
         root / "portable", texts[:turns], system=system, tools=tools, memory_role="inline"
+    )
+    # A model that never calls update_short_term_memory, nudged or not.
+    toolless = run_ours_loop(
+        root / "toolless", texts[:turns], system=system, tools=tools, toolless=True
     )
     mw = run_ours_middleware(
         root / "middleware", texts[:turns], system=system, tools=langchain_tools()
@@ -562,6 +723,7 @@ def run(cfg: Config) -> CaseResult:
     logs: dict[str, list[Turn]] = {
         "ours": loop["log"],
         "portable": portable["log"],
+        "toolless": toolless["log"],
         "middleware": mw["log"],
         "summarization_mw": sm["log"],
         "full": full_log,
@@ -572,7 +734,9 @@ def run(cfg: Config) -> CaseResult:
     for regime, profiles in REGIMES.items():
         for approach, log in logs.items():
             api = "openai_responses" if approach.endswith("session") else "openai_chat"
-            bills[approach, regime, "openai"] = bill(log, profiles["openai"], as_is(api))
+            bills[approach, regime, "openai"] = bill(
+                log, profiles["openai"], as_is(api), attribute=approach == "ours"
+            )
         anthropic = profiles["anthropic"]
         ttl = ANTHROPIC_TTL[regime]
         bills["ours", regime, "anthropic"] = bill(
@@ -650,6 +814,26 @@ def run(cfg: Config) -> CaseResult:
             0.8,
         ),
     ]
+    for regime, target in (("warm", 1.05), ("cold", None)):
+        ratio = cost("toolless", regime, "openai") / cost("full", regime, "openai")
+        metrics.append(
+            Metric(
+                f"cost_{regime}_toolless_ours_vs_full_openai",
+                ratio,
+                "<=" if target is not None else None,
+                target,
+                note="a model that never calls update_short_term_memory",
+            )
+        )
+    metrics.append(
+        Metric(
+            "briefing_share_warm_openai",
+            bills["ours", "warm", "openai"].uncached_split(turns)["briefings"],
+            "<=",
+            0.1,
+            note="other channels' briefings / all uncached input of ours (loop)",
+        )
+    )
     for regime in ("warm", "cold"):
         ratio = keyed[regime].total(turns) / best_peer(regime, "openai")
         metrics.append(
@@ -700,6 +884,7 @@ def run(cfg: Config) -> CaseResult:
         "summarizer_calls": sum(len(t.side_bodies) for t in sm["log"][:turns]),
         "summarizer_calls_long": sum(len(t.side_bodies) for t in sm["log"]),
         "stm_updates_ours": loop["updates"],
+        "stm_updates_toolless": toolless["updates"],
         "plot": cfg.png_path.name.replace("tokens", "cost"),
         "bills": {
             f"{approach}/{regime}/{provider}": b.to_dict(turns)
@@ -711,7 +896,7 @@ def run(cfg: Config) -> CaseResult:
         "busy_server": {
             "channels": 6,
             "users": 2,
-            "bills": {f"{a}/{r}/openai": b.to_dict(turns) for (a, r), b in busy.items()},
+            "bills": {f"{a}/{r}/{p}": b.to_dict(turns) for (a, r, p), b in busy.items()},
         },
         "bills_long": {
             f"{approach}/{regime}/{provider}": b.to_dict(long)

@@ -332,17 +332,19 @@ def run_ours_loop(
     tools: Sequence[Any] = (),
     provider: str = "openai",
     memory_role: str = "system",
+    toolless: bool = False,
 ) -> dict[str, Any]:
     """Ours through ``OpenAIChatLoop`` (``provider="openai"``) or ``AnthropicLoop``
     (``"anthropic"``: ``system`` may be text blocks, ``tools`` Messages tool schemas)
     on the offline SDK client, fed ``result.messages`` back each turn, with
-    ``memory_role`` (``"inline"``: the portable form). ``minimal`` and the breakdown
-    are for the OpenAI loop with the default system prompt."""
+    ``memory_role`` (``"inline"``: the portable form). ``toolless``: a model that never
+    calls ``update_short_term_memory``, nudged or not (:func:`toolless_model`).
+    ``minimal`` and the breakdown are for the OpenAI loop with the default system
+    prompt."""
     from stm_memory.testing.clock import FrozenClock
-    from stm_memory.testing.offline import OfflineModel
 
     clock = FrozenClock()
-    model = OfflineModel(answers=answer_for)
+    model = toolless_model() if toolless else _offline_model()
     client: Any
     loop: Any
     if provider == "anthropic":
@@ -408,6 +410,30 @@ def run_ours_loop(
         "model_calls": model.calls,
         "last_turn_breakdown": breakdown(last_request) if provider == "openai" else {},
     }
+
+
+def _offline_model() -> Any:
+    from stm_memory.testing.offline import OfflineModel
+
+    return OfflineModel(answers=answer_for)
+
+
+def toolless_model() -> Any:
+    """The offline model, answering as it does, but never calling
+    ``update_short_term_memory`` (nudged or not: what many small and open models do
+    with an optional tool); its other tool calls are kept."""
+    from stm_memory.testing.offline import OfflineReply
+
+    model = _offline_model()
+    respond = model.respond
+
+    def without_memory_calls(dialogue: Any, *, tools: Any = None) -> Any:
+        reply = respond(dialogue, tools=tools)
+        others = tuple(call for call in reply.tool_calls if call[0] != TOOL_NAME)
+        return OfflineReply(reply.text, others)
+
+    model.respond = without_memory_calls
+    return model
 
 
 def _tool_names(tools: Sequence[Any]) -> list[str]:
