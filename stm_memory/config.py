@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 from stm_memory.errors import ConfigurationError
+from stm_memory.model.rates import check_profile
 
 __all__ = ["ENV_VARS", "Limits"]
 
@@ -54,11 +55,18 @@ class Limits:
     # A cap in turns on top of the budget (0: none). It was the only bound, 30 turns, and
     # dropped what nothing covered long before any context limit: the budget replaced it.
     max_raw_turns: int = 0
+    # The prompt-cache rates a request is priced at when the turn decides whether
+    # showing the newest memory pays (stm_memory/prompt/swap.py): a name of
+    # stm_memory.model.rates.CACHE_PROFILES (e.g. "anthropic-sonnet-1h",
+    # "openai-gpt-5-24h"), or None: the default of the provider the request goes to.
+    cache_profile: str | None = None
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, timedelta):
+            if f.name in _NAMES:
+                check_profile(value, field=f.name)
+            elif isinstance(value, timedelta):
                 if value <= timedelta(0) and f.name != "janitor_first_run":
                     raise ConfigurationError(f"{f.name} must be positive, got {value}")
             elif not isinstance(value, int) or isinstance(value, bool):
@@ -89,6 +97,8 @@ class Limits:
 
 
 _MAY_BE_ZERO = frozenset({"history_overlap", "max_raw_turns"})
+# Fields that hold a name (checked against the known ones), not a number.
+_NAMES = frozenset({"cache_profile"})
 
 # Unit of the number given in each duration's environment variable.
 _DURATION_UNITS: dict[str, str] = {
@@ -113,10 +123,13 @@ ENV_VARS: dict[str, str] = {
     "history_overlap": "STM_HISTORY_OVERLAP",
     "history_token_budget": "STM_HISTORY_TOKEN_BUDGET",
     "max_raw_turns": "STM_MAX_RAW_TURNS",
+    "cache_profile": "STM_CACHE_PROFILE",
 }
 
 
-def _parse(name: str, raw: str, *, is_duration: bool) -> int | timedelta:
+def _parse(name: str, raw: str, *, is_duration: bool) -> int | timedelta | str:
+    if name in _NAMES:
+        return raw.strip()
     try:
         number = float(raw) if is_duration else int(raw)
     except ValueError:

@@ -510,18 +510,30 @@ class ShortTermMemory:
             return
         self._apply(turn.scope, [turn.scope.live_key], count, self.now())
 
-    @staticmethod
-    def _counting(turn: TurnContext) -> Callable[[MemoryEntry], dict[str, Any]] | None:
+    def _counting(self, turn: TurnContext) -> Callable[[MemoryEntry], dict[str, Any]] | None:
         """Mark ``turn`` ended; the change counting it, None when it is not counted (it
-        ended before, it refreshed the memory, or its user is in full privacy)."""
+        ended before, or its user is in full privacy). A turn that refreshed the memory
+        is not counted as a turn without one, but its requests still showed a form: that
+        is stored (model/shown.py)."""
         if not turn.mark_ended():
             return None
-        if turn.updated or turn.user_settings.full_privacy:
+        if turn.user_settings.full_privacy:
+            return None
+        if turn.updated and turn.shown_form is None:
             return None
         briefings, epoch = turn.briefings, turn.briefings_epoch
+        shown, base, refreshed, at = turn.shown_form, turn.shown_base, turn.updated, self.now()
 
         def change(entry: MemoryEntry) -> dict[str, Any]:
-            return counted(entry, briefings=briefings, epoch=epoch)
+            return counted(
+                entry,
+                briefings=briefings,
+                epoch=epoch,
+                shown=shown,
+                base=base,
+                at=at,
+                refreshed=refreshed,
+            )
 
         return change
 
@@ -545,7 +557,12 @@ class ShortTermMemory:
         )
         turn.note_shown(context.sources)
         if context.ledger is not None:
-            turn.note_briefings(context.ledger, context.ledger_epoch)
+            turn.note_briefings(
+                context.ledger,
+                context.ledger_epoch,
+                shown=context.shown,
+                base=context.shown_base,
+            )
         return context
 
     # -- deletion ------------------------------------------------------------------------

@@ -105,8 +105,10 @@ class ShortTermMemoryBuffer(BaseMemory):
         stale = self._swap(turn)
         if stale is not None:  # a load without its save (the chain failed): it happened
             drive(stale.abandon())
-        context = drive(turn.assemble())
-        return {self.memory_key: context.content or ""}
+        drive(turn.assemble())
+        # A buffer's chain sends no dialogue of ours to hold: the newest memory shows.
+        turn.settle(None)
+        return {self.memory_key: turn.context.content or ""}
 
     def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
         """Capture this exchange after the stored recent messages and end the turn."""

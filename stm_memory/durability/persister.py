@@ -17,6 +17,9 @@ __all__ = ["Persister"]
 
 log = logging.getLogger("stm_memory")
 
+#: The cache-only fields (model/entry.py CACHE_ONLY_FIELDS) an outboxed row blanks.
+_CACHE_ONLY_EMPTY: dict[str, Any] = {"briefings": [], "shown": None}
+
 
 def _row_match(entry: MemoryEntry) -> dict[str, str | None]:
     # user_id is recorded only for user-scope rows: that is what clear_user deletes.
@@ -93,9 +96,10 @@ class Persister:
     def _queue_rows(self, entries: list[MemoryEntry], at: datetime) -> None:
         stamp = at.isoformat()
         for entry in entries:
-            # Briefing copies are the live cache's (rows never hold them): an outbox
-            # on disk keeps no second copy of other channels' words.
-            payload = {"at": stamp, "entries": [entry.to_dict() | {"briefings": []}]}
+            # Briefing copies and the shown state are the live cache's (rows never
+            # hold them): an outbox on disk keeps no second copy of other channels'
+            # words, nor of a memory as it was shown.
+            payload = {"at": stamp, "entries": [entry.to_dict() | _CACHE_ONLY_EMPTY]}
             self.outbox.enqueue("put_rows", payload, at=at, **_row_match(entry))
         self._dirty = True
 

@@ -51,7 +51,9 @@ from stm_memory.kit.options import TurnOptions
 from stm_memory.kit.placing import RequestForm, place_request, place_view
 from stm_memory.kit.requests import text_of
 from stm_memory.model import Scope, StoredMessage
+from stm_memory.model.rates import profile_for
 from stm_memory.prompt.placement import MemoryContext
+from stm_memory.prompt.swap import SwapDecision, choose, newest
 from stm_memory.tool.schema import tool_description, tool_parameters
 from stm_memory.tool.turn import TOOL_NAME, failure
 
@@ -140,6 +142,7 @@ class MemoryTurn:
 
     __slots__ = (
         "_context",
+        "_decision",
         "_lock",
         "_phase",
         "_tool",
@@ -165,6 +168,8 @@ class MemoryTurn:
         self.options = options
         self._phase = TurnPhase.BEGUN  # moves forward only, under the lock
         self._context: MemoryContext | None = None  # set with ASSEMBLED, kept after
+        # What the turn shows, decided at its first request (stm_memory.prompt.swap).
+        self._decision: SwapDecision | None = None
         self._tool: BaseTool | None = None
         self._lock = threading.Lock()
 
@@ -249,6 +254,74 @@ class MemoryTurn:
     def context(self) -> MemoryContext:
         """The assembled memory context (empty before :meth:`assemble` or when off)."""
         return self._context if self._context is not None else MemoryContext()
+
+    @property
+    def decision(self) -> SwapDecision | None:
+        """What this turn's requests show and why (swap or hold, the rule, the
+        estimate in tokens), once its first request was built; None before, or when
+        memory is off."""
+        return self._decision
+
+    def settle(self, messages: Sequence[Any] | None, *, provider: str | None = None) -> None:
+        """Decide, once, which form this turn's requests show (the one shown before or
+        the newest written, :mod:`stm_memory.prompt.swap`), on the dialogue the first
+        request carries (``messages``; None: the entry point sends no dialogue of its
+        own, so the newest is shown, as it is when the caller windows its own history:
+        ``trim_history=False``) priced at ``provider``'s rates. Every request
+        method settles first; an entry point that reads :attr:`context` alone (a
+        classic memory buffer) calls it."""
+        context = self._context
+        if context is None or self._decision is not None:
+            return
+        with self._lock:
+            if self._decision is not None or self._context is None:
+                return
+            context = self._context
+            if context.alternative is not None and (
+                messages is None or not self.options.trim_history or context.history is None
+            ):
+                # No dialogue of ours to hold (a buffer), or the caller windows its own
+                # history (untrimmed): nothing a held form saves, the newest shows.
+                chosen, decision = newest(context), SwapDecision(True, "newest")
+            else:
+                profile = profile_for(
+                    provider or self.options.provider, self.memory.limits.cache_profile
+                )
+                try:
+                    chosen, found = choose(
+                        context,
+                        messages or (),
+                        profile=profile,
+                        budget=self.memory.limits.history_token_budget,
+                    )
+                except Exception:
+                    log.exception("stm-memory: deciding what to show failed; showing the newest")
+                    chosen, found = newest(context), SwapDecision(True, "first")
+                if found is None:
+                    return
+                decision = found
+            self._context = chosen
+            self._decision = decision
+        if self.state is not None and chosen.ledger is not None:
+            self.state.note_briefings(
+                chosen.ledger, chosen.ledger_epoch, shown=chosen.shown, base=chosen.shown_base
+            )
+        log.debug("stm-memory: %s: %s", self.scope.live_key if self.scope else "-", decision)
+
+    def _settled(
+        self, messages: Sequence[Any] | None, context: MemoryContext, provider: str | None
+    ) -> MemoryContext:
+        """``context`` (a request's, derived from the assembled one) as the form the
+        turn settled on."""
+        if context.alternative is None and context.shown is None:
+            return context  # built by hand: nothing to decide
+        self.settle(messages, provider=provider)
+        chosen = self._context
+        if chosen is None or chosen is context or context.alternative is None:
+            return context
+        return chosen.for_request(
+            role=context.role, trim=context.history is not None, nudge=context.nudge is not None
+        )
 
     def schema_state(self) -> TurnContext:
         """The turn state the memory tool's schema is built from: this turn's snapshot,
@@ -335,6 +408,7 @@ class MemoryTurn:
         this, unedited. A placing error is logged and the caller's request goes as it
         came, without memory: never a failed turn."""
         context = context if context is not None else self.request_context()
+        context = self._settled(messages, context, provider)
         if context.is_empty:
             return PreparedRequest(list(messages), system)
         try:
@@ -376,6 +450,7 @@ class MemoryTurn:
         back where placement left it, for the caller to drop. A placing error is
         logged and ``earlier`` goes as it came."""
         context = context if context is not None else self.request_context()
+        context = self._settled(earlier, context, provider)
         if context.is_empty:
             return list(earlier)
         try:

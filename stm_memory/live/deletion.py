@@ -21,7 +21,7 @@ from stm_memory.live.entries import LiveEntries
 from stm_memory.live.scan import cached_entry_keys, evict_in_batches
 from stm_memory.model import MemoryEntry, Scope, key_for, parse_key
 from stm_memory.model.briefings import BriefingCopy
-from stm_memory.model.erasure import erase_user, unknown_provenance
+from stm_memory.model.erasure import cleared_shown, erase_user, unknown_provenance
 from stm_memory.store.base import MemoryStore
 
 __all__ = ["Deletions"]
@@ -199,7 +199,13 @@ class Deletions:
         )
 
         def clear(entry: MemoryEntry) -> dict[str, Any]:
-            return {"summary": None, "categories": {}, "last_updated": now}
+            # The copy this channel's requests show goes with the memory (at once).
+            return {
+                "summary": None,
+                "categories": {},
+                "last_updated": now,
+                "shown": cleared_shown(entry),
+            }
 
         present = self._cache.get_many(keys)
         if present:

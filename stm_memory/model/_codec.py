@@ -21,6 +21,7 @@ from typing import Any, Generic, NamedTuple, TypeVar, overload
 from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.dialogue import StoredMessage
 from stm_memory.model.scope import ScopeKind
+from stm_memory.model.shown import ShownState
 
 __all__ = ["CACHED", "Cached", "EntryCodec", "Messages", "check_fields", "evolve"]
 
@@ -188,6 +189,14 @@ def _decode_briefings(raw: Sequence[Mapping[str, Any]] | None) -> tuple[Briefing
     return tuple(BriefingCopy.from_dict(b) for b in raw or ())
 
 
+def _encode_shown(shown: ShownState | None) -> dict[str, Any] | None:
+    return shown.to_dict() if shown is not None else None
+
+
+def _decode_shown(raw: Mapping[str, Any] | None) -> ShownState | None:
+    return ShownState.from_dict(raw) if raw else None
+
+
 def _scope_kind(value: Any) -> ScopeKind:
     return "server" if value == "server" else "user"
 
@@ -239,6 +248,7 @@ CACHED: dict[str, Cached] = {
     "refreshed_at": Cached(_iso, _optional_datetime),
     "briefings": Cached(_encode_briefings, _decode_briefings),
     "briefings_epoch": Cached(decode=_optional_int),
+    "shown": Cached(_encode_shown, _decode_shown),
     "rev": Cached(decode=_int),
 }
 

@@ -16,6 +16,7 @@ from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.categories import merge_categories
 from stm_memory.model.dialogue import StoredMessage
 from stm_memory.model.entry import MemoryEntry
+from stm_memory.model.shown import ShownState
 
 __all__ = ["captured", "counted", "refreshed"]
 
@@ -95,14 +96,30 @@ def counted(
     *,
     briefings: tuple[BriefingCopy, ...] | None = None,
     epoch: int | None = None,
+    shown: ShownState | None = None,
+    base: int = 0,
+    at: datetime | None = None,
+    refreshed: bool = False,
 ) -> dict[str, Any]:
-    """One more turn passed without a refresh. ``briefings``: the copies this turn's
-    requests carried, fixed for the memory rewrite ``epoch``; kept only while that is
-    still the entry's (a rewrite meanwhile starts a new set)."""
-    fields: dict[str, Any] = {
-        "turns_since_refresh": entry.turns_since_refresh + 1,
-        **_one_more_turn_since_reset(entry),
-    }
-    if briefings is not None and epoch == entry.last_refreshed_turn:
+    """One more turn passed (without a refresh, unless ``refreshed``: that turn's write
+    restarted the counter already). ``shown``: the form its requests showed, read
+    against the stored swap ``base``; stored (a turn later, at ``at``) unless the
+    stored form moved on meanwhile — another process swapped, or an erasure did — when
+    the stored one wins and only counts the turn: every process then follows one
+    form. ``briefings``: the copies the requests carried, for swap ``epoch``; kept only
+    with the form they were planned for."""
+    fields: dict[str, Any] = {}
+    if not refreshed:
+        fields["turns_since_refresh"] = entry.turns_since_refresh + 1
+        fields |= _one_more_turn_since_reset(entry)
+    stored = entry.shown
+    ours = shown is not None and (stored.swap if stored is not None else 0) == base
+    if shown is not None:
+        after = shown if ours else stored
+        if after is not None:
+            fields["shown"] = after.later(at or entry.last_updated)
+    if briefings is not None and (
+        ours if shown is not None else epoch == entry.last_refreshed_turn
+    ):
         fields |= {"briefings": briefings, "briefings_epoch": epoch}
     return fields

@@ -12,6 +12,7 @@ from stm_memory.model._codec import check_fields
 from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.dialogue import StoredMessage
 from stm_memory.model.scope import Scope, ScopeKind
+from stm_memory.model.shown import ShownState
 
 __all__ = ["CACHE_ONLY_FIELDS", "MemoryEntry", "check_fields", "next_rev", "turns_after"]
 
@@ -63,6 +64,10 @@ class MemoryEntry:
     # stm_memory/model/briefings.py. None: no set yet (the next turn starts one).
     briefings: tuple[BriefingCopy, ...] = ()
     briefings_epoch: int | None = None
+    # What this channel's requests show (live key only): the written memory, the cut
+    # and the briefing set as of the last swap (stm_memory/model/shown.py). None: not
+    # known (a new entry, a flushed cache, an erasure): the next request swaps.
+    shown: ShownState | None = None
     # Revision: raised by every cache mutation (a hybrid logical clock, see next_rev
     # below and docs/design.md#revisions). SQL keeps a row's revision and refuses an
     # older snapshot, so writes that reach SQL out of order, twice, or late from an
@@ -133,10 +138,10 @@ class MemoryEntry:
 # not declared in the codec's CACHED table.
 _CODEC = _codec.EntryCodec(MemoryEntry)
 
-#: The fields that live in the live cache only: SQL rows never hold the captured turns
-#: nor the briefing copies (other channels' words, see model/briefings.py), and an
-#: entry hydrated from SQL starts without them.
-CACHE_ONLY_FIELDS = frozenset({"messages", "briefings", "briefings_epoch"})
+#: The fields that live in the live cache only: SQL rows never hold the captured turns,
+#: the briefing copies (other channels' words, see model/briefings.py) nor the shown
+#: state (model/shown.py), and an entry hydrated from SQL starts without them.
+CACHE_ONLY_FIELDS = frozenset({"messages", "briefings", "briefings_epoch", "shown"})
 
 
 def turns_after(

@@ -15,8 +15,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from stm_memory.model import MemoryEntry, StoredMessage
+from stm_memory.model.shown import ShownState
 
-__all__ = ["erase_user", "speakers", "unknown_provenance"]
+__all__ = ["cleared_shown", "erase_user", "speakers", "unknown_provenance"]
 
 
 def speakers(messages: Iterable[StoredMessage]) -> frozenset[str]:
@@ -37,10 +38,29 @@ def erase_user(entry: MemoryEntry, user_id: str) -> dict[str, Any] | None:
     # copy's provenance is its source's: nothing tells which line is whose).
     changes: dict[str, Any] = {"messages": kept, "briefings": copies}
     if reached:
-        changes |= {"summary": None, "categories": {}, "provenance": speakers(kept)}
+        changes |= {
+            "summary": None,
+            "categories": {},
+            "provenance": speakers(kept),
+            "shown": cleared_shown(entry),
+        }
     else:
         changes["provenance"] = entry.provenance
     return changes
+
+
+def cleared_shown(entry: MemoryEntry) -> ShownState:
+    """The shown form once the entry's distilled memory is cleared: a swap to it, at
+    once (erasure never waits for the bill). A later swap id than any form a turn in
+    flight read, so none of them stores its copy over this one (model/changes.py
+    ``counted``): a held copy of the erased words is never sent again."""
+    old = entry.shown
+    return ShownState(
+        epoch=entry.last_refreshed_turn,
+        turns=entry.turns_since_refresh,
+        swap=(old.swap if old is not None else 0) + 1,
+        at=old.at if old is not None else None,
+    )
 
 
 def unknown_provenance(value: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -49,4 +69,9 @@ def unknown_provenance(value: Mapping[str, Any]) -> dict[str, Any] | None:
     day at most). None for a value that knows its provenance or has no memory."""
     if "provenance" in value or not (value.get("summary") or value.get("categories")):
         return None
-    return {"summary": None, "categories": {}}
+    shown = value.get("shown") or {}
+    return {
+        "summary": None,
+        "categories": {},
+        "shown": ShownState(swap=int(shown.get("swap") or 0) + 1),
+    }

@@ -31,7 +31,8 @@ Candidates are read from the owners' ordered indexes a page at a time, newest fi
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
@@ -45,7 +46,8 @@ from stm_memory.model import (
     ServerSettings,
     parse_key,
 )
-from stm_memory.model.briefings import BriefingCopy
+from stm_memory.model.briefings import STABLE, BriefingCopy
+from stm_memory.model.shown import ShownState
 from stm_memory.prompt.briefings import briefing_groups, plan_briefings
 from stm_memory.prompt.cut import HistoryWindow
 from stm_memory.prompt.placement import MemoryContext
@@ -146,7 +148,22 @@ def _assemble(turn: TurnContext, reads: _Reads) -> MemoryContext:
     pool, settings, labels = _gather(reads, turn, sources)
     if live is not None and live.briefings:
         _read_copied_sources(reads, turn, live, pool, settings, labels)
-    context = build_memory_context(
+    reset = live is None and reads.entries.channel_was_reset(scope.channel_id)
+
+    def window(shown: ShownState | None) -> HistoryWindow:
+        return history_window(
+            turn,
+            live,
+            # Only a channel without an entry needs the question (a new entry of a
+            # reset channel carries the answer in turns_since_reset).
+            reset=reset,
+            overlap=limits.history_overlap,
+            max_raw_turns=limits.max_raw_turns,
+            token_budget=limits.history_token_budget,
+            shown=shown,
+        )
+
+    return build_memory_context(
         turn,
         live=live,
         # The counters outlive expiry (they are bookkeeping); the content does not.
@@ -156,18 +173,9 @@ def _assemble(turn: TurnContext, reads: _Reads) -> MemoryContext:
         categories=labels,
         is_live=reads.is_live,
         limit=limits.other_channels_shown,
-        history=history_window(
-            turn,
-            live,
-            # Only a channel without an entry needs the question (a new entry of a
-            # reset channel carries the answer in turns_since_reset).
-            reset=live is None and reads.entries.channel_was_reset(scope.channel_id),
-            overlap=limits.history_overlap,
-            max_raw_turns=limits.max_raw_turns,
-            token_budget=limits.history_token_budget,
-        ),
+        window=window,
+        now=reads.now,
     )
-    return context
 
 
 def history_window(
@@ -178,12 +186,15 @@ def history_window(
     overlap: int,
     max_raw_turns: int,
     token_budget: int | None = None,
+    shown: ShownState | None = None,
 ) -> HistoryWindow:
     """How many earlier turns the turn may send (see :mod:`stm_memory.prompt.cut`).
 
-    The memory covers the dialogue up to the turn it was last written in; the turns
-    since are ``turns_since_refresh`` (counted exactly by the engine, with the row), and
-    ``overlap`` covered turns go with them. That holds after the memory expired or its
+    The memory shown (``shown``: the form a swap fixed, :mod:`stm_memory.prompt.swap`;
+    None: the newest written) covers the dialogue up to the turn it was written in;
+    the turns since are counted exactly by the engine (``turns_since_refresh`` of the
+    newest, ``ShownState.turns`` of a shown one), and ``overlap`` covered turns go
+    with them. That holds after the memory expired or its
     summary was cleared: what it covered stays forgotten. A reset channel sends nothing
     from before the reset. Same-channel memory is shown only to a model that can use
     tools, so only then does it replace the turns it covers.
@@ -193,8 +204,13 @@ def history_window(
         keep = 0 if reset else None
     else:
         since_reset = live.turns_since_reset
-        if live.last_refreshed_turn > 0 and turn.tools_available:
-            keep = live.turns_since_refresh + overlap
+        written, since = (
+            (live.last_refreshed_turn, live.turns_since_refresh)
+            if shown is None
+            else (shown.epoch, shown.turns)
+        )
+        if written > 0 and turn.tools_available:
+            keep = since + overlap
             if since_reset is not None:
                 keep = min(keep, since_reset)
         else:
@@ -365,27 +381,99 @@ def build_memory_context(
     is_live: Callable[[MemoryEntry], bool],
     limit: int,
     history: HistoryWindow | None = None,
+    window: Callable[[ShownState | None], HistoryWindow] | None = None,
+    now: datetime | None = None,
 ) -> MemoryContext:
     """Pure: the context for ``turn`` given its live entry (``live``, expired or not,
-    for the counters; ``shown_live`` only when it is live) and candidate entries."""
-    settings = turn.settings
-    this_lines: list[str] = []
-    if shown_live is not None and turn.tools_available:
-        this_lines = distilled_lines(shown_live.summary, shown_live.categories, turn.categories)
+    for the counters; ``shown_live`` only when it is live) and candidate entries.
+
+    Two forms can be shown: the one the channel's requests showed last (``live.shown``,
+    held) and the newest written. When they differ the context is one with the other
+    as its ``alternative`` — the newest when the memory was written since, else the
+    held one — and the turn decides which its requests send
+    (:mod:`stm_memory.prompt.swap`), once, on the dialogue it is given. With no stored
+    form the newest is the only one. ``window`` gives each form's history window
+    (default: ``history`` for both); ``now``: the instant read
+    at, for how long the channel has been idle."""
     shown = select_other_entries(
         others,
         scope=turn.scope,
         cross_server=turn.user_settings.cross_server_opt_in,
-        current_settings=settings,
+        current_settings=turn.settings,
         server_settings=server_settings,
         is_live=is_live,
     )
     copies = _briefings(turn, shown, categories, limit=limit)
-    ledger, epoch = plan_briefings(live, copies, visible={e.key for e in shown}, limit=limit)
-    since = live.turns_since_refresh if live is not None else 0
+    visible = {e.key for e in shown}
+    stored = live.shown if live is not None else None
+    base = stored.swap if stored is not None else 0
+    newest = ShownState(
+        epoch=live.last_refreshed_turn if live is not None else 0,
+        summary=live.summary if live is not None else None,
+        categories=live.categories if live is not None else {},
+        turns=live.turns_since_refresh if live is not None else 0,
+        swap=base + 1,
+        at=stored.at if stored is not None else None,
+    )
+
+    def form(state: ShownState, history: HistoryWindow | None) -> MemoryContext:
+        return _form(
+            turn,
+            live=live,
+            state=state,
+            show_memory=shown_live is not None and turn.tools_available,
+            copies=copies,
+            visible=visible,
+            limit=limit,
+            history=window(state) if window is not None else history,
+            base=base,
+        )
+
+    fresh = form(newest, history)
+    if stored is None:
+        return fresh
+    held = form(stored, history)
+    newer = stored.epoch != newest.epoch
+    if not newer and not any(c.turn != STABLE for c in held.ledger or ()):
+        return held  # nothing a swap would change
+    idle = now - stored.at if now is not None and stored.at is not None else None
+    # Without a decision (the engine's own API: build_context, then apply) a newer
+    # memory shows at once and a briefing set is kept until then; the turn decides
+    # between the two on the dialogue it sends (MemoryTurn.settle).
+    default, other = (fresh, held) if newer else (held, fresh)
+    return replace(
+        default,
+        alternative=other,
+        idle=idle,
+        # Whose words the turn may see: either form's (a wider provenance only means
+        # an erasure reaches the update, never that it misses it).
+        sources=held.sources | fresh.sources,
+    )
+
+
+def _form(
+    turn: TurnContext,
+    *,
+    live: MemoryEntry | None,
+    state: ShownState,
+    show_memory: bool,
+    copies: Sequence[BriefingCopy],
+    visible: Collection[str],
+    limit: int,
+    history: HistoryWindow | None,
+    base: int,
+) -> MemoryContext:
+    """One form's context: ``state``'s memory and cut, its briefing set."""
+    settings = turn.settings
+    this_lines: list[str] = []
+    if show_memory:
+        this_lines = distilled_lines(state.summary, state.categories, turn.categories)
+    ledger, epoch = plan_briefings(
+        live, copies, visible=visible, limit=limit, epoch=state.swap, now=state.turns
+    )
     groups = tuple(
         (back, briefing_block(entries))
-        for back, entries in briefing_groups(ledger, turns_since_refresh=since)
+        for back, entries in briefing_groups(ledger, turns_since_refresh=state.turns)
     )
     sources = frozenset(u for c in ledger for u in c.provenance)
     content, briefing_at = join_parts(memory_block(this_lines), [text for _, text in groups])
@@ -412,6 +500,8 @@ def build_memory_context(
         cache_ordered=True,
         ledger=ledger,
         ledger_epoch=epoch,
+        shown=state,
+        shown_base=base,
     )
 
 

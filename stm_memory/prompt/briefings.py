@@ -69,14 +69,21 @@ def plan_briefings(
     *,
     visible: Collection[str],
     limit: int,
+    epoch: int | None = None,
+    now: int | None = None,
 ) -> tuple[tuple[BriefingCopy, ...], int]:
-    """The copies this turn's requests carry, and the memory rewrite they hold for.
+    """The copies this turn's requests carry, and the swap they hold for.
 
-    ``live``: the channel's live entry (its stored set and counters); ``shown``: the
-    briefings assembly rendered now, newest first; ``visible``: the source keys this
-    scope may be shown now (a copy of any other source is dropped)."""
-    epoch = live.last_refreshed_turn if live is not None else 0
-    now = live.turns_since_refresh if live is not None else 0
+    ``live``: the channel's live entry (its stored set); ``shown``: the briefings
+    assembly rendered now, newest first; ``visible``: the source keys this scope may be
+    shown now (a copy of any other source is dropped). ``epoch``: the swap the set is
+    for (:class:`~stm_memory.model.shown.ShownState` ``swap``; a stored set of another
+    starts again); ``now``: the turn clock copies are placed by (the shown form's
+    ``turns``). Both default to the live entry's rewrite counters."""
+    if epoch is None:
+        epoch = live.last_refreshed_turn if live is not None else 0
+    if now is None:
+        now = live.turns_since_refresh if live is not None else 0
     # (Assembly renders its copies as stable already: no copy made on the hot path.)
     stable = tuple(c if c.turn == STABLE else replace(c, turn=STABLE) for c in shown)
     if live is None or live.briefings_epoch != epoch:

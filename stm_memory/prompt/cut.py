@@ -48,7 +48,15 @@ from stm_memory.prompt.tokens import PER_MESSAGE_TOKENS, message_text
 from stm_memory.tool.turn import TOOL_NAME
 from stm_memory.wire import codec_of, message_role
 
-__all__ = ["HistoryCut", "HistoryWindow", "cut_history", "split_turns", "turn_tokens"]
+__all__ = [
+    "HistoryCut",
+    "HistoryWindow",
+    "cut_history",
+    "earlier_turns",
+    "kept_turns",
+    "split_turns",
+    "turn_tokens",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,28 +139,47 @@ def _budgeted(turns: Sequence[Sequence[Any]], budget: int) -> int:
     return dropped
 
 
-def cut_history(messages: Sequence[Any], window: HistoryWindow) -> HistoryCut:
-    """The dialogue the model is sent (see the module docstring). A new list; the
-    input and its messages are never mutated."""
+def earlier_turns(messages: Sequence[Any]) -> tuple[list[Any], list[list[Any]], list[Any]]:
+    """``(leading system messages, earlier turns, current turn)`` of ``messages``, the
+    earlier turns without the memory tool's calls (what the cut chooses from)."""
+    return _parts(messages)[:3]
+
+
+def _parts(messages: Sequence[Any]) -> tuple[list[Any], list[list[Any]], list[Any], int]:
+    """:func:`earlier_turns`, and how many messages removing the memory calls took."""
     lead, turns = split_turns(messages)
     if not turns:
-        return HistoryCut(list(messages), 0, False, 0)
-    current = turns[-1]
+        return lead, [], [], 0
     flat = [m for turn in turns[:-1] for m in turn]
     stripped = strip_memory_calls(flat)
     # Turns are counted on what is left: removing a call can join two turns, and
     # counting before would make a second cut of the output cut again.
     earlier = split_turns(stripped)[1] if stripped is not flat else turns[:-1]
+    return lead, earlier, turns[-1], len(flat) - len(stripped)
+
+
+def kept_turns(earlier: Sequence[Sequence[Any]], window: HistoryWindow) -> tuple[int, int]:
+    """``(turns kept, turns wanted)`` of ``earlier`` under ``window``."""
     wanted = len(earlier) if window.keep_turns is None else min(len(earlier), window.keep_turns)
     keep = _capped(wanted, window.max_raw_turns)
     if window.token_budget is not None and keep:
         keep -= _budgeted(earlier[len(earlier) - keep :], window.token_budget)
+    return keep, wanted
+
+
+def cut_history(messages: Sequence[Any], window: HistoryWindow) -> HistoryCut:
+    """The dialogue the model is sent (see the module docstring). A new list; the
+    input and its messages are never mutated."""
+    lead, earlier, current, removed = _parts(messages)
+    if not current:
+        return HistoryCut(list(messages), 0, False, 0)
+    keep, wanted = kept_turns(earlier, window)
     kept = [m for turn in earlier[len(earlier) - keep :] for m in turn] if keep else []
     return HistoryCut(
         [*lead, *kept, *current],
         dropped_turns=len(earlier) - keep,
         capped=keep < wanted,
-        memory_messages_removed=len(flat) - len(stripped),
+        memory_messages_removed=removed,
     )
 
 

@@ -62,10 +62,12 @@ import logging
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import Any, Literal
 
 from stm_memory.errors import ValidationError
 from stm_memory.model.briefings import BriefingCopy
+from stm_memory.model.shown import ShownState
 from stm_memory.prompt.cut import HistoryWindow, cut_history
 from stm_memory.wire import Codec, codec_for, codec_of, message_role
 from stm_memory.wire.anthropic import AnthropicSystem, append_system
@@ -209,6 +211,14 @@ class MemoryContext:
     # with the channel's entry (None: nothing to store), and the rewrite they hold for.
     ledger: tuple[BriefingCopy, ...] | None = field(default=None, compare=False, repr=False)
     ledger_epoch: int = field(default=0, compare=False, repr=False)
+    # Assembly's contexts: the form this context shows (stored with the entry at the
+    # turn's end), the stored swap it was read against, the newest form when it
+    # differs (the turn picks one, stm_memory.prompt.swap) and how long the channel
+    # has been idle (None: not known).
+    shown: ShownState | None = field(default=None, compare=False, repr=False)
+    shown_base: int = field(default=0, compare=False, repr=False)
+    alternative: MemoryContext | None = field(default=None, compare=False, repr=False)
+    idle: timedelta | None = field(default=None, compare=False, repr=False)
     _warned: _Once = field(default_factory=_Once, compare=False, repr=False)
 
     @property

@@ -37,7 +37,9 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any
+
+from stm_memory.model.rates import CACHE_PROFILES, CacheProfile
 
 __all__ = [
     "ANTHROPIC_LOOKBACK_BLOCKS",
@@ -63,45 +65,6 @@ _OPENAI_RETENTION = {"in_memory": timedelta(minutes=5), "24h": timedelta(hours=2
 #: Blocks Anthropic cannot put a breakpoint on (automatic caching skips them).
 _UNCACHEABLE_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 _APIS = ("openai_chat", "openai_responses", "anthropic")
-
-
-@dataclass(frozen=True, slots=True)
-class CacheProfile:
-    """How one provider/model caches and prices a prompt prefix."""
-
-    name: str
-    provider: Literal["openai", "anthropic"]
-    min_tokens: int  # shortest cacheable prefix
-    step: int  # cached tokens are a multiple of this (OpenAI 128, Anthropic 1)
-    read_multiplier: float  # price of a cached token, in input-token prices
-    write_multiplier: float  # price of a token written to the cache
-    ttl: timedelta  # OpenAI: retention after last use; Anthropic: the profile's write TTL
-    output_multiplier: float = 4.0  # output tokens priced at 4x input (for cost())
-
-
-def _profiles() -> dict[str, CacheProfile]:
-    minutes5, hour, day = timedelta(minutes=5), timedelta(hours=1), timedelta(hours=24)
-    out: dict[str, CacheProfile] = {}
-    # OpenAI: no write fee; retention in memory (5 minutes here) or extended (24 h).
-    for model, read in (("gpt-5", 0.1), ("gpt-4.1", 0.25)):
-        for suffix, ttl in (("", minutes5), ("-24h", day)):
-            name = f"openai-{model}{suffix}"
-            out[name] = CacheProfile(name, "openai", 1024, 128, read, 1.0, ttl)
-    # Anthropic: writes 1.25x for the 5-minute TTL, 2x for the 1-hour TTL; reads 0.1x.
-    for family, minimum in (
-        ("sonnet", 1024),  # Sonnet 4 / 4.5 / 3.7
-        ("opus", 1024),  # Opus 4 / 4.1
-        ("haiku", 2048),  # Haiku 3 / 3.5
-        ("haiku-4.5", 4096),
-        ("opus-4.5", 4096),  # also Opus 4.6
-    ):
-        for suffix, ttl, write in (("5m", minutes5, 1.25), ("1h", hour, 2.0)):
-            name = f"anthropic-{family}-{suffix}"
-            out[name] = CacheProfile(name, "anthropic", minimum, 1, 0.1, write, ttl)
-    return out
-
-
-CACHE_PROFILES: Mapping[str, CacheProfile] = _profiles()
 
 
 @dataclass(frozen=True, slots=True)

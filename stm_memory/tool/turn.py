@@ -9,6 +9,7 @@ from typing import Any
 
 from stm_memory.model import Category, Scope, ServerSettings, UserSettings
 from stm_memory.model.briefings import BriefingCopy
+from stm_memory.model.shown import ShownState
 
 __all__ = ["TOOL_NAME", "TurnContext", "failure", "success"]
 
@@ -52,6 +53,11 @@ class TurnContext:
     # fixed for (assembly plans them; end_turn stores them with the live entry).
     briefings: tuple[BriefingCopy, ...] | None = None
     briefings_epoch: int | None = None
+    # The form this turn's requests show (the held one, or the newest after a swap)
+    # and the stored swap it was read against: end_turn stores it with the entry
+    # unless another process swapped meanwhile (stm_memory/model/shown.py).
+    shown_form: ShownState | None = None
+    shown_base: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -146,9 +152,19 @@ class TurnContext:
         with self._lock:
             self.shown_provenance = self.shown_provenance | provenance
 
-    def note_briefings(self, briefings: tuple[BriefingCopy, ...] | None, epoch: int) -> None:
+    def note_briefings(
+        self,
+        briefings: tuple[BriefingCopy, ...] | None,
+        epoch: int,
+        *,
+        shown: ShownState | None = None,
+        base: int = 0,
+    ) -> None:
         """Record the briefing copies this turn's requests carry (None: assembly had no
-        say, nothing to store)."""
+        say, nothing to store) and the form they show, read against the stored swap
+        ``base``."""
         with self._lock:
             self.briefings = briefings
             self.briefings_epoch = epoch
+            self.shown_form = shown
+            self.shown_base = base

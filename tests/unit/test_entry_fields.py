@@ -17,6 +17,7 @@ from stm_memory.model import MemoryEntry, Messages, StoredMessage
 from stm_memory.model._codec import CACHED, EntryCodec, check_fields
 from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.entry import CACHE_ONLY_FIELDS
+from stm_memory.model.shown import ShownState
 from stm_memory.store import sql
 from stm_memory.store.sql import ROW, SqlStore, create_sql_engine
 
@@ -61,6 +62,14 @@ def full_entry() -> MemoryEntry:
             ),
         ),
         briefings_epoch=5,
+        shown=ShownState(
+            epoch=6,
+            summary="the summary shown",
+            categories={"plot": "x"},
+            turns=9,
+            swap=2,
+            at=T1,
+        ),
         rev=123456789,
     )
 
@@ -116,7 +125,9 @@ def test_the_cached_form_is_unchanged() -> None:
         '"refreshed_at":"2026-01-06T07:08:09.654321+00:00",'
         '"briefings":[{"source":"shortterm:server:g1:c2","channel_id":"c2",'
         '"server_id":"g1","text":"briefing","provenance":["u2","u3"],"turn":4}],'
-        '"briefings_epoch":5,"rev":123456789}'
+        '"briefings_epoch":5,"shown":{"epoch":6,"summary":"the summary shown",'
+        '"categories":{"plot":"x"},"turns":9,"swap":2,'
+        '"at":"2026-01-06T07:08:09.654321+00:00"},"rev":123456789}'
     )
 
 
@@ -149,8 +160,9 @@ def test_patched_changes_are_encoded_as_encode_encodes_them() -> None:
 def test_the_row_declares_every_field_but_the_cache_only_ones() -> None:
     assert sorted([*ROW, *CACHE_ONLY_FIELDS]) == sorted(FIELD_NAMES)
     assert not set(ROW) & CACHE_ONLY_FIELDS
-    # Rows never hold the captured turns nor the briefing copies (other channels' words).
-    assert {"messages", "briefings", "briefings_epoch"} <= CACHE_ONLY_FIELDS
+    # Rows never hold the captured turns, the briefing copies (other channels' words)
+    # nor the shown state (a copy of the memory as it was shown).
+    assert {"messages", "briefings", "briefings_epoch", "shown"} <= CACHE_ONLY_FIELDS
 
 
 @pytest.fixture(params=["sqlite-file", "sqlite-memory"])

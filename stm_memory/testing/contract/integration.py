@@ -62,6 +62,7 @@ import itertools
 import logging
 from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -74,7 +75,14 @@ from stm_memory.kit import MemoryTurn, drive
 from stm_memory.model import Category, MemoryEntry, Scope
 from stm_memory.prompt.briefings import WAIT_TURNS
 from stm_memory.prompt.placement import MemoryContext
-from stm_memory.prompt.render import CONTENT_HEADER, OTHER_CHANNELS, THIS_CHANNEL
+from stm_memory.prompt.render import (
+    CONTENT_HEADER,
+    FRAMING,
+    INDENT,
+    OTHER_CHANNELS,
+    RECENT_MESSAGES,
+    THIS_CHANNEL,
+)
 from stm_memory.testing.clock import FrozenClock
 from stm_memory.testing.offline import OfflineModel, OfflineReply
 from stm_memory.tool.turn import TOOL_NAME
@@ -124,8 +132,18 @@ ALICE, BOB = speaker("alice"), speaker("bob")
 ALICE_MARKET, BOB_MARKET = speaker("alice", "market"), speaker("bob", "market")
 
 # Each sentence is said once, so finding it in a request or an entry says who put it there.
-ALICE_1 = "The dragon sleeps under the old mill."
-BOB_1 = "The miller still owes me ten silver coins."
+# The first two are long enough that the memory written after them is shorter than the
+# dialogue it covers: a swap to it is then the smaller request (stm_memory.prompt.swap).
+ALICE_1 = (
+    "The dragon sleeps under the old mill, curled around the broken millstone, and "
+    "the villagers say its breath still warms the water of the race on winter nights; "
+    "nobody has crossed the footbridge since the autumn floods carried the railings off."
+)
+BOB_1 = (
+    "The miller still owes me ten silver coins from the harvest fair, and he swore on "
+    "his grandmother's ring that he would pay them back before the first snow fell; "
+    "his daughter keeps the ledger now and she remembers every copper he ever borrowed."
+)
 ALICE_2 = "Let us wake the dragon at dawn."
 BOB_2 = "I will bring the lantern and the rope."
 ALICE_3 = "Then we leave before sunrise."
@@ -171,8 +189,35 @@ class SentRequest:
         return set(schema.get("properties") or {})
 
     def memory_blocks(self) -> list[str]:
-        """What stm-memory placed: each text that carries the block header, from it on."""
-        return [t[t.index(CONTENT_HEADER) :] for _, t in self.messages if CONTENT_HEADER in t]
+        """What stm-memory placed: each text that carries the block header, from it to
+        the block's last line (the portable form puts the block ahead of a user's
+        words in their message: those are the caller's dialogue, not the block)."""
+        return [
+            _block_of(t[t.index(CONTENT_HEADER) :]) for _, t in self.messages if CONTENT_HEADER in t
+        ]
+
+
+_BLOCK_LINES = (
+    CONTENT_HEADER,
+    FRAMING,
+    THIS_CHANNEL,
+    OTHER_CHANNELS,
+    RECENT_MESSAGES,
+    "- ",
+    INDENT,
+)
+
+
+def _block_of(text: str) -> str:
+    """``text`` (which starts with the block header) up to the first line that is none
+    of the block's own: its header, framing, section titles, entries and their
+    indented lines (stored text is indented, so it cannot end the block early)."""
+    lines = text.split("\n")
+    end = next(
+        (i for i, line in enumerate(lines) if line and not line.startswith(_BLOCK_LINES)),
+        len(lines),
+    )
+    return "\n".join(lines[:end]).rstrip()
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,18 +405,38 @@ def words_of(entry: MemoryEntry) -> str:
     return "\n".join(parts)
 
 
-def refreshed(talk: Dialogue, summary: str = SUMMARY) -> Turn:
+def refreshed(talk: Dialogue, summary: str = SUMMARY, *, lapse: bool = True) -> Turn:
     """Alice, bob, alice: the third turn is at the cadence and writes ``summary``
-    (through the model, or as another agent when the entry point has no tools)."""
+    (through the model, or as another agent when the entry point has no tools). Then,
+    with ``lapse``, the provider's prompt cache lapses (:func:`lapsed`): the next
+    request shows the memory in place of the turns it covers, the smaller form.
+    Without it the next request holds the form shown before (every request extends
+    the last) unless swapping already pays."""
     talk.say(ALICE, ALICE_1)
     talk.say(BOB, BOB_1)
     if "refresh" not in talk.driver.supports:
         turn = talk.say(ALICE, ALICE_2)
         talk.write(ALICE, {"summary": summary})
-        return turn
-    turn = talk.say(ALICE, ALICE_2, script={"summary": summary})
-    assert turn.outcome.memory_results == (COMPLETED,), talk.driver.name
+    else:
+        turn = talk.say(ALICE, ALICE_2, script={"summary": summary})
+        assert turn.outcome.memory_results == (COMPLETED,), talk.driver.name
+    if lapse:
+        lapsed(talk)
     return turn
+
+
+#: Longer than any provider's cache retention (OpenAI's in-memory minutes, Anthropic's
+#: 5-minute and 1-hour TTLs), shorter than the entries' expiry.
+LAPSE = timedelta(hours=2)
+
+
+def lapsed(talk: Dialogue) -> None:
+    """Advance the suite's frozen clock past every prompt-cache retention (skips when
+    the driver brought a memory on another clock)."""
+    clock = getattr(talk.memory, "_clock", None)
+    if not isinstance(clock, FrozenClock):
+        pytest.skip(f"{talk.driver.name}: the memory's clock is not a FrozenClock")
+    clock.advance(LAPSE)
 
 
 def hermetic_memory(directory: Path) -> ShortTermMemory:

@@ -1,0 +1,77 @@
+"""What a channel's requests show: :class:`ShownState`, kept beside the live entry.
+
+Writing the memory and showing it are two events (SPEC §6, "the bill decides when the
+prompt changes"). The model writes when it writes — durable at once, read by every
+other channel's briefings and by erasure. What this channel's requests *show* — which
+written memory, where the history is cut, the briefing set — changes only at a *swap*
+(:mod:`stm_memory.prompt.swap` decides when one pays), so between swaps every request
+extends the last whatever was written.
+
+The state lives with the live entry in the live cache, written in the same
+transaction as the turn's count (never in SQL rows or the outbox): losing it (a cache
+flush, a restart) costs one swap, never a memory, since the memory itself is the
+entry's. It holds a copy of this channel's own distilled memory as it was shown, so
+erasure reaches it like the memory (``model/erasure.py``: a user in the entry's
+provenance resets it, and the next request swaps to what is left).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+__all__ = ["ShownState"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShownState:
+    """The form a channel's requests show, fixed at its last swap."""
+
+    #: The write shown (the entry's ``last_refreshed_turn`` then); 0: no memory shown,
+    #: the dialogue goes uncut (what a full-history caller sends, up to the budget).
+    epoch: int = 0
+    #: The distilled memory of that write, as shown (a copy: the entry moves on).
+    summary: str | None = None
+    categories: Mapping[str, str] = field(default_factory=dict)
+    #: Turns completed since that write: the history cut keeps these (and the overlap).
+    turns: int = 0
+    #: Swaps so far: the briefing set is fixed for one swap (``briefings_epoch``).
+    swap: int = 0
+    #: When the channel's last request was built: with the cache retention in force,
+    #: whether its cached prefix has lapsed.
+    at: datetime | None = None
+
+    def later(self, at: datetime) -> ShownState:
+        """The state after one more turn that ended at ``at``."""
+        return ShownState(
+            epoch=self.epoch,
+            summary=self.summary,
+            categories=self.categories,
+            turns=self.turns + 1,
+            swap=self.swap,
+            at=at,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "epoch": self.epoch,
+            "summary": self.summary,
+            "categories": dict(self.categories),
+            "turns": self.turns,
+            "swap": self.swap,
+            "at": self.at.isoformat() if self.at is not None else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ShownState:
+        at = data.get("at")
+        return cls(
+            epoch=int(data.get("epoch") or 0),
+            summary=data.get("summary"),
+            categories=dict(data.get("categories") or {}),
+            turns=int(data.get("turns") or 0),
+            swap=int(data.get("swap") or 0),
+            at=datetime.fromisoformat(at) if at else None,
+        )

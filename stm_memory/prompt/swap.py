@@ -1,0 +1,204 @@
+"""When the prompt changes: the swap rule (SPEC §6, "the bill decides"). Pure.
+
+A channel's requests show one *form* — a written memory, the cut that goes with it,
+a briefing set (:class:`~stm_memory.model.shown.ShownState`) — and keep showing it
+while the model writes newer memory: every request then extends the last, and a
+provider's prompt cache serves all of it but the new turn. Showing the newest memory
+(*swapping*) drops the dialogue it covers, but re-bills everything from the memory
+block on, at the cache-write rate. :func:`decide` swaps when that pays:
+
+1. ``first`` — nothing is known of what was shown (a new channel, a flushed cache, a
+   restart, an erasure): the newest form, there is no cached prefix to keep.
+2. ``lapsed`` — the cached prefix has expired (the channel's last request is older
+   than the retention in force: OpenAI's in-memory minutes or ``24h``, Anthropic's
+   TTL), so the swap re-bills nothing that would not be re-billed anyway: the
+   request takes the smaller form (the newest memory, the least overlap, fresh
+   briefings — unless, rarely, the held form is the smaller).
+3. ``budget`` — the held form outgrew the token budget (``history_token_budget``):
+   holding would drop turns anyway, which changes the prefix too.
+4. ``pays`` — over the turns expected ahead, the tokens the swap stops re-reading
+   cost more than what it re-bills now::
+
+       horizon × read × (held − swapped)  >  write × swapped − read × held
+
+   ``held`` / ``swapped``: the estimated tokens from the memory block to the current
+   turn in each form (memory, briefings, kept dialogue); ``read`` / ``write``: the
+   profile's cached-read and cache-write multipliers (OpenAI 0.1 / 1.0, Anthropic 0.1
+   / 1.25 for 5 minutes, 2.0 for an hour). The horizon is a Lindy estimate: a form
+   that has been shown for ``n`` turns is expected to be asked for about ``n`` more,
+   at least 1 and at most :data:`MAX_HORIZON` (a conversation's future is not known;
+   one that has gone on long tends to go on). An expiry-only rule never fires in an
+   active conversation (context-guru #270: 0 swaps in 53 turns), so this one is what
+   moves a busy channel; the hold-then-apply replay of agentcore-public-stack (a
+   computed cut held until the cache expired or a ceiling) paid 73.70 against 102.64.
+5. else ``hold``.
+
+``newest`` — the entry point sends no dialogue of its own (a classic memory buffer), or
+the caller windows its own history (``trim_history=False``): no dialogue is dropped
+by a swap, so holding saves nothing; the newest memory is what it shows.
+
+Below the profile's minimum cacheable prefix nothing is cached, so the smaller form is
+always the cheaper (``uncached``). A form with nothing newer to show is never swapped
+(``unchanged``) unless the cache lapsed and the swap sheds briefing copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any, Literal
+
+from stm_memory.model.rates import CacheProfile
+from stm_memory.prompt.cut import earlier_turns, kept_turns, turn_tokens
+from stm_memory.prompt.placement import MemoryContext
+
+__all__ = [
+    "MAX_HORIZON",
+    "SwapDecision",
+    "SwapInputs",
+    "SwapRule",
+    "choose",
+    "decide",
+    "newest",
+]
+
+#: The most turns ahead a swap's saving is counted over.
+MAX_HORIZON = 32
+
+SwapRule = Literal["first", "newest", "unchanged", "lapsed", "uncached", "budget", "pays", "hold"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SwapInputs:
+    """What the rule weighs, in estimated tokens (about four characters a token)."""
+
+    #: A form was shown before (the stored state exists).
+    known: bool
+    #: The swapped form differs from the held one (newer memory, or briefing copies
+    #: it would shed).
+    differs: bool
+    #: Tokens from the memory block to the current turn, held and swapped.
+    held: int
+    swapped: int
+    #: Tokens before the memory block (the caller's system prompt, estimated).
+    before: int = 0
+    #: Time since the channel's last request (None: unknown).
+    idle: timedelta | None = None
+    #: Turns the held form has been shown: the horizon's estimate.
+    age: int = 0
+    #: The hard budget of the held form's tokens (None: none).
+    budget: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SwapDecision:
+    """What a turn shows and why: said on the turn result and logged at debug."""
+
+    swap: bool
+    rule: SwapRule
+    #: Estimated tokens of the two forms, and what the swap saves over the horizon
+    #: against what it re-bills now, in uncached-input-token units.
+    held: int = 0
+    swapped: int = 0
+    saving: float = 0.0
+    cost: float = 0.0
+
+    def __str__(self) -> str:
+        verb = "swap" if self.swap else "hold"
+        return (
+            f"{verb} ({self.rule}): held {self.held} tokens, swapped {self.swapped}; "
+            f"saves {self.saving:.0f} against {self.cost:.0f}"
+        )
+
+
+def decide(inputs: SwapInputs, profile: CacheProfile) -> SwapDecision:
+    """Swap or hold (see the module docstring)."""
+    held, swapped = inputs.held, inputs.swapped
+    horizon = min(MAX_HORIZON, max(1, inputs.age))
+    read, write = profile.read_multiplier, profile.write_multiplier
+    saving = horizon * read * (held - swapped)
+    cost = write * swapped - read * held
+
+    def out(swap: bool, rule: SwapRule) -> SwapDecision:
+        return SwapDecision(swap, rule, held, swapped, saving, cost)
+
+    if not inputs.known:
+        return out(True, "first")
+    if not inputs.differs:
+        return out(False, "unchanged")
+    if inputs.idle is not None and inputs.idle >= profile.ttl and swapped <= held:
+        return out(True, "lapsed")
+    if inputs.before + held < profile.min_tokens and swapped < held:
+        return out(True, "uncached")
+    if inputs.budget is not None and held > inputs.budget and swapped < held:
+        return out(True, "budget")
+    if saving > cost:
+        return out(True, "pays")
+    return out(False, "hold")
+
+
+def choose(
+    context: MemoryContext,
+    messages: Sequence[Any],
+    *,
+    profile: CacheProfile,
+    budget: int | None,
+) -> tuple[MemoryContext, SwapDecision | None]:
+    """The form a turn sends, given the dialogue its first request carries: the held
+    one or the newest (``context`` and its ``alternative``, in either order), by
+    :func:`decide`, and the decision (None: a context built by hand, nothing to
+    decide). The form chosen has no alternative left."""
+    other = context.alternative
+    if other is None:
+        if context.shown is None:
+            return context, None
+        if _is_swap(context):
+            return context, SwapDecision(True, "first")  # none stored: the newest only
+        return context, SwapDecision(False, "unchanged")
+    fresh, held = (context, other) if _is_swap(context) else (other, context)
+    fresh, held = replace(fresh, alternative=None), replace(held, alternative=None)
+    if context.history is None:  # the entry point does not cut: neither form does
+        fresh, held = replace(fresh, history=None), replace(held, history=None)
+    lead, earlier, _current = earlier_turns(messages)
+    sizes = [turn_tokens(t) for t in earlier]
+
+    def tokens(form: MemoryContext) -> int:
+        text = -(-len(form.content or "") // 4)
+        if form.history is None:
+            return text + sum(sizes)
+        keep, _wanted = kept_turns(earlier, form.history)
+        return text + sum(sizes[len(sizes) - keep :])
+
+    shown = held.shown
+    decision = decide(
+        SwapInputs(
+            known=True,
+            differs=True,
+            held=tokens(held),
+            swapped=tokens(fresh),
+            before=turn_tokens(lead),
+            idle=context.idle,
+            age=shown.turns if shown is not None else 0,
+            budget=budget,
+        ),
+        profile,
+    )
+    chosen = fresh if decision.swap else held
+    if context.history is None:  # as the request sends it: uncut
+        chosen = replace(chosen, history=None)
+    return chosen, decision
+
+
+def newest(context: MemoryContext) -> MemoryContext:
+    """Of ``context`` and its alternative, the one showing the newest memory (what an
+    entry point that sends no dialogue of its own shows), without the alternative."""
+    other = context.alternative
+    if other is None:
+        return context
+    return replace(context if _is_swap(context) else other, alternative=None)
+
+
+def _is_swap(context: MemoryContext) -> bool:
+    """``context`` shows a form newer than the one stored (a swap to it)."""
+    return context.shown is not None and context.shown.swap == context.shown_base + 1
