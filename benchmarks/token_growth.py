@@ -333,12 +333,14 @@ def run_ours_loop(
     provider: str = "openai",
     memory_role: str = "system",
     toolless: bool = False,
+    request_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Ours through ``OpenAIChatLoop`` (``provider="openai"``) or ``AnthropicLoop``
     (``"anthropic"``: ``system`` may be text blocks, ``tools`` Messages tool schemas)
     on the offline SDK client, fed ``result.messages`` back each turn, with
     ``memory_role`` (``"inline"``: the portable form). ``toolless``: a model that never
     calls ``update_short_term_memory``, nudged or not (:func:`toolless_model`).
+    ``request_options``: the loop's extra request settings (``prompt_cache_retention``).
     ``minimal`` and the breakdown are for the OpenAI loop with the default system
     prompt."""
     from stm_memory.testing.clock import FrozenClock
@@ -366,7 +368,7 @@ def run_ours_loop(
     histories: dict[str, list[Any]] = defaultdict(list)
     dialogues: dict[str, list[dict[str, Any]]] = defaultdict(list)
     with open_memory(root, clock=clock) as mem:
-        loop = Loop(client, mem, model=MODEL, memory_role=memory_role)
+        loop = Loop(client, mem, model=MODEL, memory_role=memory_role, **(request_options or {}))
         for say in schedule(texts):
             channel, text = say.channel, say.text
             scope = _scope(channel, say.user)

@@ -40,6 +40,7 @@ from stm_memory.kit import (
     anthropic_system,
     anthropic_tool,
     anthropic_tool_results,
+    cache_retention,
     has_tool_blocks,
     text_blocks,
     wire_messages,
@@ -93,7 +94,12 @@ class AnthropicMessagesAdapter:
     ) -> dict[str, Any]:
         caller_system = system if system is not None else self.system
         prepared = turn.prepare(
-            transcript, form="anthropic", system=caller_system, provider=PROVIDER, context=context
+            transcript,
+            form="anthropic",
+            system=caller_system,
+            provider=PROVIDER,
+            context=context,
+            retention=cache_retention(self.request_options, caller_system),
         )
         placed_system = prepared.system
         messages = wire_messages(prepared.messages)  # idempotent; alternation a guarantee

@@ -21,6 +21,7 @@ from stm_memory.kit import (
     SyncLoop,
     ToolCall,
     Usage,
+    cache_retention,
     chat_tool_call,
     chat_tool_results,
     function_call,
@@ -140,7 +141,12 @@ class ChatCompletionsAdapter(AdapterBase):
     ) -> dict[str, Any]:
         messages: list[Any] = [{"role": "system", "content": system}] if system else []
         messages.extend(transcript)
-        prepared = turn.prepare(messages, provider=self.provider, context=context)
+        prepared = turn.prepare(
+            messages,
+            provider=self.provider,
+            context=context,
+            retention=cache_retention(self.request_options),
+        )
         request: dict[str, Any] = {
             "model": self.model,
             "messages": without_speaker_ids(prepared.messages),

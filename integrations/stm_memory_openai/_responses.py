@@ -24,6 +24,7 @@ from stm_memory.kit import (
     SyncLoop,
     ToolCall,
     Usage,
+    cache_retention,
     is_truncated,
     openai_responses_tool,
     responses_tool_results,
@@ -67,7 +68,13 @@ class ResponsesAdapter(AdapterBase):
         turn: MemoryTurn,
     ) -> dict[str, Any]:
         request: dict[str, Any] = {"model": self.model}
-        prepared = turn.prepare(transcript, form="responses", system=system, context=context)
+        prepared = turn.prepare(
+            transcript,
+            form="responses",
+            system=system,
+            context=context,
+            retention=cache_retention(self.request_options),
+        )
         if prepared.system:
             request["instructions"] = prepared.system
         request["input"] = without_speaker_ids(prepared.messages)

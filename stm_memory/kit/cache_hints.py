@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 from stm_memory.kit.requests import current_user_index
@@ -43,6 +44,7 @@ __all__ = [
     "anthropic_breakpoints",
     "breakpoint_marker",
     "breakpoint_markers",
+    "cache_retention",
     "count_breakpoints",
     "dialogue_breakpoint",
     "prompt_cache_key",
@@ -92,6 +94,25 @@ def agreed_ttl(markers: Iterable[Any]) -> str | None:
     take it, since the API refuses a shorter TTL ahead of a longer one."""
     found = {m.get("ttl") for m in markers if isinstance(m, Mapping)}
     return found.pop() if len(found) == 1 else None
+
+
+#: The retention each cache hint asks for (OpenAI ``prompt_cache_retention``, an
+#: Anthropic breakpoint's ``ttl``); what a hint does not name is the provider's default.
+_RETENTION = {"24h": timedelta(hours=24), "1h": timedelta(hours=1), "5m": timedelta(minutes=5)}
+
+
+def cache_retention(settings: Mapping[str, Any], system: Any = None) -> timedelta | None:
+    """How long the provider keeps this request's cached prefix, as its hints say:
+    OpenAI's ``prompt_cache_retention`` (``"24h"``), else the TTL the caller's
+    Anthropic breakpoints agree on (in ``settings`` — a body or create options — and
+    the ``system`` blocks); None when they say nothing (the provider's default). The
+    turn's decision of what to show is priced with it (:meth:`MemoryTurn.settle`)."""
+    named = settings.get("prompt_cache_retention")
+    if isinstance(named, str) and named in _RETENTION:
+        return _RETENTION[named]
+    body = {**settings, "system": system} if system is not None else settings
+    ttl = agreed_ttl(breakpoint_markers(body))
+    return _RETENTION.get(ttl) if ttl else None
 
 
 def breakpoint_marker(ttl: str | None) -> dict[str, str]:

@@ -33,7 +33,8 @@ import enum
 import logging
 import threading
 from collections.abc import Generator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from stm_memory.errors import TurnOrderError, ValidationError
@@ -262,12 +263,21 @@ class MemoryTurn:
         memory is off."""
         return self._decision
 
-    def settle(self, messages: Sequence[Any] | None, *, provider: str | None = None) -> None:
+    def settle(
+        self,
+        messages: Sequence[Any] | None,
+        *,
+        provider: str | None = None,
+        retention: timedelta | None = None,
+    ) -> None:
         """Decide, once, which form this turn's requests show (the one shown before or
         the newest written, :mod:`stm_memory.prompt.swap`), on the dialogue the first
         request carries (``messages``; None: the entry point sends no dialogue of its
         own, so the newest is shown, as it is when the caller windows its own history:
-        ``trim_history=False``) priced at ``provider``'s rates. Every request
+        ``trim_history=False``) priced at ``provider``'s rates (``Limits.cache_profile``
+        names others) with the cache ``retention`` the request asks for, if it says
+        (:func:`~stm_memory.kit.cache_retention`: OpenAI ``prompt_cache_retention``,
+        Anthropic breakpoint TTLs). Every request
         method settles first; an entry point that reads :attr:`context` alone (a
         classic memory buffer) calls it."""
         context = self._context
@@ -287,6 +297,8 @@ class MemoryTurn:
                 profile = profile_for(
                     provider or self.options.provider, self.memory.limits.cache_profile
                 )
+                if retention is not None:
+                    profile = replace(profile, ttl=retention)
                 try:
                     chosen, found = choose(
                         context,
@@ -309,13 +321,17 @@ class MemoryTurn:
         log.debug("stm-memory: %s: %s", self.scope.live_key if self.scope else "-", decision)
 
     def _settled(
-        self, messages: Sequence[Any] | None, context: MemoryContext, provider: str | None
+        self,
+        messages: Sequence[Any] | None,
+        context: MemoryContext,
+        provider: str | None,
+        retention: timedelta | None = None,
     ) -> MemoryContext:
         """``context`` (a request's, derived from the assembled one) as the form the
         turn settled on."""
         if context.alternative is None and context.shown is None:
             return context  # built by hand: nothing to decide
-        self.settle(messages, provider=provider)
+        self.settle(messages, provider=provider, retention=retention)
         chosen = self._context
         if chosen is None or chosen is context or context.alternative is None:
             return context
@@ -400,15 +416,18 @@ class MemoryTurn:
         system: Any = None,
         provider: str | None = None,
         context: MemoryContext | None = None,
+        retention: timedelta | None = None,
     ) -> PreparedRequest:
         """What one model request sends: ``messages`` (and the caller's ``system``, for
         a form that keeps it apart) with this request's memory placed (``context``,
         default :meth:`request_context`; its history window says whether the history
-        is cut), for ``provider`` (default the options'). Every entry point sends
+        is cut), for ``provider`` (default the options'), whose prompt cache keeps a
+        prefix for ``retention`` (None: that provider's default; it prices the turn's
+        one decision of what to show, :meth:`settle`). Every entry point sends
         this, unedited. A placing error is logged and the caller's request goes as it
         came, without memory: never a failed turn."""
         context = context if context is not None else self.request_context()
-        context = self._settled(messages, context, provider)
+        context = self._settled(messages, context, provider, retention)
         if context.is_empty:
             return PreparedRequest(list(messages), system)
         try:
@@ -430,10 +449,13 @@ class MemoryTurn:
         *,
         provider: str | None = None,
         context: MemoryContext | None = None,
+        retention: timedelta | None = None,
     ) -> list[Any]:
         """:meth:`prepare` of a request held as one message list (its system prompt in
         it): the messages to send."""
-        return self.prepare(messages, provider=provider, context=context).messages
+        return self.prepare(
+            messages, provider=provider, context=context, retention=retention
+        ).messages
 
     def view(
         self,

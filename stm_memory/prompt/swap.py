@@ -12,8 +12,8 @@ block on, at the cache-write rate. :func:`decide` swaps when that pays:
 2. ``lapsed`` — the cached prefix has expired (the channel's last request is older
    than the retention in force: OpenAI's in-memory minutes or ``24h``, Anthropic's
    TTL), so the swap re-bills nothing that would not be re-billed anyway: the
-   request takes the smaller form (the newest memory, the least overlap, fresh
-   briefings — unless, rarely, the held form is the smaller).
+   request takes the smallest form of what is written now (the newest memory, the
+   least overlap, fresh briefings).
 3. ``budget`` — the held form outgrew the token budget (``history_token_budget``):
    holding would drop turns anyway, which changes the prefix too.
 4. ``pays`` — over the turns expected ahead, the tokens the swap stops re-reading
@@ -127,7 +127,7 @@ def decide(inputs: SwapInputs, profile: CacheProfile) -> SwapDecision:
         return out(True, "first")
     if not inputs.differs:
         return out(False, "unchanged")
-    if inputs.idle is not None and inputs.idle >= profile.ttl and swapped <= held:
+    if inputs.idle is not None and inputs.idle >= profile.ttl:
         return out(True, "lapsed")
     if inputs.before + held < profile.min_tokens and swapped < held:
         return out(True, "uncached")

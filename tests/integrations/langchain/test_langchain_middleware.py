@@ -32,6 +32,7 @@ from pydantic import Field
 
 from stm_memory import Category, ConfigurationError, Scope, ShortTermMemory, ValidationError
 from stm_memory.testing.chat_model import stream_chunk
+from stm_memory.testing.clock import FrozenClock
 from stm_memory_langchain import ShortTermMemoryMiddleware
 
 TOOL = "update_short_term_memory"
@@ -104,8 +105,10 @@ def add(a: int, b: int) -> int:
 
 
 @pytest.fixture
-def mem(tmp_path: Path) -> Iterator[ShortTermMemory]:
-    memory = ShortTermMemory.from_url(f"sqlite:///{tmp_path}/stm.db", cache_dir=tmp_path / "cache")
+def mem(tmp_path: Path, stm_clock: FrozenClock) -> Iterator[ShortTermMemory]:
+    memory = ShortTermMemory.from_url(
+        f"sqlite:///{tmp_path}/stm.db", cache_dir=tmp_path / "cache", clock=stm_clock
+    )
     memory.configure_server("g1", refresh_cadence=2)
     yield memory
     memory.close()
@@ -183,7 +186,9 @@ def has_nudge(prompt: list[BaseMessage]) -> bool:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_nudge_update_recall_over_turns(mem: ShortTermMemory, mode: str) -> None:
+def test_nudge_update_recall_over_turns(
+    mem: ShortTermMemory, mode: str, stm_clock: FrozenClock
+) -> None:
     model = fake(
         "hello",  # turn 1
         "fine",  # turn 2
@@ -226,6 +231,10 @@ def test_nudge_update_recall_over_turns(mem: ShortTermMemory, mode: str) -> None
     assert entry.turns_since_refresh == 0  # the update turn ends at 0
     assert entry.last_refreshed_turn == 1
 
+    # An hour later the prompt cache has lapsed: the memory shows (a swap), in place of
+    # the turns it covers. (Right after the write, a conversation this short holds
+    # the form it showed: stm_memory.prompt.swap.)
+    stm_clock.advance(hours=1)
     ran = run(agent, mode, "I'm back")
     prompt = model.seen_messages[5]
     assert any(m.type == "system" and "Ann plans a heist." in str(m.content) for m in prompt)

@@ -29,6 +29,7 @@ from langchain_core.runnables.history import RunnableWithMessageHistory
 from stm_memory import TOOL_NAME, ConfigurationError, Scope, ShortTermMemory, ValidationError
 from stm_memory.prompt.render import CONTENT_HEADER
 from stm_memory.testing.chat_model import OfflineChatModel
+from stm_memory.testing.clock import FrozenClock
 from stm_memory_langchain import ShortTermMemoryHistory, with_short_term_memory
 from stm_memory_langchain._record import MessageRecord
 
@@ -54,7 +55,7 @@ def results(record: list[BaseMessage]) -> list[dict[str, Any]]:
 
 
 def test_add_messages_applies_a_memory_call_and_the_next_view_drops_it(
-    stm_memory: ShortTermMemory,
+    stm_memory: ShortTermMemory, stm_clock: FrozenClock
 ) -> None:
     history = ShortTermMemoryHistory(stm_memory, SCOPE)
     assert history.messages == []
@@ -64,6 +65,7 @@ def test_add_messages_applies_a_memory_call_and_the_next_view_drops_it(
     entry = stm_memory.get(SCOPE)
     assert entry is not None and entry.summary == "Heist: Friday."
     assert entry.turns_since_refresh == 0  # the turn that refreshed ends at 0
+    stm_clock.advance(hours=1)  # the prompt cache lapsed: the next view shows the memory
     view = history.messages
     assert earlier_memory_calls([*view, HumanMessage("next")]) == 0
     assert validity_errors("langchain", view) == []
