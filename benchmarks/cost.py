@@ -921,7 +921,7 @@ def run(cfg: Config) -> CaseResult:
         "summarizer_calls": sum(len(t.side_bodies) for t in sm["log"][:turns]),
         "summarizer_calls_long": sum(len(t.side_bodies) for t in sm["log"]),
         "stm_updates_ours": loop["updates"],
-        "stm_updates_toolless": toolless["updates"],
+        "stm_updates_toolless": toolless["warm"]["updates"],
         "plot": cfg.png_path.name.replace("tokens", "cost"),
         "bills": {
             f"{approach}/{regime}/{provider}": b.to_dict(turns)
