@@ -66,6 +66,7 @@ class ResolvedModel:
 
 
 def _scripted_chat_class() -> type[Any]:
+    from langchain_core.language_models import LangSmithParams
     from langchain_core.outputs import ChatResult
     from pydantic import Field
 
@@ -84,6 +85,13 @@ def _scripted_chat_class() -> type[Any]:
         @property
         def _llm_type(self) -> str:
             return "stm-scripted"
+
+        def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+            # Its provider, as tracing and stm-memory read it: priced as OpenAI's
+            # gpt-5 (its prompt cache is that profile's), see stm_memory.model.rates.
+            params = super()._get_ls_params(stop=stop, **kwargs)
+            params["ls_provider"] = "stm-scripted"
+            return params
 
         def _generate(
             self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any

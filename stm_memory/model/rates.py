@@ -68,6 +68,10 @@ CACHE_PROFILES: Mapping[str, CacheProfile] = _profiles()
 DEFAULT_PROFILES: Mapping[str, str] = {
     "openai": "openai-gpt-5",
     "anthropic": "anthropic-sonnet-5m",
+    # stm_memory.testing's offline models and the evaluation's scripted one bill
+    # their prompt caches as gpt-5.
+    "stm-offline": "openai-gpt-5",
+    "stm-scripted": "openai-gpt-5",
 }
 _warned: set[str] = set()
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models import BaseChatModel, LangSmithParams
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -74,6 +74,13 @@ class OfflineChatModel(BaseChatModel):
     @property
     def _llm_type(self) -> str:
         return "stm-offline"
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        # Its provider, as tracing and stm-memory read it: priced as OpenAI's gpt-5
+        # (its prompt cache is that profile's), see stm_memory.model.rates.
+        params = super()._get_ls_params(stop=stop, **kwargs)
+        params["ls_provider"] = "stm-offline"
+        return params
 
     def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any) -> Any:
         return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
