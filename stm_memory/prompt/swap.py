@@ -37,9 +37,11 @@ block on, at the cache-write rate. :func:`decide` swaps when that pays:
 the caller windows its own history (``trim_history=False``): no dialogue is dropped
 by a swap, so holding saves nothing; the newest memory is what it shows.
 
-Below the profile's minimum cacheable prefix nothing is cached, so the smaller form is
-always the cheaper (``uncached``). A form with nothing newer to show is never swapped
-(``unchanged``) unless the cache lapsed and the swap sheds briefing copies.
+Below the profile's minimum cacheable prefix nothing is cached (``uncached``): there is
+no cached prefix to keep, the two forms differ by a few hundred tokens at most, and the
+newest shows what the model wrote (a short conversation sees its memory at once). A
+form with nothing newer to show is never swapped (``unchanged``) unless the cache
+lapsed or the swap sheds enough briefing copies to pay.
 """
 
 from __future__ import annotations
@@ -129,7 +131,7 @@ def decide(inputs: SwapInputs, profile: CacheProfile) -> SwapDecision:
         return out(False, "unchanged")
     if inputs.idle is not None and inputs.idle >= profile.ttl:
         return out(True, "lapsed")
-    if inputs.before + held < profile.min_tokens and swapped < held:
+    if inputs.before + held < profile.min_tokens:
         return out(True, "uncached")
     if inputs.budget is not None and held > inputs.budget and swapped < held:
         return out(True, "budget")

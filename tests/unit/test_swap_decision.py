@@ -63,10 +63,16 @@ def rule(inputs: SwapInputs, profile: object = OPENAI_DAY) -> tuple[bool, str]:
             (True, "budget"),
         ),
         (
-            "below the minimum cacheable prefix nothing is cached: the smaller",
-            replace(WARM, before=100, held=600, swapped=500, age=1),
+            "below the minimum cacheable prefix nothing is cached: the newest",
+            replace(WARM, before=100, held=600, swapped=700, age=1),
             OPENAI_DAY,
             (True, "uncached"),
+        ),
+        (
+            "a prefix past the minimum is kept",
+            replace(WARM, before=500, held=600, swapped=500, age=1),
+            OPENAI_DAY,
+            (False, "hold"),
         ),
         ("unknown idle time: the bill alone", replace(WARM, idle=None), OPENAI_DAY, (True, "pays")),
     ],
