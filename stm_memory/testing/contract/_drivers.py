@@ -469,8 +469,9 @@ class CoreDriver(_Driver):
     """The core API by hand, as the README's quickstart: the channel's history as
     dicts with ``user_id``, captured whole after each turn."""
 
-    # The developer places the memory (``context.apply``) and sees its errors raised.
-    supports = STEPS - {"fallback"}
+    # The developer places the memory (``context.apply``) and sees its errors raised;
+    # no turn decides what to show: a written memory shows at once (the engine's API).
+    supports = STEPS - {"fallback", "hold"}
 
     def __init__(self, memory: ShortTermMemory, model: ScriptedModel, *, is_async: bool) -> None:
         name = "ShortTermMemory" + (" (async twins)" if is_async else "")

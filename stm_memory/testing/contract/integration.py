@@ -27,7 +27,13 @@ is 2, through an entry point, and asserts at each step what every entry point sh
    turns without a rewrite, with the clock advanced between them, nothing before the
    previous turn's user message moves, and another channel's unchanged briefing is
    sent only inside that shared prefix.
-8. ``fallback``: with placing memory broken, the turn still runs: every request goes
+8. ``hold``: the bill decides when the prompt changes. In a conversation past the
+   minimum cacheable prefix, the turn after the model wrote its memory holds the form
+   it showed: its request extends the last up to the previous user message, and
+   every covered turn is still sent (nothing is lost); once the cache lapses the next
+   request swaps to the smallest form (the memory instead of what it covers); a held
+   copy of the memory an erasure reaches is never sent again.
+9. ``fallback``: with placing memory broken, the turn still runs: every request goes
    as the caller gave it, without a memory block and with every turn the memory
    would have replaced, and the error is logged. (Every entry point shares one turn,
    whose steps raise :class:`~stm_memory.TurnOrderError` when called out of order:
@@ -108,6 +114,7 @@ STEPS = frozenset(
         "provider",
         "erasure",
         "prefix",
+        "hold",
         "fallback",
     }
 )
@@ -425,6 +432,33 @@ def refreshed(talk: Dialogue, summary: str = SUMMARY, *, lapse: bool = True) -> 
     return turn
 
 
+#: Turns long enough that three of them outgrow every provider's minimum cacheable
+#: prefix (1,024 tokens; stm_memory.model.rates), so a prompt cache would keep them.
+LONG_1, LONG_2, LONG_3, LONG_4 = (
+    f"{head} " + " ".join(f"{word}{i}" for i in range(400))
+    for head, word in (
+        ("The map of the old mill shows the tunnels:", "tunnel"),
+        ("The miller's ledger lists every debt:", "debt"),
+        ("The watch rota for the bridge reads:", "watch"),
+        ("The packing list for the journey holds:", "pack"),
+    )
+)
+
+
+def long_refreshed(talk: Dialogue) -> SentRequest:
+    """Alice, bob, alice with :data:`LONG_1`…3; the third turn writes :data:`SUMMARY`
+    (through the model, or as another agent). Returns that turn's first request."""
+    talk.say(ALICE, LONG_1)
+    talk.say(BOB, LONG_2)
+    if "refresh" not in talk.driver.supports:
+        turn = talk.say(ALICE, LONG_3)
+        talk.write(ALICE, {"summary": SUMMARY})
+    else:
+        turn = talk.say(ALICE, LONG_3, script={"summary": SUMMARY})
+        assert turn.outcome.memory_results == (COMPLETED,), talk.driver.name
+    return turn.sent[-1]
+
+
 #: Longer than any provider's cache retention (OpenAI's in-memory minutes, Anthropic's
 #: 5-minute and 1-hour TTLs), shorter than the entries' expiry.
 LAPSE = timedelta(hours=2)
@@ -517,6 +551,41 @@ class IntegrationContract:
         assert BOB_2 in first.text
         for covered in (ALICE_1, BOB_1):
             assert covered not in first.text, covered
+
+    def test_a_held_turn_extends_the_last_although_the_memory_was_written(
+        self, dialogue: Dialogue
+    ) -> None:
+        talk = dialogue.require("trim").require("hold")
+        written = long_refreshed(talk)
+        assert talk.entry(ALICE).summary == SUMMARY  # written, durable at once
+        held = talk.say(BOB, BOB_2).sent[0]
+        assert SUMMARY not in held.text, held.text  # not shown yet: held
+        for said in (LONG_1, LONG_2, LONG_3, BOB_2):
+            assert said in held.text, said  # nothing is lost
+        previous_user = max(i for i, (role, _) in enumerate(written.messages) if role == "user")
+        assert held.messages[:previous_user] == written.messages[:previous_user], _first_difference(
+            written, held
+        )
+        lapsed(talk)  # the cached prefix expired: the smallest form
+        swapped = talk.say(ALICE, ALICE_3).sent[0]
+        assert any(SUMMARY in line for line in section(swapped) or ()), swapped.text
+        for covered in (LONG_1, LONG_2):
+            assert covered not in swapped.text, covered
+
+    def test_erasure_reaches_a_held_copy_at_once(self, dialogue: Dialogue) -> None:
+        talk = dialogue.require("trim").require("hold").require("erasure")
+        long_refreshed(talk)
+        lapsed(talk)
+        shown = talk.say(BOB, LONG_4).sent[0]  # the swap: the memory shows
+        assert any(SUMMARY in line for line in section(shown) or ()), shown.text
+        # A second write, held: the requests keep showing the first memory's copy.
+        talk.write(ALICE, {"summary": "Alice and Bob plan the mill."})
+        held = talk.say(BOB, BOB_3).sent[0]
+        assert SUMMARY in held.text, held.text
+        talk.memory.clear_user("alice")  # her words may be in both memories
+        after = talk.say(BOB, "Where were we?").sent[0]
+        blocks = "\n".join(after.memory_blocks())
+        assert SUMMARY not in blocks and "plan the mill" not in blocks, blocks
 
     def test_untrimmed_every_turn_is_sent(self, dialogue: Dialogue) -> None:
         talk = dialogue.require("untrimmed")
