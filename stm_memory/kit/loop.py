@@ -120,7 +120,9 @@ def run_turn_steps(
         raise
     yield from turn.finish(transcript, start=current_turn_index(messages))
     text, usage, steps, requests = outcome
-    return TurnResult(text, transcript, turn.updated, usage, steps, requests)
+    return TurnResult(
+        text, transcript, turn.updated, usage, steps, requests, decision=turn.decision
+    )
 
 
 def _model_steps(

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from stm_memory.prompt.swap import SwapDecision
+
 __all__ = ["ModelReply", "ToolCall", "TurnResult", "Usage"]
 
 
@@ -72,3 +74,6 @@ class TurnResult:
     usage: Usage
     steps: int
     requests: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    #: What the turn's requests showed and why: swap or hold, the rule, the estimate in
+    #: tokens (``str()`` says it in a line); None when memory was off.
+    decision: SwapDecision | None = None

@@ -14,16 +14,20 @@ this channel's own memory is rewritten (which re-bills everything after it anywa
   requests: ``BriefingCopy.turn`` records that turn as the channel's
   ``turns_since_refresh`` then, so a later request finds it again by counting turns
   back from the current one (the history cut moves only on a rewrite too).
-- A change of a source already carried *rides the next rewrite* (the bill decides
-  when the prompt changes, SPEC §6): it waits, and is sent on its own, once, only when
-  :data:`WAIT_TURNS` of this channel's turns have passed since that source was last
-  delivered — so a source that changes every turn (raw turns, a busy channel) costs
-  one delivery per ``WAIT_TURNS`` turns, not one per turn, and no change waits longer
-  than that. Why four: a user who asks here about another channel's news gets it
-  within a few exchanges, or at once when this channel's memory is rewritten (every
-  ``refresh_cadence`` turns, five by default), while an idle wait costs nothing. An
-  older copy of a source that changed stays where it was sent; the model reads the
-  newer one by its time.
+- A change of a source already carried *rides the next swap* (the bill decides
+  when the prompt changes, SPEC §6; :mod:`stm_memory.prompt.swap`): it waits, and is
+  sent on its own, once, only when :data:`WAIT_TURNS` of this channel's turns have
+  passed since that source was last delivered — so a source that changes every turn
+  (raw turns, a busy channel) costs one delivery per ``WAIT_TURNS`` turns, not one
+  per turn, and no change waits longer than that. Why twelve: measured on the bench's
+  conversations (``make bench``, cost case; 4 → 8 → 12 → 24 turns), a channel whose
+  model writes its memory swaps every few turns, so its changes ride a swap and are
+  billed once: the bill falls up to twelve (warm, OpenAI 0.866 → 0.835 → 0.826 of the
+  best peer; Anthropic 0.873 → 0.865 → 0.785; the busy server 1.07 → 1.02 → 1.01) and
+  not beyond (24 bills the same), so a longer wait would only keep the news from a
+  channel whose model never writes (it swaps only at a lapse or the budget). A user
+  who asks here about another channel gets its news at the next swap, and within a
+  dozen exchanges at worst.
 - A copy whose source is no longer shown to this scope — cleared, expired, made
   private, an opt-in withdrawn — leaves the next request (and the stored set).
 - The set is bounded: past :data:`MAX_COPIES_FACTOR` × the channels shown, or
@@ -57,8 +61,8 @@ MAX_COPIES_FACTOR = 16
 #: ... and at most this many estimated tokens (about four characters a token).
 MAX_COPY_TOKENS = 4_000
 #: A change of a source already carried waits at most this many of this channel's
-#: turns for the next rewrite before it is sent on its own (see the module docstring).
-WAIT_TURNS = 4
+#: turns for the next swap before it is sent on its own (see the module docstring).
+WAIT_TURNS = 12
 #: A quoted raw turn as rendering writes it (``  Speaker: "words"``).
 _QUOTE = re.compile(r'^  \S.*: ".*"$')
 
