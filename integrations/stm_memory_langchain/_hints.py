@@ -41,6 +41,14 @@ OPENAI_PROVIDERS = frozenset({"openai", "azure", "azure_openai"})
 M = TypeVar("M", bound=BaseMessage)
 
 
+def model_kwargs(model: Any) -> dict[str, Any]:
+    """The provider settings a chat model was built with (``ChatOpenAI(model_kwargs=)``
+    and the like): where a caller asks for ``prompt_cache_retention``."""
+    base = base_model(model) if model is not None else None
+    kwargs = getattr(base, "model_kwargs", None)
+    return dict(kwargs) if isinstance(kwargs, dict) else {}
+
+
 def cache_settings(
     model: Any, provider: str | None, scope: Scope, settings: Mapping[str, Any]
 ) -> dict[str, Any]:

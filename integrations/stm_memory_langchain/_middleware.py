@@ -83,6 +83,7 @@ from stm_memory.kit import (
     OptionsView,
     TurnOptions,
     adrive,
+    cache_retention,
     check_memory_setup,
     current_user_index,
     drive,
@@ -101,7 +102,12 @@ from ._dialogue import (
     remembered_after_answering,
     start_index,
 )
-from ._hints import anthropic_dialogue_breakpoint, breakpoints_in, cache_settings
+from ._hints import (
+    anthropic_dialogue_breakpoint,
+    breakpoints_in,
+    cache_settings,
+    model_kwargs,
+)
 from ._scope import ScopeSource, resolve_scope
 from ._tracing import MemoryCallTool
 
@@ -358,12 +364,19 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
             # but OpenAI's); the same for every request of the turn.
             turn.options = turn.options.for_host(getattr(request.model, "openai_api_base", None))
         system = request.system_message
+        # The cache retention the model's settings ask for prices the turn's swap.
+        retention = cache_retention(
+            {**model_kwargs(request.model), **(request.model_settings or {})},
+            system.content if system is not None else None,
+        )
         if turn.options.form == "inline" and system is not None:
             # The portable form joins the memory to the caller's system prompt, which
             # create_agent keeps outside the messages: placed as their first, taken back.
-            system, *messages = turn.place([system, *request.messages], provider=provider)
+            system, *messages = turn.place(
+                [system, *request.messages], provider=provider, retention=retention
+            )
         else:
-            messages = turn.place(request.messages, provider=provider)
+            messages = turn.place(request.messages, provider=provider, retention=retention)
         tools, choice = _offer(turn, request)
         changed = self._hinted(
             turn,
