@@ -333,10 +333,12 @@ class MemoryTurn:
             return context  # built by hand: nothing to decide
         self.settle(messages, provider=provider, retention=retention)
         chosen = self._context
-        if chosen is None or chosen is context or context.alternative is None:
+        if chosen is None or chosen is context:
             return context
+        # The request's own say over the nudge: held back, both nudges are gone.
+        allowed = context.nudge is not None or context.early_nudge is not None
         return chosen.for_request(
-            role=context.role, trim=context.history is not None, nudge=context.nudge is not None
+            role=context.role, trim=context.history is not None, nudge=allowed
         )
 
     def schema_state(self) -> TurnContext:

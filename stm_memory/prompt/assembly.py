@@ -477,17 +477,19 @@ def _form(
     )
     sources = frozenset(u for c in ledger for u in c.provenance)
     content, briefing_at = join_parts(memory_block(this_lines), [text for _, text in groups])
-    nudge = None
-    if (
-        turn.tool_offered
-        and live is not None
-        and live.turns_since_refresh >= settings.refresh_cadence
-    ):
-        nudge = nudge_text(
+    nudge = early = None
+    if turn.tool_offered and live is not None and live.turns_since_refresh > 0:
+        text = nudge_text(
             categories=turn.categories,
             summary_mode=turn.summary_mode,
             override=settings.update_nudge_override,
         )
+        # At the cadence (the staleness bound) the nudge is due; before it, the turn
+        # sends it only when a write pays (stm_memory.prompt.swap.write_pays).
+        if live.turns_since_refresh >= settings.refresh_cadence:
+            nudge = text
+        else:
+            early = text
     return MemoryContext(
         content=content,
         briefing_at=briefing_at,
@@ -502,6 +504,7 @@ def _form(
         ledger_epoch=epoch,
         shown=state,
         shown_base=base,
+        early_nudge=early,
     )
 
 

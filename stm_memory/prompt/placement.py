@@ -219,6 +219,8 @@ class MemoryContext:
     shown_base: int = field(default=0, compare=False, repr=False)
     alternative: MemoryContext | None = field(default=None, compare=False, repr=False)
     idle: timedelta | None = field(default=None, compare=False, repr=False)
+    # The nudge before the cadence is due, for the turn to send when a write pays.
+    early_nudge: str | None = field(default=None, compare=False, repr=False)
     _warned: _Once = field(default_factory=_Once, compare=False, repr=False)
 
     @property
@@ -285,13 +287,15 @@ class MemoryContext:
         point's ``role``, the history cut only when ``trim``, and the nudge only while
         ``nudge`` (the tool is offered: no guard of the turn's start hides it; this
         turn's update does not). Every integration derives its request's context here."""
-        if role == self.role and (trim or self.history is None) and (nudge or self.nudge is None):
+        quiet = self.nudge is None and self.early_nudge is None
+        if role == self.role and (trim or self.history is None) and (nudge or quiet):
             return self  # all replace() would copy, field for field (frozen: the same)
         return replace(
             self,
             role=role,
             history=self.history if trim else None,
             nudge=self.nudge if nudge else None,
+            early_nudge=self.early_nudge if nudge else None,
         )
 
     def without_memory(self) -> MemoryContext:

@@ -57,12 +57,14 @@ from stm_memory.prompt.placement import MemoryContext
 
 __all__ = [
     "MAX_HORIZON",
+    "MIN_WRITE_TOKENS",
     "SwapDecision",
     "SwapInputs",
     "SwapRule",
     "choose",
     "decide",
     "newest",
+    "write_pays",
 ]
 
 #: The most turns ahead a swap's saving is counted over.
@@ -105,13 +107,16 @@ class SwapDecision:
     swapped: int = 0
     saving: float = 0.0
     cost: float = 0.0
+    #: The nudge went out before the cadence because a write pays (:func:`write_pays`).
+    nudged: bool = False
 
     def __str__(self) -> str:
         verb = "swap" if self.swap else "hold"
-        return (
+        said = (
             f"{verb} ({self.rule}): held {self.held} tokens, swapped {self.swapped}; "
             f"saves {self.saving:.0f} against {self.cost:.0f}"
         )
+        return f"{said}; a write pays: nudged" if self.nudged else said
 
 
 def decide(inputs: SwapInputs, profile: CacheProfile) -> SwapDecision:
@@ -140,6 +145,33 @@ def decide(inputs: SwapInputs, profile: CacheProfile) -> SwapDecision:
     return out(False, "hold")
 
 
+#: The fewest output tokens a write is priced at (a first summary of a few turns).
+MIN_WRITE_TOKENS = 100
+
+
+def write_pays(
+    *, uncovered: int, turns: int, memory: int, after: int, lapsed: bool, profile: CacheProfile
+) -> bool:
+    """Whether asking the model to write its memory now pays (SPEC §6: the nudge when a
+    write pays; the cadence stays the staleness bound). The dialogue the memory does
+    not cover (``uncovered`` tokens, ``turns`` turns of it) is paid for at every
+    request until a write lets a swap drop it — at the cached-read rate while the
+    cache is warm, in full once it has ``lapsed`` — about ``rate × uncovered × turns /
+    2`` since the last write, growing with the square of the turns. A write costs its
+    output (``memory`` tokens, the summary it re-emits, at the profile's output
+    multiplier) and the swap that shows it (``after`` tokens re-billed at the write
+    rate). The nudge goes when what the uncovered dialogue has cost reaches what a
+    write costs: the balance of an order's fixed cost against its carrying cost,
+    which puts the writes ``sqrt(2 × write / (rate × tokens per turn))`` turns apart
+    (about nine turns apart warm, three cold, on the bench's conversation)."""
+    if turns <= 0 or uncovered <= 0:
+        return False
+    rate = 1.0 if lapsed else profile.read_multiplier
+    carried = rate * uncovered * turns / 2
+    write = profile.output_multiplier * max(memory, MIN_WRITE_TOKENS)
+    return carried >= write + profile.write_multiplier * after
+
+
 def choose(
     context: MemoryContext,
     messages: Sequence[Any],
@@ -150,20 +182,22 @@ def choose(
     """The form a turn sends, given the dialogue its first request carries: the held
     one or the newest (``context`` and its ``alternative``, in either order), by
     :func:`decide`, and the decision (None: a context built by hand, nothing to
-    decide). The form chosen has no alternative left."""
+    decide). The form chosen has no alternative left; it carries the nudge early when
+    a write pays (:func:`write_pays`)."""
     other = context.alternative
+    if context.shown is None:
+        return context, None  # a context built by hand
+    lead, earlier, _current = earlier_turns(messages)
+    sizes = [turn_tokens(t) for t in earlier]
+    lapsed = context.idle is not None and context.idle >= profile.ttl
     if other is None:
-        if context.shown is None:
-            return context, None
-        if _is_swap(context):
-            return context, SwapDecision(True, "first")  # none stored: the newest only
-        return context, SwapDecision(False, "unchanged")
+        first = _is_swap(context)
+        decision = SwapDecision(first, "first" if first else "unchanged")
+        return _nudged(context, context, decision, sizes, lapsed, profile)
     fresh, held = (context, other) if _is_swap(context) else (other, context)
     fresh, held = replace(fresh, alternative=None), replace(held, alternative=None)
     if context.history is None:  # the entry point does not cut: neither form does
         fresh, held = replace(fresh, history=None), replace(held, history=None)
-    lead, earlier, _current = earlier_turns(messages)
-    sizes = [turn_tokens(t) for t in earlier]
 
     def tokens(form: MemoryContext) -> int:
         text = -(-len(form.content or "") // 4)
@@ -189,7 +223,34 @@ def choose(
     chosen = fresh if decision.swap else held
     if context.history is None:  # as the request sends it: uncut
         chosen = replace(chosen, history=None)
-    return chosen, decision
+    return _nudged(chosen, fresh, decision, sizes, lapsed, profile)
+
+
+def _nudged(
+    chosen: MemoryContext,
+    fresh: MemoryContext,
+    decision: SwapDecision,
+    sizes: Sequence[int],
+    lapsed: bool,
+    profile: CacheProfile,
+) -> tuple[MemoryContext, SwapDecision]:
+    """``chosen`` with the early nudge when a write pays (``fresh``: the newest form,
+    whose counters say how much dialogue its memory does not cover)."""
+    if chosen.nudge is not None or chosen.early_nudge is None or fresh.shown is None:
+        return chosen, decision
+    turns = min(fresh.shown.turns, len(sizes))
+    memory = -(-len(fresh.memory or "") // 4)
+    text = -(-len(fresh.content or "") // 4)
+    if not write_pays(
+        uncovered=sum(sizes[len(sizes) - turns :]) if turns else 0,
+        turns=turns,
+        memory=memory,
+        after=text + (sizes[-1] if sizes else 0),
+        lapsed=lapsed,
+        profile=profile,
+    ):
+        return chosen, decision
+    return replace(chosen, nudge=chosen.early_nudge), replace(decision, nudged=True)
 
 
 def newest(context: MemoryContext) -> MemoryContext:
