@@ -434,9 +434,9 @@ def build_memory_context(
         return fresh
     held = form(stored, history)
     newer = stored.epoch != newest.epoch
-    if not newer and not any(c.turn != STABLE for c in held.ledger or ()):
-        return held  # nothing a swap would change
     idle = now - stored.at if now is not None and stored.at is not None else None
+    if not newer and not any(c.turn != STABLE for c in held.ledger or ()):
+        return replace(held, idle=idle)  # nothing a swap would change
     # Without a decision (the engine's own API: build_context, then apply) a newer
     # memory shows at once and a briefing set is kept until then; the turn decides
     # between the two on the dialogue it sends (MemoryTurn.settle).
