@@ -251,10 +251,12 @@ class MemoryContext:
         return [*out, *(t for t in (self.nudge,) if t)]
 
     def _top(self) -> str | None:
-        """What goes at the top: this channel's memory (at depth -1) and the stable
-        group of briefings, one text."""
-        parts = [self.memory] if self.memory and self.content_depth < 0 else []
-        parts += [text for back, text in self.briefings if back < 0]
+        """What goes at the top: the stable group of briefings, then this channel's
+        memory (at depth -1), one text. What changes least goes first (SPEC §6): a
+        swap shows a new memory, and the briefings before it, unchanged, keep their
+        cached bytes."""
+        parts = [text for back, text in self.briefings if back < 0]
+        parts += [self.memory] if self.memory and self.content_depth < 0 else []
         return "\n\n".join(p for p in parts if p) or None
 
     def injections(self, messages: Sequence[Any]) -> list[tuple[int, str, bool]]:

@@ -298,7 +298,7 @@ def test_after_a_rewrite_the_briefings_shown_form_the_stable_group(
     assert after.context.memory == memory_block("We said hi twice.")
     assert after.contents == [
         SYSTEM,
-        f"{memory_block('We said hi twice.')}\n\n{stable}",
+        f"{stable}\n\n{memory_block('We said hi twice.')}",  # what changes least first
         "hi 2",
         "Re: hi 2",
         "hi 3",
@@ -478,7 +478,7 @@ def test_the_prefix_up_to_the_previous_user_message_is_byte_identical(
     before = chat.turn("hi 2")
     nudge = before.context.nudge
     assert nudge is not None
-    top = f"{memory_block('We met.')}\n\n{group(TENTS)}"
+    top = f"{group(TENTS)}\n\n{memory_block('We met.')}"  # the briefings before the memory
     route = entry("route", "2026-01-05 12:05 UTC", 'User: "Over the pass?"', 'Assistant: "Noted."')
     assert before.contents == [
         SYSTEM,
