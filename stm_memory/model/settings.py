@@ -63,7 +63,10 @@ class ServerSettings:
     """Per-server settings, with their defaults. Only an explicit ``False`` disables memory."""
 
     short_term_memory_enabled: bool = True
-    refresh_cadence: int = 5
+    # The staleness bound: the nudge goes at the latest this many turns after a write,
+    # earlier when a write pays (stm_memory.prompt.swap.write_pays). Was 5: measured
+    # in README "Trade-offs written down".
+    refresh_cadence: int = 10
     render_mode: RenderMode = "supersede"
     crude_message_count: int = 6
     tool_description_override: str | None = None

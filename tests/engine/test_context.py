@@ -317,7 +317,7 @@ HISTORY = [
 @pytest.mark.parametrize(
     ("configured", "order"),
     [
-        (-1, ["base", "MEMORY+STABLE", "u1", "a1", "u2"]),
+        (-1, ["base", "STABLE+MEMORY", "u1", "a1", "u2"]),
         (0, ["base", "STABLE", "u1", "a1", "u2", "MEMORY"]),
         (1, ["base", "STABLE", "u1", "a1", "MEMORY", "u2"]),
         (2, ["base", "STABLE", "u1", "MEMORY", "a1", "u2"]),
@@ -343,8 +343,12 @@ def test_this_channel_memory_keeps_its_configured_depth_even_when_fresh(
     assert built.briefing is None
     assert built.content == f"{built.memory}\n\n{stable}"
     # The stable group goes at the top whatever the memory's depth (joined to the
-    # memory when that is at the top too).
-    names = {built.memory: "MEMORY", stable: "STABLE", built.content: "MEMORY+STABLE"}
+    # memory when that is at the top too, ahead of it: what changes least first).
+    names = {
+        built.memory: "MEMORY",
+        stable: "STABLE",
+        f"{stable}\n\n{built.memory}": "STABLE+MEMORY",
+    }
     placed = built.apply(HISTORY, trim=False)
     assert [names.get(m["content"], m["content"]) for m in placed] == order
     assert context(mem, here(), tools_available=False).memory is None
@@ -356,7 +360,7 @@ def test_briefings_stable_after_a_rewrite_then_new_ones_after_the_current_user_m
     remember(mem, here(), {"summary": "Here."})
     remember(mem, here("c2"), {"summary": "Elsewhere."})  # 12:00
     # The first turn after this channel's rewrite: the briefing goes in the stable
-    # group, joined to the memory at the top.
+    # group, joined to the memory at the top (ahead of it: what changes least first).
     turn = mem.begin_turn(here(), provider="openai")
     first = mem.build_context(turn)
     elsewhere = "- #c2, 2026-01-05 12:00 UTC:\n  Elsewhere."
@@ -364,7 +368,7 @@ def test_briefings_stable_after_a_rewrite_then_new_ones_after_the_current_user_m
     assert first.briefings == ((-1, stable),) and first.briefing is None
     assert [m["content"] for m in first.apply(HISTORY, trim=False)] == [
         "base",
-        f"{first.memory}\n\n{stable}",
+        f"{stable}\n\n{first.memory}",
         "u1",
         "a1",
         "u2",
@@ -380,7 +384,7 @@ def test_briefings_stable_after_a_rewrite_then_new_ones_after_the_current_user_m
     assert second.briefing == new
     assert [m["content"] for m in second.apply(HISTORY, trim=False)] == [
         "base",
-        f"{second.memory}\n\n{stable}",
+        f"{stable}\n\n{second.memory}",
         "u1",
         "a1",
         "u2",

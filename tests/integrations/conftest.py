@@ -295,6 +295,18 @@ def anthropic_script(anthropic_source: AnthropicSource) -> Script:
 
 # -- memory ------------------------------------------------------------------------------
 
+#: The cadence the bounded-prompt tests count their turns by: they were written at the
+#: default of its time (5; the default is now 10, the staleness bound, with an earlier
+#: nudge when a write pays) and pin it, since what they check is the bound a cadence
+#: gives (cadence + overlap + the current turn), not the default.
+COUNTED_CADENCE = 5
+
+
+def at_counted_cadence(memory: ShortTermMemory) -> ShortTermMemory:
+    """``memory`` with server ``g1`` at :data:`COUNTED_CADENCE`."""
+    memory.configure_server("g1", refresh_cadence=COUNTED_CADENCE)
+    return memory
+
 
 @pytest.fixture
 def open_memory(tmp_path: Path, stm_clock: FrozenClock) -> Iterator[Callable[[], ShortTermMemory]]:

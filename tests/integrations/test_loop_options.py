@@ -25,6 +25,14 @@ from stm_memory.testing import (
 )
 from stm_memory_anthropic import AnthropicLoop
 from stm_memory_openai import OpenAIChatLoop, OpenAIResponsesLoop
+from tests.integrations.conftest import at_counted_cadence
+
+
+@pytest.fixture
+def open_memory(open_memory: Callable[[], ShortTermMemory]) -> Callable[[], ShortTermMemory]:
+    """The conftest's, at the cadence these tests count turns by (COUNTED_CADENCE)."""
+    return lambda: at_counted_cadence(open_memory())
+
 
 SCOPE = Scope(channel_id="c1", user_id="u1", server_id="g1")
 TURNS = 14
@@ -138,6 +146,7 @@ def test_memory_role_user_puts_the_block_in_user_turns(
 
     for role in ("system", "user"):
         with ShortTermMemory.from_url(f"sqlite:///{tmp_path}/{role}.db", clock=stm_clock) as memory:
+            at_counted_cadence(memory)
             request = last_request(loops(memory, memory_role=role)[name], name, stm_clock)
         items = items_of(name, request)
         holders = [m for m in items if CONTENT_HEADER in str(m.get("content"))]

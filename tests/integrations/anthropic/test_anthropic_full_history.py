@@ -17,6 +17,14 @@ from stm_memory.prompt.render import CONTENT_HEADER
 from stm_memory_anthropic import AnthropicLoop
 from tests.fakeprovider import Script
 from tests.fakeprovider.offline import offline_replies
+from tests.integrations.conftest import at_counted_cadence
+
+
+@pytest.fixture
+def open_memory(open_memory: Callable[[], ShortTermMemory]) -> Callable[[], ShortTermMemory]:
+    """The conftest's, at the cadence these tests count turns by (COUNTED_CADENCE)."""
+    return lambda: at_counted_cadence(open_memory())
+
 
 pytestmark = [pytest.mark.vcr, pytest.mark.scripted("anthropic")]
 

@@ -32,6 +32,14 @@ from stm_memory.testing.chat_model import OfflineChatModel
 from stm_memory.testing.clock import FrozenClock
 from stm_memory_langchain import ShortTermMemoryHistory, with_short_term_memory
 from stm_memory_langchain._record import MessageRecord
+from tests.integrations.conftest import at_counted_cadence
+
+
+@pytest.fixture
+def stm_memory(stm_memory: ShortTermMemory) -> ShortTermMemory:
+    """The testing kit's, at the cadence these tests count turns by (COUNTED_CADENCE)."""
+    return at_counted_cadence(stm_memory)
+
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore::langchain_core._api.deprecation.LangChainDeprecationWarning"
