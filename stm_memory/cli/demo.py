@@ -292,14 +292,16 @@ def _client(provider: str, offline: OfflineModel) -> tuple[Any, str]:
     raise ConfigurationError(f"unknown provider {provider!r}: offline, openai or anthropic")
 
 
-def _loop(provider: str, client: Any, mem: ShortTermMemory, model: str) -> Any:
+def _loop(
+    provider: str, client: Any, mem: ShortTermMemory, model: str, options: Mapping[str, Any]
+) -> Any:
     if provider == "anthropic":
         from stm_memory_anthropic import AnthropicLoop
 
         return AnthropicLoop(client, mem, model=model, max_tokens=512)
     from stm_memory_openai import OpenAIChatLoop
 
-    return OpenAIChatLoop(client, mem, model=model)
+    return OpenAIChatLoop(client, mem, model=model, **options)
 
 
 # -- one run -----------------------------------------------------------------------------
@@ -360,6 +362,8 @@ class DemoTurn:
     tool_tokens: int = 0  # of tokens_memory: the memory tool's schema, in every request
     memory_output: int = 0  # tokens the model wrote into the memory call(s)
     api: str = "openai_chat"
+    # What the turn showed and why (TurnResult.decision: swap or hold, the estimate).
+    decision: str | None = None
 
 
 def run_conversation(
@@ -369,9 +373,11 @@ def run_conversation(
     provider: str = "offline",
     model: str | None = None,
     system: str = SYSTEM,
+    request_options: Mapping[str, Any] | None = None,
 ) -> tuple[list[DemoTurn], ShortTermMemory, FrozenClock]:
     """Run the scripted conversation behind ``system``; returns per-turn figures and
-    the (open) memory."""
+    the (open) memory. ``request_options``: the loop's extra request settings (the
+    warm row's run asks for ``prompt_cache_retention="24h"``, as its price assumes)."""
     clock = FrozenClock(datetime(2026, 3, 2, 18, 0, tzinfo=UTC))
     mem = ShortTermMemory.from_url(
         f"sqlite:///{workdir / 'stm.db'}", cache_dir=workdir / "cache", clock=clock
@@ -381,7 +387,7 @@ def run_conversation(
     offline = OfflineModel(answers=_answer)
     client, default_model = _client(provider, offline)
     model_name = model or default_model
-    loop = _loop(provider, client, mem, model_name)
+    loop = _loop(provider, client, mem, model_name, request_options or {})
     api = _api(provider)
     # The caller keeps each channel's whole transcript (result.messages fed back, as a
     # chat app does); the loop sends only what the memory does not cover.
@@ -425,6 +431,7 @@ def run_conversation(
                 tool_tokens=sum(_tool_tokens(body, api) for body in requests),
                 memory_output=sum(count_text_tokens(a) for a in written),
                 api=api,
+                decision=str(result.decision) if result.decision is not None else None,
             )
         )
     return rows, mem, clock
@@ -464,14 +471,18 @@ def _billed(cache: PromptCache | None, body: Mapping[str, Any], r: DemoTurn) -> 
 
 
 def bills(
-    rows: Sequence[DemoTurn], profiles: Sequence[str] = (WARM, FIVE_MINUTES, COLD)
+    rows: Sequence[DemoTurn],
+    profiles: Sequence[str] = (WARM, FIVE_MINUTES, COLD),
+    *,
+    warm_rows: Sequence[DemoTurn] | None = None,
 ) -> list[Bill]:
     """The conversation priced with OpenAI's documented prompt caching
     (:mod:`stm_memory.testing.prompt_cache`), one cache per approach (two customers),
     each request observed at its turn's time; :data:`COLD` bills every input token in
     full. Ours also pays for what the model wrote into the memory (output,
     :attr:`CacheProfile.output_multiplier` times input): the full-history caller writes
-    no memory."""
+    no memory. ``warm_rows``: the run of a caller that asked for the day's retention
+    (what the warm profile prices; our turns decide what to show by it), else ``rows``."""
     out: list[Bill] = []
     for name in profiles:
         profile = CACHE_PROFILES[FIVE_MINUTES if name == COLD else name]
@@ -479,7 +490,7 @@ def bills(
         full_cache = None if name == COLD else PromptCache(profile)
         ours = full = 0.0
         cached = total = full_total = 0
-        for r in rows:
+        for r in warm_rows if name == WARM and warm_rows is not None else rows:
             for i, body in enumerate(r.requests):
                 usage = _billed(ours_cache, body, r)
                 output = r.memory_output if i == 0 else 0
@@ -713,6 +724,10 @@ class DemoReport:
     agent_rows: list[DemoTurn] = field(default_factory=list)
     bills: list[Bill] = field(default_factory=list)  # the run, priced
     agent_bills: list[Bill] = field(default_factory=list)  # behind the agent-sized prompt
+    # The same runs by a caller that asked for the day's retention: what the warm
+    # rows price (our turns decide what to show by the retention in force).
+    warm_rows: list[DemoTurn] = field(default_factory=list)
+    agent_warm_rows: list[DemoTurn] = field(default_factory=list)
     shown: DemoTurn | None = None  # the turn whose request is printed whole
     hydrated: str | None = None  # #plot-planning's summary read back after the restart
 
@@ -779,6 +794,9 @@ def _request_panel(row: DemoTurn) -> Panel:
         )
     else:
         lines.append(f"The caller passed {row.passed} messages; the request carried all of them.")
+    if row.decision:
+        # The bill decides when the prompt changes: what this turn decided, and why.
+        lines.append(f"What it showed (the bill decides, in estimated tokens): {row.decision}.")
     # The injected blocks in full: what the model reads instead of the older turns.
     injected = [p for _, text, _ in _messages(body) for p in _parts(text) if _injected(p)]
     return Panel(
@@ -980,17 +998,29 @@ def run_demo(
         if provider == "offline":
             # Priced behind an agent-sized system prompt too, the regime users are billed
             # in: a second run of the same turns (a real API would bill it, so offline only).
-            (workdir / "agent").mkdir()
-            agent_rows, agent_mem, _ = run_conversation(
-                workdir / "agent", turns=turns, system=AGENT_SYSTEM
-            )
-            agent_mem.close()
+            # The warm rows are priced from runs whose caller asked for the day's
+            # retention, as a careful user would for that price (our turns read it).
+            warm = {"prompt_cache_retention": "24h"}
+            runs = {}
+            for name, prompt, options in (
+                ("warm", SYSTEM, warm),
+                ("agent", AGENT_SYSTEM, {}),
+                ("agent-warm", AGENT_SYSTEM, warm),
+            ):
+                (workdir / name).mkdir()
+                runs[name], extra_mem, _ = run_conversation(
+                    workdir / name, turns=turns, system=prompt, request_options=options
+                )
+                extra_mem.close()
+            agent_rows = runs["agent"]
             report = DemoReport(
                 rows=rows,
                 figures=figures,
                 agent_rows=agent_rows,
-                bills=bills(rows),
-                agent_bills=bills(agent_rows),
+                bills=bills(rows, warm_rows=runs["warm"]),
+                agent_bills=bills(agent_rows, warm_rows=runs["agent-warm"]),
+                warm_rows=runs["warm"],
+                agent_warm_rows=runs["agent-warm"],
                 shown=shown,
                 hydrated=hydrated,
             )

@@ -112,11 +112,21 @@ class SwapDecision:
 
     def __str__(self) -> str:
         verb = "swap" if self.swap else "hold"
-        said = (
-            f"{verb} ({self.rule}): held {self.held} tokens, swapped {self.swapped}; "
-            f"saves {self.saving:.0f} against {self.cost:.0f}"
-        )
+        said = _PLAIN.get(self.rule)
+        if said is None:
+            said = (
+                f"{verb} ({self.rule}): held {self.held} tokens, swapped {self.swapped}; "
+                f"saves {self.saving:.0f} against {self.cost:.0f}"
+            )
         return f"{said}; a write pays: nudged" if self.nudged else said
+
+
+#: What a decision without an estimate says.
+_PLAIN: dict[str, str] = {
+    "first": "swap (first): no form shown before, the newest",
+    "newest": "swap (newest): no dialogue of ours to hold, the newest",
+    "unchanged": "hold (unchanged): nothing newer to show",
+}
 
 
 def decide(inputs: SwapInputs, profile: CacheProfile) -> SwapDecision:

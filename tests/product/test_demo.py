@@ -24,6 +24,7 @@ from stm_memory.cli.demo import (
     AGENT_SYSTEM,
     CHANNELS,
     COLD,
+    WARM,
     DemoReport,
     DemoTurn,
     bills,
@@ -142,18 +143,23 @@ def priced(rows: Sequence[DemoTurn], profile: str) -> tuple[float, float]:
 def cost_claims_disagreeing(printed: str, report: DemoReport) -> list[str]:
     text = flat(printed)
     problems = []
-    for label, rows, billed in (
-        ("one line", report.rows, report.bills),
-        ("agent", report.agent_rows, report.agent_bills),
+    for label, rows, warm_rows, billed in (
+        ("one line", report.rows, report.warm_rows, report.bills),
+        ("agent", report.agent_rows, report.agent_warm_rows, report.agent_bills),
     ):
+
+        def run_of(profile: str, rows: Sequence[DemoTurn] = rows, warm: Any = warm_rows) -> Any:
+            # The warm row prices the run whose caller asked for the day's retention.
+            return warm if profile == WARM else rows
+
         for bill in billed:
-            ours, full = priced(rows, bill.profile)
+            ours, full = priced(run_of(bill.profile), bill.profile)
             row = f"{ours:,.0f} {full:,.0f} {ours / full:.2f}x"
             if not re.search(rf"{label} \(\S+ tok\) [^│]*? {re.escape(row)}", text):
                 problems.append(f"{label}/{bill.profile}: no row {row!r}")
         winners = [
             "stm-memory cost less" if o < f else "the full history cost less"
-            for o, f in (priced(rows, b.profile) for b in billed)
+            for o, f in (priced(run_of(b.profile), b.profile) for b in billed)
         ]
         sentence = text[
             text.index(
@@ -251,7 +257,7 @@ def test_more_caching_never_costs_more(printed_run: tuple[str, DemoReport]) -> N
         assert 0 < warm.ours <= five.ours <= cold.ours
         assert 0 < warm.full <= five.full <= cold.full
         assert 0.0 == cold.cached_share <= five.cached_share <= warm.cached_share <= 1.0
-    assert bills(report.rows) == report.bills
+    assert bills(report.rows, warm_rows=report.warm_rows) == report.bills
 
 
 def test_one_late_request_is_shown_as_sent(printed_run: tuple[str, DemoReport]) -> None:
