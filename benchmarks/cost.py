@@ -615,9 +615,16 @@ def _busy_bills(
         )["log"]
         for regime, ttl in ANTHROPIC_TTL.items()
     }
-    mw = run_ours_middleware(
-        root / "middleware", conversation, system=system, tools=langchain_tools()
-    )
+    mws = {
+        regime: run_ours_middleware(
+            root / f"middleware-{regime}",
+            conversation,
+            system=system,
+            tools=langchain_tools(),
+            model_kwargs=options,
+        )["log"]
+        for regime, options in OPENAI_OPTIONS.items()
+    }
     sm = run_summarization(conversation, system=system, tools=langchain_tools())
     full: list[Turn] = []
     run_full(conversation, system=system, tools=tools, log=full, count=False)
@@ -625,7 +632,6 @@ def _busy_bills(
         root / "agents", conversation, system=system, tools=agents_tools()
     )
     logs = {
-        "middleware": mw["log"],
         "summarization_mw": sm["log"],
         "full": full,
         "agents_session": agents_sdk["ours_log"],
@@ -639,7 +645,7 @@ def _busy_bills(
             attribute=approach == "ours",
         )
         for regime, profiles in REGIMES.items()
-        for approach, log in {"ours": loops[regime], **logs}.items()
+        for approach, log in {"ours": loops[regime], "middleware": mws[regime], **logs}.items()
     }
     for regime, profiles in REGIMES.items():
         anthropic, ttl = profiles["anthropic"], ANTHROPIC_TTL[regime]
@@ -743,9 +749,19 @@ def run(cfg: Config) -> CaseResult:
         )
         for regime, options in OPENAI_OPTIONS.items()
     }
-    mw = run_ours_middleware(
-        root / "middleware", texts[:turns], system=system, tools=langchain_tools()
-    )
+    # The middleware's chat model asks for the retention each regime prices, as the
+    # loops' callers do (model_kwargs, as ChatOpenAI takes it).
+    mws = {
+        regime: run_ours_middleware(
+            root / f"middleware-{regime}",
+            texts[:turns],
+            system=system,
+            tools=langchain_tools(),
+            model_kwargs=options,
+        )
+        for regime, options in OPENAI_OPTIONS.items()
+    }
+    mw = mws["warm"]
     sm = run_summarization(texts, system=system, tools=langchain_tools())
     full_log: list[Turn] = []
     run_full(texts, system=system, tools=tools, log=full_log, count=False)
@@ -755,7 +771,6 @@ def run(cfg: Config) -> CaseResult:
 
     logs: dict[str, list[Turn]] = {
         "portable": portable["log"],
-        "middleware": mw["log"],
         "summarization_mw": sm["log"],
         "full": full_log,
         "agents_session": agents_sdk["ours_log"],
@@ -767,6 +782,7 @@ def run(cfg: Config) -> CaseResult:
         regime_logs = {
             "ours": loops[regime]["log"],
             "toolless": toolless[regime]["log"],
+            "middleware": mws[regime]["log"],
             **logs,
         }
         for approach, log in regime_logs.items():
@@ -780,7 +796,7 @@ def run(cfg: Config) -> CaseResult:
             anthropic_logs[regime], anthropic, as_is("anthropic")
         )
         bills["middleware", regime, "anthropic"] = bill(
-            logs["middleware"][:turns], anthropic, as_anthropic_middleware(ttl)
+            mws[regime]["log"][:turns], anthropic, as_anthropic_middleware(ttl)
         )
         for approach in ("summarization_mw", "full"):
             bills[approach, regime, "anthropic"] = bill(

@@ -468,10 +468,16 @@ def _recorder() -> Any:
 
 
 def run_ours_middleware(
-    root: Path, texts: Sequence[str | Say], *, system: str = SYSTEM, tools: Sequence[Any] = ()
+    root: Path,
+    texts: Sequence[str | Say],
+    *,
+    system: str = SYSTEM,
+    tools: Sequence[Any] = (),
+    model_kwargs: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Ours through ``create_agent`` + ``ShortTermMemoryMiddleware``; ``tools`` are
-    LangChain tools (logged as Chat Completions bodies)."""
+    LangChain tools (logged as Chat Completions bodies); ``model_kwargs``: the chat
+    model's provider settings (``prompt_cache_retention``)."""
     from langchain.agents import create_agent
     from langgraph.checkpoint.memory import InMemorySaver
 
@@ -481,7 +487,9 @@ def run_ours_middleware(
     from stm_memory_langchain import ShortTermMemoryMiddleware
 
     clock = FrozenClock()
-    chat = OfflineChatModel(model=OfflineModel(answers=answer_for))
+    chat = OfflineChatModel(
+        model=OfflineModel(answers=answer_for), model_kwargs=dict(model_kwargs or {})
+    )
     recorder = _recorder()
     series = Series()
     log: list[Turn] = []

@@ -68,6 +68,9 @@ class OfflineChatModel(BaseChatModel):
     prompts: list[list[BaseMessage]] = Field(default_factory=list)
     # Names of the tools bound for each call, in call order (for assertions).
     tools_seen: list[list[str]] = Field(default_factory=list)
+    # Provider settings, as ``ChatOpenAI(model_kwargs=...)`` takes them (e.g.
+    # ``prompt_cache_retention``, which the middleware prices its swap with); unused here.
+    model_kwargs: dict[str, Any] = Field(default_factory=dict)
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
