@@ -411,9 +411,14 @@ def as_anthropic_middleware(cache_ttl: str | None) -> Shape:
 
     def shape(body: Mapping[str, Any], side: bool) -> tuple[Mapping[str, Any], str]:
         out = anthropic_body(body, cache_ttl=cache_ttl)
+        # What the middleware hands the hints as this turn's own (context.transient):
+        # the system messages after the current user message (briefings new this turn,
+        # the nudge); the memory block and the stable briefings above stay put.
+        messages = list(body.get("messages") or ())
+        current = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=0)
         injected = [
             m["content"]
-            for m in (body.get("messages") or ())[1:]
+            for m in messages[current + 1 :]
             if m.get("role") == "system" and isinstance(m.get("content"), str)
         ]
         return anthropic_breakpoints(out, injected=injected), "anthropic"
