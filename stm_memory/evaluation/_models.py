@@ -56,13 +56,18 @@ class ResolvedModel:
     model_name: str
     scripted: ScriptedKind | None
     chat_factory: Callable[[ConversationSet], BaseChatModel] | None
-    loop_factory: Callable[[ConversationSet, ShortTermMemory], Any] | None
+    loop_factory: Callable[..., Any] | None
 
     def chat(self, conversation: ConversationSet) -> BaseChatModel | None:
         return self.chat_factory(conversation) if self.chat_factory else None
 
-    def loop(self, conversation: ConversationSet, memory: ShortTermMemory) -> Any:
-        return self.loop_factory(conversation, memory) if self.loop_factory else None
+    def loop(
+        self, conversation: ConversationSet, memory: ShortTermMemory, **request_options: Any
+    ) -> Any:
+        """Our loop over this model; ``request_options`` go into its requests."""
+        if self.loop_factory is None:
+            return None
+        return self.loop_factory(conversation, memory, **request_options)
 
 
 def _scripted_chat_class() -> type[Any]:
@@ -122,30 +127,30 @@ def _resolve_scripted(kind: ScriptedKind) -> ResolvedModel:
         model: BaseChatModel = chat_class(model=ScriptedModel(conversation=conversation, kind=kind))
         return model
 
-    def loop(conversation: ConversationSet, memory: ShortTermMemory) -> Any:
+    def loop(conversation: ConversationSet, memory: ShortTermMemory, **options: Any) -> Any:
         from stm_memory.testing.clients import offline_openai_client
         from stm_memory_openai import OpenAIChatLoop
 
         client = offline_openai_client(ScriptedModel(conversation=conversation, kind=kind))
-        return OpenAIChatLoop(client, memory, model=SCRIPTED_MODEL_NAME)
+        return OpenAIChatLoop(client, memory, model=SCRIPTED_MODEL_NAME, **options)
 
     return ResolvedModel(f"scripted:{kind}", "openai", SCRIPTED_MODEL_NAME, kind, chat, loop)
 
 
 def _openai_loop(client: Any, name: str) -> Callable[[ConversationSet, Any], Any]:
-    def loop(conversation: ConversationSet, memory: ShortTermMemory) -> Any:
+    def loop(conversation: ConversationSet, memory: ShortTermMemory, **options: Any) -> Any:
         from stm_memory_openai import OpenAIChatLoop
 
-        return OpenAIChatLoop(client, memory, model=name)
+        return OpenAIChatLoop(client, memory, model=name, **options)
 
     return loop
 
 
 def _anthropic_loop(client: Any, name: str) -> Callable[[ConversationSet, Any], Any]:
-    def loop(conversation: ConversationSet, memory: ShortTermMemory) -> Any:
+    def loop(conversation: ConversationSet, memory: ShortTermMemory, **options: Any) -> Any:
         from stm_memory_anthropic import AnthropicLoop
 
-        return AnthropicLoop(client, memory, model=name, max_tokens=512)
+        return AnthropicLoop(client, memory, model=name, max_tokens=512, **options)
 
     return loop
 

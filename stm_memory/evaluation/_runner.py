@@ -14,7 +14,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,9 @@ from stm_memory.evaluation._strategies import (
 from stm_memory.kit import Usage
 from stm_memory.testing.clock import FrozenClock
 from stm_memory.testing.prompt_cache import CACHE_PROFILES, CacheProfile, request_parts
+
+#: OpenAI's extended prompt-cache retention.
+_DAY = timedelta(hours=24)
 
 __all__ = ["BudgetExceeded", "CostEstimate", "Progress", "estimate_cost", "run_eval"]
 
@@ -339,6 +342,9 @@ def run_eval(
     keys = _strategies(strategies)
     opts = options or StrategyOptions()
     profile = _profile(cache_profile, resolved)
+    if opts.cache_retention is None and profile.provider == "openai" and profile.ttl >= _DAY:
+        # Priced with the day's retention: our requests ask for it, as a careful user's.
+        opts = replace(opts, cache_retention="24h")
     priced = _price(price, resolved.model_name)
     if minutes_per_turn <= 0:
         raise ConfigurationError("minutes_per_turn must be positive")

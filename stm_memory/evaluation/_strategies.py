@@ -59,6 +59,10 @@ class StrategyOptions:
     refresh_cadence: int | None = None  # None: the server default
     summarization_trigger_tokens: int = 1000
     summarization_keep_messages: int = 8
+    # The prompt-cache retention our loop's requests ask for (OpenAI
+    # ``prompt_cache_retention``: "24h"), as a careful user pricing with that profile
+    # would; the runner sets it from the cache profile. None: the provider's default.
+    cache_retention: str | None = None
 
 
 class Unavailable(Exception):
@@ -149,7 +153,12 @@ class _LoopStrategy(Strategy):
             raise Unavailable("needs an OpenAI or Anthropic model (a client for our loop)")
         self.conversation, self.clock = conversation, clock
         self.memory = _open_memory(workdir, clock, conversation, options)
-        self.loop = model.loop(conversation, self.memory)
+        asked = (
+            {"prompt_cache_retention": options.cache_retention}
+            if options.cache_retention and model.provider != "anthropic"
+            else {}
+        )
+        self.loop = model.loop(conversation, self.memory, **asked)
         self.api = "anthropic" if model.provider == "anthropic" else "openai_chat"
         self.transcripts: dict[str, list[Any]] = {c: [] for c in conversation.channels}
 

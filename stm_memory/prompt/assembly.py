@@ -46,7 +46,7 @@ from stm_memory.model import (
     ServerSettings,
     parse_key,
 )
-from stm_memory.model.briefings import STABLE, BriefingCopy
+from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.shown import ShownState
 from stm_memory.prompt.briefings import briefing_groups, plan_briefings
 from stm_memory.prompt.cut import HistoryWindow
@@ -435,8 +435,13 @@ def build_memory_context(
     held = form(stored, history)
     newer = stored.epoch != newest.epoch
     idle = now - stored.at if now is not None and stored.at is not None else None
-    if not newer and not any(c.turn != STABLE for c in held.ledger or ()):
-        return replace(held, idle=idle)  # nothing a swap would change
+    if not newer:
+        # Nothing newer written: the held form stays, whatever the cache did. A swap
+        # would only shed briefing copies, and a copy of a channel's raw turns holds
+        # words its fresh briefing (the last few turns) no longer shows: shedding it
+        # is forgetting (a model that never writes its memory lost every fact from
+        # another channel that way). The set restarts only at its bounds.
+        return replace(held, idle=idle)
     # Without a decision (the engine's own API: build_context, then apply) a newer
     # memory shows at once and a briefing set is kept until then; the turn decides
     # between the two on the dialogue it sends (MemoryTurn.settle).
