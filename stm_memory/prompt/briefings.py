@@ -19,15 +19,14 @@ this channel's own memory is rewritten (which re-bills everything after it anywa
   sent on its own, once, only when :data:`WAIT_TURNS` of this channel's turns have
   passed since that source was last delivered — so a source that changes every turn
   (raw turns, a busy channel) costs one delivery per ``WAIT_TURNS`` turns, not one
-  per turn, and no change waits longer than that. Why twelve: measured on the bench's
-  conversations (``make bench``, cost case; 4 → 8 → 12 → 24 turns), a channel whose
-  model writes its memory swaps every few turns, so its changes ride a swap and are
-  billed once: the bill falls up to twelve (warm, OpenAI 0.866 → 0.835 → 0.826 of the
-  best peer; Anthropic 0.873 → 0.865 → 0.785; the busy server 1.07 → 1.02 → 1.01) and
-  not beyond (24 bills the same), so a longer wait would only keep the news from a
-  channel whose model never writes (it swaps only at a lapse or the budget). A user
-  who asks here about another channel gets its news at the next swap, and within a
-  dozen exchanges at worst.
+  per turn, and no change waits longer than that. Why eight: measured on the bench's
+  conversation (``make bench``, cost case) and the evaluation's (``stm-memory eval``,
+  a model that writes as scripted, 200 turns, a day's cache): a channel whose model
+  writes its memory swaps every several turns, so most changes ride a swap and are
+  billed once, and the bill falls with the wait (warm, OpenAI: 0.866 of the best peer
+  at 4, 0.835 at 8, 0.826 at 12), but past eight the news comes too late for the
+  questions asked about it (cross-channel recall 94 % at 4 and at 8, 82 % at 12). A
+  briefing of raw turns waits at most :data:`RAW_WAIT_TURNS` (below).
 - A copy whose source is no longer shown to this scope — cleared, expired, made
   private, an opt-in withdrawn — leaves the next request (and the stored set).
 - The set is bounded: past :data:`MAX_COPIES_FACTOR` × the channels shown, or
@@ -63,7 +62,7 @@ MAX_COPIES_FACTOR = 16
 MAX_COPY_TOKENS = 4_000
 #: A change of a source already carried waits at most this many of this channel's
 #: turns for the next swap before it is sent on its own (see the module docstring).
-WAIT_TURNS = 12
+WAIT_TURNS = 8
 #: ... and a briefing of raw turns (a source whose model has not written its memory)
 #: at most this many: it shows only its source's last few turns, so a longer wait
 #: lets a turn age out of it before it is ever delivered (measured with a model that
