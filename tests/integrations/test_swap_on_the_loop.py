@@ -5,7 +5,7 @@ last) and swaps once it does; the retention the caller asks for is the one price
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -25,13 +25,10 @@ def said(i: int) -> str:
 
 
 @pytest.fixture
-def memory(tmp_path: Any, stm_clock: FrozenClock) -> Iterator[ShortTermMemory]:
-    mem = ShortTermMemory.from_url(
-        f"sqlite:///{tmp_path}/stm.db", cache_dir=tmp_path / "cache", clock=stm_clock
-    )
+def memory(open_memory: Callable[[], ShortTermMemory]) -> ShortTermMemory:
+    mem = open_memory()  # the conftest's: this test's SQLite file, the frozen clock
     mem.configure_server("g1", refresh_cadence=3)
-    yield mem
-    mem.close()
+    return mem
 
 
 def converse(

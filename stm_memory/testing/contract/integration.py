@@ -412,20 +412,27 @@ def words_of(entry: MemoryEntry) -> str:
     return "\n".join(parts)
 
 
-def refreshed(talk: Dialogue, summary: str = SUMMARY, *, lapse: bool = True) -> Turn:
-    """Alice, bob, alice: the third turn is at the cadence and writes ``summary``
-    (through the model, or as another agent when the entry point has no tools). Then,
-    with ``lapse``, the provider's prompt cache lapses (:func:`lapsed`): the next
-    request shows the memory in place of the turns it covers, the smaller form.
-    Without it the next request holds the form shown before (every request extends
-    the last) unless swapping already pays."""
-    talk.say(ALICE, ALICE_1)
-    talk.say(BOB, BOB_1)
+def refreshed(
+    talk: Dialogue,
+    summary: str = SUMMARY,
+    *,
+    lapse: bool = True,
+    said: tuple[str, str, str] = (ALICE_1, BOB_1, ALICE_2),
+) -> Turn:
+    """Alice, bob, alice (``said``): the third turn is at the cadence and writes
+    ``summary`` (through the model, or as another agent when the entry point has no
+    tools). Then, with ``lapse``, the provider's prompt cache lapses (:func:`lapsed`):
+    the next request shows the memory in place of the turns it covers, the smaller
+    form. Without it the next request holds the form shown before (every request
+    extends the last) unless swapping already pays."""
+    first, second, third = said
+    talk.say(ALICE, first)
+    talk.say(BOB, second)
     if "refresh" not in talk.driver.supports:
-        turn = talk.say(ALICE, ALICE_2)
+        turn = talk.say(ALICE, third)
         talk.write(ALICE, {"summary": summary})
     else:
-        turn = talk.say(ALICE, ALICE_2, script={"summary": summary})
+        turn = talk.say(ALICE, third, script={"summary": summary})
         assert turn.outcome.memory_results == (COMPLETED,), talk.driver.name
     if lapse:
         lapsed(talk)
@@ -446,17 +453,9 @@ LONG_1, LONG_2, LONG_3, LONG_4 = (
 
 
 def long_refreshed(talk: Dialogue) -> SentRequest:
-    """Alice, bob, alice with :data:`LONG_1`…3; the third turn writes :data:`SUMMARY`
-    (through the model, or as another agent). Returns that turn's first request."""
-    talk.say(ALICE, LONG_1)
-    talk.say(BOB, LONG_2)
-    if "refresh" not in talk.driver.supports:
-        turn = talk.say(ALICE, LONG_3)
-        talk.write(ALICE, {"summary": SUMMARY})
-    else:
-        turn = talk.say(ALICE, LONG_3, script={"summary": SUMMARY})
-        assert turn.outcome.memory_results == (COMPLETED,), talk.driver.name
-    return turn.sent[-1]
+    """:func:`refreshed` with :data:`LONG_1`…3 and no lapse; returns the writing
+    turn's last request."""
+    return refreshed(talk, lapse=False, said=(LONG_1, LONG_2, LONG_3)).sent[-1]
 
 
 #: Longer than any provider's cache retention (OpenAI's in-memory minutes, Anthropic's
