@@ -19,14 +19,13 @@ this channel's own memory is rewritten (which re-bills everything after it anywa
   sent on its own, once, only when :data:`WAIT_TURNS` of this channel's turns have
   passed since that source was last delivered — so a source that changes every turn
   (raw turns, a busy channel) costs one delivery per ``WAIT_TURNS`` turns, not one
-  per turn, and no change waits longer than that. Why eight: measured on the bench's
-  conversation (``make bench``, cost case) and the evaluation's (``stm-memory eval``,
-  a model that writes as scripted, 200 turns, a day's cache): a channel whose model
-  writes its memory swaps every several turns, so most changes ride a swap and are
-  billed once, and the bill falls with the wait (warm, OpenAI: 0.866 of the best peer
-  at 4, 0.835 at 8, 0.826 at 12), but past eight the news comes too late for the
-  questions asked about it (cross-channel recall 94 % at 4 and at 8, 82 % at 12). A
-  briefing of raw turns waits at most :data:`RAW_WAIT_TURNS` (below).
+  per turn, and no change waits longer than that. Why four, measured: a longer wait
+  bills less (warm, OpenAI, the bench's conversation: 0.866 of the best peer at 4,
+  0.835 at 8, 0.826 at 12) but the news comes too late for the questions asked about
+  it — ``stm-memory eval`` (scripted writer, 200 turns, a day's cache) loses
+  cross-channel recall past four (100 % at 4, 82 % at 12), and a briefing of raw turns
+  shows only its source's last few turns, so a longer wait lets a turn age out of it
+  undelivered (a model that never writes: 71 % at 4, 53 % at 12).
 - A copy whose source is no longer shown to this scope — cleared, expired, made
   private, an opt-in withdrawn — leaves the next request (and the stored set).
 - The set is bounded: past :data:`MAX_COPIES_FACTOR` × the channels shown, or
@@ -50,7 +49,6 @@ from stm_memory.model.briefings import STABLE, BriefingCopy
 __all__ = [
     "MAX_COPIES_FACTOR",
     "MAX_COPY_TOKENS",
-    "RAW_WAIT_TURNS",
     "WAIT_TURNS",
     "briefing_groups",
     "plan_briefings",
@@ -62,13 +60,7 @@ MAX_COPIES_FACTOR = 16
 MAX_COPY_TOKENS = 4_000
 #: A change of a source already carried waits at most this many of this channel's
 #: turns for the next swap before it is sent on its own (see the module docstring).
-WAIT_TURNS = 8
-#: ... and a briefing of raw turns (a source whose model has not written its memory)
-#: at most this many: it shows only its source's last few turns, so a longer wait
-#: lets a turn age out of it before it is ever delivered (measured with a model that
-#: never writes: cross-channel recall 71 % at 4, 53 % at 12); it brings only the turns
-#: not sent before, a few short lines.
-RAW_WAIT_TURNS = 4
+WAIT_TURNS = 4
 #: A quoted raw turn as rendering writes it (``  Speaker: "words"``).
 _QUOTE = re.compile(r'^  \S.*: ".*"$')
 
@@ -102,8 +94,7 @@ def plan_briefings(
     new: list[BriefingCopy] = []
     for copy in shown:
         carried = [c for c in kept if c.source == copy.source]
-        wait = RAW_WAIT_TURNS if _is_raw(copy) else WAIT_TURNS
-        if carried and now - max(0, max(c.turn for c in carried)) < wait:
+        if carried and now - max(0, max(c.turn for c in carried)) < WAIT_TURNS:
             continue  # a change of a carried source rides the next swap, or waits
         fresh = _news(copy, carried)
         if fresh is not None:
@@ -114,12 +105,6 @@ def plan_briefings(
     ):
         return stable, epoch
     return planned, epoch
-
-
-def _is_raw(copy: BriefingCopy) -> bool:
-    """A briefing of raw turns (its source has no distilled memory yet)."""
-    body = copy.text.split("\n")[1:]
-    return bool(body) and all(_QUOTE.match(line) for line in body)
 
 
 def _news(copy: BriefingCopy, earlier: Sequence[BriefingCopy]) -> BriefingCopy | None:

@@ -74,9 +74,8 @@ def test_ours_with_the_perfect_model(perfect: EvalReport, conversation: Conversa
         result = perfect.strategy(key)
         assert result.recall.same_channel.rate == 1.0, key
         assert result.extra_calls == 0, key  # the memory rides along in the answer
-        # Written in every channel: at the cadence (ten turns, the staleness bound) or
-        # earlier when a write pays (16 turns a channel here).
-        assert result.memory_writes >= len(conversation.channels), key
+        # Rewritten several times in every channel.
+        assert result.memory_writes >= 2 * len(conversation.channels), key
         # Another channel knows a fact once the fact's channel has written its memory
         # after the fact's last change (the briefing shows that memory, not raw turns).
         writes = [t for t in result.turns if t.memory_written]

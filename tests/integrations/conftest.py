@@ -295,10 +295,9 @@ def anthropic_script(anthropic_source: AnthropicSource) -> Script:
 
 # -- memory ------------------------------------------------------------------------------
 
-#: The cadence the bounded-prompt tests count their turns by: they were written at the
-#: default of its time (5; the default is now 10, the staleness bound, with an earlier
-#: nudge when a write pays) and pin it, since what they check is the bound a cadence
-#: gives (cadence + overlap + the current turn), not the default.
+#: The cadence the bounded-prompt tests count their turns by (the default, 5), pinned:
+#: what they check is the bound a cadence gives (cadence + overlap + the current
+#: turn), which a change of the default must not move silently.
 COUNTED_CADENCE = 5
 
 

@@ -160,7 +160,7 @@ def test_settings_changed_through_one_memory_reach_the_others_at_once(
     stm_memory: ShortTermMemory, stm_memory_factory: MemoryFactory, stm_scope: MakeScope
 ) -> None:
     worker = stm_memory_factory(fresh_cache=False)
-    assert worker.server_settings("test-server").refresh_cadence == 10  # the default
+    assert worker.server_settings("test-server").refresh_cadence == 5  # the default
     stm_memory.configure_server("test-server", refresh_cadence=2)
     assert worker.begin_turn(stm_scope()).settings.refresh_cadence == 2
 
