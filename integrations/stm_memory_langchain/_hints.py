@@ -56,8 +56,7 @@ def cache_settings(
     or the provider takes no key)."""
     if provider not in OPENAI_PROVIDERS or "prompt_cache_key" in settings:
         return {}
-    base = base_model(model) if model is not None else None
-    if "prompt_cache_key" in (getattr(base, "model_kwargs", None) or {}):
+    if "prompt_cache_key" in model_kwargs(model):
         return {}
     return {"prompt_cache_key": prompt_cache_key(scope)}
 

@@ -388,13 +388,12 @@ def build_memory_context(
     for the counters; ``shown_live`` only when it is live) and candidate entries.
 
     Two forms can be shown: the one the channel's requests showed last (``live.shown``,
-    held) and the newest written. When they differ the context is one with the other
-    as its ``alternative`` — the newest when the memory was written since, else the
-    held one — and the turn decides which its requests send
-    (:mod:`stm_memory.prompt.swap`), once, on the dialogue it is given. With no stored
-    form the newest is the only one. ``window`` gives each form's history window
-    (default: ``history`` for both); ``now``: the instant read
-    at, for how long the channel has been idle."""
+    held) and the newest written. When the memory was written since, the context is
+    the newest form with the held one as its ``alternative``, and the turn decides
+    which its requests send (:mod:`stm_memory.prompt.swap`), once, on the dialogue it
+    is given; else it is the held form alone (with no stored form, the newest).
+    ``window`` gives each form's history window (default: ``history`` for both);
+    ``now``: the instant read at, for how long the channel has been idle."""
     shown = select_other_entries(
         others,
         scope=turn.scope,
@@ -416,7 +415,9 @@ def build_memory_context(
         at=stored.at if stored is not None else None,
     )
 
-    def form(state: ShownState, history: HistoryWindow | None) -> MemoryContext:
+    nudge, early = _nudges(turn, live)
+
+    def form(state: ShownState) -> MemoryContext:
         return _form(
             turn,
             live=live,
@@ -427,33 +428,50 @@ def build_memory_context(
             limit=limit,
             history=window(state) if window is not None else history,
             base=base,
+            nudge=nudge,
+            early=early,
         )
 
-    fresh = form(newest, history)
     if stored is None:
-        return fresh
-    held = form(stored, history)
-    newer = stored.epoch != newest.epoch
+        return form(newest)
     idle = now - stored.at if now is not None and stored.at is not None else None
-    if not newer:
+    held = form(stored)
+    if stored.epoch == newest.epoch:
         # Nothing newer written: the held form stays, whatever the cache did. A swap
         # would only shed briefing copies, and a copy of a channel's raw turns holds
         # words its fresh briefing (the last few turns) no longer shows: shedding it
         # is forgetting (a model that never writes its memory lost every fact from
         # another channel that way). The set restarts only at its bounds.
         return replace(held, idle=idle)
-    # Without a decision (the engine's own API: build_context, then apply) a newer
-    # memory shows at once and a briefing set is kept until then; the turn decides
-    # between the two on the dialogue it sends (MemoryTurn.settle).
-    default, other = (fresh, held) if newer else (held, fresh)
+    # A newer memory: without a decision (the engine's own API: build_context, then
+    # apply) it shows at once; the turn decides between it and the held form on the
+    # dialogue it sends (MemoryTurn.settle).
+    fresh = form(newest)
     return replace(
-        default,
-        alternative=other,
+        fresh,
+        alternative=held,
         idle=idle,
         # Whose words the turn may see: either form's (a wider provenance only means
         # an erasure reaches the update, never that it misses it).
         sources=held.sources | fresh.sources,
     )
+
+
+def _nudges(turn: TurnContext, live: MemoryEntry | None) -> tuple[str | None, str | None]:
+    """``(nudge, early)``: the nudge when the cadence (the staleness bound) is due; else,
+    once a turn has passed since the write, the same text for the turn to send only
+    when a write pays (stm_memory.prompt.swap.write_pays). The same in either form."""
+    if not turn.tool_offered or live is None or live.turns_since_refresh <= 0:
+        return None, None
+    settings = turn.settings
+    text = nudge_text(
+        categories=turn.categories,
+        summary_mode=turn.summary_mode,
+        override=settings.update_nudge_override,
+    )
+    if live.turns_since_refresh >= settings.refresh_cadence:
+        return text, None
+    return None, text
 
 
 def _form(
@@ -467,6 +485,8 @@ def _form(
     limit: int,
     history: HistoryWindow | None,
     base: int,
+    nudge: str | None,
+    early: str | None,
 ) -> MemoryContext:
     """One form's context: ``state``'s memory and cut, its briefing set."""
     settings = turn.settings
@@ -482,19 +502,6 @@ def _form(
     )
     sources = frozenset(u for c in ledger for u in c.provenance)
     content, briefing_at = join_parts(memory_block(this_lines), [text for _, text in groups])
-    nudge = early = None
-    if turn.tool_offered and live is not None and live.turns_since_refresh > 0:
-        text = nudge_text(
-            categories=turn.categories,
-            summary_mode=turn.summary_mode,
-            override=settings.update_nudge_override,
-        )
-        # At the cadence (the staleness bound) the nudge is due; before it, the turn
-        # sends it only when a write pays (stm_memory.prompt.swap.write_pays).
-        if live.turns_since_refresh >= settings.refresh_cadence:
-            nudge = text
-        else:
-            early = text
     return MemoryContext(
         content=content,
         briefing_at=briefing_at,

@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stm_memory.prompt.tokens import PER_MESSAGE_TOKENS, message_text
+from stm_memory.prompt.tokens import PER_MESSAGE_TOKENS, message_text, text_tokens
 from stm_memory.tool.turn import TOOL_NAME
 from stm_memory.wire import codec_of, message_role
 
@@ -117,7 +117,7 @@ def turn_tokens(turn: Sequence[Any]) -> int:
     """A turn's estimated tokens: about four characters a token, plus each message's
     framing (the approximate counter's rule, without loading a tokenizer: the cut runs
     on every request)."""
-    return sum(-(-len(message_text(m)) // 4) + PER_MESSAGE_TOKENS for m in turn)
+    return sum(text_tokens(message_text(m)) + PER_MESSAGE_TOKENS for m in turn)
 
 
 def _budgeted(turns: Sequence[Sequence[Any]], budget: int) -> int:

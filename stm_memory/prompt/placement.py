@@ -212,9 +212,9 @@ class MemoryContext:
     ledger: tuple[BriefingCopy, ...] | None = field(default=None, compare=False, repr=False)
     ledger_epoch: int = field(default=0, compare=False, repr=False)
     # Assembly's contexts: the form this context shows (stored with the entry at the
-    # turn's end), the stored swap it was read against, the newest form when it
-    # differs (the turn picks one, stm_memory.prompt.swap) and how long the channel
-    # has been idle (None: not known).
+    # turn's end), the stored swap it was read against, on the newest form the held
+    # one it may keep showing instead (the turn picks one, stm_memory.prompt.swap)
+    # and how long the channel has been idle (None: not known).
     shown: ShownState | None = field(default=None, compare=False, repr=False)
     shown_base: int = field(default=0, compare=False, repr=False)
     alternative: MemoryContext | None = field(default=None, compare=False, repr=False)

@@ -40,8 +40,9 @@ by a swap, so holding saves nothing; the newest memory is what it shows.
 Below the profile's minimum cacheable prefix nothing is cached (``uncached``): there is
 no cached prefix to keep, the two forms differ by a few hundred tokens at most, and the
 newest shows what the model wrote (a short conversation sees its memory at once). A
-form with nothing newer to show is never swapped (``unchanged``) unless the cache
-lapsed or the swap sheds enough briefing copies to pay.
+form with nothing newer written is never swapped (``unchanged``), whatever the cache
+did: a swap would only shed briefing copies, and a copy of another channel's raw turns
+holds words its fresh briefing no longer shows (``prompt/assembly.py``).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from typing import Any, Literal
 from stm_memory.model.rates import CacheProfile
 from stm_memory.prompt.cut import earlier_turns, kept_turns, turn_tokens
 from stm_memory.prompt.placement import MemoryContext
+from stm_memory.prompt.tokens import text_tokens
 
 __all__ = [
     "MAX_HORIZON",
@@ -79,12 +81,11 @@ class SwapInputs:
 
     #: A form was shown before (the stored state exists).
     known: bool
-    #: The swapped form differs from the held one (newer memory, or briefing copies
-    #: it would shed).
+    #: The swapped form differs from the held one (the memory was written since).
     differs: bool
     #: Tokens from the memory block to the current turn, held and swapped.
-    held: int
-    swapped: int
+    held: int = 0
+    swapped: int = 0
     #: Tokens before the memory block (the caller's system prompt, estimated).
     before: int = 0
     #: Time since the channel's last request (None: unknown).
@@ -189,28 +190,29 @@ def choose(
     profile: CacheProfile,
     budget: int | None,
 ) -> tuple[MemoryContext, SwapDecision | None]:
-    """The form a turn sends, given the dialogue its first request carries: the held
-    one or the newest (``context`` and its ``alternative``, in either order), by
-    :func:`decide`, and the decision (None: a context built by hand, nothing to
-    decide). The form chosen has no alternative left; it carries the nudge early when
-    a write pays (:func:`write_pays`)."""
-    other = context.alternative
+    """The form a turn sends, given the dialogue its first request carries: the newest
+    (``context``) or the held one (its ``alternative``, assembly's: set only when the
+    memory was written since), by :func:`decide`, and the decision (None: a context
+    built by hand, nothing to decide). The form chosen has no alternative left; it
+    carries the nudge early when a write pays (:func:`write_pays`)."""
     if context.shown is None:
         return context, None  # a context built by hand
+    held = context.alternative
+    lapsed = context.idle is not None and context.idle >= profile.ttl
+    if held is None:
+        decision = decide(SwapInputs(known=not _is_swap(context), differs=False), profile)
+        if context.nudge is not None or context.early_nudge is None:
+            return context, decision  # no nudge to weigh: the dialogue is not read
+        earlier = earlier_turns(messages)[1]
+        return _nudged(context, context, decision, earlier, lapsed, profile)
     lead, earlier, _current = earlier_turns(messages)
     sizes = [turn_tokens(t) for t in earlier]
-    lapsed = context.idle is not None and context.idle >= profile.ttl
-    if other is None:
-        first = _is_swap(context)
-        decision = SwapDecision(first, "first" if first else "unchanged")
-        return _nudged(context, context, decision, sizes, lapsed, profile)
-    fresh, held = (context, other) if _is_swap(context) else (other, context)
-    fresh, held = replace(fresh, alternative=None), replace(held, alternative=None)
+    fresh, held = replace(context, alternative=None), replace(held, alternative=None)
     if context.history is None:  # the entry point does not cut: neither form does
         fresh, held = replace(fresh, history=None), replace(held, history=None)
 
     def tokens(form: MemoryContext) -> int:
-        text = -(-len(form.content or "") // 4)
+        text = text_tokens(form.content)
         if form.history is None:
             return text + sum(sizes)
         keep, _wanted = kept_turns(earlier, form.history)
@@ -230,32 +232,29 @@ def choose(
         ),
         profile,
     )
-    chosen = fresh if decision.swap else held
-    if context.history is None:  # as the request sends it: uncut
-        chosen = replace(chosen, history=None)
-    return _nudged(chosen, fresh, decision, sizes, lapsed, profile)
+    return _nudged(fresh if decision.swap else held, fresh, decision, earlier, lapsed, profile)
 
 
 def _nudged(
     chosen: MemoryContext,
     fresh: MemoryContext,
     decision: SwapDecision,
-    sizes: Sequence[int],
+    earlier: Sequence[Sequence[Any]],
     lapsed: bool,
     profile: CacheProfile,
 ) -> tuple[MemoryContext, SwapDecision]:
     """``chosen`` with the early nudge when a write pays (``fresh``: the newest form,
-    whose counters say how much dialogue its memory does not cover)."""
+    whose counters say how much of the ``earlier`` turns its memory does not cover)."""
     if chosen.nudge is not None or chosen.early_nudge is None or fresh.shown is None:
         return chosen, decision
-    turns = min(fresh.shown.turns, len(sizes))
-    memory = -(-len(fresh.memory or "") // 4)
-    text = -(-len(fresh.content or "") // 4)
+    turns = min(fresh.shown.turns, len(earlier))
+    uncovered = earlier[len(earlier) - turns :] if turns else ()
+    last = turn_tokens(earlier[-1]) if earlier else 0
     if not write_pays(
-        uncovered=sum(sizes[len(sizes) - turns :]) if turns else 0,
+        uncovered=sum(turn_tokens(t) for t in uncovered),
         turns=turns,
-        memory=memory,
-        after=text + (sizes[-1] if sizes else 0),
+        memory=text_tokens(fresh.memory),
+        after=text_tokens(fresh.content) + last,
         lapsed=lapsed,
         profile=profile,
     ):
@@ -264,12 +263,10 @@ def _nudged(
 
 
 def newest(context: MemoryContext) -> MemoryContext:
-    """Of ``context`` and its alternative, the one showing the newest memory (what an
-    entry point that sends no dialogue of its own shows), without the alternative."""
-    other = context.alternative
-    if other is None:
-        return context
-    return replace(context if _is_swap(context) else other, alternative=None)
+    """The form showing the newest memory (what an entry point that sends no dialogue
+    of its own shows): ``context`` itself (its alternative, if any, is the held one),
+    without the alternative."""
+    return context if context.alternative is None else replace(context, alternative=None)
 
 
 def _is_swap(context: MemoryContext) -> bool:

@@ -21,7 +21,7 @@ from typing import Any
 
 from stm_memory.wire import approximate_tokens, codec_of
 
-__all__ = ["PER_MESSAGE_TOKENS", "count_tokens", "message_text"]
+__all__ = ["PER_MESSAGE_TOKENS", "count_tokens", "message_text", "text_tokens"]
 
 TextCounter = Callable[[str], int]
 
@@ -29,6 +29,12 @@ TextCounter = Callable[[str], int]
 #: estimate; the same constant the approximate counter uses.
 PER_MESSAGE_TOKENS = 3
 _CHARS_PER_TOKEN = 4.0
+
+
+def text_tokens(text: str | None) -> int:
+    """``text``'s estimated tokens without a tokenizer: four characters a token,
+    rounded up (the hot path's estimate: the cut and the swap rule)."""
+    return -(-len(text or "") // 4)
 
 
 def _json(value: Any) -> str:
