@@ -51,6 +51,7 @@ from stm_memory.model.shown import ShownState
 from stm_memory.prompt.briefings import briefing_groups, plan_briefings
 from stm_memory.prompt.cut import HistoryWindow
 from stm_memory.prompt.placement import MemoryContext
+from stm_memory.prompt.quiet import is_quiet, nudge_due
 from stm_memory.prompt.render import (
     briefing_block,
     distilled_lines,
@@ -416,6 +417,10 @@ def build_memory_context(
     )
 
     nudge, early = _nudges(turn, live)
+    # A quiet channel (stm_memory.prompt.quiet) is sent no briefing on its own.
+    quiet = live is None or is_quiet(
+        live.last_refreshed_turn, live.turns_since_refresh, turn.settings.refresh_cadence
+    )
 
     def form(state: ShownState) -> MemoryContext:
         return _form(
@@ -430,6 +435,7 @@ def build_memory_context(
             base=base,
             nudge=nudge,
             early=early,
+            deliver=not quiet,
         )
 
     if stored is None:
@@ -470,7 +476,9 @@ def _nudges(turn: TurnContext, live: MemoryEntry | None) -> tuple[str | None, st
         override=settings.update_nudge_override,
     )
     if live.turns_since_refresh >= settings.refresh_cadence:
-        return text, None
+        # Past the cadence it backs off once ignored (stm_memory.prompt.quiet).
+        due = nudge_due(live.turns_since_refresh, settings.refresh_cadence)
+        return (text, None) if due else (None, None)
     return None, text
 
 
@@ -487,14 +495,22 @@ def _form(
     base: int,
     nudge: str | None,
     early: str | None,
+    deliver: bool,
 ) -> MemoryContext:
-    """One form's context: ``state``'s memory and cut, its briefing set."""
+    """One form's context: ``state``'s memory and cut, its briefing set (``deliver``:
+    whether a briefing may be sent on its own between swaps)."""
     settings = turn.settings
     this_lines: list[str] = []
     if show_memory:
         this_lines = distilled_lines(state.summary, state.categories, turn.categories)
     ledger, epoch = plan_briefings(
-        live, copies, visible=visible, limit=limit, epoch=state.swap, now=state.turns
+        live,
+        copies,
+        visible=visible,
+        limit=limit,
+        epoch=state.swap,
+        now=state.turns,
+        deliver=deliver,
     )
     groups = tuple(
         (back, briefing_block(entries))

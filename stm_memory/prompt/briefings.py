@@ -26,6 +26,10 @@ this channel's own memory is rewritten (which re-bills everything after it anywa
   cross-channel recall past four (100 % at 4, 82 % at 12), and a briefing of raw turns
   shows only its source's last few turns, so a longer wait lets a turn age out of it
   undelivered (a model that never writes: 71 % at 4, 53 % at 12).
+- A *quiet* channel (its model never wrote its memory, or ignores the nudges:
+  :mod:`stm_memory.prompt.quiet`) is sent nothing on its own, neither a change nor a
+  new source: no swap would ever fold those deliveries away, so each would be billed
+  at every later request (a model that never writes cost 1.67× the full history).
 - A copy whose source is no longer shown to this scope — cleared, expired, made
   private, an opt-in withdrawn — leaves the next request (and the stored set).
 - The set is bounded: past :data:`MAX_COPIES_FACTOR` × the channels shown, or
@@ -73,6 +77,7 @@ def plan_briefings(
     limit: int,
     epoch: int | None = None,
     now: int | None = None,
+    deliver: bool = True,
 ) -> tuple[tuple[BriefingCopy, ...], int]:
     """The copies this turn's requests carry, and the swap they hold for.
 
@@ -81,7 +86,10 @@ def plan_briefings(
     shown now (a copy of any other source is dropped). ``epoch``: the swap the set is
     for (:class:`~stm_memory.model.shown.ShownState` ``swap``; a stored set of another
     starts again); ``now``: the turn clock copies are placed by (the shown form's
-    ``turns``). Both default to the live entry's rewrite counters."""
+    ``turns``). Both default to the live entry's rewrite counters. ``deliver=False``
+    (a quiet channel, :mod:`stm_memory.prompt.quiet`): nothing is sent on its own
+    between swaps, neither a change nor a new source; the set keeps what it carries,
+    less what may no longer be shown."""
     if epoch is None:
         epoch = live.last_refreshed_turn if live is not None else 0
     if now is None:
@@ -91,6 +99,8 @@ def plan_briefings(
     if live is None or live.briefings_epoch != epoch:
         return stable, epoch
     kept = [c for c in live.briefings if c.source in visible and c.turn <= now]
+    if not deliver:
+        return tuple(kept), epoch
     new: list[BriefingCopy] = []
     for copy in shown:
         carried = [c for c in kept if c.source == copy.source]

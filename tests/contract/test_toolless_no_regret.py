@@ -75,3 +75,50 @@ def test_a_toolless_models_requests_keep_every_uncovered_turn(
     last = model.requests[-1].text
     missing = [i for i, line in enumerate(lines) if line not in last]
     assert missing == [], f"{driver_id}: the last request lost turns {missing[:5]}…"
+
+
+def _market_moves_on(memory: ShortTermMemory, said: str) -> None:
+    """One turn in #market (another channel of the server), captured, no memory written."""
+    scope = speaker("bob", "market")
+    turn = memory.begin_turn(scope, provider="openai", user_message=said)
+    said_and_answered = [{"role": "user", "content": said}, {"role": "assistant", "content": "Ok."}]
+    memory.capture(scope, said_and_answered)
+    memory.end_turn(turn)
+
+
+#: The lobby's turns in the test below, and the turns past the cadence (3) whose
+#: request carries the nudge: the cadence and the two after it, then doubling gaps.
+QUIET_TURNS = 24
+NUDGED_AT = (3, 4, 5, 7, 11, 19)
+
+
+@pytest.mark.parametrize("driver_id", DRIVERS)
+def test_a_toolless_channel_is_sent_no_briefing_on_its_own_and_nudged_less(
+    driver_id: str, memory: ShortTermMemory
+) -> None:
+    # A quiet channel (stm_memory.prompt.quiet): its model never wrote, so a briefing
+    # sent between swaps would stay in its prompt for good, billed at every request; and
+    # a nudge it ignores goes out on doubling gaps, not every turn.
+    model = ToollessModel()
+    driver = shipped_drivers()[driver_id](memory, model)
+    _market_moves_on(memory, "Market opens at nine.")
+    firsts: list[str] = []
+    with asyncio.Runner() as runner:
+        try:
+            for i in range(QUIET_TURNS):
+                before = len(model.requests)
+                result = driver.run_turn(speaker("alice", "lobby"), f"Lobby line {i}.")
+                if inspect.isawaitable(result):
+                    runner.run(_awaited(result))
+                firsts.append(model.requests[before].text)
+                _market_moves_on(memory, f"Market news {i}.")
+        finally:
+            closed = driver.close()
+            if inspect.isawaitable(closed):
+                runner.run(_awaited(closed))
+    # The market as the lobby's first turn saw it stays; its later turns are never sent.
+    assert all("Market opens at nine." in text for text in firsts), driver_id
+    leaked = [i for i, text in enumerate(firsts) if "Market news" in text]
+    assert leaked == [], f"{driver_id}: briefings sent on their own at turns {leaked}"
+    nudged = tuple(i for i, text in enumerate(firsts) if f"call {TOOL_NAME}" in text)
+    assert nudged == NUDGED_AT, driver_id

@@ -32,6 +32,7 @@ import pytest
 from stm_memory import Scope, ShortTermMemory
 from stm_memory.prompt.briefings import WAIT_TURNS
 from stm_memory.prompt.placement import MemoryContext
+from stm_memory.prompt.quiet import NUDGE_TRIES
 from stm_memory.prompt.render import CONTENT_HEADER, FRAMING
 from stm_memory.testing import FrozenClock
 
@@ -115,14 +116,28 @@ class Sent:
         return self.contents.index(content)
 
 
+def wrote_before(mem: ShortTermMemory, scope: Scope) -> None:
+    """The channel's model has written its memory before (since cleared): a channel
+    whose model never wrote is quiet and is sent no briefing on its own between swaps
+    (stm_memory.prompt.quiet; tested below), so the tests of those deliveries run on a
+    channel that writes."""
+    turn = mem.begin_turn(scope, provider="openai", user_message="-")
+    assert mem.update(turn, {"summary": "-"}) == {"status": "completed"}
+    mem.end_turn(turn)
+    mem.clear_summary(scope)
+
+
 class Chat:
     """This channel as a full-history caller drives it: the whole history goes in
-    every request (the memory decides what to cut), answers come back as dicts."""
+    every request (the memory decides what to cut), answers come back as dicts.
+    ``writes``: its model has written its memory before (:func:`wrote_before`)."""
 
-    def __init__(self, mem: ShortTermMemory, scope: Scope = HERE) -> None:
+    def __init__(self, mem: ShortTermMemory, scope: Scope = HERE, *, writes: bool = True) -> None:
         self.mem = mem
         self.scope = scope
         self.history: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
+        if writes:
+            wrote_before(mem, scope)
 
     def turn(self, said: str, *, update: str | None = None) -> Sent:
         """One turn: the request its first step sends, then (optionally) the memory
@@ -540,3 +555,52 @@ def test_a_raw_briefing_that_quotes_a_newer_turn_names_that_turn(
             'Assistant: "Noted."',
         )
     )
+
+
+# -- (f) a quiet channel is sent nothing on its own ---------------------------------------
+
+
+def test_a_channel_whose_model_never_wrote_is_sent_no_briefing_between_swaps(
+    mem: ShortTermMemory, clock: FrozenClock
+) -> None:
+    # SPEC §6 "no regret": what is sent on its own stays in the prompt for good when no
+    # swap ever comes, so a channel whose model never wrote gets briefings at swaps only.
+    mem.configure_server("g1", refresh_cadence=100)  # no nudge in these requests
+    elsewhere(mem, PACKING, "We need tents.", summary="Packing: tents.")  # 12:00
+    chat = Chat(mem, writes=False)
+    chat.turn("hi 1")
+    clock.advance(minutes=20)
+    elsewhere(mem, PACKING, "And stoves.", summary="Packing: tents, stoves.")  # 12:20
+    elsewhere(mem, ROUTE, "Over the pass?", summary="Route: the pass.")  # 12:20
+    history = ["hi 1", "Re: hi 1"]
+    # Neither the change (past its wait) nor the new source is sent: every request
+    # extends the last.
+    for n in range(2, WAIT_TURNS + 4):
+        sent = chat.turn(f"hi {n}")
+        assert sent.context.briefings == ((-1, group(TENTS)),)
+        assert sent.contents == [SYSTEM, group(TENTS), *history, f"hi {n}"]
+        history += [f"hi {n}", f"Re: hi {n}"]
+    assert stored_copies(mem) == [(PACKING_KEY, TENTS)]
+
+    # Its model writes: the swap that shows the memory brings both, in the stable group.
+    n = WAIT_TURNS + 4
+    chat.turn(f"hi {n}", update="We said hi a lot.")
+    after = chat.turn(f"hi {n + 1}")
+    top = after.contents[1]
+    assert "Packing: tents, stoves." in top and "Route: the pass." in top, top
+    assert after.context.memory == memory_block("We said hi a lot.")
+
+
+def test_a_channel_that_stops_writing_goes_quiet(mem: ShortTermMemory, clock: FrozenClock) -> None:
+    # It wrote before, then ignores NUDGE_TRIES nudges past the cadence: quiet from then.
+    mem.configure_server("g1", refresh_cadence=1)
+    elsewhere(mem, PACKING, "We need tents.", summary="Packing: tents.")  # 12:00
+    chat = Chat(mem)
+    for n in range(1, 1 + 1 + NUDGE_TRIES):  # its turns 1-4: tsr 0-3, not quiet yet
+        assert chat.turn(f"hi {n}").context.briefings == ((-1, group(TENTS)),)
+    clock.advance(minutes=20)
+    elsewhere(mem, PACKING, "And stoves.", summary="Packing: tents, stoves.")  # 12:20
+    for n in range(5, 5 + WAIT_TURNS + 2):
+        sent = chat.turn(f"hi {n}")
+        assert sent.context.briefings == ((-1, group(TENTS)),), n
+    assert stored_copies(mem) == [(PACKING_KEY, TENTS)]

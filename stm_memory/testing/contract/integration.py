@@ -700,16 +700,19 @@ class IntegrationContract:
 
     def test_a_briefing_is_sent_once_when_its_channel_moved_on(self, dialogue: Dialogue) -> None:
         talk = dialogue.require("prefix")
-        talk.memory.configure_server(SERVER, refresh_cadence=50)
         clock = getattr(talk.memory, "_clock", None)
         if not isinstance(clock, FrozenClock):
             pytest.skip("the prefix step needs the suite's memory on a FrozenClock")
+        # A channel whose model writes its memory (one that never wrote is quiet: it is
+        # sent no briefing on its own, stm_memory.prompt.quiet).
+        refreshed(talk)
+        talk.memory.configure_server(SERVER, refresh_cadence=50)
         talk.say(ALICE_MARKET, ALICE_AT_MARKET)
-        talk.say(ALICE, ALICE_1)  # the market's briefing, first sent
+        talk.say(ALICE, ALICE_3)  # the swap to the memory: the market's briefing, first sent
         clock.advance(minutes=30)
         talk.say(BOB_MARKET, BOB_AT_MARKET)  # the market moves on: a second briefing
         clock.advance(minutes=30)
-        sent = [talk.say(BOB, BOB_1).sent[0]]
+        sent = [talk.say(BOB, BOB_3).sent[0]]
         # The change of a briefing already carried waits for this channel's next
         # rewrite, at most WAIT_TURNS of its turns; then it is sent once.
         for i in range(WAIT_TURNS):
