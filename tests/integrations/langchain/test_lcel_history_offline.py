@@ -111,10 +111,10 @@ def test_a_plain_chain_without_the_tool_is_never_nudged(stm_memory: ShortTermMem
     assert all(names == [] for names in model.tools_seen)
     entry = stm_memory.get(SCOPE)
     assert entry is not None and entry.turns_since_refresh == 9
-    assert [m.content for m in entry.messages][-2:] == [text(7), "Understood: " + text(7)]
+    assert [m.content for m in entry.messages][-2:] == [text(8), "Understood: " + text(8)]
     # The same history under the wrapper: the tool is bound and the nudge sent.
     wrapped = history_chain(model, lambda session_id: history)
-    wrapped.invoke({"input": text(8)}, {"configurable": {"session_id": "c1"}})
+    wrapped.invoke({"input": text(9)}, {"configurable": {"session_id": "c1"}})
     assert nudged(model.prompts[-1]) and model.tools_seen[-1] == [TOOL_NAME]
 
 
