@@ -95,7 +95,6 @@ class MessagesLoop(LoopShell[MessagesClient]):
             asend=asend,
             request_options=self.request_options,
             summary_limit=self.memory.limits.max_summary_length,
-            cache_hints=self.cache_hints,
         )
 
     def _messages(self, messages: Any) -> list[Any]:

@@ -36,14 +36,9 @@ from stm_memory.kit import (
     Op,
     System,
     ToolCall,
-    anthropic_breakpoints,
     anthropic_system,
     anthropic_tool,
     anthropic_tool_results,
-    cache_retention,
-    has_tool_blocks,
-    text_blocks,
-    wire_messages,
 )
 
 from ._wire import ASend, Send, parse_message
@@ -73,7 +68,7 @@ class AnthropicMessagesAdapter:
         request_options: Mapping[str, Any] | None = None,
         system: System = None,
         summary_limit: int = 1500,
-        cache_hints: bool = True,
+        cache_hints: bool | None = None,
     ) -> None:
         self.model = model
         self.max_tokens = max_tokens
@@ -99,37 +94,30 @@ class AnthropicMessagesAdapter:
             system=caller_system,
             provider=PROVIDER,
             context=context,
-            retention=cache_retention(self.request_options, caller_system),
+            other_tools=bool(tools),
+            tool_choice=self.request_options.get("tool_choice"),
+            settings=self.request_options,
+            cache_hints=self.cache_hints,
         )
-        placed_system = prepared.system
-        messages = wire_messages(prepared.messages)  # idempotent; alternation a guarantee
         # A private copy: the caller may reuse or mutate its messages after the turn,
         # and TurnResult.requests must keep showing what was sent.
         request: dict[str, Any] = {
             "model": self.model,
             "max_tokens": self.max_tokens,
-            "messages": copy.deepcopy(messages),
+            "messages": copy.deepcopy(prepared.messages),
         }
-        if placed_system:
-            request["system"] = copy.deepcopy(placed_system)
+        if prepared.system:
+            request["system"] = copy.deepcopy(prepared.system)
         request.update(self.request_options)
-        offer = turn.tool_offer(
-            other_tools=bool(tools), tool_traffic=has_tool_blocks(messages), provider=PROVIDER
-        )
-        if tools:
-            request["tools"] = copy.deepcopy(list(tools))
-        elif offer == "describe":
-            request["tools"] = [self.memory_tool(turn.schema_state())]
-            request["tool_choice"] = {"type": "none"}
+        # The memory tool as the turn offers it (or describes it, uncallable), first.
+        ours = [self.memory_tool(turn.schema_state())] if prepared.tool else []
+        if ours or tools:
+            request["tools"] = copy.deepcopy([*ours, *tools])
+        if prepared.tool_choice is None:
+            request.pop("tool_choice", None)
         else:
-            request.pop("tool_choice", None)  # refused without tools
-        if not self.cache_hints:
-            return request
-        # The caller's system blocks come first; the memory block, if any, follows them.
-        caller_blocks = len(text_blocks(caller_system)) if placed_system != caller_system else 0
-        return anthropic_breakpoints(
-            request, caller_system_blocks=caller_blocks, injected=prepared.transient
-        )
+            request["tool_choice"] = prepared.tool_choice
+        return prepared.with_breakpoints(request)
 
     def call_op(self, request: dict[str, Any]) -> Op:
         async def arun() -> ModelReply:

@@ -32,14 +32,17 @@ reaching ``add_messages``.
 ``invoke``, ``ainvoke``, ``stream`` and ``astream`` run one body, a generator of
 :class:`~stm_memory.kit.Op` as the loops' turn is: the model calls and memory calls of
 one chain call, the steps rule of the loops (``max_steps``, the turn's
-``answered_then_remembered``, ``tool_offer``). ``drive``/``adrive`` send each model
-call with ``invoke``/``ainvoke``; the two streaming drivers stream it, yielding its
-chunks with the memory call's parts held back, and hand the body their sum.
+``answered_then_remembered``; each step's request, its tool offer and its cache hints
+prepared by the turn). ``drive``/``adrive`` send each model call with
+``invoke``/``ainvoke``; the two streaming drivers stream it, yielding its chunks with
+the memory call's parts held back, and hand the body their sum.
 
 The wrapper holds no turn state of its own: it asks the history for the turn of this
 model input (:meth:`ShortTermMemoryHistory.model_turn`, a :class:`HistoryTurn` whose
 :class:`~stm_memory.kit.MemoryTurn` offers the tool and runs the memory calls), has
-each request built by it (:meth:`~ShortTermMemoryHistory.model_messages`) and hands it
+each request prepared by it (:meth:`~ShortTermMemoryHistory.model_request`: the
+messages, the memory tool to bind and its ``tool_choice``, the cache hints, which the
+wrapper only maps onto the model) and hands it
 the memory exchange (:meth:`~ShortTermMemoryHistory.keep_exchange`) or the failure
 (:meth:`~ShortTermMemoryHistory.abandon_turn`).
 
@@ -72,7 +75,6 @@ from langchain_core.runnables import (
     RunnableSequence,
     RunnableSerializable,
 )
-from langchain_core.tools import BaseTool
 from pydantic import ConfigDict
 
 from stm_memory import TOOL_NAME, ConfigurationError, Scope, ShortTermMemory, ValidationError
@@ -81,6 +83,7 @@ from stm_memory.kit import (
     Op,
     TurnOptions,
     adrive,
+    api_of,
     check_memory_setup,
     check_positive_int,
     current_user_text,
@@ -98,7 +101,7 @@ from ._dialogue import (
     provider_of,
     without_invalid_memory_calls,
 )
-from ._hints import anthropic_dialogue_breakpoint, breakpoints_in, cache_settings
+from ._hints import breakpoints_in, request_settings, with_breakpoint
 from ._history import HistoryTurn, ShortTermMemoryHistory
 from ._record import MessageRecord
 from ._scope import ScopeSource, resolve_scope
@@ -428,11 +431,33 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
     def _request(
         self, plan: _Plan, transcript: list[BaseMessage], step: int
     ) -> tuple[Runnable[Any, Any], list[BaseMessage]]:
-        """The model (with this step's tool and hints) and the messages it is sent."""
-        model = with_tool(self.model, *self._tool_for(plan, step))
-        messages = plan.history.model_messages(transcript, turn=plan.state)
-        if self.cache_hints:
-            model, messages = _hinted(model, messages, plan)
+        """The model (with this step's tool and hints) and the messages it is sent, as
+        the turn prepares this request (``ShortTermMemoryHistory.model_request``)."""
+        turn = plan.state.turn
+        prepared = plan.history.model_request(
+            transcript,
+            turn=plan.state,
+            api=api_of(plan.provider),
+            other_tools=own_tools(self.model),
+            settings=request_settings(self.model, bindings(self.model)[0]),
+            cache_hints=self.cache_hints,
+        )
+        # The memory tool as prepared, bound beside the model's own (described: with
+        # the prepared tool_choice, "none"; else the model's own tool_choice stays).
+        tool = turn.tool(hidden=prepared.tool == "describe") if prepared.tool else None
+        choice = prepared.tool_choice if prepared.tool == "describe" else None
+        model = with_tool(self.model, tool, choice)
+        messages = prepared.messages
+        if prepared.hints:
+            model = model.bind(**prepared.hints)
+        elif prepared.breakpoints is not None:
+            kwargs = bindings(model)[0]
+            messages = with_breakpoint(
+                prepared,
+                messages,
+                markers=breakpoints_in(messages, tools=kwargs.get("tools") or (), settings=kwargs),
+                automatic=bool(kwargs.get("cache_control")),
+            )
         return model, messages
 
     def _plan(self, input: Any, config: RunnableConfig) -> Generator[Op, Any, _Plan | None]:
@@ -491,20 +516,6 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         record = MessageRecord(messages[:split])
         return ShortTermMemoryHistory(self.memory, scope, history=record), messages[split:]
 
-    def _tool_for(self, plan: _Plan, step: int) -> tuple[BaseTool | None, Any]:
-        """The memory tool to bind for this step, and the ``tool_choice`` to bind it
-        with (None: the model's own)."""
-        turn = plan.state.turn
-        if turn.state is None:
-            return None, None
-        # After a step the request carries this turn's tool_use/tool_result blocks.
-        offer = turn.tool_offer(
-            other_tools=own_tools(self.model), tool_traffic=step > 0, provider=plan.provider
-        )
-        if offer == "describe":
-            return turn.tool(hidden=True), {"type": "none"}
-        return (turn.tool(), None) if offer == "offer" else (None, None)
-
     def _finish(
         self, plan: _Plan, exchange: list[BaseMessage], answer: AIMessage | None
     ) -> Generator[Op, Any, None]:
@@ -515,25 +526,6 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         if plan.current is not None:  # no RunnableWithMessageHistory: end the turn here
             final = answer if answer is not None else AIMessage("")
             yield op(history.add_messages, history.aadd_messages, [*plan.current, final])
-
-
-def _hinted(
-    model: Runnable[Any, Any], messages: list[BaseMessage], plan: _Plan
-) -> tuple[Runnable[Any, Any], list[BaseMessage]]:
-    """The model call with the provider's prompt-cache hints (see ``_hints``)."""
-    kwargs = bindings(model)[0]
-    added = cache_settings(model, plan.provider, plan.history.scope, kwargs)
-    if added:
-        return model.bind(**added), messages
-    if plan.provider != "anthropic":
-        return model, messages
-    context = plan.state.turn.context
-    return model, anthropic_dialogue_breakpoint(
-        messages,
-        markers=breakpoints_in(messages, tools=kwargs.get("tools") or (), settings=kwargs),
-        automatic=bool(kwargs.get("cache_control")),
-        injected=context.transient,
-    )
 
 
 def _same(message: BaseMessage, answer: AIMessage) -> bool:

@@ -14,7 +14,6 @@ from stm_memory.kit import (
     current_user_index,
     is_truncated,
     text_of,
-    tool_name,
     tool_result_text,
 )
 
@@ -23,7 +22,6 @@ __all__ = [
     "cut_short",
     "memory_calls",
     "memory_result",
-    "names_memory_tool",
     "provider_of",
     "remembered_after_answering",
     "start_index",
@@ -60,13 +58,6 @@ def remembered_after_answering(messages: Sequence[Any], start: int) -> bool:
         answered = {getattr(m, "tool_call_id", None) for m in messages[i + 1 :]}
         return all(c.get("id") in answered for c in calls)
     return False
-
-
-def names_memory_tool(choice: Any) -> bool:
-    """``tool_choice`` forcing the memory tool: its name, or an OpenAI/Anthropic dict."""
-    if choice == TOOL_NAME:
-        return True
-    return isinstance(choice, Mapping) and tool_name(choice) == TOOL_NAME
 
 
 def provider_of(model: Any) -> str | None:

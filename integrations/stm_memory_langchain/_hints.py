@@ -1,13 +1,18 @@
-"""Prompt-cache hints for LangChain chat models (the middleware and the LCEL chain).
+"""Prompt-cache hints for LangChain chat models (the middleware and the LCEL chain):
+what the turn decided (``PreparedRequest``: :mod:`stm_memory.kit.cache_hints` says what
+a hint is and where it goes), mapped onto what a LangChain chat model takes. Nothing
+here decides a hint.
 
-The same hints the loops send (:mod:`stm_memory.kit.cache_hints`), through what a
-LangChain chat model takes: ``ChatOpenAI`` gets ``prompt_cache_key`` as a model setting
-(a key the caller bound or set in ``model_kwargs`` wins); ``ChatAnthropic`` gets one
-``cache_control`` breakpoint, on the user's own last block of the current message, ahead
-of the briefings placed after it (the next turn reads it back). One, not the loops'
+``ChatOpenAI`` gets the turn's ``prompt_cache_key`` as a model setting
+(``PreparedRequest.hints``; the turn leaves it out when the caller bound one or set it
+in ``model_kwargs``, :func:`request_settings`); ``ChatAnthropic`` gets one
+``cache_control`` breakpoint, on the user's own last block of the current message,
+ahead of the briefings placed after it (the next turn reads it back):
+``Breakpoints.on_dialogue`` says where, within the one budget. One, not the loops'
 three: a middleware that runs inside ours (langchain-anthropic's
 ``AnthropicPromptCachingMiddleware`` tags the system prompt, the last tool and the
-request) adds its own after we counted, and the API refuses a fifth. Ours takes the TTL
+request) adds its own after we counted, and the API refuses a fifth, so its three are
+kept in reserve while the request has no automatic breakpoint yet. Ours takes the TTL
 of the breakpoints it can see; one added later, inside ours, it cannot: list a caching
 middleware with a 1-hour TTL before ``ShortTermMemoryMiddleware``.
 """
@@ -19,46 +24,33 @@ from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage
 
-from stm_memory import Scope
-from stm_memory.kit import (
-    MAX_BREAKPOINTS,
-    agreed_ttl,
-    breakpoint_marker,
-    dialogue_breakpoint,
-    prompt_cache_key,
-)
+from stm_memory.kit import PreparedRequest
 
 from ._binding import base_model
 
-__all__ = [
-    "OPENAI_PROVIDERS",
-    "anthropic_dialogue_breakpoint",
-    "breakpoints_in",
-    "cache_settings",
-]
+__all__ = ["breakpoints_in", "model_kwargs", "request_settings", "with_breakpoint"]
 
-OPENAI_PROVIDERS = frozenset({"openai", "azure", "azure_openai"})
 M = TypeVar("M", bound=BaseMessage)
+
+#: What ``AnthropicPromptCachingMiddleware`` adds (system, last tool, the automatic
+#: one): kept in reserve while the request has no automatic breakpoint yet.
+_CACHING_MIDDLEWARE_BREAKPOINTS = 3
 
 
 def model_kwargs(model: Any) -> dict[str, Any]:
     """The provider settings a chat model was built with (``ChatOpenAI(model_kwargs=)``
-    and the like): where a caller asks for ``prompt_cache_retention``."""
+    and the like): where a caller asks for ``prompt_cache_retention`` or sets its own
+    ``prompt_cache_key``."""
     base = base_model(model) if model is not None else None
     kwargs = getattr(base, "model_kwargs", None)
     return dict(kwargs) if isinstance(kwargs, dict) else {}
 
 
-def cache_settings(
-    model: Any, provider: str | None, scope: Scope, settings: Mapping[str, Any]
-) -> dict[str, Any]:
-    """Model settings to add for ``provider`` (empty when the caller's own key is set
-    or the provider takes no key)."""
-    if provider not in OPENAI_PROVIDERS or "prompt_cache_key" in settings:
-        return {}
-    if "prompt_cache_key" in model_kwargs(model):
-        return {}
-    return {"prompt_cache_key": prompt_cache_key(scope)}
+def request_settings(model: Any, settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The caller's settings of a request, as the turn reads them (its own cache hints,
+    its retention): the chat model's ``model_kwargs`` under the request's ``settings``
+    (the model settings, or the keyword arguments bound to the model)."""
+    return {**model_kwargs(model), **(settings or {})}
 
 
 def breakpoints_in(
@@ -82,33 +74,29 @@ def breakpoints_in(
     return [marker for marker in found if marker]
 
 
-#: What ``AnthropicPromptCachingMiddleware`` adds (system, last tool, the automatic
-#: one): room for it is kept while the request has no automatic breakpoint yet.
-_CACHING_MIDDLEWARE_BREAKPOINTS = 3
-
-
-def anthropic_dialogue_breakpoint(
+def with_breakpoint(
+    prepared: PreparedRequest,
     messages: Sequence[M],
     *,
     markers: Sequence[Any],
     automatic: bool,
-    injected: Sequence[str] = (),
 ) -> list[M]:
-    """``messages`` with a breakpoint on the user's own last block of the current
-    message (ahead of the ``injected`` texts placement appended to it), else on the
-    message before it (:func:`~stm_memory.kit.dialogue_breakpoint`), with the TTL
-    the request's ``markers`` agree on, when the request stays within the limit (those
-    markers, plus a caching middleware's while no ``automatic`` one is set)."""
+    """``messages`` with the breakpoint the turn prepared for this request
+    (``prepared.breakpoints``; none: unchanged), where
+    :meth:`~stm_memory.kit.Breakpoints.on_dialogue` puts it: the current message's own
+    last text block (the last human message), else the message before it, with the TTL
+    the request's ``markers`` agree on, while the budget has room (a caching
+    middleware's three kept in reserve until an ``automatic`` breakpoint is set)."""
     out = list(messages)
-    pending = 0 if automatic else _CACHING_MIDDLEWARE_BREAKPOINTS
-    if len(markers) + 1 + pending > MAX_BREAKPOINTS:
+    if prepared.breakpoints is None:
         return out
     current = next((i for i in range(len(out) - 1, -1, -1) if out[i].type == "human"), None)
-    if current is None:
-        return out
-    marker = breakpoint_marker(agreed_ttl(markers))
-    contents = [m.content for m in out]
-    found = dialogue_breakpoint(contents, current, marker, injected, text_only=True)
+    found = prepared.breakpoints.on_dialogue(
+        [m.content for m in out],
+        current,
+        markers=markers,
+        reserved=0 if automatic else _CACHING_MIDDLEWARE_BREAKPOINTS,
+    )
     if found is not None:
         index, content = found
         out[index] = out[index].model_copy(update={"content": content})

@@ -69,6 +69,7 @@ from stm_memory.kit import (
     MemoryRole,
     MemoryTurn,
     Op,
+    PreparedRequest,
     TurnOption,
     TurnOptions,
     adrive,
@@ -296,18 +297,35 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         offered (after the user's message is known, so never in a "remember this" turn,
         and no longer once the memory was updated); memory placed for a provider the
         view did not know of moved where that provider takes it. Unchanged without a
-        turn."""
+        turn. The messages of :meth:`model_request`."""
+        return self.model_request(messages, turn=turn).messages
+
+    def model_request(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        turn: HistoryTurn | None = None,
+        **request: Any,
+    ) -> PreparedRequest:
+        """This step's request, whole, as ``turn`` (default the open one) prepares it
+        (``MemoryTurn.prepare``): :meth:`model_messages`'s messages, the memory tool
+        and ``tool_choice``, the cache hints; ``request``: the rest of ``prepare``'s
+        keywords (the API, the caller's tools, ``tool_choice`` and settings). Without a
+        turn, ``messages`` as they are and nothing else."""
         if turn is None:
             with self._lock:
                 turn = self._open
-        if turn is None or not turn.turn.active:
-            return list(messages)
+        if turn is None:
+            return PreparedRequest(list(messages))
+        if not turn.turn.active:
+            # Memory is off for this turn: nothing placed; the tool and hints decided.
+            return turn.turn.prepare(messages, provider=self._style, **request)
         # The nudge only once the user's message is known and while the tool is offered.
         if self.options.form == "inline":
             # The portable form: the view is the record as it is; the cut and
             # everything placed go in here, at once, on the whole input, joined to the
             # prompt's system message and user turns (a placing error sends it uncut).
-            return turn.turn.place(messages, provider=self._style)
+            return turn.turn.prepare(messages, provider=self._style, **request)
         # The view was placed around a stand-in for the user's message (for a chain that
         # sends it as it is); the turn builds this request on the whole input instead,
         # as every entry point does: briefings and nudge after the user's words, which
@@ -315,9 +333,9 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         with self._lock:
             view, earlier = turn._view, turn._seen
         if view is None or earlier is None:
-            return turn.turn.place(messages, provider=self._style)
+            return turn.turn.prepare(messages, provider=self._style, **request)
         return turn.turn.prepare_after_view(
-            messages, view=view, earlier=earlier, provider=self._style
+            messages, view=view, earlier=earlier, provider=self._style, **request
         )
 
     def keep_exchange(self, exchange: Sequence[BaseMessage], *, answer_included: bool) -> None:

@@ -5,10 +5,12 @@ One agent run (``invoke``/``stream`` and their async twins) is one memory turn:
 - ``before_agent`` resolves the run's scope, begins the turn (the user message for the
   long-term-intent guard is the last ``HumanMessage``) and remembers where this turn's
   messages start, both in private graph state;
-- ``wrap_model_call`` sends the request the turn builds (``MemoryTurn.place``: the
-  cut, the memory, the briefings, the nudge) and swaps the registered placeholder
-  ``update_short_term_memory`` for the tool with this turn's schema, or removes it
-  while a guard hides it;
+- ``wrap_model_call`` sends the request the turn prepares (``MemoryTurn.prepare``:
+  the cut, the memory, the briefings, the nudge; the tool offer and ``tool_choice``;
+  the cache hints), mapped onto the ``ModelRequest``: the registered placeholder
+  ``update_short_term_memory`` swapped for the tool with this turn's schema (described,
+  uncallable, where the Messages API needs it) or removed while a guard hides it, the
+  hints as model settings or a message block's ``cache_control`` (``_hints``);
 - ``wrap_tool_call`` runs ``update_short_term_memory`` calls as the turn's
   ``memory_call`` (one successful update per turn, enforced by the engine), through the
   ToolNode's ``handler`` as a tool of its own (``_tracing.MemoryCallTool``), so inner
@@ -23,7 +25,7 @@ One agent run (``invoke``/``stream`` and their async twins) is one memory turn:
 
 Each hook is a translation onto :class:`~stm_memory.kit.MemoryTurn`, which owns
 the turn's lifecycle: ``before_agent`` is ``MemoryTurn.begin``; the first
-``wrap_model_call`` ``assemble``, every one ``place`` and ``tool``; a memory call is
+``wrap_model_call`` ``assemble``, every one ``prepare`` and ``tool``; a memory call is
 ``memory_call`` (the engine checks every guard again); a failing model or tool is
 ``abandon``; ``after_agent`` is ``finish``.
 
@@ -76,13 +78,14 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 
 from stm_memory import TOOL_NAME, ShortTermMemory, ValidationError
 from stm_memory.kit import (
-    MemoryContext,
     MemoryRole,
     MemoryTurn,
     Op,
     OptionsView,
+    PreparedRequest,
     TurnOptions,
     adrive,
+    api_of,
     cache_retention,
     check_memory_setup,
     current_user_index,
@@ -97,17 +100,11 @@ from ._dialogue import (
     ai_messages,
     cut_short,
     memory_result,
-    names_memory_tool,
     provider_of,
     remembered_after_answering,
     start_index,
 )
-from ._hints import (
-    anthropic_dialogue_breakpoint,
-    breakpoints_in,
-    cache_settings,
-    model_kwargs,
-)
+from ._hints import breakpoints_in, request_settings, with_breakpoint
 from ._scope import ScopeSource, resolve_scope
 from ._tracing import MemoryCallTool
 
@@ -173,11 +170,6 @@ def _in_place_of(placeholder: Any, tool: BaseTool) -> BaseTool:
     if not extras or extras == tool.extras:
         return tool
     return tool.model_copy(update={"extras": {**(tool.extras or {}), **extras}})
-
-
-def _injected(context: MemoryContext) -> list[str]:
-    """The texts placement merges into user turns this turn (they change every turn)."""
-    return context.transient
 
 
 def _current_config() -> Mapping[str, Any]:
@@ -364,27 +356,49 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
             # but OpenAI's); the same for every request of the turn.
             turn.options = turn.options.for_host(getattr(request.model, "openai_api_base", None))
         system = request.system_message
-        # The cache retention the model's settings ask for prices the turn's swap.
-        retention = cache_retention(
-            {**model_kwargs(request.model), **(request.model_settings or {})},
-            system.content if system is not None else None,
-        )
+        settings = request.model_settings or {}
+        # The caller's settings (its own cache hints; the cache retention they ask for,
+        # which prices the turn's swap), the tools and tool_choice it sends: the turn
+        # decides this request from them.
+        given = request_settings(request.model, settings)
+        others = [t for t in request.tools if tool_name(t) != TOOL_NAME]
+        asked: dict[str, Any] = {
+            "provider": provider,
+            "retention": cache_retention(given, system.content if system is not None else None),
+            "api": api_of(wire),
+            "other_tools": bool(others),
+            "tool_choice": request.tool_choice,
+            "settings": given,
+        }
         if turn.options.form == "inline" and system is not None:
             # The portable form joins the memory to the caller's system prompt, which
             # create_agent keeps outside the messages: placed as their first, taken back.
-            system, *messages = turn.place(
-                [system, *request.messages], provider=provider, retention=retention
-            )
+            prepared = turn.prepare([system, *request.messages], **asked)
+            system, *messages = prepared.messages
         else:
-            messages = turn.place(request.messages, provider=provider, retention=retention)
-        tools, choice = _offer(turn, request)
-        changed = self._hinted(
-            turn,
-            wire,
-            request.override(
-                messages=messages, system_message=system, tools=tools, tool_choice=choice
-            ),
+            prepared = turn.prepare(request.messages, **asked)
+            messages = prepared.messages
+        changed = request.override(
+            messages=messages,
+            system_message=system,
+            tools=_tools(turn, prepared, request.tools),
+            tool_choice=prepared.tool_choice,
         )
+        if prepared.hints:
+            changed = changed.override(model_settings={**settings, **prepared.hints})
+        elif prepared.breakpoints is not None:
+            markers = breakpoints_in(
+                changed.messages,
+                system=changed.system_message,
+                tools=changed.tools,
+                settings=settings,
+            )
+            automatic = bool(settings.get("cache_control"))
+            changed = changed.override(
+                messages=with_breakpoint(
+                    prepared, changed.messages, markers=markers, automatic=automatic
+                )
+            )
         response = yield from self._guarded(run, _call(handler, changed))
         for message in ai_messages(response):
             if cut_short(message):
@@ -518,30 +532,6 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         with self._lock:
             return self._runs.pop(run_id, None)
 
-    def _hinted(
-        self, turn: MemoryTurn, wire: str | None, request: ModelRequest[Any]
-    ) -> ModelRequest[Any]:
-        """``request`` with the prompt-cache hints of ``wire``, its model's provider
-        (see ``_hints``)."""
-        if not turn.options.cache_hints or turn.scope is None:
-            return request
-        settings = request.model_settings
-        added = cache_settings(request.model, wire, turn.scope, settings)
-        if added:
-            return request.override(model_settings={**settings, **added})
-        if wire != "anthropic":
-            return request
-        markers = breakpoints_in(
-            request.messages, system=request.system_message, tools=request.tools, settings=settings
-        )
-        messages = anthropic_dialogue_breakpoint(
-            request.messages,
-            markers=markers,
-            automatic=bool(settings.get("cache_control")),
-            injected=_injected(turn.context),
-        )
-        return request.override(messages=messages)
-
 
 def _marked_updated(response: ToolMessage | Command[Any]) -> ToolMessage | Command[Any]:
     """The handler's answer to a memory call that completed, with the run's state
@@ -554,17 +544,15 @@ def _marked_updated(response: ToolMessage | Command[Any]) -> ToolMessage | Comma
     return response
 
 
-def _offer(turn: MemoryTurn, request: ModelRequest[Any]) -> tuple[list[Any], Any]:
-    """The request's tools with the placeholder swapped for the turn's tool (or dropped
-    while a guard hides it), and a ``tool_choice`` that never forces a hidden tool."""
-    tool = turn.tool()
-    tools: list[Any] = []
-    for offered in request.tools:
+def _tools(turn: MemoryTurn, prepared: PreparedRequest, tools: Sequence[Any]) -> list[Any]:
+    """The request's tools with the registered placeholder swapped for the turn's tool
+    as the turn prepared it: offered, or described (defined, the prepared
+    ``tool_choice`` "none" keeping it uncallable), or dropped."""
+    tool = turn.tool(hidden=prepared.tool == "describe") if prepared.tool else None
+    out: list[Any] = []
+    for offered in tools:
         if tool_name(offered) != TOOL_NAME:
-            tools.append(offered)
+            out.append(offered)
         elif tool is not None:
-            tools.append(_in_place_of(offered, tool))
-    choice = request.tool_choice
-    if tool is None and names_memory_tool(choice):
-        choice = None
-    return tools, choice
+            out.append(_in_place_of(offered, tool))
+    return out

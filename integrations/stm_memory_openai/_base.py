@@ -5,7 +5,7 @@ adapter basics. The turn and the sync/async shells are the kit's
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from stm_memory.kit import missing_extra
@@ -23,11 +23,11 @@ from stm_memory.kit import (
     Usage,
     aemit_text,
     emit_text,
-    prompt_cache_key,
 )
 
 if TYPE_CHECKING:
-    from stm_memory import MemoryTurn
+    from stm_memory import MemoryTurn, TurnContext
+    from stm_memory.kit import PreparedRequest
 
 # The SDK names the API modules use are imported here, behind the one guard.
 __all__ = [
@@ -61,7 +61,8 @@ def usage_of(usage: Any, *, prompt: str, output: str, details: str) -> Usage:
 
 class AdapterBase(ABC):
     """Per-turn adapter state shared by both APIs (see ``ProviderAdapter``): a request
-    is sent with ``create``, streamed when it asks for it."""
+    is sent with ``create``, streamed when it asks for it. ``cache_hints`` (None: the
+    turn's options') overrides whether the turn's requests carry the cache hints."""
 
     provider = "openai"
     api: ClassVar[str]  # the label of the Ops: "chat", "responses"
@@ -74,7 +75,7 @@ class AdapterBase(ABC):
         request_options: Mapping[str, Any],
         summary_limit: int,
         on_text: OnText | None,
-        cache_hints: bool = True,
+        cache_hints: bool | None = None,
     ) -> None:
         self.create = create  # client.chat.completions.create / client.responses.create
         self.model = model
@@ -83,15 +84,42 @@ class AdapterBase(ABC):
         self.on_text = on_text
         self.cache_hints = cache_hints
 
-    def finish_request(self, request: dict[str, Any], turn: MemoryTurn) -> dict[str, Any]:
+    def request_args(self, tools: Sequence[Any]) -> dict[str, Any]:
+        """What ``MemoryTurn.prepare`` is told of the request besides its messages: the
+        API, whether the caller's ``tools`` come along, the caller's settings (its
+        ``tool_choice`` and cache hints among them)."""
+        return {
+            "api": "openai",
+            "other_tools": bool(tools),
+            "tool_choice": self.request_options.get("tool_choice"),
+            "settings": self.request_options,
+            "cache_hints": self.cache_hints,
+        }
+
+    def tools_of(
+        self, prepared: PreparedRequest, tools: Sequence[Any], turn: MemoryTurn
+    ) -> list[Any]:
+        """The request's tools: the memory tool first when the turn offers or describes
+        it, then the caller's."""
+        ours = [self.memory_tool(turn.schema_state())] if prepared.tool else []
+        return [*ours, *tools]
+
+    def finish_request(self, request: dict[str, Any], prepared: PreparedRequest) -> dict[str, Any]:
         # Sorted so two loops built with the same options in another order send
         # byte-identical requests (prompt caches and cassettes depend on it).
         options = self.request_options
         request.update((key, options[key]) for key in sorted(options))
-        if self.cache_hints and turn.scope is not None and "prompt_cache_key" not in request:
-            # One key per server: its channels share a cache (the caller's key wins).
-            request["prompt_cache_key"] = prompt_cache_key(turn.scope)
+        if prepared.tool_choice is None:
+            request.pop("tool_choice", None)
+        else:
+            request["tool_choice"] = prepared.tool_choice
+        # The turn's hints (one prompt_cache_key per server; the caller's key wins).
+        request.update(prepared.hints)
         return request
+
+    @abstractmethod
+    def memory_tool(self, turn: TurnContext) -> Any:
+        """The memory tool's definition in the API's format."""
 
     @abstractmethod
     def parse(self, response: Any) -> ModelReply:
@@ -144,5 +172,4 @@ class OpenAILoop(LoopShell[ClientT]):
             "request_options": self.request_options,
             "summary_limit": self.memory.limits.max_summary_length,
             "on_text": on_text,
-            "cache_hints": self.cache_hints,
         }

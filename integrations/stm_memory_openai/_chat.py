@@ -21,13 +21,11 @@ from stm_memory.kit import (
     SyncLoop,
     ToolCall,
     Usage,
-    cache_retention,
     chat_tool_call,
     chat_tool_results,
     function_call,
     is_truncated,
     openai_chat_tool,
-    without_speaker_ids,
 )
 
 from ._base import AdapterBase, AsyncOpenAI, ClientT, OpenAI, OpenAILoop, usage_of
@@ -142,21 +140,16 @@ class ChatCompletionsAdapter(AdapterBase):
         messages: list[Any] = [{"role": "system", "content": system}] if system else []
         messages.extend(transcript)
         prepared = turn.prepare(
-            messages,
-            provider=self.provider,
-            context=context,
-            retention=cache_retention(self.request_options),
+            messages, provider=self.provider, context=context, **self.request_args(tools)
         )
-        request: dict[str, Any] = {
-            "model": self.model,
-            "messages": without_speaker_ids(prepared.messages),
-        }
-        if tools:
-            request["tools"] = list(tools)
+        request: dict[str, Any] = {"model": self.model, "messages": prepared.messages}
+        listed = self.tools_of(prepared, tools, turn)
+        if listed:
+            request["tools"] = listed
         if self.on_text is not None:
             request["stream"] = True
             request["stream_options"] = {"include_usage": True}
-        return self.finish_request(request, turn)
+        return self.finish_request(request, prepared)
 
     def parse(self, completion: Any) -> ModelReply:
         return parse_completion(completion)

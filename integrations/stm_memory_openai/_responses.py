@@ -24,11 +24,9 @@ from stm_memory.kit import (
     SyncLoop,
     ToolCall,
     Usage,
-    cache_retention,
     is_truncated,
     openai_responses_tool,
     responses_tool_results,
-    without_speaker_ids,
 )
 
 from ._base import AdapterBase, AsyncOpenAI, ClientT, OpenAI, OpenAIError, OpenAILoop, usage_of
@@ -73,16 +71,17 @@ class ResponsesAdapter(AdapterBase):
             form="responses",
             system=system,
             context=context,
-            retention=cache_retention(self.request_options),
+            **self.request_args(tools),
         )
         if prepared.system:
             request["instructions"] = prepared.system
-        request["input"] = without_speaker_ids(prepared.messages)
-        if tools:
-            request["tools"] = list(tools)
+        request["input"] = prepared.messages
+        listed = self.tools_of(prepared, tools, turn)
+        if listed:
+            request["tools"] = listed
         if self.on_text is not None:
             request["stream"] = True
-        return self.finish_request(request, turn)
+        return self.finish_request(request, prepared)
 
     def parse(self, response: Any) -> ModelReply:
         """A ``Response`` → :class:`ModelReply`."""

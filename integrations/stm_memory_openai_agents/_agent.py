@@ -10,7 +10,7 @@ the tools a call can be routed to; a call to a tool not in it raises
 that list (``on_llm_start`` is handed the instructions and the input). So the memory
 tool stays in every step's list of ``agent()``'s agent, and :class:`MemoryModel`, the
 one place between that list and the request, leaves it out of what the model is sent
-while the turn's guards hide it (``MemoryTurn.tool_offer``): a call the model makes
+while the turn's guards hide it (``MemoryTurn.request_tools``): a call the model makes
 anyway still reaches the turn, which answers it with the guard's failed result."""
 
 from __future__ import annotations

@@ -32,16 +32,16 @@ session only translates the SDK's hooks onto it:
   (``MemoryTurn.prepare_after_view``: the view put back to the session's items, then
   the cut, the memory, the briefings and the nudge after the user's message, the
   nudge only while the tool is offered). Its model (the agent's ``Model``, wrapped:
-  ``_agent.MemoryModel``) is sent the tools the turn offers (``MemoryTurn.tool_offer``,
-  the same in every step of the turn), while the memory tool stays in every step's
-  tool list, so a call the model makes to a tool a guard hides is answered with the
-  guard's failed result, as in every entry point. An agent whose model is a name
-  (resolved by the run's provider, after ``agent()``) cannot be wrapped: its tool
-  list is what the model is sent, hidden while a guard hides it (``is_enabled``), and
-  such a call is the SDK's "tool not found". A plain agent with
-  ``tools=[memory_tool()]`` is the same, except that it keeps the tool in a turn whose
-  input carried the nudge, so a call the nudge asked for gets the engine's failed
-  result;
+  ``_agent.MemoryModel``) is sent the tools the turn offers, with the ``tool_choice``
+  it decides (``MemoryTurn.request_tools``, the same in every step of the turn),
+  while the memory tool stays in every step's tool list, so a call the model makes
+  to a tool a guard hides is answered with the guard's failed result, as in every
+  entry point. An agent whose model is a name (resolved by the run's provider, after
+  ``agent()``) cannot be wrapped: its tool list is what the model is sent, hidden
+  while a guard hides it (``is_enabled``), and such a call is the SDK's "tool not
+  found". A plain agent with ``tools=[memory_tool()]`` is the same, except that it
+  keeps the tool in a turn whose input carried the nudge, so a call the nudge asked
+  for gets the engine's failed result;
 - ``pop_item`` pops from the wrapped session; ``clear_session`` clears it and
   forgets the channel (the "/refresh").
 
@@ -87,7 +87,6 @@ from stm_memory.kit import (
     check_memory_setup,
     current_user_text,
     failure,
-    prompt_cache_key,
     tool_result_text,
 )
 
@@ -143,14 +142,6 @@ class _OpenRun:
     earlier: list[Any] = field(default_factory=list)  # the session's items it was placed on
     viewed: bool = False  # this turn placed a view (a resumed run's input was placed before)
     sent: bool = True  # agent()'s model sent this turn's last model call (see _answered)
-
-
-def _has_tool_traffic(items: Any) -> bool:
-    """The model's input holds a tool call or a tool result (Responses items)."""
-    if not isinstance(items, Sequence) or isinstance(items, str):
-        return False
-    kinds = (i.get("type") if isinstance(i, Mapping) else getattr(i, "type", None) for i in items)
-    return any(isinstance(k, str) and k.endswith(("_call", "_call_output")) for k in kinds)
 
 
 def _role(item: Any) -> Any:
@@ -379,13 +370,15 @@ class ShortTermMemorySession(OptionsView):
         )
 
     def _model_settings(self, settings: ModelSettings) -> ModelSettings:
-        """The agent's model settings with this server's ``prompt_cache_key`` (the
-        prompt-cache hint the loops send), unless hints are off or the agent has one."""
-        extra = settings.extra_args or {}
-        if not self.cache_hints or "prompt_cache_key" in extra:
+        """The agent's model settings with the cache hints this scope's turns send (the
+        turn's: this server's ``prompt_cache_key``, unless hints are off or the agent
+        has a key of its own), set once for every run of the agent."""
+        hints = MemoryTurn.off(self.memory, self.scope, options=self.options).hints(
+            settings.extra_args or {}, api="openai"
+        )
+        if not hints:
             return settings
-        key = prompt_cache_key(self.scope)
-        return settings.resolve(ModelSettings(extra_args={"prompt_cache_key": key}))
+        return settings.resolve(ModelSettings(extra_args=hints))
 
     async def _invoke_tool(self, ctx: Any, arguments: str) -> str:
         state = self._current()
@@ -427,11 +420,12 @@ class ShortTermMemorySession(OptionsView):
         self, tools: list[Any], handoffs: Sequence[Any], items: Any, settings: ModelSettings
     ) -> tuple[list[Any], ModelSettings]:
         """agent()'s model, at each model call: the step's tools (the memory tool among
-        them, routable) as the turn offers them, the one policy of every entry point
-        (``MemoryTurn.tool_offer``): sent while no guard of the turn hides it, the same
-        in every step; else left out, or for the Messages API behind an
-        OpenAI-compatible client (``provider="anthropic"``), which refuses tool traffic
-        without tools, described and uncallable (``tool_choice="none"``)."""
+        them, routable) and ``tool_choice`` as the turn decides them for this request
+        (``MemoryTurn.request_tools``, the one policy of every entry point): the tool
+        sent while no guard of the turn hides it, the same in every step; else left
+        out, or for the Messages API behind an OpenAI-compatible client
+        (``provider="anthropic"``), which refuses tool traffic without tools, described
+        and uncallable (``tool_choice="none"``)."""
         others = [t for t in tools if getattr(t, "name", None) != TOOL_NAME]
         if len(others) == len(tools):
             return tools, settings
@@ -439,16 +433,15 @@ class ShortTermMemorySession(OptionsView):
         if state is None:
             return others, settings  # no turn to offer it (a call gets a failed result)
         state.sent = True
-        offer = state.turn.tool_offer(
+        decided = state.turn.request_tools(
+            items if isinstance(items, list) else [],
+            api="openai",
             other_tools=bool(others or handoffs),
-            tool_traffic=_has_tool_traffic(items),
-            provider=state.turn.options.provider,
+            tool_choice=settings.tool_choice,
         )
-        if offer == "offer":
-            return tools, settings
-        if offer == "describe":
-            return tools, dataclasses.replace(settings, tool_choice="none")
-        return others, settings
+        if decided.tool_choice != settings.tool_choice:
+            settings = dataclasses.replace(settings, tool_choice=decided.tool_choice)
+        return (tools if decided.tool else others), settings
 
     # -- the turn --------------------------------------------------------------------------
 
@@ -544,7 +537,7 @@ class ShortTermMemorySession(OptionsView):
             form="responses",
             provider="openai",
             nudge=self._tool is not None,
-        )
+        ).messages
 
     async def _end(self, state: _OpenRun) -> None:
         """Finish ``state``'s turn (once): capture the record's recent dialogue, count."""

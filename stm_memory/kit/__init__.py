@@ -1,13 +1,15 @@
 """The integration kit: what an integration author builds an entry point with.
 
 - the memory turn every entry point drives (:mod:`.turn`, ``MemoryTurn``: it builds
-  what each request sends, runs the memory call, captures and ends; ``TurnPhase``,
-  where it stands; ``TurnEngine``, what it needs of the engine) and the options they
-  share (:mod:`.options`, ``TurnOptions``);
+  what each request sends, ``PreparedRequest``: the messages, the memory tool and its
+  ``tool_choice``, the cache hints; runs the memory call, captures and ends;
+  ``TurnPhase``, where it stands; ``TurnEngine``, what it needs of the engine) and the
+  options they share (:mod:`.options`, ``TurnOptions``);
 - the agent turn of the loops, written once without I/O (:mod:`.loop`), the
   operations it yields and their sync/async drivers (:mod:`.ops`), and the loop shells
   every provider loop subclasses (:mod:`.shell`);
-- the providers' prompt-cache hints (:mod:`.cache_hints`);
+- the providers' prompt-cache hints (:mod:`.cache_hints`: what a hint is and where it
+  goes; which ones a request gets is the turn's decision, in its ``PreparedRequest``);
 - argument checks raising the library's own errors (:mod:`.checks`) and the import
   guard of an optional SDK (:mod:`.guards`);
 - wire helpers per API: OpenAI Chat (:mod:`.wire_chat`), Responses
@@ -23,8 +25,12 @@ former name, stays an alias until 0.3.0.
 
 from stm_memory.kit.cache_hints import (
     MAX_BREAKPOINTS,
+    OPENAI_PROVIDERS,
+    RequestApi,
     agreed_ttl,
     anthropic_breakpoints,
+    api_of,
+    breakpoint_budget,
     breakpoint_marker,
     cache_retention,
     count_breakpoints,
@@ -63,6 +69,8 @@ from stm_memory.kit.options import OptionsView, TurnOption, TurnOptions
 from stm_memory.kit.requests import (
     current_user_index,
     current_user_text,
+    forces_tool,
+    has_tool_traffic,
     is_request_body,
     offered_tool_names,
     read_request,
@@ -79,7 +87,15 @@ from stm_memory.kit.shell import (
     aemit_text,
     emit_text,
 )
-from stm_memory.kit.turn import MemoryTurn, TurnEngine, TurnPhase
+from stm_memory.kit.turn import (
+    Breakpoints,
+    MemoryTurn,
+    PreparedRequest,
+    ToolOffer,
+    ToolRequest,
+    TurnEngine,
+    TurnPhase,
+)
 from stm_memory.kit.wire_anthropic import (
     anthropic_system,
     anthropic_tool_results,
@@ -103,7 +119,9 @@ __all__ = [
     "CONTENT_HEADER",
     "MAX_BREAKPOINTS",
     "MEMORY_ROLES",
+    "OPENAI_PROVIDERS",
     "AsyncLoop",
+    "Breakpoints",
     "LoopShell",
     "MemoryContext",
     "MemoryRole",
@@ -112,11 +130,15 @@ __all__ = [
     "OnText",
     "Op",
     "OptionsView",
+    "PreparedRequest",
     "ProviderAdapter",
+    "RequestApi",
     "SyncLoop",
     "System",
     "ToolCall",
     "ToolHandler",
+    "ToolOffer",
+    "ToolRequest",
     "TurnEngine",
     "TurnOption",
     "TurnOptions",
@@ -130,7 +152,9 @@ __all__ = [
     "anthropic_system",
     "anthropic_tool",
     "anthropic_tool_results",
+    "api_of",
     "as_messages",
+    "breakpoint_budget",
     "breakpoint_marker",
     "cache_retention",
     "chat_tool_call",
@@ -150,9 +174,11 @@ __all__ = [
     "drive",
     "emit_text",
     "failure",
+    "forces_tool",
     "form_for_host",
     "function_call",
     "has_tool_blocks",
+    "has_tool_traffic",
     "is_dialogue",
     "is_failed_result",
     "is_openai_host",

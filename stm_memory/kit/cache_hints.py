@@ -24,6 +24,11 @@ where the stable prefix ends:
   the TTL the caller's breakpoints use, so a request never mixes them in an order the
   API refuses.
 
+Which hints a request gets is the turn's decision (``MemoryTurn.prepare``: the options'
+``cache_hints``, the request's API, what the caller set), written into its
+``PreparedRequest``; the functions here only say what a hint is and where it goes. No
+integration calls them to write a hint (``tests/unit/test_kit_imports.py``).
+
 Nothing here mutates its input.
 """
 
@@ -33,15 +38,19 @@ import hashlib
 import json
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from stm_memory.kit.requests import current_user_index
 from stm_memory.model import Scope
 
 __all__ = [
     "MAX_BREAKPOINTS",
+    "OPENAI_PROVIDERS",
+    "RequestApi",
     "agreed_ttl",
     "anthropic_breakpoints",
+    "api_of",
+    "breakpoint_budget",
     "breakpoint_marker",
     "breakpoint_markers",
     "cache_retention",
@@ -52,6 +61,29 @@ __all__ = [
 
 #: The Messages API refuses a request with more ``cache_control`` breakpoints.
 MAX_BREAKPOINTS = 4
+
+#: The API a request is written for, which says the hints it takes: ``"openai"`` (Chat
+#: Completions, Responses: a ``prompt_cache_key`` setting, ``tool_choice: "none"``),
+#: ``"anthropic"`` (Messages: ``cache_control`` breakpoints, ``{"type": "none"}``).
+RequestApi = Literal["openai", "anthropic"]
+
+#: Provider names (LangSmith's, the options') whose requests are OpenAI's API.
+OPENAI_PROVIDERS = frozenset({"openai", "azure", "azure_openai"})
+
+
+def api_of(provider: str | None) -> RequestApi | None:
+    """The API a chat model of ``provider`` writes its requests for (None: one whose
+    hints stm-memory does not write)."""
+    if provider == "anthropic":
+        return "anthropic"
+    return "openai" if provider in OPENAI_PROVIDERS else None
+
+
+def breakpoint_budget(existing: int, *, reserved: int = 0) -> int:
+    """How many breakpoints we may add to a request that has ``existing`` ones, keeping
+    ``reserved`` for a layer that adds its own after ours (a caching middleware inside
+    ours): the one budget of every request we mark."""
+    return MAX_BREAKPOINTS - existing - reserved
 
 
 def prompt_cache_key(scope: Scope) -> str:
@@ -145,7 +177,7 @@ def anthropic_breakpoints(
     caller's own (the memory block follows them); ``injected``: the texts placement
     merged into user turns this turn (briefings, nudge), which change every turn."""
     out = dict(request)
-    budget = MAX_BREAKPOINTS - count_breakpoints(request)
+    budget = breakpoint_budget(count_breakpoints(request))
     marker = breakpoint_marker(agreed_ttl(breakpoint_markers(request)))
     steps: list[Callable[[dict[str, Any]], bool]] = [
         lambda body: _mark_dialogue(body, marker, frozenset(injected)),

@@ -49,7 +49,12 @@ ToolHandler = Callable[[dict[str, Any]], Any]
 
 
 class ProviderAdapter(Protocol):
-    """The provider-specific half of a loop: request shape, parsing, tool results."""
+    """The provider-specific half of a loop: request shape, parsing, tool results.
+
+    ``build_request`` writes the request ``turn.prepare`` returns in the API's form,
+    deciding nothing: the messages and system prompt as placed, the memory tool
+    (``memory_tool``) ahead of the caller's ``tools`` when the prepared request offers
+    or describes it, its ``tool_choice`` and its cache hints (``PreparedRequest``)."""
 
     provider: str
 
@@ -60,7 +65,10 @@ class ProviderAdapter(Protocol):
         system: Any,
         tools: Sequence[Any],
         turn: MemoryTurn,
-    ) -> dict[str, Any]: ...
+    ) -> dict[str, Any]:
+        """The request of one step: ``transcript`` with ``context`` placed (through
+        ``turn.prepare``), the caller's ``system`` and ``tools``."""
+        ...
 
     def call_op(self, request: dict[str, Any]) -> Op:
         """An Op that sends ``request`` and returns a parsed :class:`ModelReply`."""
@@ -141,11 +149,10 @@ def _model_steps(
     requests: list[dict[str, Any]] = []
     while steps < max_steps:
         steps += 1
-        offered = [adapter.memory_tool(turn.schema_state())] if turn.tool_offered else []
-        # request_context: the nudge only while the tool is still offered.
-        request = adapter.build_request(
-            transcript, turn.request_context(), system, [*offered, *tools], turn
-        )
+        # request_context: the nudge only while the tool is still offered; the adapter
+        # writes the request the turn prepares (the memory tool, its tool_choice, the
+        # cache hints beside the caller's tools).
+        request = adapter.build_request(transcript, turn.request_context(), system, tools, turn)
         requests.append(request)
         reply: ModelReply = yield adapter.call_op(request)
         usage, text = usage + reply.usage, reply.text

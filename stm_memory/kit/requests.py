@@ -14,6 +14,7 @@ from typing import Any, Literal
 from stm_memory.model.messages import message_text
 from stm_memory.prompt.render import CONTENT_HEADER
 from stm_memory.wire import codec_of, message_role
+from stm_memory.wire.anthropic import has_tool_blocks
 
 __all__ = [
     "MessageKind",
@@ -21,6 +22,8 @@ __all__ = [
     "content_texts",
     "current_user_index",
     "current_user_text",
+    "forces_tool",
+    "has_tool_traffic",
     "is_request_body",
     "is_summary_message",
     "offered_tool_names",
@@ -199,3 +202,38 @@ def tool_choice_none(body: Mapping[str, Any]) -> bool:
     if choice == "none":
         return True
     return isinstance(choice, Mapping) and choice.get("type") == "none"
+
+
+def forces_tool(choice: Any, name: str) -> bool:
+    """``tool_choice`` forcing the tool ``name``: the name itself, or a dict naming it
+    (OpenAI Chat ``{"type": "function", "function": {"name"}}``, Responses
+    ``{"type": "function", "name"}``, Anthropic ``{"type": "tool", "name"}``)."""
+    if choice == name:
+        return True
+    return isinstance(choice, Mapping) and tool_name(choice) == name
+
+
+def _is_call_kind(kind: Any) -> bool:
+    return isinstance(kind, str) and kind.endswith(("_call", "_call_output"))
+
+
+def has_tool_traffic(messages: Sequence[Any]) -> bool:
+    """Some message of a request is a tool call or a tool result, in any format: an
+    Anthropic ``tool_use``/``tool_result`` block, an OpenAI Chat ``tool_calls`` or
+    ``role: "tool"`` message, a Responses call or call-output item (a dict or the SDK's
+    object), a LangChain ``ToolMessage`` or an AI message with tool calls."""
+    if not isinstance(messages, Sequence) or isinstance(messages, str):
+        return False
+    if has_tool_blocks(messages):
+        return True
+    for message in messages:
+        if isinstance(message, Mapping):
+            if message.get("role") == "tool" or message.get("tool_calls"):
+                return True
+            if _is_call_kind(message.get("type")):
+                return True
+            continue
+        kind = getattr(message, "type", None)
+        if kind == "tool" or _is_call_kind(kind) or getattr(message, "tool_calls", None):
+            return True
+    return False

@@ -21,6 +21,14 @@ I/O itself: each step that reads or writes memory is a generator of
 translate their framework's hooks onto these steps (which hook calls which:
 ``docs/design.md#a-turn-in-every-entry-point``); none of them re-implements one.
 
+Each model request is decided here, whole (:meth:`MemoryTurn.prepare`, a
+:class:`PreparedRequest`): the messages and system prompt with the memory placed, the
+memory tool offered, described or left out with the ``tool_choice`` that goes with it
+(:meth:`MemoryTurn.request_tools`, one policy), and the cache hints
+(:meth:`MemoryTurn.hints`, :class:`Breakpoints`). An integration maps it onto its
+framework's types; it writes no hint and offers no tool of its own
+(``tests/unit/test_kit_imports.py``).
+
 Memory never fails the user's turn: a storage error while beginning, assembling,
 capturing or ending is logged and the turn goes on without memory (a turn that could
 not begin is *off*: no memory, no tool). A mistake of the caller's (a scope that is
@@ -39,6 +47,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from stm_memory.errors import TurnOrderError, ValidationError
 from stm_memory.kit._engine import TurnEngine
+from stm_memory.kit.cache_hints import (
+    RequestApi,
+    agreed_ttl,
+    anthropic_breakpoints,
+    breakpoint_budget,
+    breakpoint_marker,
+    cache_retention,
+    dialogue_breakpoint,
+    prompt_cache_key,
+)
 from stm_memory.kit.capture import (
     MARGIN,
     capture_read,
@@ -50,20 +68,31 @@ from stm_memory.kit.memory_call import run_memory_call
 from stm_memory.kit.ops import Op, attempt, op
 from stm_memory.kit.options import TurnOptions
 from stm_memory.kit.placing import RequestForm, place_request, place_view
-from stm_memory.kit.requests import text_of
+from stm_memory.kit.requests import forces_tool, has_tool_traffic, text_of
+from stm_memory.kit.wire_anthropic import wire_messages
 from stm_memory.model import Scope, StoredMessage
+from stm_memory.model.messages import without_speaker_ids
 from stm_memory.model.rates import profile_for
 from stm_memory.prompt.placement import MemoryContext
 from stm_memory.prompt.swap import SwapDecision, choose, newest
 from stm_memory.tool.schema import tool_description, tool_parameters
 from stm_memory.tool.turn import TOOL_NAME, failure
+from stm_memory.wire.anthropic import text_blocks
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
 
     from stm_memory.tool.turn import TurnContext
 
-__all__ = ["MemoryTurn", "PreparedRequest", "ToolOffer", "TurnEngine", "TurnPhase"]
+__all__ = [
+    "Breakpoints",
+    "MemoryTurn",
+    "PreparedRequest",
+    "ToolOffer",
+    "ToolRequest",
+    "TurnEngine",
+    "TurnPhase",
+]
 
 log = logging.getLogger("stm_memory")
 
@@ -106,16 +135,91 @@ class TurnPhase(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class Breakpoints:
+    """Where one request's Anthropic ``cache_control`` breakpoints go, as the turn
+    decided them (:attr:`PreparedRequest.breakpoints`; the rules:
+    :mod:`stm_memory.kit.cache_hints`): at the end of the dialogue, ahead of the texts
+    placed after it that change every turn (``injected``), then on the memory's system
+    block and on the caller's last one (``caller_system_blocks`` of them lead the
+    system prompt), each while the request stays within the one budget."""
+
+    injected: tuple[str, ...] = ()
+    caller_system_blocks: int = 0
+
+    def on_body(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """A Messages API ``body`` (system, messages, tools, the caller's settings) with
+        the breakpoints added; the caller's own are counted and left alone."""
+        return anthropic_breakpoints(
+            body, caller_system_blocks=self.caller_system_blocks, injected=self.injected
+        )
+
+    def on_dialogue(
+        self,
+        contents: Sequence[Any],
+        current: int | None,
+        *,
+        markers: Sequence[Any],
+        reserved: int = 0,
+        text_only: bool = True,
+    ) -> tuple[int, list[Any]] | None:
+        """For a framework that holds its messages as objects of its own (LangChain),
+        the one breakpoint at the end of the dialogue: ``(index, content)`` of the
+        message to mark (``contents``: the messages' contents, ``current``: the index of
+        the user's message), with the TTL the request's ``markers`` (the breakpoints it
+        already carries) agree on; None when there is no room within the budget, with
+        ``reserved`` kept for a layer that adds its own after ours, or no block can
+        carry it. ``text_only``: only a text block qualifies (tool calls carried
+        outside ``content``)."""
+        if current is None or breakpoint_budget(len(markers), reserved=reserved) < 1:
+            return None
+        marker = breakpoint_marker(agreed_ttl(markers))
+        return dialogue_breakpoint(contents, current, marker, self.injected, text_only=text_only)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRequest:
+    """How one request carries the memory tool (:meth:`MemoryTurn.request_tools`):
+    ``tool`` offered, described or not at all (:data:`ToolOffer`), and the
+    ``tool_choice`` to send: the caller's as given, the API's "none" (a described tool,
+    never callable), or None for no ``tool_choice`` at all (the caller's is dropped: a
+    request without tools, or one forcing the memory tool while it is not offered)."""
+
+    tool: ToolOffer = None
+    tool_choice: Any = None
+
+
+@dataclass(frozen=True, slots=True)
 class PreparedRequest:
-    """What one model request of a turn sends (:meth:`MemoryTurn.prepare`): the
-    caller's ``system`` prompt as it goes (with the memory for a form that keeps it
-    apart), the ``messages``, the texts placed after the dialogue's stable part that
-    change every turn (``transient``: no cache breakpoint after them; none when
-    nothing was placed)."""
+    """One model request of a turn, whole, as the turn decided it
+    (:meth:`MemoryTurn.prepare`); an integration maps it onto its framework's types and
+    sends it, deciding nothing:
+
+    - ``messages`` and ``system``: the dialogue with this request's memory placed, and
+      the caller's ``system`` prompt (or ``instructions``) as it goes (with the memory,
+      for a form that keeps it apart);
+    - ``transient``: the texts placed after the dialogue's stable part that change every
+      turn (no cache breakpoint after them; none when nothing was placed);
+    - ``tool`` and ``tool_choice``: the memory tool offered (``"offer"``), described but
+      uncallable (``"describe"``) or left out (None), and the ``tool_choice`` to send
+      (:class:`ToolRequest`; None: send none);
+    - ``hints``: request settings to add (OpenAI's ``prompt_cache_key``, when the
+      options send hints and the caller set none);
+    - ``breakpoints``: the Anthropic cache breakpoints, applied to the provider's body
+      (:meth:`with_breakpoints`) or messages (:meth:`Breakpoints.on_dialogue`); None:
+      none."""
 
     messages: list[Any]
     system: Any = None
     transient: tuple[str, ...] = field(default=(), repr=False)
+    tool: ToolOffer = None
+    tool_choice: Any = None
+    hints: Mapping[str, Any] = field(default_factory=dict)
+    breakpoints: Breakpoints | None = None
+
+    def with_breakpoints(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """A Messages API ``body`` with this request's breakpoints (a copy; unchanged
+        when it gets none)."""
+        return self.breakpoints.on_body(body) if self.breakpoints is not None else dict(body)
 
 
 def _find_run(items: Sequence[Any], run: Sequence[Any]) -> int | None:
@@ -419,31 +523,128 @@ class MemoryTurn:
         provider: str | None = None,
         context: MemoryContext | None = None,
         retention: timedelta | None = None,
+        api: RequestApi | None = None,
+        other_tools: bool = False,
+        tool_choice: Any = None,
+        settings: Mapping[str, Any] | None = None,
+        cache_hints: bool | None = None,
     ) -> PreparedRequest:
-        """What one model request sends: ``messages`` (and the caller's ``system``, for
-        a form that keeps it apart) with this request's memory placed (``context``,
-        default :meth:`request_context`; its history window says whether the history
-        is cut), for ``provider`` (default the options'), whose prompt cache keeps a
-        prefix for ``retention`` (None: that provider's default; it prices the turn's
-        one decision of what to show, :meth:`settle`). Every entry point sends
-        this, unedited. A placing error is logged and the caller's request goes as it
-        came, without memory: never a failed turn."""
+        """One model request, whole (:class:`PreparedRequest`): ``messages`` (and the
+        caller's ``system``, for a form that keeps it apart) with this request's memory
+        placed (``context``, default :meth:`request_context`; its history window says
+        whether the history is cut), for ``provider``'s message style (default the
+        options'); the memory tool and ``tool_choice`` (:meth:`request_tools`, on the
+        messages as placed: ``other_tools`` says the request carries tools of the
+        caller's, ``tool_choice`` is the caller's); and the cache hints
+        (:meth:`hints`, :class:`Breakpoints`) for ``api``, the API the request is
+        written for (default: the form's, ``"anthropic"`` or ``"responses"`` →
+        OpenAI's; ``"messages"`` names none; for OpenAI's, a message's ``user_id``,
+        ours, is left out), from the caller's ``settings`` (request options or model
+        settings: a hint there wins). ``cache_hints`` overrides the options' for this
+        request.
+        ``retention`` (default: what ``settings`` and ``system`` ask for,
+        :func:`~stm_memory.kit.cache_retention`) prices the turn's one decision of
+        what to show (:meth:`settle`). Every entry point sends this, unedited. A
+        placing error is logged and the caller's messages go as they came, without
+        memory (the tool and hints still decided): never a failed turn."""
+        if api is None and form != "messages":
+            api = "anthropic" if form == "anthropic" else "openai"
+        given = dict(settings or {})
+        if retention is None and settings is not None:
+            retention = cache_retention(given, system)
         context = context if context is not None else self.request_context()
         context = self._settled(messages, context, provider, retention)
-        if context.is_empty:
-            return PreparedRequest(list(messages), system)
-        try:
-            placed_system, placed = place_request(
-                context,
-                messages,
-                form=form,
-                system=system,
-                provider=provider or self.options.provider,
-            )
-        except Exception:
-            log.exception("stm-memory: placing memory in the request failed; sending without")
-            return PreparedRequest(list(messages), system)
-        return PreparedRequest(placed, placed_system, tuple(context.transient))
+        placed_system, placed = system, None
+        transient: tuple[str, ...] = ()
+        if not context.is_empty:
+            try:
+                placed_system, placed = place_request(
+                    context,
+                    messages,
+                    form=form,
+                    system=system,
+                    provider=provider or self.options.provider,
+                )
+                transient = tuple(context.transient)
+            except Exception:
+                log.exception("stm-memory: placing memory in the request failed; sending without")
+                placed_system, placed = system, None
+        if placed is None:
+            # Nothing placed: the caller's messages, as the API takes them (Messages
+            # turns strictly alternate).
+            placed = wire_messages(messages) if form == "anthropic" else list(messages)
+        if api == "openai":
+            # A dict's "user_id" (ours, for capture) is not an API field.
+            placed = without_speaker_ids(placed)
+        tools = self.request_tools(
+            placed, api=api, other_tools=other_tools, tool_choice=tool_choice
+        )
+        hinted = self.options.cache_hints if cache_hints is None else cache_hints
+        breakpoints = None
+        if hinted and api == "anthropic" and self.scope is not None:
+            # The caller's system blocks come first; the memory block, if any, follows.
+            ahead = len(text_blocks(system)) if placed_system != system else 0
+            breakpoints = Breakpoints(transient, ahead)
+        return PreparedRequest(
+            placed,
+            placed_system,
+            transient,
+            tools.tool,
+            tools.tool_choice,
+            self.hints(given, api=api, cache_hints=cache_hints),
+            breakpoints,
+        )
+
+    def request_tools(
+        self,
+        messages: Sequence[Any],
+        *,
+        api: RequestApi | None = None,
+        other_tools: bool = False,
+        tool_choice: Any = None,
+    ) -> ToolRequest:
+        """How a request whose input is ``messages`` carries the memory tool, and the
+        ``tool_choice`` it sends (the caller's ``tool_choice`` in, as given): the one
+        policy (:meth:`tool_offer`) on the request as it goes — tool traffic read from
+        ``messages`` in any format, the Messages API's rules for ``api`` ``"anthropic"``
+        or a turn whose provider is Anthropic (an OpenAI-compatible endpoint in front of
+        it). :meth:`prepare` calls it; an entry point that builds its tool list apart
+        from its messages (the Agents SDK's model) calls it there."""
+        provider = "anthropic" if api == "anthropic" else self.options.provider
+        offer = self.tool_offer(
+            other_tools=other_tools,
+            tool_traffic=has_tool_traffic(messages),
+            provider=provider,
+        )
+        if offer == "describe":
+            # Defined but never callable, in the API's own words.
+            return ToolRequest(offer, {"type": "none"} if api == "anthropic" else "none")
+        if tool_choice is not None and (
+            not (offer or other_tools) or (offer is None and forces_tool(tool_choice, TOOL_NAME))
+        ):
+            # Refused without tools; never forcing a tool that is not offered.
+            return ToolRequest(offer, None)
+        return ToolRequest(offer, tool_choice)
+
+    def hints(
+        self,
+        settings: Mapping[str, Any],
+        *,
+        api: RequestApi | None,
+        cache_hints: bool | None = None,
+    ) -> dict[str, Any]:
+        """The request settings this turn's requests add for ``api``: OpenAI's
+        ``prompt_cache_key`` (one per server, :func:`~stm_memory.kit.prompt_cache_key`)
+        while the options send hints (``cache_hints`` overrides them) and the caller's
+        ``settings`` have none of their own; else nothing. No I/O and no phase: an
+        entry point that sets model settings once for every turn (the Agents SDK
+        session's ``agent()``) asks a turn that is off."""
+        hinted = self.options.cache_hints if cache_hints is None else cache_hints
+        if not hinted or api != "openai" or self.scope is None:
+            return {}
+        if "prompt_cache_key" in settings:
+            return {}  # the caller's own key wins
+        return {"prompt_cache_key": prompt_cache_key(self.scope)}
 
     def place(
         self,
@@ -494,13 +695,15 @@ class MemoryTurn:
         form: RequestForm = "messages",
         provider: str | None = None,
         nudge: bool | None = None,
-    ) -> list[Any]:
+        **request: Any,
+    ) -> PreparedRequest:
         """One request of a turn whose history went to the model as a :meth:`view`:
         ``messages`` (the model's whole input: the prompt, ``view``, the user's message
         now known), with the view put back to the ``earlier`` turns it was placed on
         and this request built on the whole input as every entry point builds it
         (:meth:`prepare`: the cut, the memory, the briefings and the nudge after the
-        user's message, ``nudge=False`` holding the nudge back). Where the view is not
+        user's message, ``nudge=False`` holding the nudge back; ``request``: the rest of
+        :meth:`prepare`'s keywords, the tool and hints). Where the view is not
         found whole (a framework dropped or rewrote some of its items), the items the
         view added are taken out by equality before the request is built, so nothing
         is placed twice. A placing error sends the input with the earlier turns uncut,
@@ -513,16 +716,18 @@ class MemoryTurn:
         elif view:
             added = _added_by(view, earlier)
             whole = [item for item in whole if item not in added]
-        return self.prepare(whole, form=form, provider=provider, context=context).messages
+        return self.prepare(whole, form=form, provider=provider, context=context, **request)
 
     def tool_offer(
         self, *, other_tools: bool, tool_traffic: bool, provider: str | None
     ) -> ToolOffer:
-        """How this request carries the memory tool, one policy for every entry point:
-        offered while no guard of the turn hides it; else, for the Messages API, which
-        refuses a request with ``tool_use``/``tool_result`` blocks (``tool_traffic``)
-        and no tools, described but uncallable when nothing else (``other_tools``)
-        defines one; else not at all."""
+        """How a request carries the memory tool, the one policy every request of every
+        entry point goes by (through :meth:`prepare` / :meth:`request_tools`; no
+        integration calls it): offered while no guard of the turn hides it; else, for
+        the Messages API (``provider`` ``"anthropic"``), which refuses a request with
+        ``tool_use``/``tool_result`` blocks (``tool_traffic``) and no tools, described
+        but uncallable when nothing else (``other_tools``) defines one; else not at
+        all."""
         if self.tool_offered:
             return "offer"
         if provider == "anthropic" and tool_traffic and not other_tools and self.scope:

@@ -543,12 +543,12 @@ def test_a_request_built_on_a_view_is_the_request_built_on_the_whole_input(
     assert view != earlier  # the memory was placed in it
     system = {"role": "system", "content": "Be brief."}
     sent = turn.prepare_after_view([system, *view, USER_MSG], view=view, earlier=earlier)
-    assert sent == turn.place([system, *earlier, USER_MSG])
-    assert turn.request_context().nudge in [m["content"] for m in sent[-1:]]
+    assert sent.messages == turn.place([system, *earlier, USER_MSG])
+    assert turn.request_context().nudge in [m["content"] for m in sent.messages[-1:]]
     # A framework that dropped one of the view's messages (the view is not found whole):
     # what placement added is taken out, and the request is built on what is left,
     # with one memory block.
     dropped = [m for m in view if m is not earlier[-1]]
     sent = turn.prepare_after_view([system, *dropped, USER_MSG], view=view, earlier=earlier)
-    assert sent == turn.place([system, *earlier[:-1], USER_MSG])
-    assert sum("[Short-term memory]\n" in str(m["content"]) for m in sent) == 1
+    assert sent.messages == turn.place([system, *earlier[:-1], USER_MSG])
+    assert sum("[Short-term memory]\n" in str(m["content"]) for m in sent.messages) == 1

@@ -1,5 +1,8 @@
 """The integrations build on the public surface only: ``stm_memory`` and the kit
-``stm_memory.kit`` (plus their own private modules and third-party packages)."""
+``stm_memory.kit`` (plus their own private modules and third-party packages), and
+decide nothing the turn decides: no step behind the turn (the cut, placement, the
+memory call, the capture window), no cache hint, no tool offer. Each check is shown
+able to fail on a synthetic module."""
 
 from __future__ import annotations
 
@@ -114,17 +117,92 @@ PLACEMENT_CALLS = frozenset(
 )
 
 
+#: The cache-hint writers: which hints a request gets, and where, is the turn's decision
+#: (``PreparedRequest.hints`` / ``.breakpoints``); an integration maps what it prepared.
+HINT_WRITERS = frozenset(
+    {
+        "prompt_cache_key",
+        "anthropic_breakpoints",
+        "dialogue_breakpoint",
+        "breakpoint_marker",
+        "breakpoint_budget",
+        "agreed_ttl",
+        "MAX_BREAKPOINTS",
+    }
+)
+
+#: Request keys of a cache hint: an integration never writes one of its own (it merges
+#: the prepared hints, or applies the prepared breakpoints).
+HINT_KEYS = frozenset({"prompt_cache_key", "cache_control"})
+
+#: The tool-offer policy: ``MemoryTurn.prepare`` / ``request_tools`` decide the offer
+#: and its ``tool_choice``; an integration sends what they decided.
+OFFER_CALLS = frozenset({"tool_offer"})
+
+#: Engine methods that run a memory call or capture past the turn (its ``memory_call``
+#: and ``finish`` run them), called on the engine (``memory``, ``self.memory`` …).
+ENGINE_BYPASS = frozenset(
+    {"update", "aupdate", "tool", "capture", "acapture", "finish_turn", "afinish_turn"}
+)
+ENGINE_NAMES = frozenset({"memory", "mem", "engine"})
+
+
+def _literal(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant | ast.Dict)
+
+
+def _key(node: ast.AST | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _on_the_engine(call: ast.Call) -> bool:
+    func = call.func
+    if not isinstance(func, ast.Attribute) or func.attr not in ENGINE_BYPASS:
+        return False
+    owner = func.value
+    name = owner.id if isinstance(owner, ast.Name) else getattr(owner, "attr", None)
+    return name in ENGINE_NAMES
+
+
+def _writes(node: ast.AST) -> list[str]:
+    """Hint keys and literal ``tool_choice`` values ``node`` writes."""
+    found: list[str] = []
+    if isinstance(node, ast.Assign):
+        for target in node.targets:
+            if isinstance(target, ast.Subscript):
+                key = _key(target.slice)
+                if key in HINT_KEYS or (key == "tool_choice" and _literal(node.value)):
+                    found.append(f"line {node.lineno}: writes [{key!r}]")
+    elif isinstance(node, ast.Dict):
+        for key_node, value in zip(node.keys, node.values, strict=True):
+            key = _key(key_node)
+            if key in HINT_KEYS or (key == "tool_choice" and _literal(value)):
+                found.append(f"line {node.lineno}: writes {{{key!r}: …}}")
+    elif isinstance(node, ast.Call):
+        for keyword in node.keywords:
+            if keyword.arg in HINT_KEYS or (
+                keyword.arg == "tool_choice" and _literal(keyword.value)
+            ):
+                found.append(f"line {node.lineno}: passes {keyword.arg}=")
+    return found
+
+
 def _around_the_turn(tree: ast.AST) -> list[str]:
     found: list[str] = []
     for node in ast.walk(tree):
+        found += _writes(node)
         if isinstance(node, ast.ImportFrom) and node.module in ALLOWED:
-            found += [f"imports {a.name}" for a in node.names if a.name in BEHIND_THE_TURN]
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr in PLACEMENT_CALLS
-        ):
-            found.append(f"line {node.lineno}: calls .{node.func.attr}()")
+            found += [
+                f"imports {a.name}"
+                for a in node.names
+                if a.name in BEHIND_THE_TURN or a.name in HINT_WRITERS
+            ]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            attr = node.func.attr
+            if attr in PLACEMENT_CALLS or attr in OFFER_CALLS or attr in HINT_WRITERS:
+                found.append(f"line {node.lineno}: calls .{attr}()")
+            elif _on_the_engine(node):
+                found.append(f"line {node.lineno}: runs .{attr}() on the engine")
         elif isinstance(node, ast.Attribute) and node.attr in CAPTURE_WINDOW_ATTRS:
             found.append(f"line {node.lineno}: reads .{node.attr}")
     return found
@@ -158,3 +236,68 @@ def test_the_checker_catches_a_way_around_the_turn() -> None:
         "line 3: calls .apply()",
         "line 7: reads .messages_kept",
     ]
+
+
+def test_the_checker_catches_a_hint_an_offer_a_memory_call_and_a_capture_window() -> None:
+    """Each way an integration could decide what the turn decides, on a synthetic module:
+    a cache hint written (a writer imported or called, a hint key set), the tool offer
+    decided (the policy called, a literal ``tool_choice`` written), a memory call or a
+    capture run on the engine past the turn, a capture window sized."""
+    tree = ast.parse(
+        "from stm_memory.kit import MemoryTurn, prompt_cache_key, dialogue_breakpoint\n"
+        "import stm_memory.kit as kit\n"
+        "def request(self, turn, body, others):\n"
+        "    body['prompt_cache_key'] = prompt_cache_key(turn.scope)\n"
+        "    body['messages'][-1]['content'][-1]['cache_control'] = {'type': 'ephemeral'}\n"
+        "    offer = turn.tool_offer(other_tools=others, tool_traffic=True, provider=None)\n"
+        "    if offer == 'describe':\n"
+        "        body['tool_choice'] = {'type': 'none'}\n"
+        "    return model.bind(prompt_cache_key=kit.prompt_cache_key(turn.scope))\n"
+        "def settings(scope):\n"
+        "    return ModelSettings(extra_args={'prompt_cache_key': 'k'}, tool_choice='none')\n"
+        "async def call(self, turn, arguments):\n"
+        "    return await self.memory.aupdate(turn.state, arguments)\n"
+        "def tool(memory, turn):\n"
+        "    return memory.tool(turn.state)\n"
+        "def window(self, added):\n"
+        "    return added + 4 * self.memory.limits.messages_kept\n"
+        "def end(self, scope, items):\n"
+        "    self.memory.capture(scope, items)\n"
+    )
+    assert sorted(_around_the_turn(tree)) == sorted(
+        [
+            # a cache hint written
+            "imports prompt_cache_key",
+            "imports dialogue_breakpoint",
+            "line 4: writes ['prompt_cache_key']",
+            "line 5: writes ['cache_control']",
+            "line 9: passes prompt_cache_key=",
+            "line 9: calls .prompt_cache_key()",
+            "line 11: writes {'prompt_cache_key': …}",
+            # the tool offer decided
+            "line 6: calls .tool_offer()",
+            "line 8: writes ['tool_choice']",
+            "line 11: passes tool_choice=",
+            # a memory call run past the turn
+            "line 13: runs .aupdate() on the engine",
+            "line 15: runs .tool() on the engine",
+            # a capture window computed, a capture run past the turn
+            "line 17: reads .messages_kept",
+            "line 19: runs .capture() on the engine",
+        ]
+    )
+
+
+def test_mapping_what_the_turn_prepared_passes_the_checker() -> None:
+    """What an integration does instead: it maps the prepared request, reads the
+    caller's hints, and sends the turn's tool_choice (a value, not a literal)."""
+    tree = ast.parse(
+        "def request(self, turn, body, tools):\n"
+        "    prepared = turn.prepare(body['messages'], api='openai', settings=body)\n"
+        "    body.update(prepared.hints)\n"
+        "    body['tool_choice'] = prepared.tool_choice\n"
+        "    automatic = bool(body.get('cache_control'))\n"
+        "    result = yield from turn.memory_call('{}')\n"
+        "    return prepared.with_breakpoints(body), settings.update(extra)\n"
+    )
+    assert _around_the_turn(tree) == []

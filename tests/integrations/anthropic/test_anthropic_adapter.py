@@ -193,7 +193,8 @@ def test_top_content_joins_the_system_prompt(mem: ShortTermMemory) -> None:
     alone = adapter(cache_hints=False).build_request(dialogue, ctx, None, [], turn)
     assert alone["system"] == "[Short-term memory]\nX"
     nothing = adapter().build_request(dialogue, MemoryContext(), None, [], turn)
-    assert "system" not in nothing and "tools" not in nothing
+    # No memory to place; the tool is the turn's to offer (the adapter writes it first).
+    assert "system" not in nothing and [t["name"] for t in nothing["tools"]] == [TOOL_NAME]
 
 
 def test_cache_breakpoints_where_the_stable_prefix_ends(mem: ShortTermMemory) -> None:

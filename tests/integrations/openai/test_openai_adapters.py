@@ -219,6 +219,7 @@ def test_chat_streaming_request(turn: MemoryTurn) -> None:
     assert request == {
         "model": "m",
         "messages": [{"role": "user", "content": "hi"}],
+        "tools": [chat.memory_tool(turn.schema_state())],
         "stream": True,
         "stream_options": {"include_usage": True},
         "prompt_cache_key": prompt_cache_key(turn.scope),
@@ -321,9 +322,8 @@ def test_responses_custom_tool_results_use_their_own_item_type() -> None:
 
 
 def test_responses_request_shape(turn: MemoryTurn) -> None:
-    request = adapter(ResponsesAdapter, store=False).build_request(
-        [{"role": "user", "content": "hi"}], CONTEXT, "sys", [], turn
-    )
+    responses = adapter(ResponsesAdapter, store=False)
+    request = responses.build_request([{"role": "user", "content": "hi"}], CONTEXT, "sys", [], turn)
     assert request == {
         "model": "m",
         "instructions": "sys",
@@ -332,6 +332,8 @@ def test_responses_request_shape(turn: MemoryTurn) -> None:
             {"role": "system", "content": "[nudge]"},
             {"role": "user", "content": "hi"},
         ],
+        # The turn offers the memory tool; the adapter writes it in the API's format.
+        "tools": [responses.memory_tool(turn.schema_state())],
         "store": False,
         "prompt_cache_key": prompt_cache_key(turn.scope),
     }
