@@ -41,22 +41,13 @@ import enum
 import logging
 import threading
 from collections.abc import Generator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from stm_memory.errors import TurnOrderError, ValidationError
 from stm_memory.kit._engine import TurnEngine
-from stm_memory.kit.cache_hints import (
-    RequestApi,
-    agreed_ttl,
-    anthropic_breakpoints,
-    breakpoint_budget,
-    breakpoint_marker,
-    cache_retention,
-    dialogue_breakpoint,
-    prompt_cache_key,
-)
+from stm_memory.kit.cache_hints import RequestApi, cache_retention, prompt_cache_key
 from stm_memory.kit.capture import (
     MARGIN,
     capture_read,
@@ -68,6 +59,7 @@ from stm_memory.kit.memory_call import run_memory_call
 from stm_memory.kit.ops import Op, attempt, op
 from stm_memory.kit.options import TurnOptions
 from stm_memory.kit.placing import RequestForm, place_request, place_view
+from stm_memory.kit.prepared import Breakpoints, PreparedRequest, ToolOffer, ToolRequest
 from stm_memory.kit.requests import forces_tool, has_tool_traffic, text_of
 from stm_memory.kit.wire_anthropic import wire_messages
 from stm_memory.model import Scope, StoredMessage
@@ -104,11 +96,6 @@ _ORDER = (
 )
 
 
-#: How a request carries the memory tool: ``"offer"`` callable, ``"describe"`` defined
-#: but uncallable (``tool_choice: none``), None not at all.
-ToolOffer = Literal["offer", "describe"] | None
-
-
 class TurnPhase(enum.Enum):
     """Where a :class:`MemoryTurn` stands in its lifecycle; it only moves forward::
 
@@ -132,94 +119,6 @@ class TurnPhase(enum.Enum):
     BEGUN = "begun"
     ASSEMBLED = "assembled"
     FINISHED = "finished"
-
-
-@dataclass(frozen=True, slots=True)
-class Breakpoints:
-    """Where one request's Anthropic ``cache_control`` breakpoints go, as the turn
-    decided them (:attr:`PreparedRequest.breakpoints`; the rules:
-    :mod:`stm_memory.kit.cache_hints`): at the end of the dialogue, ahead of the texts
-    placed after it that change every turn (``injected``), then on the memory's system
-    block and on the caller's last one (``caller_system_blocks`` of them lead the
-    system prompt), each while the request stays within the one budget."""
-
-    injected: tuple[str, ...] = ()
-    caller_system_blocks: int = 0
-
-    def on_body(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        """A Messages API ``body`` (system, messages, tools, the caller's settings) with
-        the breakpoints added; the caller's own are counted and left alone."""
-        return anthropic_breakpoints(
-            body, caller_system_blocks=self.caller_system_blocks, injected=self.injected
-        )
-
-    def on_dialogue(
-        self,
-        contents: Sequence[Any],
-        current: int | None,
-        *,
-        markers: Sequence[Any],
-        reserved: int = 0,
-        text_only: bool = True,
-    ) -> tuple[int, list[Any]] | None:
-        """For a framework that holds its messages as objects of its own (LangChain),
-        the one breakpoint at the end of the dialogue: ``(index, content)`` of the
-        message to mark (``contents``: the messages' contents, ``current``: the index of
-        the user's message), with the TTL the request's ``markers`` (the breakpoints it
-        already carries) agree on; None when there is no room within the budget, with
-        ``reserved`` kept for a layer that adds its own after ours, or no block can
-        carry it. ``text_only``: only a text block qualifies (tool calls carried
-        outside ``content``)."""
-        if current is None or breakpoint_budget(len(markers), reserved=reserved) < 1:
-            return None
-        marker = breakpoint_marker(agreed_ttl(markers))
-        return dialogue_breakpoint(contents, current, marker, self.injected, text_only=text_only)
-
-
-@dataclass(frozen=True, slots=True)
-class ToolRequest:
-    """How one request carries the memory tool (:meth:`MemoryTurn.request_tools`):
-    ``tool`` offered, described or not at all (:data:`ToolOffer`), and the
-    ``tool_choice`` to send: the caller's as given, the API's "none" (a described tool,
-    never callable), or None for no ``tool_choice`` at all (the caller's is dropped: a
-    request without tools, or one forcing the memory tool while it is not offered)."""
-
-    tool: ToolOffer = None
-    tool_choice: Any = None
-
-
-@dataclass(frozen=True, slots=True)
-class PreparedRequest:
-    """One model request of a turn, whole, as the turn decided it
-    (:meth:`MemoryTurn.prepare`); an integration maps it onto its framework's types and
-    sends it, deciding nothing:
-
-    - ``messages`` and ``system``: the dialogue with this request's memory placed, and
-      the caller's ``system`` prompt (or ``instructions``) as it goes (with the memory,
-      for a form that keeps it apart);
-    - ``transient``: the texts placed after the dialogue's stable part that change every
-      turn (no cache breakpoint after them; none when nothing was placed);
-    - ``tool`` and ``tool_choice``: the memory tool offered (``"offer"``), described but
-      uncallable (``"describe"``) or left out (None), and the ``tool_choice`` to send
-      (:class:`ToolRequest`; None: send none);
-    - ``hints``: request settings to add (OpenAI's ``prompt_cache_key``, when the
-      options send hints and the caller set none);
-    - ``breakpoints``: the Anthropic cache breakpoints, applied to the provider's body
-      (:meth:`with_breakpoints`) or messages (:meth:`Breakpoints.on_dialogue`); None:
-      none."""
-
-    messages: list[Any]
-    system: Any = None
-    transient: tuple[str, ...] = field(default=(), repr=False)
-    tool: ToolOffer = None
-    tool_choice: Any = None
-    hints: Mapping[str, Any] = field(default_factory=dict)
-    breakpoints: Breakpoints | None = None
-
-    def with_breakpoints(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        """A Messages API ``body`` with this request's breakpoints (a copy; unchanged
-        when it gets none)."""
-        return self.breakpoints.on_body(body) if self.breakpoints is not None else dict(body)
 
 
 def _find_run(items: Sequence[Any], run: Sequence[Any]) -> int | None:

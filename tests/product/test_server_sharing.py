@@ -31,6 +31,17 @@ def seen(prompt: Any) -> str:
     return json.dumps(prompt, default=str)
 
 
+def u1_wrote_its_memory(mem: ShortTermMemory, **scope_fields: Any) -> None:
+    """u1's conversation has its memory written (by its model, or another agent of
+    the app): a conversation whose memory was never written is sent no briefing on its
+    own (stm_memory.prompt.quiet), so it is briefed at its next swap, which a write
+    brings."""
+    scope = Scope(channel_id="chat-u1", user_id="u1", **scope_fields)
+    turn = mem.begin_turn(scope, provider="openai")
+    assert mem.update(turn, {"summary": "u1 keeps gear in a locker."}) == {"status": "completed"}
+    mem.end_turn(turn)
+
+
 def lcel_prompts(mem: ShortTermMemory, **scope_fields: Any) -> dict[str, list[str]]:
     """The README's LCEL example, for users u1 and u2 (one conversation each): what the
     model was sent in each user's turns."""
@@ -48,6 +59,8 @@ def lcel_prompts(mem: ShortTermMemory, **scope_fields: Any) -> dict[str, list[st
     )
     sent: dict[str, list[str]] = {"u1": [], "u2": []}
     for said in (SECRET, LATER):
+        if said is LATER:
+            u1_wrote_its_memory(mem, **scope_fields)
         for user, text in said.items():
             config: Any = {"configurable": {"user_id": user, "session_id": f"chat-{user}"}}
             chain.invoke({"input": text}, config)
@@ -70,6 +83,8 @@ async def agents_prompts(mem: ShortTermMemory, **scope_fields: Any) -> dict[str,
         for user in sent
     }
     for said in (SECRET, LATER):
+        if said is LATER:
+            u1_wrote_its_memory(mem, **scope_fields)
         for user, text in said.items():
             model = ScriptedModel([[assistant_message("Noted.")]])
             agent = sessions[user].agent(Agent(name="Mira", instructions="Co-writer.", model=model))
@@ -107,8 +122,9 @@ async def test_a_server_briefs_its_channels_with_each_other(
     stm_memory: ShortTermMemory, run_example: Any
 ) -> None:
     sent = await run_example(stm_memory, server_id="g1")
-    # u2's later turn is briefed with u1's channel, which spoke first (its raw turns:
-    # no memory was written yet); so is u1's later turn with u2's.
+    # u2's later turn is briefed with u1's channel, which spoke first (the briefing its
+    # first turn was shown); u1's later turn with u2's (its memory written since: the
+    # swap that shows it brings the briefings anew).
     assert SECRET["u1"] in sent["u2"][1]
     assert SECRET["u2"] in sent["u1"][1]
 
