@@ -472,6 +472,16 @@ def lapsed(talk: Dialogue) -> None:
     clock.advance(LAPSE)
 
 
+def flush_live_cache(memory: ShortTermMemory) -> None:
+    """Drop every live entry from the memory's cache, as an eviction or a new cache
+    directory does (rows, and so every written memory, stay in SQL); skips for a memory
+    that is not the engine's."""
+    cache = getattr(memory, "_cache", None)
+    if cache is None:
+        pytest.skip("flushing the live cache needs the suite's ShortTermMemory")
+    cache.delete_many(list(cache.iter_keys("shortterm:")))
+
+
 def hermetic_memory(directory: Path) -> ShortTermMemory:
     """A memory on SQLite in ``directory`` on a frozen clock, every limit at its default
     (no ``STM_*`` variable applies) and settings read afresh each turn."""
@@ -570,6 +580,21 @@ class IntegrationContract:
         assert any(SUMMARY in line for line in section(swapped) or ()), swapped.text
         for covered in (LONG_1, LONG_2):
             assert covered not in swapped.text, covered
+
+    def test_a_lost_shown_state_costs_one_swap_never_the_memory(self, dialogue: Dialogue) -> None:
+        # What a channel's requests show lives with its live entry in the cache only: a
+        # flushed cache (an eviction, a new cache directory) loses it, never the memory.
+        talk = dialogue.require("trim").require("hold")
+        long_refreshed(talk)
+        held = talk.say(BOB, BOB_2).sent[0]
+        assert SUMMARY not in held.text, held.text  # written, not shown yet
+        flush_live_cache(talk.memory)
+        after = talk.say(ALICE, ALICE_3).sent[0]  # nothing known of what was shown: swap
+        assert any(SUMMARY in line for line in section(after) or ()), after.text
+        for said in (BOB_2, ALICE_3):
+            assert said in after.text, said  # the turns the memory does not cover stay
+        for covered in (LONG_1, LONG_2):
+            assert covered not in after.text, covered
 
     def test_erasure_reaches_a_held_copy_at_once(self, dialogue: Dialogue) -> None:
         talk = dialogue.require("trim").require("hold").require("erasure")
