@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,31 @@ async def _awaited(value: Any) -> Any:
     return await value
 
 
+def run_lobby(
+    driver: Any,
+    lines: Sequence[str],
+    *,
+    model: ScriptedModel | None = None,
+    after: Callable[[int, int], None] | None = None,
+) -> None:
+    """Alice says each of ``lines`` in #lobby, a turn each, through ``driver`` (sync or
+    async); ``after(i, first)`` runs after turn ``i`` (``first``: the index of its first
+    request in ``model.requests``)."""
+    with asyncio.Runner() as runner:
+        try:
+            for i, line in enumerate(lines):
+                before = len(model.requests) if model is not None else 0
+                result = driver.run_turn(speaker("alice", "lobby"), line)
+                if inspect.isawaitable(result):
+                    runner.run(_awaited(result))
+                if after is not None:
+                    after(i, before)
+        finally:
+            closed = driver.close()
+            if inspect.isawaitable(closed):
+                runner.run(_awaited(closed))
+
+
 # The buffer and the core API place no dialogue of their own (the caller builds it).
 DRIVERS = [d for d in shipped_drivers() if not d.startswith(("buffer", "core"))]
 
@@ -59,18 +84,8 @@ def test_a_toolless_models_requests_keep_every_uncovered_turn(
     driver_id: str, memory: ShortTermMemory
 ) -> None:
     model = ToollessModel()
-    driver = shipped_drivers()[driver_id](memory, model)
     lines = [f"Fact number {i}: the key is under stone {i}." for i in range(TURNS)]
-    with asyncio.Runner() as runner:
-        try:
-            for line in lines:
-                result = driver.run_turn(speaker("alice", "lobby"), line)
-                if inspect.isawaitable(result):
-                    runner.run(_awaited(result))
-        finally:
-            closed = driver.close()
-            if inspect.isawaitable(closed):
-                runner.run(_awaited(closed))
+    run_lobby(shipped_drivers()[driver_id](memory, model), lines)
     assert memory.get(speaker("alice", "lobby")).summary in (None, "")  # type: ignore[union-attr]
     last = model.requests[-1].text
     missing = [i for i, line in enumerate(lines) if line not in last]
@@ -100,22 +115,15 @@ def test_a_toolless_channel_is_sent_no_briefing_on_its_own_and_nudged_less(
     # sent between swaps would stay in its prompt for good, billed at every request; and
     # a nudge it ignores goes out on doubling gaps, not every turn.
     model = ToollessModel()
-    driver = shipped_drivers()[driver_id](memory, model)
     _market_moves_on(memory, "Market opens at nine.")
     firsts: list[str] = []
-    with asyncio.Runner() as runner:
-        try:
-            for i in range(QUIET_TURNS):
-                before = len(model.requests)
-                result = driver.run_turn(speaker("alice", "lobby"), f"Lobby line {i}.")
-                if inspect.isawaitable(result):
-                    runner.run(_awaited(result))
-                firsts.append(model.requests[before].text)
-                _market_moves_on(memory, f"Market news {i}.")
-        finally:
-            closed = driver.close()
-            if inspect.isawaitable(closed):
-                runner.run(_awaited(closed))
+
+    def after(i: int, before: int) -> None:
+        firsts.append(model.requests[before].text)  # the turn's first request
+        _market_moves_on(memory, f"Market news {i}.")
+
+    lines = [f"Lobby line {i}." for i in range(QUIET_TURNS)]
+    run_lobby(shipped_drivers()[driver_id](memory, model), lines, model=model, after=after)
     # The market as the lobby's first turn saw it stays; its later turns are never sent.
     assert all("Market opens at nine." in text for text in firsts), driver_id
     leaked = [i for i, text in enumerate(firsts) if "Market news" in text]
