@@ -62,6 +62,7 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,7 @@ from stm_memory.kit import (
     OptionsView,
     TurnOptions,
     adrive,
+    cache_retention,
     check_memory_setup,
     current_user_text,
     failure,
@@ -249,6 +251,10 @@ class ShortTermMemorySession(OptionsView):
         self._lock = threading.Lock()
         self._observer = _Observer(self)
         self._bypass_noted = False  # the warning of _answered went out
+        # The cache retention the agent's model settings ask for (agent(); None: the
+        # provider's default): it prices the turn's decision of what to show, which
+        # the session's view makes before the model is called.
+        self._retention: timedelta | None = None
 
     # -- the Session protocol ---------------------------------------------------------------
 
@@ -372,7 +378,10 @@ class ShortTermMemorySession(OptionsView):
     def _model_settings(self, settings: ModelSettings) -> ModelSettings:
         """The agent's model settings with the cache hints this scope's turns send (the
         turn's: this server's ``prompt_cache_key``, unless hints are off or the agent
-        has a key of its own), set once for every run of the agent."""
+        has a key of its own), set once for every run of the agent; the retention they
+        ask for is noted for the turns' views."""
+        asked = {"prompt_cache_retention": settings.prompt_cache_retention}
+        self._retention = cache_retention({**asked, **(settings.extra_args or {})})
         hints = MemoryTurn.off(self.memory, self.scope, options=self.options).hints(
             settings.extra_args or {}, api="openai"
         )
@@ -488,7 +497,9 @@ class ShortTermMemorySession(OptionsView):
             # the cut with it: the view is the session as it is.
             return items
         stand_in: dict[str, Any] = {"role": "user", "content": ""}
-        placed = state.turn.view(items, stand_in, form="responses", context=context)
+        placed = state.turn.view(
+            items, stand_in, form="responses", context=context, retention=self._retention
+        )
         state.nudge = context.nudge
         view = [item for item in placed if item is not stand_in]
         state.view, state.earlier, state.viewed = view, list(items), True

@@ -567,14 +567,16 @@ class MemoryTurn:
         form: RequestForm = "messages",
         provider: str | None = None,
         context: MemoryContext | None = None,
+        retention: timedelta | None = None,
     ) -> list[Any]:
         """``earlier`` (the turns before this one, read before the user's new message
         exists: a history or session view) with this request's memory placed as it
         will stand once that message follows; ``stand_in`` holds its place and comes
-        back where placement left it, for the caller to drop. A placing error is
-        logged and ``earlier`` goes as it came."""
+        back where placement left it, for the caller to drop. ``retention``: as for
+        :meth:`prepare` (the first request of the turn decides what it shows, and a
+        view is one). A placing error is logged and ``earlier`` goes as it came."""
         context = context if context is not None else self.request_context()
-        context = self._settled(earlier, context, provider)
+        context = self._settled(earlier, context, provider, retention)
         if context.is_empty:
             return list(earlier)
         try:
