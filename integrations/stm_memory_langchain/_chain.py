@@ -105,6 +105,7 @@ from ._hints import breakpoints_in, request_settings, with_breakpoint
 from ._history import HistoryTurn, ShortTermMemoryHistory
 from ._record import MessageRecord
 from ._scope import ScopeSource, resolve_scope
+from ._tool import turn_tool
 from ._tracing import memory_call_steps
 
 __all__ = ["ShortTermMemoryChatModel", "with_short_term_memory"]
@@ -444,7 +445,7 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         )
         # The memory tool as prepared, bound beside the model's own (described: with
         # the prepared tool_choice, "none"; else the model's own tool_choice stays).
-        tool = turn.tool(hidden=prepared.tool == "describe") if prepared.tool else None
+        tool = turn_tool(turn, hidden=prepared.tool == "describe") if prepared.tool else None
         choice = prepared.tool_choice if prepared.tool == "describe" else None
         model = with_tool(self.model, tool, choice)
         messages = prepared.messages

@@ -83,6 +83,7 @@ from stm_memory.kit import (
 from ._dialogue import cut_short, memory_calls, without_invalid_memory_calls
 from ._factory import HistoryFactoryBase
 from ._record import MessageRecord
+from ._tool import turn_tool
 from ._tracing import memory_call_steps
 
 __all__ = [
@@ -276,10 +277,10 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         none is open), or None while a guard hides it. Binding it to the model is what
         :func:`~stm_memory_langchain.with_short_term_memory` does; a loop of your own
         also calls :meth:`note_user_message` first and sends :meth:`model_messages`."""
-        return self.open_turn().turn.tool()
+        return turn_tool(self.open_turn().turn)
 
     async def amemory_tool(self) -> BaseTool | None:
-        return (await self.aopen_turn()).turn.tool()
+        return turn_tool((await self.aopen_turn()).turn)
 
     def note_user_message(self, text: str | None) -> None:
         """Hand the turn its user message before the model runs (the intent guard)."""

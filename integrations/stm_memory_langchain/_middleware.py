@@ -106,6 +106,7 @@ from ._dialogue import (
 )
 from ._hints import breakpoints_in, request_settings, with_breakpoint
 from ._scope import ScopeSource, resolve_scope
+from ._tool import turn_tool
 from ._tracing import MemoryCallTool
 
 if TYPE_CHECKING:
@@ -548,7 +549,7 @@ def _tools(turn: MemoryTurn, prepared: PreparedRequest, tools: Sequence[Any]) ->
     """The request's tools with the registered placeholder swapped for the turn's tool
     as the turn prepared it: offered, or described (defined, the prepared
     ``tool_choice`` "none" keeping it uncallable), or dropped."""
-    tool = turn.tool(hidden=prepared.tool == "describe") if prepared.tool else None
+    tool = turn_tool(turn, hidden=prepared.tool == "describe") if prepared.tool else None
     out: list[Any] = []
     for offered in tools:
         if tool_name(offered) != TOOL_NAME:

@@ -16,7 +16,7 @@ the run tree of the config it is invoked with.
   with the run's config (the wrapper's, or the one in context while
   ``RunnableWithMessageHistory`` stores the exchange).
 
-The tool the model is offered stays the turn's (:meth:`~stm_memory.kit.MemoryTurn.tool`);
+The tool the model is offered stays the turn's (:func:`._tool.turn_tool`);
 this one only runs a call, and takes that tool's name, description and schema.
 """
 
@@ -34,6 +34,7 @@ from stm_memory import TOOL_NAME
 from stm_memory.kit import MemoryTurn, Op, adrive, drive, failure
 
 from ._dialogue import memory_result
+from ._tool import turn_tool
 
 __all__ = ["MemoryCallTool", "memory_call_steps"]
 
@@ -69,7 +70,7 @@ class MemoryCallTool(BaseTool):
         cls, turn: MemoryTurn, call: Mapping[str, Any], *, truncated: bool = False
     ) -> MemoryCallTool:
         """The tool running ``call`` (a LangChain tool call) in ``turn``."""
-        offered = turn.tool(hidden=True)  # built once per turn: its text and schema
+        offered = turn_tool(turn, hidden=True)  # built once per turn: its text and schema
         described: dict[str, Any] = {}
         if offered is not None:
             described = {"description": offered.description, "args_schema": offered.args_schema}

@@ -110,6 +110,7 @@ from stm_memory.model.messages import without_speaker_ids
 from stm_memory.prompt.cut import strip_memory_calls
 from stm_memory.prompt.placement import MemoryContext, MemoryRole
 from stm_memory.prompt.render import CONTENT_HEADER
+from stm_memory.tool.call import crashed
 from stm_memory.tool.schema import anthropic_tool, openai_chat_tool, openai_responses_tool
 from stm_memory.tool.turn import failure
 from stm_memory.tool.vetting import is_truncated, tool_result_text
@@ -168,6 +169,7 @@ __all__ = [
     "check_provider",
     "check_tools",
     "count_breakpoints",
+    "crashed",
     "current_user_index",
     "current_user_text",
     "dialogue_breakpoint",

@@ -72,8 +72,6 @@ from stm_memory.tool.turn import TOOL_NAME, failure
 from stm_memory.wire.anthropic import text_blocks
 
 if TYPE_CHECKING:
-    from langchain_core.tools import BaseTool
-
     from stm_memory.tool.turn import TurnContext
 
 __all__ = [
@@ -149,7 +147,7 @@ class MemoryTurn:
         "_decision",
         "_lock",
         "_phase",
-        "_tool",
+        "kept",
         "memory",
         "options",
         "scope",
@@ -174,8 +172,10 @@ class MemoryTurn:
         self._context: MemoryContext | None = None  # set with ASSEMBLED, kept after
         # What the turn shows, decided at its first request (stm_memory.prompt.swap).
         self._decision: SwapDecision | None = None
-        self._tool: BaseTool | None = None
         self._lock = threading.Lock()
+        #: What an integration keeps for this turn, under a key of its own (the LangChain
+        #: tool object: stm_memory_langchain._tool); the kit knows no framework.
+        self.kept: dict[str, Any] = {}
 
     # -- begin --------------------------------------------------------------------------
 
@@ -634,21 +634,6 @@ class MemoryTurn:
         if provider == "anthropic" and tool_traffic and not other_tools and self.scope:
             return "describe"
         return None
-
-    def tool(self, *, hidden: bool = False) -> BaseTool | None:
-        """The LangChain tool bound to this turn (its schema from the turn's snapshot),
-        or None while a guard hides it. ``hidden=True`` returns it under a guard too,
-        for a call the model makes anyway (the engine answers it with the guard's
-        failure) or a request that must describe the tool without offering it."""
-        if self.state is None or not (hidden or self.state.tool_offered):
-            return None
-        # Imported here: langchain_core.tools is heavy, and only LangChain needs it.
-        from stm_memory.tool.memory_tool import build_tool
-
-        with self._lock:  # parallel tool calls share one tool object
-            if self._tool is None:
-                self._tool = build_tool(self.memory, self.state)
-            return self._tool
 
     def memory_call(
         self, arguments: str | Mapping[str, Any] | None, *, truncated: bool = False

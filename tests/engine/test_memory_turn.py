@@ -35,6 +35,7 @@ from stm_memory.kit import (
     run_turn_steps,
 )
 from stm_memory.testing import FrozenClock
+from stm_memory_langchain._tool import turn_tool
 
 USER_MSG = {"role": "user", "content": "what next?"}
 
@@ -53,7 +54,7 @@ def counted_turns(mem: ShortTermMemory, scope: Scope = SERVER) -> int:
 
 def test_a_turn_without_scope_is_off_and_touches_nothing(mem: ShortTermMemory) -> None:
     turn = begin(mem, None)
-    assert not turn.active and not turn.tool_offered and turn.tool() is None
+    assert not turn.active and not turn.tool_offered and turn_tool(turn) is None
     assert drive(turn.assemble()).is_empty
     assert turn.place([USER_MSG]) == [USER_MSG]
     result = drive(turn.memory_call('{"summary": "x"}'))
@@ -82,7 +83,7 @@ def test_a_turn_that_cannot_begin_goes_on_without_memory(
     monkeypatch.setattr(mem, "begin_turn", broken)
     with caplog.at_level(logging.ERROR, logger="stm_memory"):
         turn = begin(mem)
-    assert not turn.active and turn.tool() is None
+    assert not turn.active and turn_tool(turn) is None
     assert "beginning the turn failed" in caplog.text
 
 
@@ -112,7 +113,7 @@ def test_the_nudge_stays_for_every_step_of_the_turn(mem: ShortTermMemory) -> Non
     assert before.nudge
     assert turn.request_context(nudge=False).nudge is None
     assert drive(turn.memory_call({"summary": "done"}))["status"] == "completed"
-    assert turn.updated and turn.tool_offered and turn.tool() is not None
+    assert turn.updated and turn.tool_offered and turn_tool(turn) is not None
     after = turn.request_context()
     assert after.nudge == before.nudge
     assert after == before
@@ -130,7 +131,7 @@ def test_the_nudge_is_held_back_while_a_guard_hides_the_tool(mem: ShortTermMemor
         drive(begin(mem).finish([USER_MSG], start=0))
     turn = begin(mem, user_message="please remember that I like tea")
     drive(turn.assemble())
-    assert not turn.tool_offered and turn.tool() is None
+    assert not turn.tool_offered and turn_tool(turn) is None
     assert turn.request_context().nudge is None
 
 

@@ -95,7 +95,7 @@ BEHIND_THE_TURN = frozenset(
         "run_memory_call",  # MemoryTurn.memory_call
         "dialogue_for_capture",  # MemoryTurn.finish
         "needs_previous",
-        "build_tool",  # MemoryTurn.tool
+        "build_tool",  # the engine's tool (mem.tool): the turn's is stm_memory_langchain._tool
         "place_request",  # MemoryTurn.prepare
         "place_view",  # MemoryTurn.view
         "cut_history",
