@@ -55,6 +55,7 @@ from stm_memory.kit.checks import (
 )
 from stm_memory.kit.endpoints import form_for_host, is_openai_host, note_endpoint
 from stm_memory.kit.guards import missing_extra
+from stm_memory.kit.langchain_tool import langchain_tool
 from stm_memory.kit.loop import (
     ModelReply,
     ProviderAdapter,
@@ -110,7 +111,6 @@ from stm_memory.model.messages import without_speaker_ids
 from stm_memory.prompt.cut import strip_memory_calls
 from stm_memory.prompt.placement import MemoryContext, MemoryRole
 from stm_memory.prompt.render import CONTENT_HEADER
-from stm_memory.tool.call import crashed
 from stm_memory.tool.schema import anthropic_tool, openai_chat_tool, openai_responses_tool
 from stm_memory.tool.turn import failure
 from stm_memory.tool.vetting import is_truncated, tool_result_text
@@ -169,7 +169,6 @@ __all__ = [
     "check_provider",
     "check_tools",
     "count_breakpoints",
-    "crashed",
     "current_user_index",
     "current_user_text",
     "dialogue_breakpoint",
@@ -187,6 +186,7 @@ __all__ = [
     "is_request_body",
     "is_summary_message",
     "is_truncated",
+    "langchain_tool",
     "missing_extra",
     "note_endpoint",
     "offered_tool_names",

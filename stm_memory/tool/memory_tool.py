@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any
 
 from langchain_core.tools import BaseTool, ToolException
 from pydantic import ConfigDict, Field
 
-from stm_memory._ops import adrive, drive
+from stm_memory._ops import Op, adrive, drive
 
 # MemoryWriter is declared beside run_memory_call, which takes it: this module builds on
 # call.py, never the other way round. Re-exported here, where it was first declared.
@@ -65,12 +66,17 @@ class ShortTermMemoryTool(BaseTool):
     def _run(self, /, *args: Any, **kwargs: Any) -> str:
         if args:
             return tool_result_text(failure("Call the tool with named arguments (a JSON object)."))
-        return _answer(drive(run_memory_call(self.memory, self.turn, kwargs)))
+        return _answer(drive(self._steps(kwargs)))
 
     async def _arun(self, /, *args: Any, **kwargs: Any) -> str:
         if args:
             return tool_result_text(failure("Call the tool with named arguments (a JSON object)."))
-        return _answer(await adrive(run_memory_call(self.memory, self.turn, kwargs)))
+        return _answer(await adrive(self._steps(kwargs)))
+
+    def _steps(self, arguments: dict[str, Any]) -> Generator[Op, Any, dict[str, Any]]:
+        """The memory call this tool runs: the engine's, on the turn's state (a turn's
+        tool runs the turn's: stm_memory.kit._langchain_tool)."""
+        return run_memory_call(self.memory, self.turn, arguments)
 
 
 def _answer(result: dict[str, Any]) -> str:
