@@ -478,9 +478,8 @@ class MemoryTurn:
         tools = self.request_tools(
             placed, api=api, other_tools=other_tools, tool_choice=tool_choice
         )
-        hinted = self.options.cache_hints if cache_hints is None else cache_hints
         breakpoints = None
-        if hinted and api == "anthropic" and self.scope is not None:
+        if self._hinted(cache_hints) and api == "anthropic" and self.scope is not None:
             # The caller's system blocks come first; the memory block, if any, follows.
             ahead = len(text_blocks(system)) if placed_system != system else 0
             breakpoints = Breakpoints(transient, ahead)
@@ -510,11 +509,15 @@ class MemoryTurn:
         it). :meth:`prepare` calls it; an entry point that builds its tool list apart
         from its messages (the Agents SDK's model) calls it there."""
         provider = "anthropic" if api == "anthropic" else self.options.provider
-        offer = self.tool_offer(
-            other_tools=other_tools,
-            tool_traffic=has_tool_traffic(messages),
-            provider=provider,
+        # Tool traffic matters only where the tool may be described (every request
+        # reads it otherwise: a walk over the whole input, on the hot path).
+        traffic = (
+            not self.tool_offered
+            and provider == "anthropic"
+            and not other_tools
+            and has_tool_traffic(messages)
         )
+        offer = self.tool_offer(other_tools=other_tools, tool_traffic=traffic, provider=provider)
         if offer == "describe":
             # Defined but never callable, in the API's own words.
             return ToolRequest(offer, {"type": "none"} if api == "anthropic" else "none")
@@ -524,6 +527,10 @@ class MemoryTurn:
             # Refused without tools; never forcing a tool that is not offered.
             return ToolRequest(offer, None)
         return ToolRequest(offer, tool_choice)
+
+    def _hinted(self, cache_hints: bool | None) -> bool:
+        """This request sends cache hints: ``cache_hints`` when given, else the options'."""
+        return self.options.cache_hints if cache_hints is None else cache_hints
 
     def hints(
         self,
@@ -538,8 +545,7 @@ class MemoryTurn:
         ``settings`` have none of their own; else nothing. No I/O and no phase: an
         entry point that sets model settings once for every turn (the Agents SDK
         session's ``agent()``) asks a turn that is off."""
-        hinted = self.options.cache_hints if cache_hints is None else cache_hints
-        if not hinted or api != "openai" or self.scope is None:
+        if not self._hinted(cache_hints) or api != "openai" or self.scope is None:
             return {}
         if "prompt_cache_key" in settings:
             return {}  # the caller's own key wins
