@@ -131,9 +131,10 @@ class Transaction:
     def select(self, keys: Sequence[str]) -> dict[str, Row]:
         return self._rows.select_on(self._con, keys)
 
-    def put(self, key: str, row: Row | None, value: Any, ttl: float | None) -> None:
+    def put(self, key: str, row: Row | None, value: Any, ttl: float | None) -> bytes | None:
         """Store ``value`` under ``key``; ``row`` is the key's current row (from
-        :meth:`select` in this transaction), or None when it has none."""
+        :meth:`select` in this transaction), or None when it has none. Returns the
+        pickled form kept in the row (:meth:`CacheRows.pickled`), None for another."""
         now = self.now
         size, mode, filename, db_value = self._rows.disk.store(value, False, key=key)
         if filename is not None:
@@ -141,12 +142,17 @@ class Transaction:
         expire_time = None if ttl is None else now + ttl
         if row is None:
             self._con.execute(_INSERT, (key, now, expire_time, now, size, mode, filename, db_value))
-            return
-        if row[_FILENAME] is not None:
-            self.replaced_files.append(row[_FILENAME])
-        self._con.execute(
-            _UPDATE, (now, expire_time, now, size, mode, filename, db_value, row[_ROWID])
-        )
+        else:
+            if row[_FILENAME] is not None:
+                self.replaced_files.append(row[_FILENAME])
+            self._con.execute(
+                _UPDATE, (now, expire_time, now, size, mode, filename, db_value, row[_ROWID])
+            )
+        if mode != MODE_PICKLE or filename is not None or not self._rows.plain_disk:
+            return None
+        # diskcache hands the pickle to SQLite as a memoryview of its bytes.
+        stored = db_value.obj if isinstance(db_value, memoryview) else db_value
+        return stored if type(stored) is bytes else None
 
     def delete(self, row: Row) -> None:
         self._con.execute(_DELETE, (row[_ROWID],))
@@ -175,7 +181,7 @@ class CacheRows:
     def __init__(self, cache: diskcache.Cache) -> None:
         self.disk = cache.disk
         # diskcache's own Disk, not a subclass that stores values its own way.
-        self._plain_disk = type(cache.disk) is diskcache.Disk
+        self.plain_disk = type(cache.disk) is diskcache.Disk
         self._pragmas: list[tuple[str, int | str]] | None = None
         self._connections = ThreadConnections(
             os.path.join(cache.directory, DBNAME), timeout=cache.timeout, setup=self._setup
@@ -251,10 +257,18 @@ class CacheRows:
         found = self._connection().execute(_RANKED, (index, count, offset))
         return [(member, float(score)) for member, score in found]
 
+    def pickled(self, row: Row) -> bytes | None:
+        """The row's value as pickled bytes when the row holds them itself (what
+        diskcache does for a value under its file size), else None."""
+        value = row[_VALUE]
+        if row[_MODE] == MODE_PICKLE and type(value) is bytes and self.plain_disk:
+            return value
+        return None
+
     def fetch(self, row: Row) -> Any:
         """The stored value (``OSError`` when its file is gone; unpickling errors as raised)."""
         value = row[_VALUE]
-        if row[_MODE] == MODE_PICKLE and value is not None and self._plain_disk:
+        if row[_MODE] == MODE_PICKLE and value is not None and self.plain_disk:
             # What diskcache's own Disk.fetch does for a value kept in the row, without
             # the file object it wraps the bytes in (every entry read is one of these).
             return pickle.loads(value)

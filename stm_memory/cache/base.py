@@ -62,12 +62,21 @@ class LiveCache(ABC):
     def get_many(self, keys: Sequence[str]) -> dict[str, CacheValue]:
         """Values of the keys that exist; missing keys are left out."""
 
+    def read_many(self, keys: Sequence[str]) -> dict[str, CacheValue]:
+        """:meth:`get_many` for a reader that never changes the values it is given (the
+        engine's own reads): a backend may hand one value object to every such read
+        while the stored value is unchanged, instead of decoding it again (diskcache
+        does: a turn reads the same few entries several times, and unpickling them
+        was most of a read). The default is :meth:`get_many`."""
+        return self.get_many(keys)
+
     @abstractmethod
     def atomic(self, keys: Sequence[str], fn: AtomicFn) -> dict[str, CacheValue | None]:
         """Read ``keys``, apply ``fn`` to their values and write what it returns.
 
         ``fn`` may be called more than once (optimistic backends retry on conflict), so
-        it must be pure. Returns the value of every key after the write.
+        it must be pure: it never changes the values it is given, which a backend may
+        share as :meth:`read_many` does. Returns the value of every key after the write.
         """
 
     @abstractmethod

@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import suppress
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,6 +22,9 @@ from stm_memory.model import KEY_PREFIX
 __all__ = ["DiskLiveCache"]
 
 T = TypeVar("T")
+
+#: How many keys' last pickled form and value :meth:`DiskLiveCache.read_many` keeps.
+SHARED_KEPT = 256
 
 log = logging.getLogger("stm_memory")
 
@@ -64,12 +68,25 @@ class DiskLiveCache(LiveCache):
         except SchemaMismatch as exc:
             raise CacheError(f"cannot use the diskcache directory {path}: {exc}") from exc
         self.directory = path
+        # key -> (the pickled form last read or written, its value): what read_many
+        # and atomic hand out again while the row holds those same bytes.
+        self._shared: dict[str, tuple[bytes, CacheValue]] = {}
+        self._shared_lock = threading.Lock()
 
-    def _decode(self, key: str, row: Row | None, now: float) -> tuple[CacheValue | None, bool]:
+    def _decode(
+        self, key: str, row: Row | None, now: float, *, shared: bool = False
+    ) -> tuple[CacheValue | None, bool]:
         """A row's value, None for no row or a natively expired one, and whether the
-        value was unreadable (then the caller drops it)."""
+        value was unreadable (then the caller drops it). ``shared``: the value may be
+        the one handed out before for the same stored bytes (see :meth:`read_many`)."""
         if row is None or not live_at(row, now):
             return None, False
+        stored = self._rows.pickled(row) if shared else None
+        if stored is not None:
+            known = self._shared.get(key)
+            # Equal bytes, one C-level comparison: the value they were decoded to.
+            if known is not None and known[0] == stored:
+                return known[1], False
         try:
             value: CacheValue = self._rows.fetch(row)
         except Exception as exc:  # a corrupt value, or its file gone
@@ -77,9 +94,32 @@ class DiskLiveCache(LiveCache):
             # SQL, instead of failing every turn that touches this key.
             log.warning("stm-memory: dropping unreadable cache value %r: %s", key, exc)
             return None, True
+        if stored is not None:
+            self._share({key: (stored, value)})
         return value, False
 
+    def _share(self, values: Mapping[str, tuple[bytes, CacheValue]]) -> None:
+        with self._shared_lock:
+            shared = self._shared
+            for key, known in values.items():
+                shared.pop(key, None)  # re-inserted last: the oldest goes first
+                shared[key] = known
+            while len(shared) > SHARED_KEPT:
+                del shared[next(iter(shared))]
+
+    def _unshare(self, keys: Iterable[str]) -> None:
+        # A deleted value (an erasure among them) is not kept in this process either.
+        with self._shared_lock:
+            for key in keys:
+                self._shared.pop(key, None)
+
     def get_many(self, keys: Sequence[str]) -> dict[str, CacheValue]:
+        return self._read(keys, shared=False)
+
+    def read_many(self, keys: Sequence[str]) -> dict[str, CacheValue]:
+        return self._read(keys, shared=True)
+
+    def _read(self, keys: Sequence[str], *, shared: bool) -> dict[str, CacheValue]:
         try:
             found = self._rows.select(keys)
         except sqlite3.Error as exc:
@@ -87,7 +127,7 @@ class DiskLiveCache(LiveCache):
         now = time.time()
         out: dict[str, CacheValue] = {}
         for key, row in found.items():
-            value, unreadable = self._decode(key, row, now)
+            value, unreadable = self._decode(key, row, now, shared=shared)
             if value is not None:
                 out[key] = value
             elif unreadable:
@@ -102,16 +142,22 @@ class DiskLiveCache(LiveCache):
             if row is not None and row[1:] == seen[1:]:
                 tx.delete(row)
 
+        self._unshare([key])
         with suppress(CacheError):  # best effort: the next read tries again
             self._write(body)
 
     def atomic(self, keys: Sequence[str], fn: AtomicFn) -> dict[str, CacheValue | None]:
+        # What the transaction wrote, shared once it commits (the next turn reads it).
+        written: dict[str, tuple[bytes, CacheValue]] = {}
+        deleted: list[str] = []
+
         def body(tx: Transaction) -> dict[str, CacheValue | None]:
             found = tx.select(keys)
             current: dict[str, CacheValue | None] = {}
             unreadable: list[str] = []
             for key in keys:
-                current[key], bad = self._decode(key, found.get(key), tx.now)
+                # fn is pure (never changes its input): shared values are safe to give.
+                current[key], bad = self._decode(key, found.get(key), tx.now, shared=True)
                 if bad:
                     unreadable.append(key)
             writes = fn(current)
@@ -122,9 +168,12 @@ class DiskLiveCache(LiveCache):
             for key, write in writes.items():
                 row = found.get(key)
                 if write.value is not None:
-                    tx.put(key, row, write.value, write.ttl)
+                    stored = tx.put(key, row, write.value, write.ttl)
+                    if stored is not None:
+                        written[key] = (stored, write.value)
                 elif row is not None:
                     tx.delete(row)
+                    deleted.append(key)
                 rank = write.rank
                 if rank is not None:
                     if rank.score is None:
@@ -136,9 +185,17 @@ class DiskLiveCache(LiveCache):
             for key in unreadable:
                 if key not in writes:
                     tx.delete(found[key])
+                    deleted.append(key)
             return current
 
-        return self._write(body)
+        try:
+            result = self._write(body)
+        except BaseException:
+            self._unshare(keys)
+            raise
+        self._unshare(deleted)
+        self._share(written)
+        return result
 
     def add_many(self, items: Mapping[str, Write]) -> int:
         def body(tx: Transaction) -> int:
@@ -158,6 +215,8 @@ class DiskLiveCache(LiveCache):
         return self._write(body)
 
     def delete_many(self, keys: Sequence[str]) -> int:
+        self._unshare(keys)
+
         def body(tx: Transaction) -> int:
             found = tx.select(keys)
             for row in found.values():

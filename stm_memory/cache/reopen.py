@@ -43,6 +43,9 @@ class ReopeningCache(LiveCache):
     def get_many(self, keys: Sequence[str]) -> dict[str, CacheValue]:
         return self._target().get_many(keys)
 
+    def read_many(self, keys: Sequence[str]) -> dict[str, CacheValue]:
+        return self._target().read_many(keys)
+
     def atomic(self, keys: Sequence[str], fn: AtomicFn) -> dict[str, CacheValue | None]:
         return self._target().atomic(keys, fn)
 

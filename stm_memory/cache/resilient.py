@@ -227,6 +227,9 @@ class ResilientCache(LiveCache):
     def get_many(self, keys: Sequence[str]) -> dict[str, CacheValue]:
         return self._call("read", lambda c: c.get_many(keys))
 
+    def read_many(self, keys: Sequence[str]) -> dict[str, CacheValue]:
+        return self._call("read", lambda c: c.read_many(keys))
+
     def atomic(self, keys: Sequence[str], fn: AtomicFn) -> dict[str, CacheValue | None]:
         return self._call("write", lambda c: c.atomic(keys, fn), writes=keys)
 

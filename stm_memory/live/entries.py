@@ -66,16 +66,21 @@ class LiveEntries:
         equal values decode to equal entries, so sharing one is invisible; the cached
         value kept is this object's own copy, which nothing mutates."""
         known = self._decoded.get(key)
-        if known is not None and known[0] == raw:
+        # The same object first: the cache's read_many hands out one value per stored
+        # form, so an unchanged entry is recognised without walking it.
+        if known is not None and (known[0] is raw or known[0] == raw):
             return known[1]
         entry = MemoryEntry.from_dict(raw)
+        self._remember(key, raw, entry)
+        return entry
+
+    def _remember(self, key: str, raw: CacheValue, entry: MemoryEntry) -> None:
         with self._decoded_lock:
             decoded = self._decoded
             decoded.pop(key, None)  # re-inserted last: the oldest goes first
             decoded[key] = (raw, entry)
             if len(decoded) > DECODED_KEPT:
                 del decoded[next(iter(decoded))]
-        return entry
 
     # -- expiry ---------------------------------------------------------------------
 
@@ -93,7 +98,7 @@ class LiveEntries:
 
     def get_many(self, keys: Sequence[str]) -> dict[str, MemoryEntry]:
         """Entries by key (expired ones included), hydrating misses from SQL."""
-        raw = self.cache.get_many(keys)
+        raw = self.cache.read_many(keys)
         out = {k: self._decode(k, v) for k, v in raw.items()}
         missing = [k for k in keys if k not in raw]
         if missing:
@@ -114,7 +119,7 @@ class LiveEntries:
     ) -> MemoryEntry | None:
         """The entry of ``key`` (hydrated on a miss, expired or not) after making the
         owners' ordered indexes complete: one cache read for all of it when warm."""
-        found = self.cache.get_many([key, *(index_key(k, o) for k, o in owners)])
+        found = self.cache.read_many([key, *(index_key(k, o) for k, o in owners)])
         self._indexes.complete(owners, found)
         raw = found.get(key)
         if raw is not None:
@@ -181,6 +186,13 @@ class LiveEntries:
             now = self.clock()
             self.cache.atomic(keys, partial(run.writes, now=now))
             if not run.missing:
+                # Committed: what was written is what the next read of these keys
+                # finds (unless another writer came first; then the values differ
+                # and the read decodes). Remembered, the next turn's reads of the
+                # channel's entries, and the user's, which only writes touch,
+                # decode nothing.
+                for key, entry in run.computed.items():
+                    self._remember(key, run.values[key], entry)
                 return dict(run.computed)
             found = self._hydrator.hydrate(run.missing)
             self._indexes.complete_for(run.missing)
@@ -197,6 +209,9 @@ class LiveEntries:
             return 0
         removed = self.cache.delete_many(keys)
         unrank(self.cache, keys)
+        with self._decoded_lock:  # nothing evicted stays decoded in this process
+            for key in keys:
+                self._decoded.pop(key, None)
         return removed
 
 
@@ -230,6 +245,8 @@ class _Mutation:
         # The entries the last (winning) run computed: returned as they are, so nothing
         # is decoded again from what was just written.
         self.computed: dict[str, MemoryEntry] = {}
+        # The cached values those entries were written as (kept for LiveEntries._decode).
+        self.values: dict[str, CacheValue] = {}
 
     def writes(self, current: Mapping[str, CacheValue | None], now: datetime) -> dict[str, Write]:
         writes: dict[str, Write] = {}
@@ -238,6 +255,7 @@ class _Mutation:
             if self.missing:
                 return writes
         self.computed.clear()
+        self.values.clear()
         live = self.entries
         for key in self.keys:
             raw = current.get(key)
@@ -250,6 +268,7 @@ class _Mutation:
             entry = base.evolve(fields)
             self.computed[key] = entry
             value = entry.value_after(raw if as_is else None, fields)
+            self.values[key] = value
             ttl = live.native_ttl(entry)
             moved = raw is None or entry.last_updated != base.last_updated or not as_is
             writes[key] = ranked_write(entry, value, ttl) if moved else Write(value, ttl)

@@ -49,10 +49,9 @@ class Messages(Sequence[StoredMessage]):
         return self._decoded
 
     def raw(self) -> list[dict[str, Any]]:
-        # Shared, not copied: cached values are never mutated in place.
-        if self._decoded is None:
-            return [m if isinstance(m, dict) else dict(m) for m in self._raw]
-        return [m.to_dict() for m in self._decoded]
+        # Shared, not copied: cached values are never mutated in place (and this
+        # sequence is immutable, so its cached form holds once it is decoded too).
+        return [m if isinstance(m, dict) else dict(m) for m in self._raw]
 
     @overload
     def __getitem__(self, index: int) -> StoredMessage: ...

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal, TypeAlias
 
@@ -23,25 +23,50 @@ class StoredMessage:
     name: str | None = None
     # Who said it (user messages): what erasure and full privacy go by.
     user_id: str | None = None
+    # The cached form this turn was decoded from or last encoded as. Why: every capture
+    # writes the channel's whole window back, and most of its turns are the ones it
+    # read; each keeps its cached dict instead of formatting it again. Not a field of
+    # the turn (no init, no comparison): ``replace`` starts a copy without it.
+    _cached: dict[str, Any] | None = field(
+        default=None, init=False, repr=False, compare=False, hash=False
+    )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "role": self.role,
-            "content": self.content,
-            "timestamp": self.timestamp.isoformat(),
-            "name": self.name,
-            "user_id": self.user_id,
-        }
+        """The cached form; shared, like every cached value, so never mutated."""
+        cached = self._cached
+        if cached is None:
+            cached = {
+                "role": self.role,
+                "content": self.content,
+                "timestamp": self.timestamp.isoformat(),
+                "name": self.name,
+                "user_id": self.user_id,
+            }
+            object.__setattr__(self, "_cached", cached)
+        return cached
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StoredMessage:
-        return cls(
+        message = cls(
             role="assistant" if data["role"] == "assistant" else "user",
             content=str(data["content"]),
             timestamp=datetime.fromisoformat(data["timestamp"]),
             name=data.get("name"),
             user_id=data.get("user_id"),
         )
+        if (
+            type(data) is dict
+            and data.keys() == _KEYS
+            and data["role"] == message.role
+            and data["content"] is message.content
+        ):
+            # Only a dict this class wrote is the cached form (an older value may lack
+            # keys, a hand-made one may hold what decoding normalised).
+            object.__setattr__(message, "_cached", data)
+        return message
+
+
+_KEYS = {"role", "content", "timestamp", "name", "user_id"}
 
 
 def _same_turn(new: StoredMessage, old: StoredMessage) -> bool:

@@ -125,3 +125,31 @@ def test_lazy_turns_read_like_the_decoded_tuple(
     list(decoded)  # decoded first: the same answers from the decoded tuple
     assert turns_after(decoded, since) == turns_after(turns, since)
     assert decoded[start:stop] == turns[start:stop]
+
+
+@given(messages)
+def test_a_turn_keeps_its_cached_form_and_a_changed_copy_does_not(
+    turns: tuple[StoredMessage, ...],
+) -> None:
+    for turn in turns:
+        written = {**turn.to_dict()}  # as a cache hands it back: a dict of its own
+        read = StoredMessage.from_dict(written)
+        assert read == turn
+        assert read.to_dict() is written  # re-encoded for nothing on the next write
+        moved = replace(read, timestamp=read.timestamp + timedelta(seconds=1))
+        assert moved.to_dict()["timestamp"] == moved.timestamp.isoformat()
+        assert read.to_dict()["timestamp"] == turn.timestamp.isoformat()
+
+
+def test_a_value_decoding_normalised_is_not_taken_as_the_cached_form() -> None:
+    odd = {"role": "human", "content": "hi", "timestamp": T0.isoformat(), "name": None}
+    read = StoredMessage.from_dict({**odd, "user_id": None})
+    assert read.to_dict() == {**odd, "role": "user", "user_id": None}
+    partial = StoredMessage.from_dict({"role": "user", "content": "hi", "timestamp": T0.isoformat()})
+    assert partial.to_dict() == {
+        "role": "user",
+        "content": "hi",
+        "timestamp": T0.isoformat(),
+        "name": None,
+        "user_id": None,
+    }

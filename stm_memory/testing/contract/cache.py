@@ -113,6 +113,23 @@ class LiveCacheContract:
         got["list"].append(2)
         assert live_cache.get("k") == {"list": [1]}
 
+    def test_read_many_reads_what_get_many_reads_after_every_change(
+        self, live_cache: LiveCache
+    ) -> None:
+        # read_many may share values between reads of an unchanged key: it must never
+        # hand back a value the key no longer holds, nor one a get_many caller changed.
+        put(live_cache, "k1", {"v": 1})
+        put(live_cache, "k2", {"v": 2})
+        assert live_cache.read_many(["k1", "k2", "k3"]) == {"k1": {"v": 1}, "k2": {"v": 2}}
+        mine = live_cache.get_many(["k1"])["k1"]
+        mine["v"] = 99
+        live_cache.atomic(["k2"], lambda current: {"k2": Write({"v": current["k2"]["v"] + 1})})  # type: ignore[index]
+        assert live_cache.read_many(["k1", "k2"]) == {"k1": {"v": 1}, "k2": {"v": 3}}
+        put(live_cache, "k1", {"v": 4})
+        live_cache.delete_many(["k2"])
+        assert live_cache.read_many(["k1", "k2"]) == {"k1": {"v": 4}}
+        assert live_cache.read_many(["k1"]) == live_cache.get_many(["k1"])
+
     # -- atomic ------------------------------------------------------------------------
 
     def test_atomic_sees_current_values_and_returns_the_state_after(
