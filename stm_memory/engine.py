@@ -417,18 +417,22 @@ class ShortTermMemory:
         messages: Sequence[Any],
         *,
         stored: Sequence[StoredMessage] | None = None,
+        after_stored: bool = False,
     ) -> None:
         """:meth:`capture` the turn's dialogue and :meth:`end_turn`, in one cache
         transaction and one SQL transaction (what ``MemoryTurn.finish`` runs). A
         dialogue that cannot be read is logged and not captured; the turn still
         counts. ``stored``: the live entry's captured turns as the caller has just
-        read them (``MemoryTurn.finish`` reads them to put them before a turn passed
-        alone), which the speakers are matched against instead of reading the entry
-        again."""
+        read them, which the speakers are matched against instead of reading the
+        entry again. ``after_stored``: ``messages`` is this turn alone, to follow the
+        stored turns (``MemoryTurn.finish`` for a caller that passes only the new
+        message); they are taken as they are, not read back from dicts."""
         scope = turn.scope
         now = self.now()
         try:
-            capture = self._captured(scope, messages, now, live_turns=stored)
+            capture = self._captured(
+                scope, messages, now, live_turns=stored, after_stored=after_stored
+            )
         except Exception:
             log.exception("stm-memory: reading the dialogue failed; it is not captured")
             capture = None
@@ -474,13 +478,22 @@ class ShortTermMemory:
         now: datetime,
         *,
         live_turns: Sequence[StoredMessage] | None = None,
+        after_stored: bool = False,
     ) -> Callable[[MemoryEntry], dict[str, Any]] | None:
         """The change capturing ``messages`` for ``scope``, None when nothing of it is
         stored (the user is in full privacy, or nobody's words may be kept).
-        ``live_turns``: the live entry's turns, when the caller has just read them."""
+        ``live_turns``: the live entry's turns, when the caller has just read them;
+        ``after_stored``: ``messages`` follow them (see :meth:`finish_turn`)."""
         if self.user_settings(scope.user_id).full_privacy:
             return None
         said = all_dialogue(messages, now=now)
+        if after_stored:
+            if live_turns is None:
+                live = self.get(scope)
+                live_turns = live.messages if live else ()
+            # Stored turns are stored as they are: already clean, with their speakers
+            # and first timestamps (the write then re-encodes none of them).
+            said = (*live_turns, *said)
         if any(m.role == "user" and m.user_id is None for m in said):
             # A turn the channel's store already holds keeps the speaker it was stored
             # with; only new ones are this turn's user's. Read before the atomic write
@@ -705,8 +718,11 @@ class ShortTermMemory:
         messages: Sequence[Any],
         *,
         stored: Sequence[StoredMessage] | None = None,
+        after_stored: bool = False,
     ) -> None:
-        await asyncio.to_thread(self.finish_turn, turn, messages, stored=stored)
+        await asyncio.to_thread(
+            self.finish_turn, turn, messages, stored=stored, after_stored=after_stored
+        )
 
     async def aclear_channel(self, channel_id: str) -> int:
         return await asyncio.to_thread(self.clear_channel, channel_id)

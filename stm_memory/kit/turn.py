@@ -706,11 +706,21 @@ class MemoryTurn:
         if not readable:
             yield from attempt(op(m.end_turn, m.aend_turn, self.state), "ending the turn")
             return
-        dialogue = dialogue_for_capture(messages, start, previous)
         # Capture and count share one cache transaction and one SQL transaction; the
-        # turns read here are what capture matches speakers against (not read twice).
-        stored = previous if read else None
-        finish = op(m.finish_turn, m.afinish_turn, self.state, dialogue, stored=stored)
+        # turns read here are what capture matches speakers against (not read twice),
+        # and, for a turn passed alone, what it follows (handed over as they are).
+        dialogue = dialogue_for_capture(messages, start)  # this turn alone when read
+        if read:
+            finish = op(
+                m.finish_turn,
+                m.afinish_turn,
+                self.state,
+                dialogue,
+                stored=previous,
+                after_stored=True,
+            )
+        else:
+            finish = op(m.finish_turn, m.afinish_turn, self.state, dialogue)
         yield from attempt(finish, "capturing dialogue and ending the turn")
 
     def capture_window(self, added: int, tail: Sequence[Any] | None = None) -> int | None:

@@ -163,9 +163,9 @@ def test_a_value_rewritten_after_an_unreadable_read_is_not_dropped(
     decode = DiskLiveCache._decode
 
     def decode_then_rewrite(
-        self: DiskLiveCache, key: str, row: Any, now: float
+        self: DiskLiveCache, key: str, row: Any, now: float, **how: bool
     ) -> tuple[CacheValue | None, bool]:
-        result = decode(self, key, row, now)
+        result = decode(self, key, row, now, **how)
         if result[1] and self is cache:  # unreadable: another handle writes meanwhile
             other.atomic([key], lambda _current: {key: Write({"n": 9})})
         return result

@@ -487,7 +487,7 @@ def test_assembly_error_yields_empty_memory_and_a_log_record(
     def boom(keys: Sequence[str]) -> dict[str, Any]:
         raise RuntimeError("cache on fire")
 
-    monkeypatch.setattr(mem._cache, "get_many", boom)
+    monkeypatch.setattr(mem._cache, "read_many", boom)
     with caplog.at_level(logging.ERROR, logger="stm_memory"):
         ctx = context(mem, here())
     assert ctx.is_empty and ctx.content is None and ctx.nudge is None
