@@ -33,10 +33,14 @@ class TurnOptions:
     :class:`~stm_memory.ConfigurationError` before any turn begins.
 
     Attributes:
-        provider: the provider memory's own rules go by (the provider exclusion,
-            ``novelai`` by default) and placement's message style; never sent to an
-            SDK. ``None``: the entry point's own (the loop's API, the chat model's
-            LangSmith provider).
+        provider: who serves the model: the provider exclusion (``novelai`` by
+            default), the cache prices the turn's decision of what to show is made
+            at, and its API's rules for the tool (an OpenAI-compatible endpoint in
+            front of Anthropic is ``"anthropic"``). Never sent to an SDK, and never
+            how a request is written: that is the entry point's API (its wire) and
+            :attr:`memory_role`; only LangChain messages for a chat model that names
+            no provider are written in this provider's style. ``None``: the entry
+            point's own (the loop's API, the chat model's LangSmith provider).
         trim_history: send the model only what the memory does not cover (the memory
             block, the turns since it was written, the current turn); ``False`` sends
             everything the caller gives, for a caller that windows its own history.

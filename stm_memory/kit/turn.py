@@ -455,14 +455,16 @@ class MemoryTurn:
         context = self._settled(messages, context, provider, retention)
         placed_system, placed = system, None
         transient: tuple[str, ...] = ()
+        # The message style is the wire's: a request written for an API is written in
+        # its messages whoever serves the model behind it (the ``provider`` option
+        # names that: its exclusion, its prices, its API's rules for the tool; how
+        # memory is written is ``memory_role``'s). Without an API (LangChain messages),
+        # the model's provider, which its chat model converts them for.
+        style = provider if provider is not None else (api or self.options.provider)
         if not context.is_empty:
             try:
                 placed_system, placed = place_request(
-                    context,
-                    messages,
-                    form=form,
-                    system=system,
-                    provider=provider or self.options.provider,
+                    context, messages, form=form, system=system, provider=style
                 )
                 transient = tuple(context.transient)
             except Exception:

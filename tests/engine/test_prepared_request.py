@@ -182,3 +182,22 @@ def test_tool_traffic_is_read_in_every_format() -> None:
     assert has_tool_traffic([ToolMessage("ok", tool_call_id="1")])
     assert not has_tool_traffic([HumanMessage("hi"), AIMessage("hello")])
     assert not has_tool_traffic(HI) and not has_tool_traffic("hi")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "novelai"])
+def test_the_message_style_is_the_wires_whoever_serves_the_model(
+    mem: ShortTermMemory, api: Any, provider: str
+) -> None:
+    # ``provider`` names who serves the model (an OpenAI-compatible endpoint in front
+    # of Anthropic, say): its exclusion, prices and tool rules, never how a request
+    # for ``api`` is written. The same request as with no provider named.
+    mem.update(mem.begin_turn(SERVER), {"summary": "The crew meets at the mill."})
+    said = [{"role": "system", "content": "You plan trips."}, *HI]
+
+    def placed(**options: Any) -> list[Any]:
+        return begin(mem, **options).prepare(said, api=api).messages
+
+    written = placed(provider=provider)
+    assert written == placed()
+    assert any("The crew meets at the mill." in str(m) for m in written)
