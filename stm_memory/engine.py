@@ -77,6 +77,15 @@ def _system_clock() -> datetime:
     return datetime.now(UTC)
 
 
+class _TurnsMoved(Exception):
+    """The channel's captured turns changed since the turn read them (finish_turn)."""
+
+
+def _same_turns(held: Sequence[StoredMessage], seen: Sequence[StoredMessage]) -> bool:
+    # The same object when nothing was written since (entries decoded once are shared).
+    return held is seen or (len(held) == len(seen) and tuple(held) == tuple(seen))
+
+
 class ShortTermMemory:
     """Scoped short-term memory for chat agents: the facade over the live cache, the rows
     store and the outbox (how they fit: ``docs/design.md``)."""
@@ -429,9 +438,17 @@ class ShortTermMemory:
         message); they are taken as they are, not read back from dicts."""
         scope = turn.scope
         now = self.now()
+        # A turn passed alone follows the turns assembly read (not read again): the
+        # write checks the channel still holds them, and if another turn captured
+        # meanwhile, this capture is made again on what it holds now.
+        seen = turn.seen_turns if after_stored and stored is None else None
         try:
             capture = self._captured(
-                scope, messages, now, live_turns=stored, after_stored=after_stored
+                scope,
+                messages,
+                now,
+                live_turns=stored if stored is not None else seen,
+                after_stored=after_stored,
             )
         except Exception:
             log.exception("stm-memory: reading the dialogue failed; it is not captured")
@@ -439,9 +456,29 @@ class ShortTermMemory:
         count = self._counting(turn)
         if capture is None and count is None:
             return
+        try:
+            self._finish_write(scope, capture, count, now, seen=seen)
+        except _TurnsMoved:
+            capture = self._captured(scope, messages, now, after_stored=True)
+            self._finish_write(scope, capture, count, now, seen=None)
+
+    def _finish_write(
+        self,
+        scope: Scope,
+        capture: Callable[[MemoryEntry], dict[str, Any]] | None,
+        count: Callable[[MemoryEntry], dict[str, Any]] | None,
+        now: datetime,
+        *,
+        seen: Sequence[StoredMessage] | None,
+    ) -> None:
+        """:meth:`finish_turn`'s one write; ``seen``: the turns the capture follows,
+        which the live entry must still hold (else :class:`_TurnsMoved`, nothing
+        written)."""
         live_key = scope.live_key
 
         def change(entry: MemoryEntry) -> dict[str, Any]:
+            if seen is not None and entry.key == live_key and not _same_turns(entry.messages, seen):
+                raise _TurnsMoved
             fields = capture(entry) if capture is not None else {}
             if count is not None and entry.key == live_key:
                 fields |= count(entry)  # captured() leaves the counters alone
@@ -450,6 +487,8 @@ class ShortTermMemory:
         keys = scope.keys if capture is not None else [live_key]
         try:
             self._apply(scope, keys, change, now)
+        except _TurnsMoved:
+            raise
         except Exception:
             if capture is None or count is None:
                 raise

@@ -696,6 +696,13 @@ class MemoryTurn:
         previous: Sequence[StoredMessage] = ()
         readable = True
         read = needs_previous(messages, start)
+        if read and self.state.seen_turns is not None:
+            # Assembly read the stored turns: the engine's write follows them, and
+            # checks they are still the channel's (no second read on the way out).
+            dialogue = dialogue_for_capture(messages, start)
+            finish = op(m.finish_turn, m.afinish_turn, self.state, dialogue, after_stored=True)
+            yield from attempt(finish, "capturing dialogue and ending the turn")
+            return
         if read:
             try:
                 entry = yield op(m.get, m.aget, scope)

@@ -146,6 +146,7 @@ def _assemble(turn: TurnContext, reads: _Reads) -> MemoryContext:
     limits = reads.limits
     sources = _sources(turn)
     live = reads.entries.get_with_indexes(scope.live_key, [(s.kind, s.owner) for s in sources])
+    turn.seen_turns = live.messages if live is not None else ()
     pool, settings, labels = _gather(reads, turn, sources)
     if live is not None and live.briefings:
         _read_copied_sources(reads, turn, live, pool, settings, labels)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from stm_memory.model import Category, Scope, ServerSettings, UserSettings
 from stm_memory.model.briefings import BriefingCopy
+from stm_memory.model.dialogue import StoredMessage
 from stm_memory.model.shown import ShownState
 
 __all__ = ["TOOL_NAME", "TurnContext", "failure", "success"]
@@ -58,6 +60,10 @@ class TurnContext:
     # unless another process swapped meanwhile (stm_memory/model/shown.py).
     shown_form: ShownState | None = None
     shown_base: int = 0
+    # The channel's captured turns as assembly read them (None: not read). A turn
+    # passed alone is captured after them without reading them again; the write
+    # checks they are still what the channel holds (ShortTermMemory.finish_turn).
+    seen_turns: Sequence[StoredMessage] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property

@@ -188,6 +188,65 @@ def test_finish_puts_the_stored_dialogue_in_front_of_a_lone_message(
     ]
 
 
+def test_a_lone_message_follows_the_turns_assembly_read_without_reading_again(
+    mem: ShortTermMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alice = Scope(channel_id="c1", user_id="alice", server_id="g1")
+    said = [{"role": "user", "content": "alice here"}, {"role": "assistant", "content": "hi"}]
+    drive(begin(mem, alice).finish(said, start=0))
+    turn = begin(mem, alice)
+    drive(turn.assemble())
+    reads: list[list[str]] = []
+    read_many = mem._cache.read_many
+
+    def counting(keys: Any) -> Any:
+        reads.append(list(keys))
+        return read_many(keys)
+
+    monkeypatch.setattr(mem._cache, "read_many", counting)
+    drive(
+        turn.finish(
+            [{"role": "user", "content": "again"}, {"role": "assistant", "content": "ok"}], start=0
+        )
+    )
+    assert reads == []  # the write alone: it checks the turns it follows itself
+    entry = mem.get(alice)
+    assert entry is not None
+    assert [m.content for m in entry.messages] == ["alice here", "hi", "again", "ok"]
+
+
+def test_concurrent_lone_messages_on_one_channel_lose_no_turn(mem: ShortTermMemory) -> None:
+    # Two turns of one channel in flight at once, each caller passing only its new
+    # message: the one that finishes second follows what the first one stored, not
+    # the turns it read when it began.
+    alice = Scope(channel_id="c1", user_id="alice", server_id="g1")
+    bob = Scope(channel_id="c1", user_id="bob", server_id="g1")
+    drive(begin(mem, alice).finish([{"role": "user", "content": "first"}], start=0))
+    slow, fast = begin(mem, alice), begin(mem, bob)
+    drive(slow.assemble())
+    drive(fast.assemble())
+    drive(
+        fast.finish(
+            [{"role": "user", "content": "bob's"}, {"role": "assistant", "content": "b"}], start=0
+        )
+    )
+    drive(
+        slow.finish(
+            [{"role": "user", "content": "alice's"}, {"role": "assistant", "content": "a"}], start=0
+        )
+    )
+    entry = mem.get(alice)
+    assert entry is not None
+    assert [(m.content, m.user_id) for m in entry.messages] == [
+        ("first", "alice"),
+        ("bob's", "bob"),
+        ("b", None),
+        ("alice's", "alice"),
+        ("a", None),
+    ]
+    assert entry.turns_since_refresh == 3  # every turn counted once
+
+
 def test_the_async_driver_runs_the_same_steps(mem: ShortTermMemory) -> None:
     async def run() -> MemoryTurn:
         turn = await adrive(MemoryTurn.begin(mem, SERVER))

@@ -145,7 +145,9 @@ def test_a_value_decoding_normalised_is_not_taken_as_the_cached_form() -> None:
     odd = {"role": "human", "content": "hi", "timestamp": T0.isoformat(), "name": None}
     read = StoredMessage.from_dict({**odd, "user_id": None})
     assert read.to_dict() == {**odd, "role": "user", "user_id": None}
-    partial = StoredMessage.from_dict({"role": "user", "content": "hi", "timestamp": T0.isoformat()})
+    partial = StoredMessage.from_dict(
+        {"role": "user", "content": "hi", "timestamp": T0.isoformat()}
+    )
     assert partial.to_dict() == {
         "role": "user",
         "content": "hi",
