@@ -84,6 +84,7 @@ from stm_memory.kit import (
     TurnOptions,
     adrive,
     api_of,
+    cache_retention,
     check_memory_setup,
     check_positive_int,
     current_user_text,
@@ -478,8 +479,14 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
             base_url = getattr(base_model(self.model), "openai_api_base", None)
             note_endpoint(type(self).__name__, base_url, history.options.memory_role)
         user_text = current_user_text(messages)
+        # The retention the model asks for prices what the history's views show.
+        retention = cache_retention(request_settings(self.model, bindings(self.model)[0]))
         state: HistoryTurn = yield op(
-            history.model_turn, history.amodel_turn, user_text, provider=provider
+            history.model_turn,
+            history.amodel_turn,
+            user_text,
+            provider=provider,
+            retention=retention,
         )
         if current is not None:
             view = yield op(lambda: history.messages, history.aget_messages)

@@ -51,6 +51,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Sequence
+from datetime import timedelta
 from typing import Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
@@ -191,6 +192,11 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         # placement puts memory goes by what the request is, not by ``provider``, which
         # names the engine's provider exclusion (a proxy's name, say).
         self._wire: str | None = None
+        # The cache retention the chain's model asks for (prompt_cache_retention), once
+        # a wrapper said it: what a turn's one decision of what to show is priced at.
+        # A view is read before the model runs, so the first turn of a history that no
+        # wrapper told yet is priced at the default (the model's provider's rates).
+        self._retention: timedelta | None = None
         self._open: HistoryTurn | None = None
         self._lock = threading.RLock()
 
@@ -247,7 +253,13 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         """The provider placement writes for: the chain's model's, else ``provider``."""
         return self._wire or self.provider
 
-    def model_turn(self, user_text: str | None, *, provider: str | None = None) -> HistoryTurn:
+    def model_turn(
+        self,
+        user_text: str | None,
+        *,
+        provider: str | None = None,
+        retention: timedelta | None = None,
+    ) -> HistoryTurn:
         """For a wrapper that calls the chain's model itself
         (:func:`~stm_memory_langchain.with_short_term_memory`): the turn this model input
         belongs to, handed its user's message (the intent guard). The open turn, unless
@@ -255,13 +267,18 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         ``add_messages`` (the chain failed after the model), so that turn is ended and
         a new one begins. ``provider`` (the chain's model's) is what placement writes
         for from then on, and fills in this history's ``provider`` (the exclusion's
-        name) when it was left ``None``."""
-        return drive(self._model_turn_steps(user_text, provider))
+        name) when it was left ``None``; ``retention`` (what the chain's model asks
+        for, :func:`~stm_memory.kit.cache_retention`) prices what later views show."""
+        return drive(self._model_turn_steps(user_text, provider, retention))
 
     async def amodel_turn(
-        self, user_text: str | None, *, provider: str | None = None
+        self,
+        user_text: str | None,
+        *,
+        provider: str | None = None,
+        retention: timedelta | None = None,
     ) -> HistoryTurn:
-        return await adrive(self._model_turn_steps(user_text, provider))
+        return await adrive(self._model_turn_steps(user_text, provider, retention))
 
     def abandon_turn(self, turn: HistoryTurn) -> None:
         """End ``turn``, uncaptured, if it is still the open one: its run failed (or
@@ -363,8 +380,9 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
             return self._open
 
     def _model_turn_steps(
-        self, user_text: str | None, provider: str | None
+        self, user_text: str | None, provider: str | None, retention: timedelta | None = None
     ) -> Generator[Op, Any, HistoryTurn]:
+        self._retention = retention
         if provider is not None:
             self._wire = provider
             if self.provider is None:  # the exclusion's default: the model's provider
@@ -407,6 +425,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
             HumanMessage("", id=_STAND_IN),
             provider=self._style,
             context=state.turn.request_context(nudge=False),
+            retention=self._retention,
         )
         view: list[BaseMessage] = []
         for message in placed:
