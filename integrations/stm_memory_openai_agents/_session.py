@@ -408,16 +408,12 @@ class ShortTermMemorySession(OptionsView):
         # Here the list is what the model is sent, and run_streamed builds it before any
         # other hook sees the run's input: the turn learns its user message now.
         self._learn_input(state, getattr(ctx, "turn_input", None))
-        if state.turn.tool_offered:
-            return True
-        # A plain agent was sent this turn's nudge (placed before the user's message was
-        # known): keep the tool, so a call the nudge asked for gets the engine's failed
-        # result instead of the SDK's "tool not found". agent()'s hooks take the nudge
-        # out instead (_before_model).
+        # The turn decides (MemoryTurn.tool_listed). What only the session knows: a
+        # plain agent was sent this turn's nudge (placed in the view, before the user's
+        # message was known); agent()'s hooks take the nudge out instead (_before_model).
         hooks = getattr(agent, "hooks", None)
-        return state.nudge is not None and not (
-            isinstance(hooks, MemoryHooks) and hooks.observer.session is self
-        )
+        hooked = isinstance(hooks, MemoryHooks) and hooks.observer.session is self
+        return state.turn.tool_listed(nudged=state.nudge is not None and not hooked)
 
     def _routes(self, agent: Any) -> bool:
         """``agent`` came from :meth:`agent` over a ``Model``: its tool list always has
