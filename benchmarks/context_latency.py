@@ -61,17 +61,24 @@ def add_channels(mem: ShortTermMemory, rng: random.Random, start: int, stop: int
 def keys_read(mem: ShortTermMemory, call: Any) -> list[str]:
     """The cache keys read while running ``call()`` (in order, duplicates kept)."""
     seen: list[str] = []
-    original = mem._cache.get_many
+    cache = mem._cache
+    # The engine reads with read_many (values it never changes); get_many besides.
+    originals = {name: getattr(cache, name) for name in ("get_many", "read_many")}
 
-    def spy(keys: Sequence[str]) -> Any:
-        seen.extend(keys)
-        return original(keys)
+    def spying(original: Any) -> Any:
+        def spy(keys: Sequence[str]) -> Any:
+            seen.extend(keys)
+            return original(keys)
 
-    mem._cache.get_many = spy  # type: ignore[method-assign]
+        return spy
+
+    for name, original in originals.items():
+        setattr(cache, name, spying(original))
     try:
         call()
     finally:
-        del mem._cache.get_many
+        for name in originals:
+            delattr(cache, name)
     return seen
 
 
