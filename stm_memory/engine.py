@@ -459,7 +459,15 @@ class ShortTermMemory:
         try:
             self._finish_write(scope, capture, count, now, seen=seen)
         except _TurnsMoved:
-            capture = self._captured(scope, messages, now, after_stored=True)
+            try:
+                capture = self._captured(scope, messages, now, after_stored=True)
+            except Exception:
+                # Capture replaces the stored turns: unreadable now, this turn alone
+                # would overwrite them. Not captured; the turn still counts.
+                log.exception("stm-memory: reading memory failed; the dialogue is not captured")
+                capture = None
+            if capture is None and count is None:
+                return
             self._finish_write(scope, capture, count, now, seen=None)
 
     def _finish_write(

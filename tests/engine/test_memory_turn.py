@@ -625,3 +625,29 @@ def test_a_request_built_on_a_view_is_the_request_built_on_the_whole_input(
     sent = turn.prepare_after_view([system, *dropped, USER_MSG], view=view, earlier=earlier)
     assert sent.messages == turn.place([system, *earlier[:-1], USER_MSG])
     assert sum("[Short-term memory]\n" in str(m["content"]) for m in sent.messages) == 1
+
+
+def test_a_lone_message_whose_turns_moved_and_cannot_be_read_again_still_counts(
+    mem: ShortTermMemory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    alice = Scope(channel_id="c1", user_id="alice", server_id="g1")
+    bob = Scope(channel_id="c1", user_id="bob", server_id="g1")
+    drive(begin(mem, alice).finish([{"role": "user", "content": "first"}], start=0))
+    slow, fast = begin(mem, alice), begin(mem, bob)
+    drive(slow.assemble())
+    drive(fast.assemble())
+    drive(fast.finish([{"role": "user", "content": "bob's"}], start=0))
+
+    def unreadable(scope: Scope) -> None:
+        raise RuntimeError("cache on fire")
+
+    monkeypatch.setattr(mem, "get", unreadable)
+    with caplog.at_level(logging.ERROR, logger="stm_memory"):
+        drive(slow.finish([{"role": "user", "content": "alice's"}], start=0))
+    monkeypatch.undo()
+    entry = mem.get(alice)
+    assert entry is not None
+    # Bob's turn is not overwritten by Alice's alone; her turn still counts.
+    assert [m.content for m in entry.messages] == ["first", "bob's"]
+    assert entry.turns_since_refresh == 3
+    assert any("not captured" in r.getMessage() for r in caplog.records)
