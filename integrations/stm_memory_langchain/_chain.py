@@ -57,7 +57,7 @@ unchanged.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from langchain_core.messages import (
@@ -190,6 +190,9 @@ class _Plan:
     messages: list[BaseMessage]
     current: list[BaseMessage] | None = None
     provider: str | None = None
+    #: The caller's request settings (the model's kwargs and bindings): the same for
+    #: every step of the call.
+    settings: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -441,7 +444,7 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
             turn=plan.state,
             api=api_of(plan.provider),
             other_tools=own_tools(self.model),
-            settings=request_settings(self.model, bindings(self.model)[0]),
+            settings=plan.settings,
             cache_hints=self.cache_hints,
         )
         # The memory tool as prepared, bound beside the model's own (described: with
@@ -479,19 +482,19 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
             base_url = getattr(base_model(self.model), "openai_api_base", None)
             note_endpoint(type(self).__name__, base_url, history.options.memory_role)
         user_text = current_user_text(messages)
+        settings = request_settings(self.model, bindings(self.model)[0])
         # The retention the model asks for prices what the history's views show.
-        retention = cache_retention(request_settings(self.model, bindings(self.model)[0]))
         state: HistoryTurn = yield op(
             history.model_turn,
             history.amodel_turn,
             user_text,
             provider=provider,
-            retention=retention,
+            retention=cache_retention(settings),
         )
         if current is not None:
             view = yield op(lambda: history.messages, history.aget_messages)
             messages = [*view, *current]
-        return _Plan(history, state, messages, current, provider)
+        return _Plan(history, state, messages, current, provider, settings)
 
     def _standalone(
         self, messages: list[BaseMessage], config: RunnableConfig
