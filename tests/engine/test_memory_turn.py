@@ -215,16 +215,23 @@ def test_a_lone_message_follows_the_turns_assembly_read_without_reading_again(
     assert [m.content for m in entry.messages] == ["alice here", "hi", "again", "ok"]
 
 
-def test_concurrent_lone_messages_on_one_channel_lose_no_turn(mem: ShortTermMemory) -> None:
-    # Two turns of one channel in flight at once, each caller passing only its new
-    # message: the one that finishes second follows what the first one stored, not
-    # the turns it read when it began.
+def two_in_flight(mem: ShortTermMemory) -> tuple[MemoryTurn, MemoryTurn]:
+    """Alice's and Bob's turns of one channel, both begun and assembled after Alice's
+    first turn ("first") was stored: Alice's the slow one, Bob's the fast one."""
     alice = Scope(channel_id="c1", user_id="alice", server_id="g1")
     bob = Scope(channel_id="c1", user_id="bob", server_id="g1")
     drive(begin(mem, alice).finish([{"role": "user", "content": "first"}], start=0))
     slow, fast = begin(mem, alice), begin(mem, bob)
     drive(slow.assemble())
     drive(fast.assemble())
+    return slow, fast
+
+
+def test_concurrent_lone_messages_on_one_channel_lose_no_turn(mem: ShortTermMemory) -> None:
+    # Two turns of one channel in flight at once, each caller passing only its new
+    # message: the one that finishes second follows what the first one stored, not
+    # the turns it read when it began.
+    slow, fast = two_in_flight(mem)
     drive(
         fast.finish(
             [{"role": "user", "content": "bob's"}, {"role": "assistant", "content": "b"}], start=0
@@ -235,7 +242,7 @@ def test_concurrent_lone_messages_on_one_channel_lose_no_turn(mem: ShortTermMemo
             [{"role": "user", "content": "alice's"}, {"role": "assistant", "content": "a"}], start=0
         )
     )
-    entry = mem.get(alice)
+    entry = mem.get(slow.scope)
     assert entry is not None
     assert [(m.content, m.user_id) for m in entry.messages] == [
         ("first", "alice"),
@@ -630,12 +637,7 @@ def test_a_request_built_on_a_view_is_the_request_built_on_the_whole_input(
 def test_a_lone_message_whose_turns_moved_and_cannot_be_read_again_still_counts(
     mem: ShortTermMemory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    alice = Scope(channel_id="c1", user_id="alice", server_id="g1")
-    bob = Scope(channel_id="c1", user_id="bob", server_id="g1")
-    drive(begin(mem, alice).finish([{"role": "user", "content": "first"}], start=0))
-    slow, fast = begin(mem, alice), begin(mem, bob)
-    drive(slow.assemble())
-    drive(fast.assemble())
+    slow, fast = two_in_flight(mem)
     drive(fast.finish([{"role": "user", "content": "bob's"}], start=0))
 
     def unreadable(scope: Scope) -> None:
@@ -645,7 +647,7 @@ def test_a_lone_message_whose_turns_moved_and_cannot_be_read_again_still_counts(
     with caplog.at_level(logging.ERROR, logger="stm_memory"):
         drive(slow.finish([{"role": "user", "content": "alice's"}], start=0))
     monkeypatch.undo()
-    entry = mem.get(alice)
+    entry = mem.get(slow.scope)
     assert entry is not None
     # Bob's turn is not overwritten by Alice's alone; her turn still counts.
     assert [m.content for m in entry.messages] == ["first", "bob's"]
