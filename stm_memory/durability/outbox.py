@@ -70,7 +70,7 @@ def _redacted(payload: dict[str, Any]) -> dict[str, Any]:
     """``payload`` with no distilled content left in its entries."""
 
     def strip(entry: dict[str, Any]) -> dict[str, Any]:
-        return entry | {"summary": None, "categories": {}}
+        return entry | {"summary": None, "categories": {}, "kept": []}
 
     out = dict(payload)
     if "entries" in out:

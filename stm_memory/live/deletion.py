@@ -191,7 +191,8 @@ class Deletions:
                 log.warning("stm-memory: checkpoint after erasure failed: %s", exc)
 
     def clear_summary(self, scope: Scope) -> int:
-        """Drop the distilled memory (summary and categories) of a scope, keep the rest."""
+        """Drop the distilled memory (summary, categories and the details kept beside
+        them) of a scope, keep the rest."""
         keys = list(scope.keys)
         now = self.now()
         item = self._persister.begin_delete(
@@ -203,6 +204,7 @@ class Deletions:
             return {
                 "summary": None,
                 "categories": {},
+                "kept": (),
                 "last_updated": now,
                 "shown": cleared_shown(entry),
             }

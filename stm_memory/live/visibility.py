@@ -84,6 +84,7 @@ class OutboxView:
                         entry,
                         summary=None,
                         categories={},
+                        kept=(),
                         last_updated=at,
                         rev=next_rev(entry.rev, at),
                     )

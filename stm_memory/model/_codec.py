@@ -238,6 +238,7 @@ CACHED: dict[str, Cached] = {
     "summary": _AS_IS,
     # Insertion order is the server's category order: a copy keeps it.
     "categories": Cached(dict, _dict),
+    "kept": Cached(_encode_messages, _decode_messages),
     "turns_since_refresh": Cached(decode=_int),
     "last_refreshed_turn": Cached(decode=_int),
     "turns_since_reset": Cached(decode=_optional_int),

@@ -44,6 +44,10 @@ class MemoryEntry:
     summary: str | None = None
     # slug → value, in the server's category order (dicts keep insertion order).
     categories: Mapping[str, str] = field(default_factory=dict)
+    # What the dialogue said that the written memory leaves out: excerpts of turns the
+    # cut dropped, kept verbatim beside the memory until a write carries them
+    # (stm_memory/model/details.py). Part of the distilled memory: cleared with it.
+    kept: Sequence[StoredMessage] = ()
     turns_since_refresh: int = 0
     last_refreshed_turn: int = 0
     # Turns counted since the channel was reset (clear_channel), or None when dialogue
@@ -96,7 +100,9 @@ class MemoryEntry:
 
     @property
     def has_distilled(self) -> bool:
-        return self.has_summary or any(v.strip() for v in self.categories.values())
+        return (
+            self.has_summary or any(v.strip() for v in self.categories.values()) or bool(self.kept)
+        )
 
     def expires_at(self, *, summary_ttl: timedelta, bare_ttl: timedelta) -> datetime:
         return self.last_updated + (summary_ttl if self.has_summary else bare_ttl)

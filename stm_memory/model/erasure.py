@@ -27,7 +27,7 @@ def speakers(messages: Iterable[StoredMessage]) -> frozenset[str]:
 
 def erase_user(entry: MemoryEntry, user_id: str) -> dict[str, Any] | None:
     """The changes that remove ``user_id``'s words from ``entry``; None when it holds none."""
-    spoke = any(m.user_id == user_id for m in entry.messages)
+    spoke = any(m.user_id == user_id for m in (*entry.messages, *entry.kept))
     reached = user_id in entry.provenance
     copies = tuple(b for b in entry.briefings if user_id not in b.provenance)
     copied = len(copies) != len(entry.briefings)
@@ -41,11 +41,16 @@ def erase_user(entry: MemoryEntry, user_id: str) -> dict[str, Any] | None:
         changes |= {
             "summary": None,
             "categories": {},
+            "kept": (),
             "provenance": speakers(kept),
             "shown": cleared_shown(entry),
         }
     else:
-        changes["provenance"] = entry.provenance
+        # Kept excerpts of the user's turns go one by one, like their captured turns.
+        changes |= {
+            "provenance": entry.provenance,
+            "kept": tuple(m for m in entry.kept if m.user_id != user_id),
+        }
     return changes
 
 
@@ -73,5 +78,6 @@ def unknown_provenance(value: Mapping[str, Any]) -> dict[str, Any] | None:
     return {
         "summary": None,
         "categories": {},
+        "kept": (),
         "shown": ShownState(swap=int(shown.get("swap") or 0) + 1),
     }

@@ -68,6 +68,9 @@ memories = sa.Table(
     # v3: the users whose words may be in the row's distilled memory (a JSON list), so
     # clear_user reaches shared entries after a restart (MemoryEntry.provenance).
     sa.Column("provenance", sa.JSON),
+    # v5: excerpts of dropped turns the written memory leaves out (a JSON list of
+    # turns), so they outlive a restart like the memory (MemoryEntry.kept).
+    sa.Column("kept", sa.JSON),
     sa.Index("ix_stm_updated_at", "updated_at"),
     sa.Index("ix_stm_channel", "channel_id"),
     sa.Index("ix_stm_user", "user_id", "scope_kind"),
@@ -236,12 +239,18 @@ def _v4_live_cache_in_sql(conn: Connection) -> None:
         table.create(conn, checkfirst=True)
 
 
+def _v5_kept_details(conn: Connection) -> None:
+    # Old rows keep NULL: nothing was kept beside their memory.
+    _add_columns(conn, ("kept",))
+
+
 # Append new steps here; never edit a released one.
 MIGRATIONS: tuple[Callable[[Connection], None], ...] = (
     _v1_initial,
     _v2_row_revisions,
     _v3_history_and_provenance,
     _v4_live_cache_in_sql,
+    _v5_kept_details,
 )
 
 

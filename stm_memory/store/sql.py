@@ -31,6 +31,7 @@ from stm_memory.model import (
     key_for,
     next_rev,
 )
+from stm_memory.model.dialogue import StoredMessage
 from stm_memory.model.entry import CACHE_ONLY_FIELDS, check_fields
 from stm_memory.store.base import MemoryStore
 from stm_memory.store.keys import db_key, is_digest_key
@@ -165,6 +166,14 @@ def _categories(row: Mapping[Any, Any]) -> dict[str, str]:
     return dict(row["categories"] or {})
 
 
+def _kept_rows(kept: Sequence[StoredMessage]) -> list[dict[str, Any]]:
+    return [m.to_dict() for m in kept]
+
+
+def _kept(row: Mapping[Any, Any]) -> tuple[StoredMessage, ...]:
+    return tuple(StoredMessage.from_dict(m) for m in row["kept"] or ())
+
+
 def _provenance(row: Mapping[Any, Any]) -> frozenset[str]:
     return frozenset(row["provenance"] or ())
 
@@ -211,6 +220,7 @@ ROW: dict[str, Column] = {
     "server_name": _AS_IS,
     "summary": _AS_IS,
     "categories": Column(write=dict, read=_categories),
+    "kept": Column(write=_kept_rows, read=_kept),
     "turns_since_refresh": _AS_IS,
     "last_refreshed_turn": _AS_IS,
     "turns_since_reset": _AS_IS,
@@ -617,6 +627,7 @@ class SqlStore(MemoryStore):
         clear = sa.update(memories).values(
             summary=None,
             categories={},
+            kept=None,
             # Rows keep no captured turns: nobody's words are left in them.
             provenance=[],
             # Neither last_updated nor updated_at moves: an erasure is not activity,
@@ -676,6 +687,7 @@ class SqlStore(MemoryStore):
                 .values(
                     summary=None,
                     categories={},
+                    kept=None,
                     updated_at=self._stamp(at),
                     last_updated=self._stamp(at),
                     rev=sa.case((m.rev + 1 > clock, m.rev + 1), else_=clock),

@@ -45,6 +45,7 @@ def full_entry() -> MemoryEntry:
         ),
         summary="the summary",
         categories={"plot": "a", "mood": "b"},
+        kept=(StoredMessage(role="user", content="door code 4821", timestamp=T0, user_id="u1"),),
         turns_since_refresh=3,
         last_refreshed_turn=7,
         turns_since_reset=2,
@@ -119,7 +120,9 @@ def test_the_cached_form_is_unchanged() -> None:
         '"timestamp":"2026-01-05T12:00:01.123456+00:00","name":"Ann","user_id":"u1"},'
         '{"role":"assistant","content":"yo","timestamp":"2026-01-06T07:08:09.654321+00:00",'
         '"name":null,"user_id":null}],"summary":"the summary",'
-        '"categories":{"plot":"a","mood":"b"},"turns_since_refresh":3,'
+        '"categories":{"plot":"a","mood":"b"},"kept":[{"role":"user","content":"door code 4821",'
+        '"timestamp":"2026-01-05T12:00:01.123456+00:00","name":null,"user_id":"u1"}],'
+        '"turns_since_refresh":3,'
         '"last_refreshed_turn":7,"turns_since_reset":2,"provenance":["u1","u5","u9"],'
         '"last_updated":"2026-01-05T12:00:01.123456+00:00",'
         '"refreshed_at":"2026-01-06T07:08:09.654321+00:00",'
@@ -220,6 +223,8 @@ def test_the_stored_row_is_unchanged(store: SqlStore) -> None:
         "rev": 123456789,
         "turns_since_reset": 2,
         "provenance": '["u1", "u5", "u9"]',
+        "kept": '[{"role": "user", "content": "door code 4821", "timestamp": '
+        '"2026-01-05T12:00:01.123456+00:00", "name": null, "user_id": "u1"}]',
     }
 
 
