@@ -30,8 +30,15 @@ class Limits:
     bare_ttl: timedelta = timedelta(hours=12)
     # Hard cap on every stored value, in Unicode code points.
     max_summary_length: int = 1500
-    # Raw dialogue turns kept per channel by passive capture.
+    # Raw dialogue turns kept per channel by passive capture (more while the memory has
+    # not been written since they were said: a write checks them, model/changes.py).
     messages_kept: int = 10
+    # Code points of excerpts kept beside the written memory: what the turns a write
+    # let the cut drop said that the memory does not carry (stm_memory/model/details.py).
+    # The summary's own limit: with a writer that leaves out a third of the facts the
+    # excerpts stayed under half of it over 200 turns (stm-memory eval); past it the
+    # turns that do not fit stay raw, never dropped.
+    detail_budget: int = 1500
     # Other-channel entries rendered into the prompt.
     other_channels_shown: int = 3
     # Kept so existing settings still load: placement no longer depends on freshness (the
@@ -115,6 +122,7 @@ ENV_VARS: dict[str, str] = {
     "bare_ttl": "STM_TTL_SECONDS",
     "max_summary_length": "STM_MAX_SUMMARY_LENGTH",
     "messages_kept": "STM_MESSAGES_KEPT",
+    "detail_budget": "STM_DETAIL_BUDGET",
     "other_channels_shown": "STM_OTHER_CHANNELS_SHOWN",
     "freshness_window": "STM_FRESHNESS_WINDOW_SECONDS",
     "janitor_retention": "STM_JANITOR_RETENTION_DAYS",

@@ -34,7 +34,8 @@ from stm_memory.model import (
     key_for,
 )
 from stm_memory.model.briefings import BriefingCopy
-from stm_memory.model.changes import captured, counted, refreshed
+from stm_memory.model.changes import UNCHECKED_KEPT, captured, counted, refreshed
+from stm_memory.model.details import left_out, memory_text
 from stm_memory.model.dialogue import with_stored_speakers
 from stm_memory.model.erasure import speakers
 from stm_memory.model.messages import all_dialogue
@@ -360,12 +361,25 @@ class ShortTermMemory:
         if not turn.claim_update():
             return failure(turn.guard_reason() or "Already updated this turn.")
         try:
-            self._write(turn, parsed)
+            live = self._write(turn, parsed)
         except StmError as exc:
             turn.release_update()
             log.error("stm-memory: update failed for %s: %s", turn.scope.live_key, exc)
             return failure("Short-term memory could not be stored right now; continue.")
-        return success(parsed.note(self.limits.max_summary_length))
+        left = (
+            left_out(live.kept, memory_text(live.summary, live.categories.values()))
+            if live is not None
+            else []
+        )
+        if left:
+            log.info(
+                "stm-memory: the update of %s leaves out %d detail(s) of the turns it "
+                "replaces; kept beside it: %s",
+                turn.scope.live_key,
+                len(left),
+                ", ".join(left),
+            )
+        return success(parsed.note(self.limits.max_summary_length), left_out=left)
 
     def _execution_guard(self, turn: TurnContext) -> str | None:
         """The turn's guards, with the privacy-relevant settings re-read now."""
@@ -386,7 +400,8 @@ class ShortTermMemory:
             full_privacy=full_privacy or turn.user_settings.full_privacy,
         )
 
-    def _write(self, turn: TurnContext, args: UpdateArgs) -> None:
+    def _write(self, turn: TurnContext, args: UpdateArgs) -> MemoryEntry | None:
+        """Store what the model wrote; the live entry after the write."""
         scope = turn.scope
         keys = scope.keys
         live_key = keys[-1]  # the server key in a server, else the user key (see Scope.keys)
@@ -406,9 +421,10 @@ class ShortTermMemory:
                 sources=sources,
                 now=now,
                 live_key=live_key,
+                detail_budget=self.limits.detail_budget,
             )
 
-        self._apply(scope, keys, change, now)
+        return self._apply(scope, keys, change, now).get(live_key)
 
     def capture(self, scope: Scope, messages: Sequence[Any]) -> MemoryEntry | None:
         """Store the last dialogue turns of the channel (passive capture: what the model
@@ -554,12 +570,13 @@ class ShortTermMemory:
         # A user in full privacy is never stored, whoever's turn this is. (Settings
         # that cannot be read count as full privacy: SettingsBook fails closed.)
         private = {u for u in voices if u != scope.user_id and self.user_settings(u).full_privacy}
-        stored = tuple(m for m in said if m.user_id not in private)[-self.limits.messages_kept :]
-        if not stored:
+        kept = self.limits.messages_kept
+        window = tuple(m for m in said if m.user_id not in private)[-UNCHECKED_KEPT * kept :]
+        if not window:
             return None
 
         def change(entry: MemoryEntry) -> dict[str, Any]:
-            return captured(entry, stored=stored, voices=voices, now=now)
+            return captured(entry, stored=window, kept=kept, voices=voices, now=now)
 
         return change
 

@@ -44,6 +44,7 @@ from stm_memory.bulk import ProgressCallback
 from stm_memory.engine import ShortTermMemory
 from stm_memory.errors import ConfigurationError, StmError, StorageError, ValidationError
 from stm_memory.model import Category, MemoryEntry, Scope
+from stm_memory.model.details import left_out, memory_text
 
 __all__ = ["app", "main"]
 
@@ -268,6 +269,24 @@ def show(
         if entry is None:
             raise _fail(f"no live memory for {scope.live_key} in {_store_name()}", 1)
         _print_entries([entry], as_json=as_json, title=scope.live_key)
+        if entry.kept and not as_json:
+            _print_kept(entry)
+
+
+def _print_kept(entry: MemoryEntry) -> None:
+    """The excerpts kept beside the memory, and why: the details the memory left out."""
+    memory = memory_text(entry.summary, entry.categories.values())
+    table = Table(title="kept beside the memory: details the last write left out")
+    for column in ("said", "by", "left out", "excerpt"):
+        table.add_column(column, overflow="fold")
+    for m in entry.kept:
+        table.add_row(
+            m.timestamp.isoformat(timespec="seconds"),
+            m.name or m.user_id or m.role,
+            ", ".join(left_out([m], memory)),
+            m.content,
+        )
+    console.print(table)
 
 
 @app.command("list")

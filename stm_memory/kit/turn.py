@@ -63,9 +63,11 @@ from stm_memory.kit.prepared import Breakpoints, PreparedRequest, ToolOffer, Too
 from stm_memory.kit.requests import forces_tool, has_tool_traffic, text_of
 from stm_memory.kit.wire_anthropic import wire_messages
 from stm_memory.model import Scope, StoredMessage
+from stm_memory.model.details import kept_details
 from stm_memory.model.messages import without_speaker_ids
 from stm_memory.model.rates import profile_for
 from stm_memory.prompt.placement import MemoryContext
+from stm_memory.prompt.render import CONTENT_HEADER
 from stm_memory.prompt.swap import SwapDecision, choose, newest
 from stm_memory.tool.schema import tool_description, tool_parameters
 from stm_memory.tool.turn import TOOL_NAME, failure
@@ -130,10 +132,15 @@ def _find_run(items: Sequence[Any], run: Sequence[Any]) -> int | None:
 
 def _added_by(view: Sequence[Any], earlier: Sequence[Any]) -> list[Any]:
     """The items placement added to ``earlier`` in ``view``: new ones, not a copy of an
-    earlier message with placed text joined to it (those hold someone's words)."""
+    earlier message with placed text joined to it (those hold someone's words). A
+    message that opens with the block's header is placed text alone, whatever words it
+    quotes (details kept beside the memory quote earlier turns verbatim)."""
     said = [t for t in map(text_of, earlier) if t.strip()]
     return [
-        item for item in view if item not in earlier and not any(t in text_of(item) for t in said)
+        item
+        for item in view
+        if item not in earlier
+        and (text_of(item).startswith(CONTENT_HEADER) or not any(t in text_of(item) for t in said))
     ]
 
 
@@ -315,6 +322,8 @@ class MemoryTurn:
                 if found is None:
                     return
                 decision = found
+            if chosen.shown is not None and chosen.shown.kept:
+                decision = replace(decision, kept=tuple(kept_details(chosen.shown)))
             self._context = chosen
             self._decision = decision
         if self.state is not None and chosen.ledger is not None:

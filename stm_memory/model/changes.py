@@ -14,11 +14,17 @@ from typing import Any
 
 from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.categories import merge_categories
+from stm_memory.model.details import just_before, memory_text, reconcile, rewritten
 from stm_memory.model.dialogue import StoredMessage
 from stm_memory.model.entry import MemoryEntry
 from stm_memory.model.shown import ShownState
 
-__all__ = ["captured", "counted", "refreshed"]
+__all__ = ["UNCHECKED_KEPT", "captured", "counted", "refreshed", "turn_count"]
+
+#: Capture keeps the turns said since the memory was last written (the ones the next
+#: write checks, :func:`refreshed`) up to this many times ``messages_kept``: a model
+#: that writes at the cadence's nudge leaves a dozen or so.
+UNCHECKED_KEPT = 4
 
 
 def _one_more_turn_since_reset(entry: MemoryEntry) -> dict[str, int]:
@@ -36,10 +42,18 @@ def refreshed(
     sources: Collection[str],
     now: datetime,
     live_key: str,
+    detail_budget: int,
 ) -> dict[str, Any]:
     """The model wrote the memory: a new summary or merged category values. What it
     wrote can hold the words of everyone in ``sources`` (this turn's user and the
-    provenance of the briefings it was shown). The live key's counter starts again."""
+    provenance of the briefings it was shown). The live key's counter starts again.
+
+    What the turns captured since the last write (the ones this write lets the history
+    cut drop) said that the memory does not carry is kept beside it, within
+    ``detail_budget`` code points (stm_memory/model/details.py); past the budget, the
+    first turn that does not fit and every turn after it stay raw: the counter starts
+    from them instead of from zero, so the cut keeps them and the next write checks
+    them again."""
     fields: dict[str, Any] = {
         "last_updated": now,
         "refreshed_at": now,
@@ -49,13 +63,81 @@ def refreshed(
         fields["summary"] = summary
     if categories is not None:
         fields["categories"] = merge_categories(entry.categories, categories, order)
+    written = fields.get("summary", entry.summary)
+    values = fields.get("categories", entry.categories)
+    dropped = _said_since(entry.messages, entry.refreshed_at)
+    previous = [entry.summary or ""] if summary is not None else []
+    previous += [entry.categories.get(slug, "") for slug in categories or ()]
+    kept = reconcile(
+        entry.kept,
+        dropped,
+        memory_text(written, values.values()),
+        budget=detail_budget,
+        replaced=rewritten(previous, entry.refreshed_at),
+    )
+    fields["kept"] = kept.kept
+    held = 0
+    if kept.held_from is not None:
+        # From the start of the turn that did not fit: the cut keeps whole turns.
+        first = _turn_start(dropped, kept.held_from)
+        fields["refreshed_at"] = just_before(first.timestamp)
+        held = turn_count(_said_since(dropped, fields["refreshed_at"]))
     if entry.key == live_key:
-        fields["turns_since_refresh"] = 0
+        fields["turns_since_refresh"] = held
         fields["last_refreshed_turn"] = entry.last_refreshed_turn + 1
         # end_turn does not count a turn that refreshed; this turn still happened
         # since the reset.
         fields |= _one_more_turn_since_reset(entry)
     return fields
+
+
+def _said_since(
+    messages: Sequence[StoredMessage], since: datetime | None
+) -> tuple[StoredMessage, ...]:
+    """The turns captured at or after ``since`` (all when None): a write's own turn is
+    captured after it, at the same instant on a clock that did not move (the check
+    reads one turn too many rather than one too few)."""
+    return tuple(m for m in messages if since is None or m.timestamp >= since)
+
+
+def turn_count(messages: Sequence[StoredMessage]) -> int:
+    """The turns ``messages`` hold: a turn starts at a user message that follows a
+    non-user one (or opens the list), as the history cut counts them."""
+    count, previous = 0, None
+    for m in messages:
+        if m.role == "user" and previous != "user":
+            count += 1
+        previous = m.role
+    return count
+
+
+def _turn_start(messages: Sequence[StoredMessage], message: StoredMessage) -> StoredMessage:
+    """The message that opens the turn ``message`` is part of."""
+    at = next(i for i, m in enumerate(messages) if m is message)
+    while at > 0 and not (messages[at].role == "user" and messages[at - 1].role != "user"):
+        at -= 1
+    return messages[at]
+
+
+def _unchecked_kept(
+    messages: tuple[StoredMessage, ...], entry: MemoryEntry, kept: int
+) -> tuple[StoredMessage, ...]:
+    """The last ``kept`` of ``messages``, and the run before them of turns the entry
+    held already that were said after its last write (a caller's older turns, never
+    captured, are not taken up)."""
+    held = {(m.role, m.content, m.name) for m in entry.messages}
+    since = entry.refreshed_at
+    start = len(messages) - kept
+    # Back over the turns the entry held, to the earliest said since the write (a
+    # repeated reply keeps its first time: an older one among them does not end it).
+    at = start
+    while (
+        at > 0 and (messages[at - 1].role, messages[at - 1].content, messages[at - 1].name) in held
+    ):
+        at -= 1
+        if since is None or messages[at].timestamp >= since:
+            start = at
+    return messages[start:]
 
 
 def _first_seen(message: StoredMessage, before: StoredMessage | None) -> StoredMessage:
@@ -76,12 +158,17 @@ def captured(
     stored: Sequence[StoredMessage],
     voices: Collection[str],
     now: datetime,
+    kept: int | None = None,
 ) -> dict[str, Any]:
-    """The channel's last dialogue turns were captured."""
+    """The channel's last dialogue turns were captured: the last ``kept`` of
+    ``stored`` (all when None), and before them those the channel already held that
+    were said since its memory was last written (the next write checks them)."""
     # Turns seen before keep their first timestamp: callers pass the whole window every
     # turn, and "recent since the last refresh" depends on it.
     seen = {(m.role, m.content, m.name): m for m in entry.messages}
     messages = tuple(_first_seen(m, seen.get((m.role, m.content, m.name))) for m in stored)
+    if kept is not None and len(messages) > kept:
+        messages = _unchecked_kept(messages, entry, kept)
     # Everyone whose words the model was shown can be in what it writes next, private
     # speakers included (their words are in the caller's history).
     return {

@@ -17,10 +17,12 @@ provenance resets it, and the next request swaps to what is left).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from stm_memory.model.dialogue import StoredMessage
 
 __all__ = ["ShownState"]
 
@@ -35,6 +37,8 @@ class ShownState:
     #: The distilled memory of that write, as shown (a copy: the entry moves on).
     summary: str | None = None
     categories: Mapping[str, str] = field(default_factory=dict)
+    #: The excerpts kept beside that memory (MemoryEntry.kept), as shown.
+    kept: Sequence[StoredMessage] = ()
     #: Turns completed since that write: the history cut keeps these (and the overlap).
     turns: int = 0
     #: Swaps so far: the briefing set is fixed for one swap (``briefings_epoch``).
@@ -49,6 +53,7 @@ class ShownState:
             epoch=self.epoch,
             summary=self.summary,
             categories=self.categories,
+            kept=self.kept,
             turns=self.turns + 1,
             swap=self.swap,
             at=at,
@@ -59,6 +64,7 @@ class ShownState:
             "epoch": self.epoch,
             "summary": self.summary,
             "categories": dict(self.categories),
+            **({"kept": [m.to_dict() for m in self.kept]} if self.kept else {}),
             "turns": self.turns,
             "swap": self.swap,
             "at": self.at.isoformat() if self.at is not None else None,
@@ -71,6 +77,7 @@ class ShownState:
             epoch=int(data.get("epoch") or 0),
             summary=data.get("summary"),
             categories=dict(data.get("categories") or {}),
+            kept=tuple(StoredMessage.from_dict(m) for m in data.get("kept") or ()),
             turns=int(data.get("turns") or 0),
             swap=int(data.get("swap") or 0),
             at=datetime.fromisoformat(at) if at else None,

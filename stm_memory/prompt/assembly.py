@@ -56,6 +56,7 @@ from stm_memory.prompt.render import (
     briefing_block,
     distilled_lines,
     join_parts,
+    kept_lines,
     memory_block,
     nudge_text,
     other_channel_block,
@@ -412,6 +413,7 @@ def build_memory_context(
         epoch=live.last_refreshed_turn if live is not None else 0,
         summary=live.summary if live is not None else None,
         categories=live.categories if live is not None else {},
+        kept=live.kept if live is not None else (),
         turns=live.turns_since_refresh if live is not None else 0,
         swap=base + 1,
         at=stored.at if stored is not None else None,
@@ -502,8 +504,10 @@ def _form(
     whether a briefing may be sent on its own between swaps)."""
     settings = turn.settings
     this_lines: list[str] = []
+    kept: list[str] = []
     if show_memory:
         this_lines = distilled_lines(state.summary, state.categories, turn.categories)
+        kept = kept_lines(state.kept)
     ledger, epoch = plan_briefings(
         live,
         copies,
@@ -518,7 +522,7 @@ def _form(
         for back, entries in briefing_groups(ledger, turns_since_refresh=state.turns)
     )
     sources = frozenset(u for c in ledger for u in c.provenance)
-    content, briefing_at = join_parts(memory_block(this_lines), [text for _, text in groups])
+    content, briefing_at = join_parts(memory_block(this_lines, kept), [text for _, text in groups])
     return MemoryContext(
         content=content,
         briefing_at=briefing_at,

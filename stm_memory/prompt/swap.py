@@ -110,6 +110,9 @@ class SwapDecision:
     cost: float = 0.0
     #: The nudge went out before the cadence because a write pays (:func:`write_pays`).
     nudged: bool = False
+    #: Details kept beside the memory shown because it leaves them out (their turns
+    #: were cut; stm_memory/model/details.py), as said.
+    kept: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         verb = "swap" if self.swap else "hold"
@@ -119,7 +122,15 @@ class SwapDecision:
                 f"{verb} ({self.rule}): held {self.held} tokens, swapped {self.swapped}; "
                 f"saves {self.saving:.0f} against {self.cost:.0f}"
             )
-        return f"{said}; a write pays: nudged" if self.nudged else said
+        if self.nudged:
+            said += "; a write pays: nudged"
+        if self.kept:
+            listed = ", ".join(self.kept[:8]) + (", …" if len(self.kept) > 8 else "")
+            said += (
+                f"; {len(self.kept)} detail(s) kept beside the memory, which leaves them "
+                f"out: {listed}"
+            )
+        return said
 
 
 #: What a decision without an estimate says.

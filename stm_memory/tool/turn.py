@@ -18,8 +18,36 @@ __all__ = ["TOOL_NAME", "TurnContext", "failure", "success"]
 TOOL_NAME = "update_short_term_memory"
 
 
-def success(note: str | None = None) -> dict[str, Any]:
-    return {"status": "completed", "note": note} if note else {"status": "completed"}
+#: Details a write's result names (each cut to DETAIL_SHOWN code points): enough for the
+#: model to find them in what it was shown, a few dozen tokens at most.
+DETAILS_NAMED = 12
+DETAIL_SHOWN = 40
+
+
+def success(note: str | None = None, *, left_out: Sequence[str] = ()) -> dict[str, Any]:
+    """A completed write. ``left_out``: details of the turns it replaces that it does
+    not carry (model/details.py); they are kept beside it, and the result names them
+    so the next write can carry them (a write that does releases them)."""
+    result: dict[str, Any] = {"status": "completed"}
+    notes = [note] if note else []
+    if left_out:
+        named = [_shortened(d) for d in left_out[:DETAILS_NAMED]]
+        more = len(left_out) - len(named)
+        listed = ", ".join(f"'{d}'" for d in named) + (f" and {more} more" if more > 0 else "")
+        notes.append(
+            f"Stored. It leaves out details said earlier: {listed}. They stay in front of "
+            "you, quoted beside the memory, until an update carries them: include those "
+            "that still matter next time."
+        )
+        result["left_out"] = named
+    if notes:
+        result["note"] = " ".join(notes)
+    return result
+
+
+def _shortened(detail: str) -> str:
+    one = " ".join(detail.split())
+    return one if len(one) <= DETAIL_SHOWN else one[: DETAIL_SHOWN - 1].rstrip() + "…"
 
 
 def failure(reason: str) -> dict[str, Any]:
