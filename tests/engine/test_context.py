@@ -56,7 +56,7 @@ def remember(
     if messages:
         mem.capture(scope, list(messages))
     if args is not None:
-        assert mem.update(turn, args) == {"status": "completed"}
+        assert mem.update(turn, args)["status"] == "completed"
     mem.end_turn(turn)
 
 
@@ -66,7 +66,7 @@ def context(mem: ShortTermMemory, scope: Scope, **kw: Any) -> MemoryContext:
 
 CHAT = [
     {"role": "user", "content": "Shall we plan the heist?", "name": "Ann"},
-    {"role": "assistant", "content": "Friday works."},
+    {"role": "assistant", "content": "That works."},
     {"role": "user", "content": "Bring the map.", "name": "Ann"},
 ]
 
@@ -138,7 +138,7 @@ def test_crude_only_other_channel(mem: ShortTermMemory, clock: FrozenClock) -> N
     assert context(mem, here()).content == (
         HEAD + "Other channels:\n"
         "- #random, 2026-01-05 12:40 UTC:\n"
-        '  Assistant: "Friday works."\n'
+        '  Assistant: "That works."\n'
         '  Ann: "Bring the map."'
     )
 
@@ -412,7 +412,7 @@ def test_nudge_after_cadence_turns_and_reset_by_update(mem: ShortTermMemory) -> 
     turn = mem.begin_turn(here(), provider="openai")
     ctx = mem.build_context(turn)
     assert ctx.nudge == nudges[3] and ctx.nudge_depth == 2
-    assert mem.update(turn, {"summary": "Done."}) == {"status": "completed"}
+    assert mem.update(turn, {"summary": "Done."})["status"] == "completed"
     mem.end_turn(turn)
     assert context(mem, here()).nudge is None
 

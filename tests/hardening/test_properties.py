@@ -154,7 +154,7 @@ class MemoryMachine(RuleBasedStateMachine):
     def update(self, i: int, text: str) -> None:
         scope = self.scope(i)
         ctx = self.mem.begin_turn(scope, provider="openai", user_message="hi")
-        assert self.mem.update(ctx, {"summary": text}) == {"status": "completed"}
+        assert self.mem.update(ctx, {"summary": text})["status"] == "completed"
         self.mem.end_turn(ctx)
         for key in scope.keys:
             row = self.mutated(key)

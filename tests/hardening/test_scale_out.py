@@ -18,7 +18,7 @@ from helpers.deployment import Deployment, OpenMem
 from helpers.factory import MemFactory
 from helpers.host import HostFactory
 from helpers.inspection import assert_cache_matches_sql, cache_entry_keys
-from helpers.memory import COMPLETED, dialogue, refresh, row, scope_dict, turn
+from helpers.memory import dialogue, refresh, row, scope_dict, turn
 from helpers.subproc import Gate, finish_worker, start_worker
 from helpers.threads import run_threads
 
@@ -68,7 +68,7 @@ def test_two_processes_see_each_others_writes_and_deletions_at_once(
     live = a.get(S1)
     assert live is not None and (live.turns_since_refresh, live.last_refreshed_turn) == (1, 1)
 
-    assert b.turn(S1, {"summary": "written by B"}) == COMPLETED
+    assert b.turn(S1, {"summary": "written by B"})["status"] == "completed"
     live = a.get(S1)
     assert live is not None
     assert (live.summary, live.turns_since_refresh, live.last_refreshed_turn) == (
@@ -155,11 +155,11 @@ def test_concurrent_processes_lose_no_turn_and_no_refresh(
     for i in range(rounds):
         ctx = a.begin_turn(own[0])
         if i % 3 == 2:
-            assert a.update(ctx, {"summary": f"A round {i}"}) == COMPLETED
+            assert a.update(ctx, {"summary": f"A round {i}"})["status"] == "completed"
         a.capture(own[0], dialogue(1, start=i))
         a.end_turn(ctx)
         turn(a, counting)
-        assert turn(a, refreshing, {"summary": f"A refresh {i}"}) == COMPLETED
+        assert turn(a, refreshing, {"summary": f"A refresh {i}"})["status"] == "completed"
     results = [child.receive() for child in children]
 
     total_counted = rounds + sum(r["counted"][counting.live_key] for r in results)
@@ -202,7 +202,7 @@ def counted_turns(memory: ShortTermMemory, turns: int, updates_every: int = 0) -
     for i in range(1, turns + 1):
         ctx = memory.begin_turn(SCOPE)
         if updates_every and i % updates_every == 0:
-            assert memory.update(ctx, {"summary": f"thread refresh {i}"}) == {"status": "completed"}
+            assert memory.update(ctx, {"summary": f"thread refresh {i}"})["status"] == "completed"
         memory.end_turn(ctx)
 
 

@@ -26,7 +26,6 @@ from typing import Any
 import pytest
 from helpers.deployment import Deployment
 from helpers.inspection import cache_entry_keys, distilled
-from helpers.memory import COMPLETED
 from helpers.proxy import Proxied
 from helpers.sqlite_lock import SqliteWriteLock
 
@@ -117,7 +116,7 @@ class SoakRun:
         due = round_no - self.last_refresh.get(index, -1) >= 2
         if due or self.rng.random() < 0.2:
             args = self.arguments(scope, round_no)
-            assert mem.update(ctx, args) == COMPLETED
+            assert mem.update(ctx, args)["status"] == "completed"
             self.apply_update(scope, args, now)
             self.last_refresh[index] = round_no
         said = [

@@ -40,7 +40,7 @@ def turn(mem: ShortTermMemory, scope: Scope, update: dict[str, Any] | None = Non
 
 def refresh(mem: ShortTermMemory, scope: Scope, summary: str) -> Any:
     result = turn(mem, scope, {"summary": summary})
-    assert result == {"status": "completed"}, result
+    assert result["status"] == "completed", result
     return result
 
 

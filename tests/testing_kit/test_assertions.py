@@ -35,7 +35,7 @@ NUDGE = "[Short-term memory] After you answer, call update_short_term_memory wit
 
 def _refresh(memory: ShortTermMemory, scope: Scope, args: dict[str, str]) -> TurnContext:
     turn = memory.begin_turn(scope)
-    assert memory.update(turn, args) == {"status": "completed"}
+    assert memory.update(turn, args)["status"] == "completed"
     return turn
 
 

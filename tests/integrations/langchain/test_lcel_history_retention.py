@@ -48,7 +48,7 @@ def last_prompt_after_an_hour(
         chain.invoke({"q": line}, config)
     # Written by another agent of the app, durable at once; then an hour of quiet.
     turn = mem.begin_turn(SCOPE, provider="openai")
-    assert mem.update(turn, {"summary": SUMMARY}) == {"status": "completed"}
+    assert mem.update(turn, {"summary": SUMMARY})["status"] == "completed"
     mem.end_turn(turn)
     clock.advance(hours=1)
     chain.invoke({"q": LONG[3]}, config)

@@ -124,7 +124,7 @@ async def test_runner_with_the_session_sends_bounded_input(
     assert users == [user_text(i) for i in range(TURNS)]
     assert updates == memory_calls(record) >= TURNS // 6
     outputs = [json.loads(i["output"]) for i in record if i.get("type") == "function_call_output"]
-    assert outputs and all(o == {"status": "completed"} for o in outputs)
+    assert outputs and all(o["status"] == "completed" for o in outputs)
     entry = mem.get(SCOPE)
     assert entry is not None and entry.summary and entry.last_refreshed_turn == len(outputs)
     last_items = requests.bodies[-1]["input"]

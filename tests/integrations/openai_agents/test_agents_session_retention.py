@@ -35,7 +35,7 @@ async def last_input_after_an_hour(
         await Runner.run(agent, line, session=session, run_config=config)
     # Written by another agent of the app, durable at once; then an hour of quiet.
     turn = mem.begin_turn(SCOPE, provider="openai")
-    assert mem.update(turn, {"summary": SUMMARY}) == {"status": "completed"}
+    assert mem.update(turn, {"summary": SUMMARY})["status"] == "completed"
     mem.end_turn(turn)
     clock.advance(hours=1)
     await Runner.run(agent, LONG[3], session=session, run_config=config)
