@@ -26,6 +26,8 @@ __all__ = ["eval_command"]
 
 console = Console()
 err_console = Console(stderr=True)
+#: The headline table's width when the output is no terminal (a pipe, a file, a log).
+TABLE_WIDTH = 100
 
 
 def _pct(value: float | None) -> str:
@@ -44,11 +46,13 @@ def _table(report: EvalReport) -> Table:
         "corr.",
         "cost $" if usd else "cost",
         "extra",
+        "kept",
+        "kept tok",
     ):
         table.add_column(name, justify="left" if name == "strategy" else "right")
     for s in report.strategies:
         if s.skipped:
-            table.add_row(s.key, f"skipped: {s.skipped}", "", "", "", "", "")
+            table.add_row(s.key, f"skipped: {s.skipped}", "", "", "", "", "", "", "")
             continue
         r = s.recall
         cost = f"{s.cost.usd:.4f}" if usd and s.cost.usd is not None else f"{s.cost.units:,.0f}"
@@ -60,6 +64,8 @@ def _table(report: EvalReport) -> Table:
             _pct(r.corrected.rate),
             cost,
             str(s.extra_calls),
+            "—" if s.kept is None else f"{s.kept.details:,}",
+            "—" if s.kept is None else f"{s.kept.tokens:,}",
         )
     return table
 
@@ -146,7 +152,8 @@ def eval_command(
         typer.Option(
             help="The model: an init_chat_model string (openai:gpt-4.1-mini, "
             "anthropic:claude-haiku-4-5, ...) or scripted:perfect / scripted:forgetful / "
-            "scripted:toolless for an offline run of the harness itself."
+            "scripted:paraphrase / scripted:recent / scripted:toolless for an offline run "
+            "of the harness itself."
         ),
     ] = "scripted:perfect",
     turns: Annotated[int, typer.Option(min=16, max=5000, help="Turns of the generated set.")] = 120,
@@ -214,11 +221,13 @@ def eval_command(
         err_console.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2) from exc
     console.print(report.notice)
-    console.print(_table(report))
+    # Piped or captured output is not cut to 80 columns: the table fits whole.
+    (console if console.is_terminal else Console(width=TABLE_WIDTH)).print(_table(report))
     console.print(
         f"cost: prompt-cache model ({report.cache_profile}) over the recorded requests"
         + ("" if report.price else ", in units of one uncached input token")
-        + "; extra: model calls beyond one per turn."
+        + "; extra: model calls beyond one per turn; kept: details the memory left out, "
+        "kept beside it as excerpts at the end (kept tok: their tokens; —: no memory)."
     )
     if out is not None:
         try:

@@ -7,7 +7,8 @@ middleware, full history, whole-server history, LangChain ``SummarizationMiddlew
 a window of the last N turns), each fed the same turns and asked the same probes with
 the model you name, and one frozen :class:`EvalReport`: recall (overall, same channel,
 cross-channel, corrected facts), tokens, cost as billed with the project's prompt-cache
-model and as the API reported it, extra LLM calls; a table and a recall-vs-cost plot.
+model and as the API reported it, extra LLM calls, the details our memory kept beside
+what the model wrote and their tokens; a table and a recall-vs-cost plot.
 
 Offline, :func:`scripted` models of known quality stand in for a real one; a report of
 such a run says it measures the harness, not a model. Command line: ``stm-memory eval``.
@@ -30,6 +31,7 @@ from stm_memory.evaluation._pricing import PRICES, Cost, Price, cache_profile_fo
 from stm_memory.evaluation._recording import RecordedRequest, RecordedTurn
 from stm_memory.evaluation._report import (
     EvalReport,
+    KeptDetails,
     ProbeResult,
     Recall,
     Score,
@@ -43,7 +45,12 @@ from stm_memory.evaluation._runner import (
     run_eval,
 )
 from stm_memory.evaluation._scoring import score_answer
-from stm_memory.evaluation._scripted import SCRIPTED_KINDS, ScriptedModel, dropped_facts
+from stm_memory.evaluation._scripted import (
+    SCRIPTED_KINDS,
+    ScriptedModel,
+    dropped_facts,
+    paraphrased,
+)
 from stm_memory.evaluation._strategies import DEFAULT_STRATEGIES, STRATEGIES, StrategyOptions
 
 __all__ = [
@@ -57,6 +64,7 @@ __all__ = [
     "CostEstimate",
     "EvalReport",
     "Fact",
+    "KeptDetails",
     "Price",
     "Probe",
     "ProbeResult",
@@ -76,6 +84,7 @@ __all__ = [
     "estimate_cost",
     "generate_conversation",
     "load_locomo",
+    "paraphrased",
     "plot_recall_vs_cost",
     "price_for",
     "resolve_model",

@@ -42,7 +42,8 @@ class ScriptedSpec:
 
 
 def scripted(kind: ScriptedKind = "perfect") -> ScriptedSpec:
-    """A scripted model: ``"perfect"``, ``"forgetful"`` or ``"toolless"``."""
+    """A scripted model: ``"perfect"``, ``"forgetful"``, ``"paraphrase"``, ``"recent"`` or
+    ``"toolless"`` (:mod:`stm_memory.evaluation._scripted`)."""
     return ScriptedSpec(kind)
 
 

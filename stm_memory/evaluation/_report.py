@@ -15,9 +15,15 @@ from stm_memory.evaluation._pricing import Price
 
 # The per-strategy results live in a leaf module, which the plot reads too; re-exported
 # here, where they were first declared.
-from stm_memory.evaluation._results import ProbeResult, Recall, Score, StrategyResult
+from stm_memory.evaluation._results import (
+    KeptDetails,
+    ProbeResult,
+    Recall,
+    Score,
+    StrategyResult,
+)
 
-__all__ = ["EvalReport", "ProbeResult", "Recall", "Score", "StrategyResult"]
+__all__ = ["EvalReport", "KeptDetails", "ProbeResult", "Recall", "Score", "StrategyResult"]
 
 SCRIPTED_NOTICE = (
     "Scripted model: these figures measure the harness (what each strategy puts in front "
@@ -96,13 +102,20 @@ class EvalReport:
             "reported in/cached/out",
             "extra calls",
             "memory writes",
+            "kept",
+            "kept tok.",
+            "kept sent tok.",
         ]
         lines = [
             f"_{self.notice}_",
             "",
             f"Model `{self.model}`; conversation `{self.conversation}` ({self.turns} turns, "
             f"{self.probes} probes); priced with the `{self.cache_profile}` prompt-cache "
-            "profile (cost units: one uncached input token = 1).",
+            "profile (cost units: one uncached input token = 1). Kept: details of the turns "
+            "a write let the history cut drop that the memory left out, kept beside it as "
+            "excerpts at the end of the run (— without a memory); kept tok.: their "
+            "estimated tokens; kept sent tok.: the tokens their lines added to every "
+            "request, summed (at most that many cost units).",
             "",
             "| " + " | ".join(head) + " |",
             "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|",
@@ -111,7 +124,7 @@ class EvalReport:
             if s.skipped:
                 lines.append(f"| {s.label} | skipped: {s.skipped} |" + " |" * (len(head) - 2))
                 continue
-            r, c, rep = s.recall, s.cost, s.reported
+            r, c, rep, k = s.recall, s.cost, s.reported, s.kept
             cells = [
                 s.label,
                 pct(r.overall.rate),
@@ -126,6 +139,11 @@ class EvalReport:
                 f"{rep.input_tokens:,} / {rep.cached_tokens:,} / {rep.output_tokens:,}",
                 str(s.extra_calls),
                 str(s.memory_writes),
+                *(
+                    ["—"] * 3
+                    if k is None
+                    else [f"{k.details:,}", f"{k.tokens:,}", f"{k.sent_tokens:,}"]
+                ),
             ]
             lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines) + "\n"

@@ -12,7 +12,7 @@ from stm_memory.evaluation._conversation import Probe
 from stm_memory.evaluation._pricing import Cost
 from stm_memory.evaluation._recording import RecordedTurn
 
-__all__ = ["ProbeResult", "Recall", "Score", "StrategyResult"]
+__all__ = ["KeptDetails", "ProbeResult", "Recall", "Score", "StrategyResult"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +77,32 @@ class ProbeResult:
 
 
 @dataclass(frozen=True, slots=True)
+class KeptDetails:
+    """What a strategy's memory kept outside its notes: excerpts of turns whose details
+    the written memory left out (:mod:`stm_memory.model.details`).
+
+    Read from each channel's live entry at the end of the run: ``details``, the details
+    the excerpts hold that the memory does not carry (``left_out``); ``excerpts``, how
+    many; ``tokens``, their rendered lines' estimated tokens (four characters a token).
+    Over the run: ``sent_tokens``, the tokens of the lines kept excerpts added to every
+    recorded request (their title, the excerpts, the notes' title), summed; an upper
+    bound of what keeping them cost, in uncached input-token units (a prompt cache
+    serves part of them for less); ``requests``, the requests that carried any."""
+
+    details: int = 0
+    excerpts: int = 0
+    tokens: int = 0
+    sent_tokens: int = 0
+    requests: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class StrategyResult:
     """One strategy's run. ``cost`` is the prompt-cache model applied to ``turns``
     (the requests as recorded); ``reported`` is the usage the API reported, priced the
     same way. ``extra_calls`` are model calls beyond one per turn (a summarizer's, a
-    second step)."""
+    second step). ``kept`` is what the memory kept outside its notes; None for a
+    strategy that keeps no memory."""
 
     key: str
     label: str
@@ -95,6 +116,7 @@ class StrategyResult:
     seconds: float = 0.0
     turns: tuple[RecordedTurn, ...] = ()
     skipped: str | None = None
+    kept: KeptDetails | None = None
 
     def row(self) -> dict[str, Any]:
         """The table row (rates rounded to 3 places, None where nothing was asked)."""
@@ -102,6 +124,7 @@ class StrategyResult:
         def rate(score: Score) -> float | None:
             return None if score.rate is None else round(score.rate, 3)
 
+        kept = self.kept or KeptDetails()  # no memory: nothing kept
         return {
             "strategy": self.key,
             "label": self.label,
@@ -122,5 +145,14 @@ class StrategyResult:
             "reported_cached_tokens": self.reported.cached_tokens,
             "reported_output_tokens": self.reported.output_tokens,
             "reported_usd": None if self.reported.usd is None else round(self.reported.usd, 6),
+            "kept_details": kept.details,
+            "kept_excerpts": kept.excerpts,
+            "kept_tokens": kept.tokens,
+            "kept_sent_tokens": kept.sent_tokens,
+            "kept_sent_share": (
+                round(kept.sent_tokens / self.cost.input_tokens, 4)
+                if self.cost.input_tokens
+                else 0.0
+            ),
             "skipped": self.skipped or "",
         }

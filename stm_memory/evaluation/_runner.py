@@ -22,6 +22,7 @@ from typing import Any
 from stm_memory.errors import ConfigurationError, StmError
 from stm_memory.evaluation._conversation import ConversationSet
 from stm_memory.evaluation._generator import generate_conversation
+from stm_memory.evaluation._kept import measure_kept
 from stm_memory.evaluation._models import ResolvedModel, ScriptedSpec, resolve_model
 from stm_memory.evaluation._pricing import (
     Price,
@@ -187,6 +188,7 @@ def _run_strategy(
                 answers.append(ProbeResult.of(probe, turn.answer, score_answer(probe, turn.answer)))
             if progress is not None:
                 progress(label, n + 1, total)
+        entries = strategy.memory_entries()  # what the memory holds at the end
     finally:
         strategy.close()
     reported = Usage()
@@ -205,6 +207,7 @@ def _run_strategy(
         memory_writes=sum(t.memory_written for t in turns),
         seconds=time.perf_counter() - started,
         turns=tuple(turns),
+        kept=measure_kept(entries, turns),
     )
 
 
@@ -329,13 +332,13 @@ def run_eval(
     ``model``: a LangChain chat model, an ``init_chat_model`` string
     (``"openai:gpt-4.1-mini"``), an OpenAI or Anthropic client with ``model_name``, or a
     scripted model (``"scripted:perfect"`` / ``"scripted:forgetful"`` /
-    ``"scripted:toolless"``) for an offline run. ``conversation`` defaults to
-    :func:`generate_conversation` of ``seed`` and ``turns``. ``price`` (USD per million
-    input, output tokens) defaults to the listed price of the model, if known;
-    ``cache_profile`` to the model's. With a real model the run is estimated first
-    (``on_estimate`` receives it) and ``max_cost`` (USD) raises :class:`BudgetExceeded`
-    before the first call when the estimate is above it, or as soon as the usage the API
-    reports passes it.
+    ``"scripted:paraphrase"`` / ``"scripted:recent"`` / ``"scripted:toolless"``) for an
+    offline run. ``conversation`` defaults to :func:`generate_conversation` of ``seed``
+    and ``turns``. ``price`` (USD per million input, output tokens) defaults to the
+    listed price of the model, if known; ``cache_profile`` to the model's. With a real
+    model the run is estimated first (``on_estimate`` receives it) and ``max_cost`` (USD)
+    raises :class:`BudgetExceeded` before the first call when the estimate is above it,
+    or as soon as the usage the API reports passes it.
     """
     resolved = resolve_model(model, model_name=model_name)
     conv = _conversation(conversation, turns, seed)

@@ -11,8 +11,19 @@ what they write when asked to remember:
   it can see in this channel (its memory and the dialogue; not other channels'
   briefings), at its newest value; as a summarizer, writes the same lines.
 - ``forgetful``: the same, but leaves out every third fact (:func:`dropped_facts`).
+- ``paraphrase``: writes every fact it sees, but a value that is a plain number or a
+  time in words (``4821`` as "four thousand eight hundred twenty-one", ``09:35`` as
+  "nine thirty-five", :func:`paraphrased`), other values as they are. It reads its own
+  words back as the fact when it writes again, but answers only from values written as
+  the conversation states them (a reader that needs the digits).
+- ``recent``: writes only the newest half of the facts it sees (by where the value it
+  writes was last stated in what it was shown; with an odd count the middle one is
+  kept), leaving out the older half.
 - ``toolless``: never calls the tool; as a summarizer it writes what ``perfect`` does
   (asked in plain text, it answers in plain text).
+
+As summarizers, ``forgetful``, ``paraphrase`` and ``recent`` write what they would
+write to the memory.
 """
 
 from __future__ import annotations
@@ -29,10 +40,23 @@ from stm_memory.prompt.render import CONTENT_HEADER, OTHER_CHANNELS
 from stm_memory.testing.offline import OfflineModel, OfflineReply
 from stm_memory.tool.turn import TOOL_NAME
 
-__all__ = ["SCRIPTED_KINDS", "ScriptedKind", "ScriptedModel", "dropped_facts"]
+__all__ = [
+    "SCRIPTED_KINDS",
+    "ScriptedKind",
+    "ScriptedModel",
+    "dropped_facts",
+    "number_words",
+    "paraphrased",
+]
 
-ScriptedKind = Literal["perfect", "forgetful", "toolless"]
-SCRIPTED_KINDS: tuple[ScriptedKind, ...] = ("perfect", "forgetful", "toolless")
+ScriptedKind = Literal["perfect", "forgetful", "paraphrase", "recent", "toolless"]
+SCRIPTED_KINDS: tuple[ScriptedKind, ...] = (
+    "perfect",
+    "forgetful",
+    "paraphrase",
+    "recent",
+    "toolless",
+)
 UNKNOWN = "I don't know; it is not in what I can see."
 _BLOCK_SPLIT = re.compile(rf"(?=^{re.escape(CONTENT_HEADER)}$)", re.M)
 _FILLER = (
@@ -49,6 +73,54 @@ _FILLER = (
 def dropped_facts(conversation: ConversationSet) -> frozenset[str]:
     """The facts the ``forgetful`` model never writes: every third, by position."""
     return frozenset(f.id for i, f in enumerate(conversation.facts) if i % 3 == 1)
+
+
+_ONES = (
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+    "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
+    "eighteen", "nineteen",
+)  # fmt: skip
+_TENS = ("", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
+_SCALES = ((10**9, "billion"), (10**6, "million"), (1000, "thousand"))
+_PLAIN_NUMBER = re.compile(r"\d+")
+_CLOCK = re.compile(r"(\d{1,2}):(\d{2})")
+
+
+def number_words(n: int) -> str:
+    """``n`` (0 or more) in English words: 4821 is "four thousand eight hundred
+    twenty-one" (no "and", tens and units hyphenated)."""
+    if n < 0:
+        raise ValueError("number_words takes a number of 0 or more")
+    if n < 20:
+        return _ONES[n]
+    if n < 100:
+        tens, ones = divmod(n, 10)
+        return _TENS[tens] + (f"-{_ONES[ones]}" if ones else "")
+    if n < 1000:
+        hundreds, rest = divmod(n, 100)
+        return f"{_ONES[hundreds]} hundred" + (f" {number_words(rest)}" if rest else "")
+    for scale, name in _SCALES:
+        if n >= scale:
+            high, rest = divmod(n, scale)
+            return f"{number_words(high)} {name}" + (f" {number_words(rest)}" if rest else "")
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def paraphrased(value: str) -> str:
+    """``value`` as the ``paraphrase`` model writes it: a plain number or a time in
+    words ("4821" → "four thousand eight hundred twenty-one", "09:35" → "nine
+    thirty-five", "09:00" → "nine o'clock", "09:05" → "nine oh five"); any other
+    value as it is."""
+    if _PLAIN_NUMBER.fullmatch(value):
+        return number_words(int(value))
+    clock = _CLOCK.fullmatch(value)
+    if clock is None:
+        return value
+    hour, minute = int(clock.group(1)), int(clock.group(2))
+    if minute == 0:
+        return f"{number_words(hour)} o'clock"
+    spoken = number_words(minute) if minute >= 10 else f"oh {number_words(minute)}"
+    return f"{number_words(hour)} {spoken}"
 
 
 def _filler(user_text: str) -> str:
@@ -115,6 +187,8 @@ class ScriptedModel(OfflineModel):
     def _facts_seen(self, segments: Sequence[str]) -> list[tuple[Fact, str]]:
         if self.conversation is None:
             return []
+        if self.kind in ("paraphrase", "recent"):
+            return self._facts_written(normalize("\n".join(segments)))
         out = []
         for fact in self.conversation.facts:
             if fact.id in self.drops:
@@ -123,6 +197,27 @@ class ScriptedModel(OfflineModel):
             if value is not None:
                 out.append((fact, value))
         return out
+
+    def _facts_written(self, text: str) -> list[tuple[Fact, str]]:
+        # paraphrase: a fact is seen at its values or at their words (its own notes);
+        # recent: the newest half of the facts seen, by where each was last stated.
+        assert self.conversation is not None
+        seen: list[tuple[int, Fact, str]] = []
+        for fact in self.conversation.facts:
+            forms = {v: v for v in fact.values}
+            if self.kind == "paraphrase":
+                forms.update({paraphrased(v): v for v in fact.values})
+            found = _last_position(list(forms), text)
+            if found is not None:
+                seen.append((found[0], fact, forms[found[1]]))
+        if self.kind == "recent":
+            newest = sorted(seen, key=lambda s: s[0])[len(seen) // 2 :]
+            kept = {fact.id for _, fact, _ in newest}
+            seen = [s for s in seen if s[1].id in kept]
+        return [(fact, value) for _, fact, value in seen]
+
+    def _written(self, value: str) -> str:
+        return paraphrased(value) if self.kind == "paraphrase" else value
 
     @staticmethod
     def _evidence(dialogue: Sequence[tuple[str, str]], *, this_channel: bool) -> list[str]:
@@ -139,7 +234,8 @@ class ScriptedModel(OfflineModel):
         return out
 
     def _notes(self, segments: Sequence[str]) -> str:
-        lines = [f"- {fact.key}: {value}" for fact, value in self._facts_seen(segments)]
+        seen = self._facts_seen(segments)
+        lines = [f"- {fact.key}: {self._written(value)}" for fact, value in seen]
         if not lines:
             return "Nothing settled yet; small talk so far."
         return "Settled details:\n" + "\n".join(lines)

@@ -35,6 +35,7 @@ from stm_memory.model import Scope
 
 if TYPE_CHECKING:
     from stm_memory.engine import ShortTermMemory
+    from stm_memory.model import MemoryEntry
     from stm_memory.testing.clock import FrozenClock
 
 __all__ = ["DEFAULT_STRATEGIES", "STRATEGIES", "Strategy", "StrategyOptions", "open_strategy"]
@@ -77,6 +78,11 @@ class Strategy:
     def turn(self, utterance: Utterance, at: datetime) -> RecordedTurn:
         raise NotImplementedError
 
+    def memory_entries(self) -> tuple[MemoryEntry, ...] | None:
+        """Each channel's live memory entry now (a channel without one is left out);
+        None for a strategy that keeps no memory. Read before :meth:`close`."""
+        return None
+
     def close(self) -> None:
         """Release what the strategy opened (memory stores, clients)."""
 
@@ -106,6 +112,27 @@ def _open_memory(
         settings["refresh_cadence"] = options.refresh_cadence
     memory.configure_server(conversation.server_id, **settings)
     return memory
+
+
+def _live_entries(
+    memory: ShortTermMemory, conversation: ConversationSet
+) -> tuple[MemoryEntry, ...]:
+    # A channel's live entry is its server key's, whoever the user (Scope.live_key).
+    speaker = conversation.speakers[0]
+    entries = []
+    for channel in conversation.channels:
+        scope = Scope(
+            channel_id=channel,
+            user_id=speaker.user_id,
+            server_id=conversation.server_id,
+            channel_name=channel,
+            server_name=conversation.server_name,
+            user_name=speaker.name,
+        )
+        entry = memory.get(scope)
+        if entry is not None:
+            entries.append(entry)
+    return tuple(entries)
 
 
 def _refreshes(memory: ShortTermMemory, scope: Scope) -> int:
@@ -185,6 +212,9 @@ class _LoopStrategy(Strategy):
             memory_written=_refreshes(self.memory, scope) > before,
         )
 
+    def memory_entries(self) -> tuple[MemoryEntry, ...]:
+        return _live_entries(self.memory, self.conversation)
+
     def close(self) -> None:
         self.memory.close()
 
@@ -259,6 +289,9 @@ class _AgentStrategy(_ChatStrategy):
         answer = next((m.text for m in reversed(replies) if m.text), "")
         written = _refreshes(self.memory, scope) > before if self.memory else False
         return _turn_from_calls(u, at, self.recorder.take(), answer, written)
+
+    def memory_entries(self) -> tuple[MemoryEntry, ...] | None:
+        return _live_entries(self.memory, self.conversation) if self.memory else None
 
     def close(self) -> None:
         if self.memory is not None:

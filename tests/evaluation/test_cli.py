@@ -29,6 +29,8 @@ def test_eval_runs_offline_and_writes_the_table_and_the_plot(tmp_path: Path) -> 
     assert "| stm-memory, provider loop |" in table and "measure the harness" in table
     header = (out / "table.csv").read_text().splitlines()[0]
     assert header.startswith("strategy,label,recall,same_channel,cross_channel,corrected")
+    assert "kept_details" in header and "kept_tokens" in header
+    assert "kept tok" in result.output
     report = json.loads((out / "report.json").read_text())
     assert report["scripted"] == "perfect"
     assert [s["strategy"] for s in report["strategies"]] == chosen
