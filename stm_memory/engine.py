@@ -35,7 +35,7 @@ from stm_memory.model import (
 )
 from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.changes import UNCHECKED_KEPT, captured, counted, refreshed
-from stm_memory.model.details import left_out, memory_text
+from stm_memory.model.details import left_out, written
 from stm_memory.model.dialogue import with_stored_speakers
 from stm_memory.model.erasure import speakers
 from stm_memory.model.messages import all_dialogue
@@ -367,7 +367,7 @@ class ShortTermMemory:
             log.error("stm-memory: update failed for %s: %s", turn.scope.live_key, exc)
             return failure("Short-term memory could not be stored right now; continue.")
         left = (
-            left_out(live.kept, memory_text(live.summary, live.categories.values()))
+            left_out(live.kept, written(live.summary, live.categories.values()))
             if live is not None
             else []
         )

@@ -44,7 +44,7 @@ from stm_memory.bulk import ProgressCallback
 from stm_memory.engine import ShortTermMemory
 from stm_memory.errors import ConfigurationError, StmError, StorageError, ValidationError
 from stm_memory.model import Category, MemoryEntry, Scope
-from stm_memory.model.details import left_out, memory_text
+from stm_memory.model.details import left_out, written
 
 __all__ = ["app", "main"]
 
@@ -275,7 +275,7 @@ def show(
 
 def _print_kept(entry: MemoryEntry) -> None:
     """The excerpts kept beside the memory, and why: the details the memory left out."""
-    memory = memory_text(entry.summary, entry.categories.values())
+    memory = written(entry.summary, entry.categories.values())
     table = Table(title="kept beside the memory: details the last write left out")
     for column in ("said", "by", "left out", "excerpt"):
         table.add_column(column, overflow="fold")

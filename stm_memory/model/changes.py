@@ -14,7 +14,7 @@ from typing import Any
 
 from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.categories import merge_categories
-from stm_memory.model.details import just_before, memory_text, reconcile, rewritten
+from stm_memory.model.details import Reconciled, just_before, reconcile, rewritten, written
 from stm_memory.model.dialogue import StoredMessage
 from stm_memory.model.entry import MemoryEntry
 from stm_memory.model.shown import ShownState
@@ -63,17 +63,22 @@ def refreshed(
         fields["summary"] = summary
     if categories is not None:
         fields["categories"] = merge_categories(entry.categories, categories, order)
-    written = fields.get("summary", entry.summary)
+    summary_now = fields.get("summary", entry.summary)
     values = fields.get("categories", entry.categories)
     dropped = _said_since(entry.messages, entry.refreshed_at)
     previous = [entry.summary or ""] if summary is not None else []
     previous += [entry.categories.get(slug, "") for slug in categories or ()]
-    kept = reconcile(
-        entry.kept,
-        dropped,
-        memory_text(written, values.values()),
-        budget=detail_budget,
-        replaced=rewritten(previous, entry.refreshed_at),
+    # Kept on the live key only: the one whose requests show it.
+    kept = (
+        reconcile(
+            entry.kept,
+            dropped,
+            written(summary_now, values.values(), elsewhere=_briefed(entry)),
+            budget=detail_budget,
+            replaced=rewritten(previous, entry.refreshed_at),
+        )
+        if entry.key == live_key
+        else Reconciled(())
     )
     fields["kept"] = kept.kept
     held = 0
@@ -89,6 +94,11 @@ def refreshed(
         # since the reset.
         fields |= _one_more_turn_since_reset(entry)
     return fields
+
+
+def _briefed(entry: MemoryEntry) -> str:
+    """The other channels' briefings this channel's requests carry."""
+    return "\n".join(copy.text for copy in entry.briefings)
 
 
 def _said_since(

@@ -58,17 +58,19 @@ __all__ = [
     "Detail",
     "DetailShape",
     "Reconciled",
+    "Statement",
+    "Written",
     "carried",
     "details",
     "excerpt",
     "just_before",
     "kept_details",
     "left_out",
-    "memory_text",
     "missing",
     "normalize",
     "reconcile",
     "rewritten",
+    "written",
 ]
 
 DetailShape = Literal[
@@ -89,6 +91,9 @@ DetailShape = Literal[
 #: The most code points one kept excerpt holds: the sentence around a detail, not the
 #: whole turn (a pasted log must not fill the budget with one item).
 EXCERPT_LIMIT = 200
+#: The most code points of one sentence in an excerpt, around its first detail: the
+#: clause that says it ("the door code for the hall is 4821"), not a paragraph.
+SENTENCE_LIMIT = 120
 
 
 @dataclass(frozen=True, slots=True)
@@ -428,7 +433,7 @@ def excerpt(text: str, found: Sequence[Detail], *, limit: int = EXCERPT_LIMIT) -
     cut around its details to keep the whole within ``limit`` code points."""
     picked = [(s, e) for s, e in _sentences(text) if any(s <= d.start < e for d in found)]
     parts: list[str] = []
-    share = max(40, limit // max(1, len(picked)))
+    share = max(40, min(SENTENCE_LIMIT, limit // max(1, len(picked))))
     for s, e in picked:
         part = text[s:e].strip()
         if len(part) > share:
@@ -457,10 +462,11 @@ class Reconciled:
     held_from: StoredMessage | None = None
 
 
-def left_out(kept: Sequence[StoredMessage], memory: str) -> list[str]:
-    """The details the ``kept`` excerpts hold that ``memory`` (normalised) does not
-    carry, as said, each once, oldest first."""
-    return _unique(d.text for m in kept for d in missing(m.content, memory))
+def left_out(kept: Sequence[StoredMessage], memory: str | Written) -> list[str]:
+    """The details the ``kept`` excerpts hold that ``memory`` (normalised, or as
+    :func:`written`) does not carry, as said, each once, oldest first."""
+    read = memory if isinstance(memory, Written) else Written(memory)
+    return _unique(d.text for m in kept for d in read.lacks(m))
 
 
 def _unique(items: Iterable[str]) -> list[str]:
@@ -475,12 +481,84 @@ def _unique(items: Iterable[str]) -> list[str]:
 
 def kept_details(shown: ShownState) -> list[str]:
     """The details a shown form keeps beside its memory (what the memory left out)."""
-    return left_out(shown.kept, memory_text(shown.summary, shown.categories.values()))
+    return left_out(shown.kept, written(shown.summary, shown.categories.values()))
 
 
-def memory_text(summary: str | None, categories: Iterable[str]) -> str:
-    """The text a written memory carries details in, normalised."""
-    return normalize("\n".join([summary or "", *categories]))
+_WORD = re.compile(r"[a-z][a-z'-]{2,}")
+
+
+def _context(text: str, spans: Iterable[tuple[int, int]]) -> frozenset[str]:
+    """The words of ``text`` outside its details' ``spans``: what a statement is about
+    ("host", "garden", "day" in "the host for the garden day is Okafor")."""
+    blanked = list(text)
+    for start, end in spans:
+        blanked[start:end] = " " * (end - start)
+    words = _WORD.findall(normalize("".join(blanked)))
+    return frozenset(w for w in words if w not in _COMMON and w not in _LINKS)
+
+
+#: Short words that link a statement's parts and say nothing of what it is about.
+_LINKS = frozenset({"for", "and", "the", "its", "has", "was", "are", "will", "now", "new"})
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One sentence of a written memory: what it is about, and its details."""
+
+    about: frozenset[str]
+    said: frozenset[tuple[DetailShape, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """A written memory as the check reads it (:func:`written`).
+
+    ``text``: normalised. ``statements``: its sentences, for a value it restates: a
+    detail whose sentence the memory says again with another value of the same shape
+    ("the host for the garden day is Okafor" after "… is Vasquez") was replaced by the
+    writer, not left out. ``elsewhere``: what the model is shown beside the memory
+    (other channels' briefings, normalised): a reply of the model that repeats one of
+    their details is carried there."""
+
+    text: str
+    statements: tuple[Statement, ...] = ()
+    elsewhere: str = ""
+
+    def lacks(self, message: StoredMessage) -> list[Detail]:
+        """The details of ``message`` this memory does not carry."""
+        found = details(message.content)
+        lacking = [d for d in found if not carried(d, self.text)]
+        if lacking and self.elsewhere and message.role == "assistant" and message.name is None:
+            lacking = [d for d in lacking if not carried(d, self.elsewhere)]
+        if lacking and self.statements:
+            lacking = [d for d in lacking if not self._restated(message.content, d, found)]
+        return lacking
+
+    def _restated(self, text: str, detail: Detail, found: Sequence[Detail]) -> bool:
+        for start, end in _sentences(text):
+            if start <= detail.start < end:
+                inside = [(d.start - start, d.end - start) for d in found if start <= d.start < end]
+                about = _context(text[start:end], inside)
+                return len(about) >= 2 and any(
+                    about <= s.about
+                    and any(shape == detail.shape and key != detail.key for shape, key in s.said)
+                    for s in self.statements
+                )
+        return False
+
+
+def written(summary: str | None, categories: Iterable[str], *, elsewhere: str = "") -> Written:
+    """``summary`` and the category values as the check reads them (:class:`Written`);
+    ``elsewhere``: the other channels' briefings the model is shown."""
+    raw = "\n".join([summary or "", *categories])
+    statements = []
+    for start, end in _sentences(raw):
+        sentence = raw[start:end]
+        found = details(sentence)
+        if found:
+            about = _context(sentence, [(d.start, d.end) for d in found])
+            statements.append(Statement(about, frozenset((d.shape, d.key) for d in found)))
+    return Written(normalize(raw), tuple(statements), normalize(elsewhere))
 
 
 #: The speaker of an excerpt of the memory a write replaced (its turns were cut before).
@@ -505,12 +583,12 @@ def rewritten(previous: Iterable[str], at: datetime | None) -> tuple[StoredMessa
 def reconcile(
     kept: Sequence[StoredMessage],
     dropped: Sequence[StoredMessage],
-    memory: str,
+    memory: Written,
     *,
     budget: int,
     replaced: Sequence[StoredMessage] = (),
 ) -> Reconciled:
-    """Keep beside ``memory`` (normalised) what it leaves out: the still-missing
+    """Keep beside ``memory`` what it leaves out: the still-missing
     details of the excerpts kept before and of the ``replaced`` memory's lines
     (:func:`rewritten`), then those of the ``dropped`` turns (the turns this write
     lets the cut drop), each once, within ``budget`` code points of excerpt text (see
@@ -520,7 +598,7 @@ def reconcile(
     seen: set[str] = set()
     used = 0
     for message in (*kept, *replaced):
-        lacking = [d for d in missing(message.content, memory) if d.key not in seen]
+        lacking = [d for d in memory.lacks(message) if d.key not in seen]
         if not lacking:
             continue  # released: the memory carries it now
         text = (
@@ -532,7 +610,7 @@ def reconcile(
         out.append(replace(message, content=text))
         used += len(text)
     for message in dropped:
-        lacking = [d for d in missing(message.content, memory) if d.key not in seen]
+        lacking = [d for d in memory.lacks(message) if d.key not in seen]
         if not lacking:
             continue
         text = excerpt(message.content, lacking)
