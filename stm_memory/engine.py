@@ -35,9 +35,9 @@ from stm_memory.model import (
 )
 from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.changes import UNCHECKED_KEPT, captured, counted, refreshed
-from stm_memory.model.details import left_out, written
 from stm_memory.model.dialogue import with_stored_speakers
 from stm_memory.model.erasure import speakers
+from stm_memory.model.kept import left_out, written
 from stm_memory.model.messages import all_dialogue
 from stm_memory.prompt.assembly import MemoryContext, assemble_context
 from stm_memory.store.base import MemoryStore

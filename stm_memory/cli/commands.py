@@ -44,7 +44,7 @@ from stm_memory.bulk import ProgressCallback
 from stm_memory.engine import ShortTermMemory
 from stm_memory.errors import ConfigurationError, StmError, StorageError, ValidationError
 from stm_memory.model import Category, MemoryEntry, Scope
-from stm_memory.model.details import left_out, written
+from stm_memory.model.kept import left_out, written
 
 __all__ = ["app", "main"]
 

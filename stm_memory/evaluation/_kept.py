@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from stm_memory.evaluation._recording import RecordedRequest, RecordedTurn
 from stm_memory.evaluation._results import KeptDetails
-from stm_memory.model.details import left_out, written
+from stm_memory.model.kept import left_out, written
 from stm_memory.prompt.render import INDENT, KEPT_TITLE, NOTES_TITLE, kept_lines
 from stm_memory.prompt.tokens import text_tokens
 

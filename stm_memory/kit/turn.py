@@ -63,7 +63,7 @@ from stm_memory.kit.prepared import Breakpoints, PreparedRequest, ToolOffer, Too
 from stm_memory.kit.requests import forces_tool, has_tool_traffic, text_of
 from stm_memory.kit.wire_anthropic import wire_messages
 from stm_memory.model import Scope, StoredMessage
-from stm_memory.model.details import kept_details
+from stm_memory.model.kept import kept_details
 from stm_memory.model.messages import without_speaker_ids
 from stm_memory.model.rates import profile_for
 from stm_memory.prompt.placement import MemoryContext

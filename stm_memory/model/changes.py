@@ -14,9 +14,9 @@ from typing import Any
 
 from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.categories import merge_categories
-from stm_memory.model.details import Reconciled, just_before, reconcile, rewritten, written
 from stm_memory.model.dialogue import StoredMessage
 from stm_memory.model.entry import MemoryEntry
+from stm_memory.model.kept import Reconciled, just_before, reconcile, rewritten, written
 from stm_memory.model.shown import ShownState
 
 __all__ = ["UNCHECKED_KEPT", "captured", "counted", "refreshed", "turn_count"]

@@ -43,34 +43,19 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from stm_memory.model.dialogue import StoredMessage
-from stm_memory.model.shown import ShownState
+from stm_memory.model._common_words import COMMON_WORDS
 
 __all__ = [
-    "EARLIER_NOTES",
-    "EXCERPT_LIMIT",
     "Detail",
     "DetailShape",
-    "Reconciled",
-    "Statement",
-    "Written",
     "carried",
     "details",
-    "excerpt",
-    "just_before",
-    "kept_details",
-    "left_out",
     "missing",
     "normalize",
-    "reconcile",
-    "rewritten",
-    "written",
 ]
 
 DetailShape = Literal[
@@ -88,13 +73,6 @@ DetailShape = Literal[
     "value",
 ]
 
-#: The most code points one kept excerpt holds: the sentence around a detail, not the
-#: whole turn (a pasted log must not fill the budget with one item).
-EXCERPT_LIMIT = 200
-#: The most code points of one sentence in an excerpt, around its first detail: the
-#: clause that says it ("the door code for the hall is 4821"), not a paragraph.
-SENTENCE_LIMIT = 120
-
 
 @dataclass(frozen=True, slots=True)
 class Detail:
@@ -106,7 +84,8 @@ class Detail:
     start: int
     end: int
     #: A name whose first word opened a sentence: that word may be no part of it
-    #: ("Plan Kyoto trip"), so the rest carries it.
+    #: ("Plan Kyoto trip"), so the rest carries it; alone, it is a word like any other
+    #: where the dialogue also writes it in lower case (:meth:`Written.lacks`).
     opens: bool = False
 
 
@@ -239,50 +218,10 @@ _VALUE = re.compile(
 _NAME = re.compile(
     r"\b[A-Z][\w'’-]*(?:\s+(?:(?:of|de|da|van|von|del|la|le|du|the)\s+)?[A-Z][\w'’-]*)*"
 )
-_SENTENCE_START = re.compile(r"(?:^|[.!?:;\n\"“(]\s*|[-*•]\s+)$")
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;|\n\"“(]\s*|[-*•]\s+)$")
 
-#: Capitalised words that are no name when they open a sentence (or stand alone): what
-#: sentences start with. A name that is one of them is a documented miss.
-_COMMON_WORDS = """
-    a about above after again ah all also although am an and another any anyone anything
-    are as at be because been before being below besides both but by can cannot could
-    did do does doing done don't each either else even ever every everyone everything
-    few first for from further had has have having he hello her here hers herself hey hi
-    him himself his how however i i'd i'll i'm i've if in instead into is isn't it it's
-    its itself just last let let's like maybe me might mine more most much must my
-    myself neither never next no nobody none nor not nothing now of off oh ok okay on
-    once one only or other others otherwise our ours ourselves out over perhaps please
-    quick quite rather really same see she should since so some someone something soon
-    still such sure than thank thanks that that's the their theirs them themselves then
-    there there's these they they're this those though through thus to today together
-    tomorrow tonight too under unless until up upon us very was we we'll we're well were
-    what what's whatever when whenever where whether which while who whoever whom whose
-    why will with within without would yes yesterday yet you you'd you'll you're your
-    yours yourself great good nice cool fine done sorry anyway btw fyi note update
-    change reminder settled remember update important also plus hmm wow yeah yep nope
-    sounds looks seems got need needs want wants think know check make send bring
-    tell give take keep use try let's lets shall may could would should cheers
-    welcome congrats great awesome perfect right wait listen look ask asked answer
-    people everybody somebody run open go come call add read write set get put start
-    stop thing things way lot guys folks team all happy glad agreed noted understood
-    absolutely definitely totally exactly indeed alright honestly basically apologies
-    unfortunately luckily hopefully actually sounds count sorry correct true false
-    interesting lovely brilliant excellent amazing fantastic good bad hard easy
-    meet ask bring tell send call find show follow leave move pay buy sell book order
-    wait hold turn pick drop share join stay walk drive fly ride eat drink cook clean
-    fix build test run ship deploy merge push pull install update upgrade remove delete
-    create edit write read print save load copy paste close open reply email text
-    long short big small new old early late first second third last next few many
-    several most least more less little much other another same different free busy
-    ready able unable likely possibly probably certainly obviously apparently anyway
-    meanwhile afterwards later earlier then besides otherwise finally overall still
-    both either neither whatever wherever whoever however whenever ok okay hello hi
-    hey dear morning evening night afternoon welcome bye goodbye cheers thanks thank
-    re fwd fw ps can't couldn't didn't doesn't won't wouldn't shouldn't wasn't weren't
-    aren't haven't hasn't hadn't here's where's who's how's she's he's we've they've
-    you've let's lol haha
-"""
-_COMMON = frozenset(_COMMON_WORDS.split())
+#: Capitalised words that are no name when they open a sentence (or stand alone).
+_COMMON = COMMON_WORDS
 
 
 _FIRST_PERSON = frozenset({"i", "i'm", "i'd", "i'll", "i've"})
@@ -366,7 +305,7 @@ def _name(text: str, match: re.Match[str]) -> tuple[str, int, int, bool] | None:
     said = " ".join(words)
     if said.casefold() in _COMMON or len(said) < 2:
         return None
-    return said, start, start + len(said), opens and start == match.start() and len(words) > 1
+    return said, start, start + len(said), opens and start == match.start()
 
 
 # -- carrying --------------------------------------------------------------------------
@@ -380,7 +319,7 @@ def carried(detail: Detail, memory: str) -> bool:
     """Whether ``memory`` (normalised, :func:`normalize`) carries ``detail``."""
     if detail.shape == "name":
         words = detail.key.split()
-        if detail.opens and all(_occurs(word, memory) for word in words[1:]):
+        if detail.opens and len(words) > 1 and all(_occurs(w, memory) for w in words[1:]):
             return True
         return all(_occurs(word, memory) for word in words)
     if detail.shape == "money":
@@ -409,229 +348,3 @@ def _time_carried(key: str, memory: str) -> bool:
 def missing(text: str, memory: str) -> list[Detail]:
     """The details of ``text`` that ``memory`` (normalised) does not carry."""
     return [d for d in details(text) if not carried(d, memory)]
-
-
-# -- excerpts --------------------------------------------------------------------------
-
-_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+(?=\s|$)|\n|$)|[.!?\n]")
-
-
-def _sentences(text: str) -> list[tuple[int, int]]:
-    # Spans of sentences; a dot inside a number, a time or an address is no end.
-    spans: list[tuple[int, int]] = []
-    start = 0
-    for m in re.finditer(r"[.!?]+(?=\s|$)|\n", text):
-        spans.append((start, m.end()))
-        start = m.end()
-    if start < len(text):
-        spans.append((start, len(text)))
-    return spans
-
-
-def excerpt(text: str, found: Sequence[Detail], *, limit: int = EXCERPT_LIMIT) -> str:
-    """The sentences of ``text`` that hold ``found``, verbatim (joined by ``…``), each
-    cut around its details to keep the whole within ``limit`` code points."""
-    picked = [(s, e) for s, e in _sentences(text) if any(s <= d.start < e for d in found)]
-    parts: list[str] = []
-    share = max(40, min(SENTENCE_LIMIT, limit // max(1, len(picked))))
-    for s, e in picked:
-        part = text[s:e].strip()
-        if len(part) > share:
-            first = min(d.start for d in found if s <= d.start < e) - s
-            lead = len(text[s:e]) - len(text[s:e].lstrip())
-            begin = max(0, first - lead - share // 3)
-            part = ("…" if begin else "") + part[begin : begin + share].strip() + "…"
-        parts.append(" ".join(part.split()))
-    out = " … ".join(parts)
-    return out if len(out) <= limit else out[: limit - 1].rstrip() + "…"
-
-
-# -- reconciling at a write ------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Reconciled:
-    """What a write keeps beside the memory it wrote.
-
-    ``kept``: excerpts of turns whose details the memory does not carry, oldest
-    first. ``held_from``: when the kept excerpts would pass the budget, the first
-    turn that did not fit: it and every turn after it stay raw in the request (the
-    cut does not drop them), and the next write checks them again."""
-
-    kept: tuple[StoredMessage, ...]
-    held_from: StoredMessage | None = None
-
-
-def left_out(kept: Sequence[StoredMessage], memory: str | Written) -> list[str]:
-    """The details the ``kept`` excerpts hold that ``memory`` (normalised, or as
-    :func:`written`) does not carry, as said, each once, oldest first."""
-    read = memory if isinstance(memory, Written) else Written(memory)
-    return _unique(d.text for m in kept for d in read.lacks(m))
-
-
-def _unique(items: Iterable[str]) -> list[str]:
-    seen: set[str] = set()
-    out: list[str] = []
-    for item in items:
-        if normalize(item) not in seen:
-            seen.add(normalize(item))
-            out.append(item)
-    return out
-
-
-def kept_details(shown: ShownState) -> list[str]:
-    """The details a shown form keeps beside its memory (what the memory left out)."""
-    return left_out(shown.kept, written(shown.summary, shown.categories.values()))
-
-
-_WORD = re.compile(r"[a-z][a-z'-]{2,}")
-
-
-def _context(text: str, spans: Iterable[tuple[int, int]]) -> frozenset[str]:
-    """The words of ``text`` outside its details' ``spans``: what a statement is about
-    ("host", "garden", "day" in "the host for the garden day is Okafor")."""
-    blanked = list(text)
-    for start, end in spans:
-        blanked[start:end] = " " * (end - start)
-    words = _WORD.findall(normalize("".join(blanked)))
-    return frozenset(w for w in words if w not in _COMMON and w not in _LINKS)
-
-
-#: Short words that link a statement's parts and say nothing of what it is about.
-_LINKS = frozenset({"for", "and", "the", "its", "has", "was", "are", "will", "now", "new"})
-
-
-@dataclass(frozen=True, slots=True)
-class Statement:
-    """One sentence of a written memory: what it is about, and its details."""
-
-    about: frozenset[str]
-    said: frozenset[tuple[DetailShape, str]]
-
-
-@dataclass(frozen=True, slots=True)
-class Written:
-    """A written memory as the check reads it (:func:`written`).
-
-    ``text``: normalised. ``statements``: its sentences, for a value it restates: a
-    detail whose sentence the memory says again with another value of the same shape
-    ("the host for the garden day is Okafor" after "… is Vasquez") was replaced by the
-    writer, not left out. ``elsewhere``: what the model is shown beside the memory
-    (other channels' briefings, normalised): a reply of the model that repeats one of
-    their details is carried there."""
-
-    text: str
-    statements: tuple[Statement, ...] = ()
-    elsewhere: str = ""
-
-    def lacks(self, message: StoredMessage) -> list[Detail]:
-        """The details of ``message`` this memory does not carry."""
-        found = details(message.content)
-        lacking = [d for d in found if not carried(d, self.text)]
-        if lacking and self.elsewhere and message.role == "assistant" and message.name is None:
-            lacking = [d for d in lacking if not carried(d, self.elsewhere)]
-        if lacking and self.statements:
-            lacking = [d for d in lacking if not self._restated(message.content, d, found)]
-        return lacking
-
-    def _restated(self, text: str, detail: Detail, found: Sequence[Detail]) -> bool:
-        for start, end in _sentences(text):
-            if start <= detail.start < end:
-                inside = [(d.start - start, d.end - start) for d in found if start <= d.start < end]
-                about = _context(text[start:end], inside)
-                return len(about) >= 2 and any(
-                    about <= s.about
-                    and any(shape == detail.shape and key != detail.key for shape, key in s.said)
-                    for s in self.statements
-                )
-        return False
-
-
-def written(summary: str | None, categories: Iterable[str], *, elsewhere: str = "") -> Written:
-    """``summary`` and the category values as the check reads them (:class:`Written`);
-    ``elsewhere``: the other channels' briefings the model is shown."""
-    raw = "\n".join([summary or "", *categories])
-    statements = []
-    for start, end in _sentences(raw):
-        sentence = raw[start:end]
-        found = details(sentence)
-        if found:
-            about = _context(sentence, [(d.start, d.end) for d in found])
-            statements.append(Statement(about, frozenset((d.shape, d.key) for d in found)))
-    return Written(normalize(raw), tuple(statements), normalize(elsewhere))
-
-
-#: The speaker of an excerpt of the memory a write replaced (its turns were cut before).
-EARLIER_NOTES = "Earlier notes"
-
-
-def rewritten(previous: Iterable[str], at: datetime | None) -> tuple[StoredMessage, ...]:
-    """The lines of the memory a write replaces (its summary, or the category values
-    it overwrites), as excerpts written ``at`` by :data:`EARLIER_NOTES`: a detail the
-    old memory carried stands for turns the cut dropped long ago, so a rewrite that
-    leaves it out must keep it too."""
-    if at is None:
-        return ()
-    lines = [line.strip() for text in previous for line in text.splitlines()]
-    return tuple(
-        StoredMessage(role="assistant", content=line, timestamp=at, name=EARLIER_NOTES)
-        for line in lines
-        if line
-    )
-
-
-def reconcile(
-    kept: Sequence[StoredMessage],
-    dropped: Sequence[StoredMessage],
-    memory: Written,
-    *,
-    budget: int,
-    replaced: Sequence[StoredMessage] = (),
-) -> Reconciled:
-    """Keep beside ``memory`` what it leaves out: the still-missing
-    details of the excerpts kept before and of the ``replaced`` memory's lines
-    (:func:`rewritten`), then those of the ``dropped`` turns (the turns this write
-    lets the cut drop), each once, within ``budget`` code points of excerpt text (see
-    :class:`Reconciled`; what was kept before is never dropped for the budget: only a
-    dropped turn can stay raw instead)."""
-    out: list[StoredMessage] = []
-    seen: set[str] = set()
-    used = 0
-    for message in (*kept, *replaced):
-        lacking = [d for d in memory.lacks(message) if d.key not in seen]
-        if not lacking:
-            continue  # released: the memory carries it now
-        text = (
-            message.content
-            if len(lacking) == len(details(message.content))
-            else excerpt(message.content, lacking)
-        )
-        seen.update(d.key for d in lacking)
-        out.append(replace(message, content=text))
-        used += len(text)
-    for message in dropped:
-        lacking = [d for d in memory.lacks(message) if d.key not in seen]
-        if not lacking:
-            continue
-        text = excerpt(message.content, lacking)
-        if used + len(text) > budget:
-            return Reconciled(tuple(out), held_from=message)
-        seen.update(d.key for d in lacking)
-        out.append(_excerpted(message, text))
-        used += len(text)
-    return Reconciled(tuple(out))
-
-
-def _excerpted(message: StoredMessage, text: str) -> StoredMessage:
-    return StoredMessage(
-        role=message.role,
-        content=text,
-        timestamp=message.timestamp,
-        name=message.name,
-        user_id=message.user_id,
-    )
-
-
-def just_before(at: datetime) -> datetime:
-    """The instant before ``at``: turns captured after it include the one at ``at``."""
-    return at - timedelta(microseconds=1)

@@ -300,7 +300,7 @@ def test_after_a_rewrite_the_briefings_shown_form_the_stable_group(
 
     # The turn that rewrites the memory still sends what was planned at its start: the
     # new source at once, the change of #packing (carried) waiting for the rewrite.
-    rewriting = chat.turn("hi 2", update="We said hi twice.")
+    rewriting = chat.turn("hi 2", update="We said hi 1 and 2.")
     assert rewriting.contents == [SYSTEM, group(TENTS), "hi 1", "Re: hi 1", "hi 2", group(route)]
 
     clock.advance(minutes=10)
@@ -310,10 +310,10 @@ def test_after_a_rewrite_the_briefings_shown_form_the_stable_group(
     # current user message. The dialogue the memory covers is cut (one turn overlap).
     stable = group(stoves, route)
     assert after.context.briefings == ((-1, stable),)
-    assert after.context.memory == memory_block("We said hi twice.")
+    assert after.context.memory == memory_block("We said hi 1 and 2.")
     assert after.contents == [
         SYSTEM,
-        f"{stable}\n\n{memory_block('We said hi twice.')}",  # what changes least first
+        f"{stable}\n\n{memory_block('We said hi 1 and 2.')}",  # what changes least first
         "hi 2",
         "Re: hi 2",
         "hi 3",

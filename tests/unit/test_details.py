@@ -5,21 +5,9 @@ made here, not an accident)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import pytest
 
-from stm_memory.model.details import (
-    carried,
-    details,
-    excerpt,
-    left_out,
-    missing,
-    normalize,
-    reconcile,
-    written,
-)
-from stm_memory.model.dialogue import StoredMessage
+from stm_memory.model.details import carried, details, missing, normalize
 
 # (shape, what the user said, the detail as said, a memory carrying it in another form)
 SHAPES = [
@@ -161,72 +149,3 @@ def test_a_name_is_carried_when_each_of_its_words_is() -> None:
     (name,) = [d for d in details("Ask Maple Street Books about it.") if d.shape == "name"]
     assert carried(name, normalize("books from the maple street shop"))
     assert not carried(name, normalize("the maple shop"))
-
-
-T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-
-
-def said(text: str, minutes: int, user: str | None = "u1") -> StoredMessage:
-    role = "user" if user else "assistant"
-    return StoredMessage(
-        role=role, content=text, timestamp=T0 + timedelta(minutes=minutes), user_id=user
-    )
-
-
-def test_reconcile_keeps_what_the_memory_leaves_out_and_releases_what_it_carries() -> None:
-    turns = [
-        said("Hi there.", 0),
-        said("The door code is 4821. The host is Okafor.", 1),
-        said("Sure thing.", 2, user=None),
-    ]
-    first = reconcile((), turns, written("Host: Okafor.", ()), budget=1000)
-    assert [m.content for m in first.kept] == ["The door code is 4821."]
-    assert first.kept[0].timestamp == turns[1].timestamp  # when it was said, by whom
-    assert first.kept[0].user_id == "u1"
-    assert left_out(first.kept, written("Host: Okafor.", ())) == ["4821"]
-    # A later write that carries it releases it.
-    later = reconcile(first.kept, (), written("Code 4821, host Okafor.", ()), budget=1000)
-    assert later.kept == ()
-
-
-def test_category_values_are_the_memory_too() -> None:
-    turns = [said("Meet at Quillon at 18:30.", 0)]
-    memory = written(None, ["Quillon", "in the evening"])
-    (kept,) = reconcile((), turns, memory, budget=1000).kept
-    assert left_out([kept], memory) == ["18:30"]
-
-
-def test_past_the_budget_the_first_turn_that_does_not_fit_is_held() -> None:
-    turns = [said(f"Room {n}A is booked for team {n}.", n) for n in range(10, 20)]
-    out = reconcile((), turns, written("Rooms are booked.", ()), budget=70)
-    assert len(out.kept) == 2
-    assert out.held_from is turns[2]
-
-
-def test_an_excerpt_is_the_sentence_around_the_detail() -> None:
-    text = "Some words here. " * 30 + "The code is 4821. " + "And then some. " * 30
-    cut = excerpt(text, missing(text, ""))
-    assert cut == "The code is 4821."
-    assert len(excerpt("x" * 500 + " 4821", missing("x" * 500 + " 4821", ""))) <= 200
-
-
-def test_a_value_the_memory_restates_was_replaced_not_left_out() -> None:
-    # The memory says the same thing with another value of the same shape: the writer
-    # replaced it (a correction), so the old value is not kept.
-    turns = [said("Settled: the host for the garden day is Vasquez.", 0)]
-    memory = written("- host for the garden day: Okafor", ())
-    assert reconcile((), turns, memory, budget=1000).kept == ()
-    # Another value of another shape is no restatement ("four thousand" is no number).
-    turns = [said("The door code for the garden shed is 4821.", 0)]
-    memory = written("- door code for the garden shed: four thousand", ())
-    assert [m.content for m in reconcile((), turns, memory, budget=1000).kept] == [
-        "The door code for the garden shed is 4821."
-    ]
-
-
-def test_a_reply_that_repeats_a_briefing_is_carried_by_it() -> None:
-    reply = StoredMessage(role="assistant", content="It is 4197.", timestamp=T0)
-    memory = written("Nothing here.", (), elsewhere="- #events: door code 4197")
-    assert reconcile((), [reply], memory, budget=1000).kept == ()
-    # A user who says it is kept: their words are this channel's.
-    assert reconcile((), [said("It is 4197.", 0)], memory, budget=1000).kept != ()

@@ -1,0 +1,300 @@
+"""What a write keeps beside the memory it wrote. Pure, no I/O.
+
+At a write (``model/changes.py`` ``refreshed``) the turns the new memory lets the history
+cut drop, the excerpts kept before and the lines of the memory it replaces are read with
+:class:`Written` (the new memory as the check reads it); what the memory does not carry
+(:mod:`stm_memory.model.details`) is kept as excerpts, verbatim, within a budget
+(:func:`reconcile`). ``docs/design.md#details-a-lossy-writer-leaves-out`` says why each
+rule is there and what it was measured to cost.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from stm_memory.model._common_words import COMMON_WORDS
+from stm_memory.model.details import Detail, DetailShape, carried, details, normalize
+from stm_memory.model.dialogue import StoredMessage
+from stm_memory.model.shown import ShownState
+
+__all__ = [
+    "EARLIER_NOTES",
+    "EXCERPT_LIMIT",
+    "Reconciled",
+    "Statement",
+    "Written",
+    "excerpt",
+    "just_before",
+    "kept_details",
+    "left_out",
+    "reconcile",
+    "rewritten",
+    "written",
+]
+
+#: The most code points one kept excerpt holds: the sentence around a detail, not the
+#: whole turn (a pasted log must not fill the budget with one item).
+EXCERPT_LIMIT = 200
+#: The most code points of one sentence in an excerpt, around its first detail: the
+#: clause that says it ("the door code for the hall is 4821"), not a paragraph.
+SENTENCE_LIMIT = 120
+
+
+# -- excerpts --------------------------------------------------------------------------
+
+
+def _sentences(text: str) -> list[tuple[int, int]]:
+    # Spans of sentences; a dot inside a number, a time or an address is no end.
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for m in re.finditer(r"[.!?]+(?=\s|$)|\n", text):
+        spans.append((start, m.end()))
+        start = m.end()
+    if start < len(text):
+        spans.append((start, len(text)))
+    return spans
+
+
+def _whole_words(text: str, begin: int, end: int) -> str:
+    """``text[begin:end]`` without the words it cuts at either end (a cut word would
+    read as another word, or a capitalised one as a name, when the excerpt is checked
+    again at the next write)."""
+    if begin > 0 and not text[begin - 1].isspace():
+        space = text.find(" ", begin, end)
+        begin = space + 1 if space >= 0 else begin
+    if end < len(text) and not text[end].isspace():
+        space = text.rfind(" ", begin, end)
+        end = space if space > begin else end
+    return text[begin:end].strip()
+
+
+def excerpt(text: str, found: Sequence[Detail], *, limit: int = EXCERPT_LIMIT) -> str:
+    """The sentences of ``text`` that hold ``found``, verbatim (joined by ``…``), each
+    cut around its details to keep the whole within ``limit`` code points."""
+    picked = [(s, e) for s, e in _sentences(text) if any(s <= d.start < e for d in found)]
+    parts: list[str] = []
+    share = max(40, min(SENTENCE_LIMIT, limit // max(1, len(picked))))
+    for s, e in picked:
+        part = text[s:e].strip()
+        if len(part) > share:
+            first = min(d.start for d in found if s <= d.start < e) - s
+            lead = len(text[s:e]) - len(text[s:e].lstrip())
+            begin = max(0, first - lead - share // 3)
+            part = ("…" if begin else "") + _whole_words(part, begin, begin + share) + "…"
+        parts.append(" ".join(part.split()))
+    out = " … ".join(parts)
+    return out if len(out) <= limit else out[: limit - 1].rstrip() + "…"
+
+
+# -- reconciling at a write ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciled:
+    """What a write keeps beside the memory it wrote.
+
+    ``kept``: excerpts of turns whose details the memory does not carry, oldest
+    first. ``held_from``: when the kept excerpts would pass the budget, the first
+    turn that did not fit: it and every turn after it stay raw in the request (the
+    cut does not drop them), and the next write checks them again."""
+
+    kept: tuple[StoredMessage, ...]
+    held_from: StoredMessage | None = None
+
+
+def left_out(kept: Sequence[StoredMessage], memory: str | Written) -> list[str]:
+    """The details the ``kept`` excerpts hold that ``memory`` (normalised, or as
+    :func:`written`) does not carry, as said, each once, oldest first."""
+    read = memory if isinstance(memory, Written) else Written(memory)
+    said = "\n".join([read.text, *(m.content for m in kept)])
+    read = replace(read, lower=read.lower | frozenset(_LOWER_WORD.findall(said)))
+    return _unique(d.text for m in kept for d in read.lacks(m))
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    seen: set[str] = set()
+    out: list[str] = []
+    for item in items:
+        if normalize(item) not in seen:
+            seen.add(normalize(item))
+            out.append(item)
+    return out
+
+
+def kept_details(shown: ShownState) -> list[str]:
+    """The details a shown form keeps beside its memory (what the memory left out)."""
+    return left_out(shown.kept, written(shown.summary, shown.categories.values()))
+
+
+_WORD = re.compile(r"[a-z][a-z'-]{2,}")
+_LOWER_WORD = re.compile(r"(?<![\w'-])[a-z][a-z'-]*(?![\w'-])")
+
+
+def _context(text: str, spans: Iterable[tuple[int, int]]) -> frozenset[str]:
+    """The words of ``text`` outside its details' ``spans``: what a statement is about
+    ("host", "garden", "day" in "the host for the garden day is Okafor")."""
+    blanked = list(text)
+    for start, end in spans:
+        blanked[start:end] = " " * (end - start)
+    words = _WORD.findall(normalize("".join(blanked)))
+    return frozenset(w for w in words if w not in COMMON_WORDS and w not in _LINKS)
+
+
+#: Short words that link a statement's parts and say nothing of what it is about.
+_LINKS = frozenset({"for", "and", "the", "its", "has", "was", "are", "will", "now", "new"})
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One sentence of a written memory: what it is about, and its details."""
+
+    about: frozenset[str]
+    said: frozenset[tuple[DetailShape, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """A written memory as the check reads it (:func:`written`).
+
+    ``text``: normalised. ``statements``: its sentences, for a value it restates: a
+    detail whose sentence the memory says again with another value of the same shape
+    ("the host for the garden day is Okafor" after "… is Vasquez") was replaced by the
+    writer, not left out. ``elsewhere``: what the model is shown beside the memory
+    (other channels' briefings, normalised): a reply of the model that repeats one of
+    their details is carried there."""
+
+    text: str
+    statements: tuple[Statement, ...] = ()
+    elsewhere: str = ""
+    #: Words the checked dialogue writes in lower case: a capitalised one of them that
+    #: opens a sentence is that word, no name ("Tunnel ladder …" beside "the tunnel").
+    lower: frozenset[str] = frozenset()
+
+    def lacks(self, message: StoredMessage) -> list[Detail]:
+        """The details of ``message`` this memory does not carry."""
+        found = details(message.content)
+        lacking = [
+            d
+            for d in found
+            if not carried(d, self.text)
+            and not (d.opens and d.shape == "name" and self._lower_word(d.text))
+        ]
+        if lacking and self.elsewhere and message.role == "assistant" and message.name is None:
+            lacking = [d for d in lacking if not carried(d, self.elsewhere)]
+        if lacking and self.statements:
+            lacking = [d for d in lacking if not self._restated(message.content, d, found)]
+        return lacking
+
+    def _lower_word(self, word: str) -> bool:
+        # The word, or the start of one (a value cut short by its writer's limit).
+        folded = word.casefold()
+        return folded in self.lower or (
+            len(folded) >= 3 and any(w.startswith(folded) for w in self.lower)
+        )
+
+    def _restated(self, text: str, detail: Detail, found: Sequence[Detail]) -> bool:
+        for start, end in _sentences(text):
+            if start <= detail.start < end:
+                inside = [(d.start - start, d.end - start) for d in found if start <= d.start < end]
+                about = _context(text[start:end], inside)
+                return len(about) >= 2 and any(
+                    about <= s.about
+                    and any(shape == detail.shape and key != detail.key for shape, key in s.said)
+                    for s in self.statements
+                )
+        return False
+
+
+def written(summary: str | None, categories: Iterable[str], *, elsewhere: str = "") -> Written:
+    """``summary`` and the category values as the check reads them (:class:`Written`);
+    ``elsewhere``: the other channels' briefings the model is shown."""
+    raw = "\n".join([summary or "", *categories])
+    statements = []
+    for start, end in _sentences(raw):
+        sentence = raw[start:end]
+        found = details(sentence)
+        if found:
+            about = _context(sentence, [(d.start, d.end) for d in found])
+            statements.append(Statement(about, frozenset((d.shape, d.key) for d in found)))
+    return Written(normalize(raw), tuple(statements), normalize(elsewhere))
+
+
+#: The speaker of an excerpt of the memory a write replaced (its turns were cut before).
+EARLIER_NOTES = "Earlier notes"
+
+
+def rewritten(previous: Iterable[str], at: datetime | None) -> tuple[StoredMessage, ...]:
+    """The lines of the memory a write replaces (its summary, or the category values
+    it overwrites), as excerpts written ``at`` by :data:`EARLIER_NOTES`: a detail the
+    old memory carried stands for turns the cut dropped long ago, so a rewrite that
+    leaves it out must keep it too."""
+    if at is None:
+        return ()
+    lines = [line.strip() for text in previous for line in text.splitlines()]
+    return tuple(
+        StoredMessage(role="assistant", content=line, timestamp=at, name=EARLIER_NOTES)
+        for line in lines
+        if line
+    )
+
+
+def reconcile(
+    kept: Sequence[StoredMessage],
+    dropped: Sequence[StoredMessage],
+    memory: Written,
+    *,
+    budget: int,
+    replaced: Sequence[StoredMessage] = (),
+) -> Reconciled:
+    """Keep beside ``memory`` what it leaves out: the still-missing
+    details of the excerpts kept before and of the ``replaced`` memory's lines
+    (:func:`rewritten`), then those of the ``dropped`` turns (the turns this write
+    lets the cut drop), each once, within ``budget`` code points of excerpt text (see
+    :class:`Reconciled`; what was kept before is never dropped for the budget: only a
+    dropped turn can stay raw instead)."""
+    said = [m.content for m in (*kept, *replaced, *dropped)]
+    memory = replace(memory, lower=frozenset(_LOWER_WORD.findall("\n".join(said))))
+    out: list[StoredMessage] = []
+    seen: set[str] = set()
+    used = 0
+    for message in (*kept, *replaced):
+        lacking = [d for d in memory.lacks(message) if d.key not in seen]
+        if not lacking:
+            continue  # released: the memory carries it now
+        text = (
+            message.content
+            if len(lacking) == len(details(message.content))
+            else excerpt(message.content, lacking)
+        )
+        seen.update(d.key for d in lacking)
+        out.append(replace(message, content=text))
+        used += len(text)
+    for message in dropped:
+        lacking = [d for d in memory.lacks(message) if d.key not in seen]
+        if not lacking:
+            continue
+        text = excerpt(message.content, lacking)
+        if used + len(text) > budget:
+            return Reconciled(tuple(out), held_from=message)
+        seen.update(d.key for d in lacking)
+        out.append(_excerpted(message, text))
+        used += len(text)
+    return Reconciled(tuple(out))
+
+
+def _excerpted(message: StoredMessage, text: str) -> StoredMessage:
+    return StoredMessage(
+        role=message.role,
+        content=text,
+        timestamp=message.timestamp,
+        name=message.name,
+        user_id=message.user_id,
+    )
+
+
+def just_before(at: datetime) -> datetime:
+    """The instant before ``at``: turns captured after it include the one at ``at``."""
+    return at - timedelta(microseconds=1)
