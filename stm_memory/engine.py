@@ -248,8 +248,12 @@ class ShortTermMemory:
     def configure_user(self, user_id: str, **settings: Any) -> UserSettings:
         """Change a user's privacy settings (``cross_server_opt_in``, ``full_privacy``).
         Withdrawing the cross-server opt-in also removes the stored briefing copies of
-        the user's own entries (they were shown elsewhere under it)."""
+        the user's own entries (they were shown elsewhere under it); choosing full
+        privacy removes their words from the excerpts kept beside every live memory."""
         result = self._settings.configure_user(user_id, **settings)
+        if settings.get("full_privacy") is True:
+            # Their words are stored nowhere from now on: not even quoted beside a memory.
+            self._deletions.drop_kept(user_id)
         if settings.get("cross_server_opt_in") is False:
             own = key_for("user", user_id, "")
             self._deletions.drop_copies(lambda copy: copy.source.startswith(own))
@@ -576,7 +580,14 @@ class ShortTermMemory:
             return None
 
         def change(entry: MemoryEntry) -> dict[str, Any]:
-            return captured(entry, stored=window, kept=kept, voices=voices, now=now)
+            return captured(
+                entry,
+                stored=window,
+                messages_kept=kept,
+                voices=voices,
+                now=now,
+                private=private,
+            )
 
         return change
 

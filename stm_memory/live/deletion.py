@@ -21,7 +21,12 @@ from stm_memory.live.entries import LiveEntries
 from stm_memory.live.scan import cached_entry_keys, evict_in_batches
 from stm_memory.model import MemoryEntry, Scope, key_for, parse_key
 from stm_memory.model.briefings import BriefingCopy
-from stm_memory.model.erasure import cleared_shown, erase_user, unknown_provenance
+from stm_memory.model.erasure import (
+    cleared_shown,
+    erase_user,
+    unknown_provenance,
+    without_kept_of,
+)
 from stm_memory.store.base import MemoryStore
 
 __all__ = ["Deletions"]
@@ -179,6 +184,26 @@ class Deletions:
                     self._live.mutate(_scope_of(key, raw), [key], change, existing_only=True)
                 )
         return changed
+
+    def drop_kept(self, user_id: str) -> int:
+        """Remove ``user_id``'s words from the excerpts kept beside every cached
+        memory, and write the changed entries' rows (a user who chose full privacy:
+        their words are stored nowhere from now on). Returns the entries changed."""
+        changed: list[MemoryEntry] = []
+        for keys in batched(cached_entry_keys(self._cache), _ERASE_BATCH):
+            for key, raw in self._cache.get_many(keys).items():
+                shown = (raw.get("shown") or {}).get("kept") or ()
+                if not any(m.get("user_id") == user_id for m in (*(raw.get("kept") or ()), *shown)):
+                    continue
+
+                def change(entry: MemoryEntry) -> dict[str, Any]:
+                    return without_kept_of(entry, {user_id})
+
+                done = self._live.mutate(_scope_of(key, raw), [key], change, existing_only=True)
+                changed += done.values()
+        for entry in changed:
+            self._persister.write([entry], entry.last_updated)
+        return len(changed)
 
     def _compact(self, *parts: MemoryStore | LiveCache | Outbox) -> None:
         """Checkpoint the embedded stores (default all three) after an erasure, or the

@@ -16,6 +16,7 @@ from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.categories import merge_categories
 from stm_memory.model.dialogue import StoredMessage
 from stm_memory.model.entry import MemoryEntry
+from stm_memory.model.erasure import without_kept_of
 from stm_memory.model.kept import Reconciled, just_before, reconcile, rewritten, written
 from stm_memory.model.shown import ShownState
 
@@ -168,24 +169,30 @@ def captured(
     stored: Sequence[StoredMessage],
     voices: Collection[str],
     now: datetime,
-    kept: int | None = None,
+    messages_kept: int | None = None,
+    private: Collection[str] = (),
 ) -> dict[str, Any]:
-    """The channel's last dialogue turns were captured: the last ``kept`` of
+    """The channel's last dialogue turns were captured: the last ``messages_kept`` of
     ``stored`` (all when None), and before them those the channel already held that
-    were said since its memory was last written (the next write checks them)."""
+    were said since its memory was last written (the next write checks them). The
+    excerpts kept beside the memory lose those of ``private`` speakers (users in full
+    privacy), as the captured turns do."""
     # Turns seen before keep their first timestamp: callers pass the whole window every
     # turn, and "recent since the last refresh" depends on it.
     seen = {(m.role, m.content, m.name): m for m in entry.messages}
     messages = tuple(_first_seen(m, seen.get((m.role, m.content, m.name))) for m in stored)
-    if kept is not None and len(messages) > kept:
-        messages = _unchecked_kept(messages, entry, kept)
+    if messages_kept is not None and len(messages) > messages_kept:
+        messages = _unchecked_kept(messages, entry, messages_kept)
     # Everyone whose words the model was shown can be in what it writes next, private
     # speakers included (their words are in the caller's history).
-    return {
+    fields: dict[str, Any] = {
         "messages": messages,
         "last_updated": now,
         "provenance": entry.provenance | frozenset(voices),
     }
+    if private:
+        fields |= without_kept_of(entry, private)
+    return fields
 
 
 def counted(

@@ -11,13 +11,14 @@ whom. The provenance then falls back to the speakers of the turns left.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from stm_memory.model import MemoryEntry, StoredMessage
 from stm_memory.model.shown import ShownState
 
-__all__ = ["cleared_shown", "erase_user", "speakers", "unknown_provenance"]
+__all__ = ["cleared_shown", "erase_user", "speakers", "unknown_provenance", "without_kept_of"]
 
 
 def speakers(messages: Iterable[StoredMessage]) -> frozenset[str]:
@@ -51,6 +52,26 @@ def erase_user(entry: MemoryEntry, user_id: str) -> dict[str, Any] | None:
             "provenance": entry.provenance,
             "kept": tuple(m for m in entry.kept if m.user_id != user_id),
         }
+    return changes
+
+
+def without_kept_of(entry: MemoryEntry, users: Collection[str]) -> dict[str, Any]:
+    """The changes that remove ``users``' words from the excerpts kept beside the
+    memory, in the entry and in the copy its requests show (at once: a later swap id,
+    as :func:`cleared_shown` gives, so no turn in flight stores its copy back); empty
+    when it holds none."""
+    if not any(m.user_id in users for m in entry.kept):
+        shown = entry.shown
+        if shown is None or not any(m.user_id in users for m in shown.kept):
+            return {}
+    changes: dict[str, Any] = {"kept": tuple(m for m in entry.kept if m.user_id not in users)}
+    shown = entry.shown
+    if shown is not None and any(m.user_id in users for m in shown.kept):
+        changes["shown"] = replace(
+            shown,
+            kept=tuple(m for m in shown.kept if m.user_id not in users),
+            swap=shown.swap + 1,
+        )
     return changes
 
 

@@ -168,11 +168,34 @@ def test_clear_channel_and_clear_summary_remove_kept_details(make_mem: MemFactor
         mem.close()
 
 
-def test_full_privacy_stops_keeping_a_users_words(mem: ShortTermMemory) -> None:
+def test_full_privacy_removes_a_users_kept_words_at_once(mem: ShortTermMemory) -> None:
     talk = written(mem)
     mem.configure_user("u-ann", full_privacy=True)
-    mem.clear_user("u-ann")  # what turning full privacy on asks of the operator
-    assert CODE not in talk.request()
+    entry = mem.get(ANN)
+    assert entry is not None and entry.kept == ()
+    stored = row(mem, ANN.server_key)
+    assert stored is not None and stored.kept == ()
+    # The form the requests show loses them too, at once (the written memory stays).
+    shown = entry.shown
+    assert shown is not None and shown.kept == ()
+    sent = talk.request()
+    assert CODE not in sent and SUMMARY in sent
+
+
+def test_a_speaker_in_full_privacy_leaves_the_kept_excerpts_at_the_next_capture(
+    mem: ShortTermMemory,
+) -> None:
+    talk = Channel(mem)
+    talk.turn("Bob here: the van plate is KX-9921.", who=BOB)
+    talk.turn(CODE_SAID)
+    talk.turn("Write it.", summary="A van and a hall.")
+    entry = mem.get(ANN)
+    assert entry is not None and {m.user_id for m in entry.kept} == {"u-ann", "u-bob"}
+    # Bob's setting is read afresh at each capture, as for his captured turns.
+    mem._settings.configure_user("u-bob", full_privacy=True)  # no purge: the capture's
+    talk.turn("Anything else?")
+    entry = mem.get(ANN)
+    assert entry is not None and {m.user_id for m in entry.kept} == {"u-ann"}
 
 
 def test_queued_writes_carry_no_kept_words_after_an_erasure(make_mem: MemFactory) -> None:
@@ -299,3 +322,16 @@ def test_the_write_turn_is_checked_at_the_next_write_on_a_clock_that_did_not_mov
     talk.turn("Fine, thanks.")
     _, result = talk.turn("Write again.", summary="Greetings.")
     assert result is not None and CODE in result.get("left_out", [])
+
+
+def test_the_turns_decision_says_what_was_kept_and_why(mem: ShortTermMemory) -> None:
+    from stm_memory.kit import MemoryTurn, drive
+
+    talk = written(mem)
+    turn = drive(MemoryTurn.begin(mem, ANN))
+    drive(turn.assemble())
+    request = turn.prepare([*talk.history, user("next?")])
+    assert any(CODE in str(m["content"]) for m in request.messages)
+    decision = turn.decision
+    assert decision is not None and decision.kept == (CODE,)
+    assert f"1 detail(s) kept beside the memory, which leaves them out: {CODE}" in str(decision)

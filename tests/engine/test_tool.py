@@ -62,7 +62,7 @@ def invoke(mem: ShortTermMemory, args: Any, scope: Scope = SERVER) -> dict[str, 
 
 
 def assert_completed(result: dict[str, Any]) -> None:
-    assert result == {"status": "completed"}
+    assert result["status"] == "completed"
 
 
 def assert_failed(result: dict[str, Any], *fragments: str) -> str:
@@ -153,7 +153,7 @@ def test_stored_value_survives_a_restart(mem: ShortTermMemory, tmp_path: Path) -
 
 
 def test_update_returns_plain_dicts(mem: ShortTermMemory) -> None:
-    assert mem.update(begin(mem), {"summary": "direct"}) == {"status": "completed"}
+    assert mem.update(begin(mem), {"summary": "direct"})["status"] == "completed"
     assert stored_summary(mem) == "direct"
 
 
@@ -231,7 +231,7 @@ def test_a_null_category_keeps_its_value_on_every_path(mem: ShortTermMemory) -> 
     mem.set_categories("g1", PLOT_MOOD)
     assert_completed(invoke(mem, {"plot": "p1", "mood": "m1"}))
     # The provider loops hand the model's arguments to update as they are.
-    assert mem.update(begin(mem), {"plot": "p2", "mood": None}) == {"status": "completed"}
+    assert mem.update(begin(mem), {"plot": "p2", "mood": None})["status"] == "completed"
     assert stored_categories(mem) == {"plot": "p2", "mood": "m1"}
     assert_completed(invoke(mem, {"plot": None, "mood": "m3"}))
     assert stored_categories(mem) == {"plot": "p2", "mood": "m3"}
@@ -667,7 +667,7 @@ def test_tool_call_returns_tool_message(mem: ShortTermMemory) -> None:
     assert message.tool_call_id == "call_1"
     assert message.name == TOOL_NAME
     assert message.status == "success"
-    assert json.loads(str(message.content)) == {"status": "completed"}
+    assert json.loads(str(message.content))["status"] == "completed"
     assert stored_summary(mem) == "via a tool call"
 
 
@@ -684,7 +684,7 @@ def test_tool_call_failure_is_a_tool_message(mem: ShortTermMemory) -> None:
 async def test_ainvoke_stores(mem: ShortTermMemory) -> None:
     tool = offered(mem, begin(mem))
     content = await tool.ainvoke({"summary": "async summary"})
-    assert json.loads(content) == {"status": "completed"}
+    assert json.loads(content)["status"] == "completed"
     assert stored_summary(mem) == "async summary"
     assert_failed(json.loads(await tool.ainvoke({"summary": "again"})), "already updated")
 
@@ -697,7 +697,7 @@ async def test_ainvoke_tool_call_returns_tool_message(mem: ShortTermMemory) -> N
     )
     assert isinstance(message, ToolMessage)
     assert message.tool_call_id == "call_3"
-    assert json.loads(str(message.content)) == {"status": "completed"}
+    assert json.loads(str(message.content))["status"] == "completed"
     assert stored_categories(mem) == {"plot": "async"}
 
 
@@ -708,7 +708,7 @@ async def test_aupdate(mem: ShortTermMemory) -> None:
         "reason": "Unknown field(s): 'y'. Allowed: 'summary'.",
         "tool_name": TOOL_NAME,
     }
-    assert await mem.aupdate(turn, {"summary": "via aupdate"}) == {"status": "completed"}
+    assert (await mem.aupdate(turn, {"summary": "via aupdate"}))["status"] == "completed"
     assert stored_summary(mem) == "via aupdate"
 
 
@@ -717,4 +717,4 @@ def test_a_cut_value_completes_and_the_tool_result_says_so(mem: ShortTermMemory)
     assert result["status"] == "completed"
     assert "'summary'" in result["note"] and "cut to 1500" in result["note"]
     assert stored_summary(mem) == "y" * 1500
-    assert invoke(mem, {"summary": "short"}) == {"status": "completed"}
+    assert invoke(mem, {"summary": "short"})["status"] == "completed"

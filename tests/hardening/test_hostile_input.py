@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from helpers.deployment import Deployment
 from helpers.inspection import assert_cache_matches_sql, raw_rows
-from helpers.memory import COMPLETED, refresh, turn
+from helpers.memory import refresh, turn
 
 from stm_memory import (
     Category,
@@ -54,7 +54,7 @@ def test_injection_strings_are_plain_data(deployment: Deployment) -> None:
         scope = Scope(
             channel_id=f"{text}#{i}", user_id=text, server_id=f"g:{text}", persona_id=text
         )
-        assert turn(mem, scope, {"summary": text}) == COMPLETED
+        assert turn(mem, scope, {"summary": text})["status"] == "completed"
         mem.capture(scope, [{"role": "user", "content": text, "name": text}])
         live = mem.get(scope)
         assert live is not None
@@ -106,7 +106,7 @@ def test_brace_placeholders_are_neutralised_not_expanded(deployment: Deployment)
         tool_description_override="{0} {user} {{evil}}",
     )
     for given, stored in BRACES:
-        assert turn(mem, scope, {"summary": given}) == COMPLETED
+        assert turn(mem, scope, {"summary": given})["status"] == "completed"
         live = mem.get(scope)
         assert live is not None and live.summary == stored
     assert_cache_matches_sql(mem)
@@ -196,7 +196,7 @@ def test_bad_text_from_the_model_is_stored_safely(deployment: Deployment, bad: s
     mem = deployment.open()
     scope = Scope(channel_id="c1", user_id="u1", server_id="g1")
     text = BAD_TEXT[bad]
-    assert turn(mem, scope, {"summary": f"summary {text}"}) == COMPLETED
+    assert turn(mem, scope, {"summary": f"summary {text}"})["status"] == "completed"
     mem.capture(scope, [{"role": "user", "content": text, "name": text}])
     live = mem.get(scope)
     assert live is not None and live.summary is not None
@@ -253,7 +253,7 @@ def named_scope_round_trip(mem: ShortTermMemory, **names: str) -> None:
         scope = Scope(channel_id="c1", user_id="u1", server_id="g1", **names)
     except ValidationError:
         return
-    assert turn(mem, scope, {"summary": "named"}) == COMPLETED
+    assert turn(mem, scope, {"summary": "named"})["status"] == "completed"
     mem.capture(scope, [{"role": "user", "content": "hi"}])
     rows = raw_rows(mem, "channel_id = 'c1'")
     assert sorted(r["summary"] for r in rows) == ["named", "named"], names

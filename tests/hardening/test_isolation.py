@@ -12,7 +12,7 @@ import pytest
 from helpers.deployment import Deployment
 from helpers.faults import store_writes_fail
 from helpers.inspection import assert_cache_matches_sql, cache_entry_keys, raw_rows
-from helpers.memory import COMPLETED, dialogue, refresh, turn
+from helpers.memory import dialogue, refresh, turn
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -70,7 +70,7 @@ def test_a_tool_writes_the_scope_it_was_built_for(deployment: Deployment) -> Non
     tool_a = mem.tool(mem.begin_turn(A, provider="openai", user_message="hi"))
     assert tool_a is not None
     mem.begin_turn(NEIGHBOURS[0])  # another turn in flight changes nothing for tool_a
-    assert json.loads(tool_a.invoke({"summary": "for A only"})) == COMPLETED
+    assert json.loads(tool_a.invoke({"summary": "for A only"}))["status"] == "completed"
     assert snapshot(mem, others) == before
     for key in A.keys:
         entry = mem.get_key(key)
@@ -183,7 +183,8 @@ def test_clear_user_removes_every_trace_and_nothing_else(
         mem.capture(scope, dialogue(2))
     with store_writes_fail(mem, monkeypatch):
         for scope in U1 + OTHERS:
-            assert turn(mem, scope, {"summary": f"queued for {scope.live_key}"}) == COMPLETED
+            wrote = turn(mem, scope, {"summary": f"queued for {scope.live_key}"})
+            assert wrote["status"] == "completed"
             turn(mem, scope)
         assert any(item.user_id == "u1" for item in mem._outbox.pending())
         other_keys = all_keys(OTHERS)

@@ -155,7 +155,7 @@ def _handlers(mem: ShortTermMemory, clock: FrozenClock) -> dict[str, Callable[..
                 ctx = mem.begin_turn(scope)
                 if refresh:
                     result = mem.update(ctx, {"summary": f"pid {os.getpid()} round {i}"})
-                    assert result == {"status": "completed"}, result
+                    assert result["status"] == "completed", result
                     refreshed[scope.live_key] = refreshed.get(scope.live_key, 0) + 1
                 else:
                     counted[scope.live_key] = counted.get(scope.live_key, 0) + 1

@@ -86,7 +86,7 @@ def end_turns(
             turn = mem.begin_turn(target)
             if updates_every and i % updates_every == 0:
                 result = mem.update(turn, {"summary": f"refresh {i}"})
-                assert result == {"status": "completed"}, result
+                assert result["status"] == "completed", result
                 refreshed += 1
             else:
                 counted += 1
