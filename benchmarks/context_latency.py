@@ -39,13 +39,15 @@ def populate(mem: ShortTermMemory, rng: random.Random) -> None:
             channel_id=channel, user_id="u-ann", server_id="g-guild", channel_name=channel
         )
         mem.capture(scope, dialogue(rng, 5))
-        assert mem.update(mem.begin_turn(scope), {"summary": summary_text(rng, 500)}) == {
-            "status": "completed"
-        }
+        assert (
+            mem.update(mem.begin_turn(scope), {"summary": summary_text(rng, 500)})["status"]
+            == "completed"
+        )
     mem.capture(SCOPE, dialogue(rng, 5))
-    assert mem.update(mem.begin_turn(SCOPE), {"summary": summary_text(rng, 600)}) == {
-        "status": "completed"
-    }
+    assert (
+        mem.update(mem.begin_turn(SCOPE), {"summary": summary_text(rng, 600)})["status"]
+        == "completed"
+    )
 
 
 def add_channels(mem: ShortTermMemory, rng: random.Random, start: int, stop: int) -> None:
@@ -53,9 +55,10 @@ def add_channels(mem: ShortTermMemory, rng: random.Random, start: int, stop: int
     for i in range(start, stop):
         scope = Scope(channel_id=f"c-extra-{i}", user_id="u-ann", server_id="g-guild")
         mem.capture(scope, dialogue(rng, 5))
-        assert mem.update(mem.begin_turn(scope), {"summary": summary_text(rng, 500)}) == {
-            "status": "completed"
-        }
+        assert (
+            mem.update(mem.begin_turn(scope), {"summary": summary_text(rng, 500)})["status"]
+            == "completed"
+        )
 
 
 def keys_read(mem: ShortTermMemory, call: Any) -> list[str]:

@@ -49,9 +49,7 @@ def prepare(root: Path) -> None:
     with _open(root) as mem:
         for scope in scopes():
             mem.capture(scope, dialogue(rng, 3, words=12))
-            assert mem.update(mem.begin_turn(scope), {"summary": "Start."}) == {
-                "status": "completed"
-            }
+            assert mem.update(mem.begin_turn(scope), {"summary": "Start."})["status"] == "completed"
 
 
 def counters(root: Path) -> tuple[int, int]:
@@ -79,7 +77,7 @@ def worker(root: str, wid: int, n: int, barrier: Barrier, out: Any) -> None:
         start = time.perf_counter_ns()  # CLOCK_MONOTONIC: comparable across processes
         completed = 0
         for turn in turns:
-            if mem.update(turn, {"summary": summary}) == {"status": "completed"}:
+            if mem.update(turn, {"summary": summary})["status"] == "completed":
                 completed += 1
         end = time.perf_counter_ns()
         cpu = time.process_time() - cpu

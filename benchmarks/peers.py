@@ -175,7 +175,7 @@ def run(cfg: Config) -> CaseResult:
         mem = stack.enter_context(open_memory(root))
         warm_scope(mem, SCOPE, rng)
         ours = Ours(mem, summary, loop)
-        assert mem.update(mem.begin_turn(SCOPE), ours.args) == {"status": "completed"}
+        assert mem.update(mem.begin_turn(SCOPE), ours.args)["status"] == "completed"
         entries = mem._live.get_many(list(SCOPE.keys))
         user_value = entries[SCOPE.user_key].to_dict()
         server_value = entries[str(SCOPE.server_key)].to_dict()

@@ -70,18 +70,23 @@ class Messages(Sequence[StoredMessage]):
     def __len__(self) -> int:
         return len(self._raw)
 
-    def after(self, since: datetime | None) -> tuple[StoredMessage, ...]:
-        """The turns captured after ``since`` (all when None), in order. Only their
-        timestamps are read to choose: a briefing shows the few turns since the last
-        refresh, so assembly decodes those and not every captured turn of every
-        channel it looks at."""
+    def after(self, since: datetime | None, *, at: bool = False) -> tuple[StoredMessage, ...]:
+        """The turns captured after ``since`` (all when None; with ``at``, at it too), in
+        order. Only their timestamps are read to choose: a briefing shows the few turns
+        since the last refresh, and a write checks those, so neither decodes every
+        captured turn."""
         if since is None or self._decoded is not None:
-            return tuple(m for m in self._items() if since is None or m.timestamp > since)
-        return tuple(
-            StoredMessage.from_dict(m)
-            for m in self._raw
-            if datetime.fromisoformat(m["timestamp"]) > since
-        )
+            return tuple(
+                m
+                for m in self._items()
+                if since is None or m.timestamp > since or (at and m.timestamp == since)
+            )
+        out = []
+        for m in self._raw:
+            stamp = datetime.fromisoformat(m["timestamp"])
+            if stamp > since or (at and stamp == since):
+                out.append(StoredMessage.from_dict(m))
+        return tuple(out)
 
     def __iter__(self) -> Iterator[StoredMessage]:
         return iter(self._items())

@@ -112,8 +112,11 @@ _MONTH_DOT = re.compile(r"\b(jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec)\.(?=
 def normalize(text: str) -> str:
     """``text`` as details are matched: case-folded, accents and typographic quotes
     folded, thousands separators and an hour's leading zero dropped, spaces collapsed."""
-    decomposed = unicodedata.normalize("NFKD", text.translate(_FOLD))
-    plain = "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
+    if text.isascii():
+        plain = text.lower()  # nothing to fold or decompose: the common case, kept fast
+    else:
+        decomposed = unicodedata.normalize("NFKD", text.translate(_FOLD))
+        plain = "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
     plain = _THOUSANDS.sub("", plain)
     plain = _HOUR_ZERO.sub(r"\1", plain)
     plain = _MONTH_DOT.sub(r"\1", plain)
@@ -312,7 +315,12 @@ def _name(text: str, match: re.Match[str]) -> tuple[str, int, int, bool] | None:
 
 
 def _occurs(key: str, memory: str) -> bool:
-    return re.search(rf"(?<!\w){re.escape(key)}(?!\w)", memory) is not None
+    return key in memory and _bounded(key).search(memory) is not None
+
+
+@lru_cache(maxsize=4096)
+def _bounded(key: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<!\w){re.escape(key)}(?!\w)")
 
 
 def carried(detail: Detail, memory: str) -> bool:

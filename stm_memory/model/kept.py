@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 from stm_memory.model._common_words import COMMON_WORDS
 from stm_memory.model.details import Detail, DetailShape, carried, details, normalize
@@ -108,10 +109,22 @@ class Reconciled:
 def left_out(kept: Sequence[StoredMessage], memory: str | Written) -> list[str]:
     """The details the ``kept`` excerpts hold that ``memory`` (normalised, or as
     :func:`written`) does not carry, as said, each once, oldest first."""
+    if not kept:
+        return []
     read = memory if isinstance(memory, Written) else Written(memory)
-    said = "\n".join([read.text, *(m.content for m in kept)])
-    read = replace(read, lower=read.lower | frozenset(_LOWER_WORD.findall(said)))
+    read = _with_lower(read, [read.text, *(m.content for m in kept)], kept)
     return _unique(d.text for m in kept for d in read.lacks(m))
+
+
+def _with_lower(
+    memory: Written, texts: Sequence[str], messages: Sequence[StoredMessage]
+) -> Written:
+    """``memory`` knowing the words ``texts`` write in lower case, when a sentence of
+    ``messages`` opens with a capitalised word that could be one of them."""
+    if not any(d.opens for m in messages for d in details(m.content)):
+        return memory
+    found = _LOWER_WORD.findall("\n".join(texts))
+    return replace(memory, lower=memory.lower | frozenset(found))
 
 
 def _unique(items: Iterable[str]) -> list[str]:
@@ -159,15 +172,15 @@ class Statement:
 class Written:
     """A written memory as the check reads it (:func:`written`).
 
-    ``text``: normalised. ``statements``: its sentences, for a value it restates: a
-    detail whose sentence the memory says again with another value of the same shape
-    ("the host for the garden day is Okafor" after "… is Vasquez") was replaced by the
-    writer, not left out. ``elsewhere``: what the model is shown beside the memory
-    (other channels' briefings, normalised): a reply of the model that repeats one of
-    their details is carried there."""
+    ``text``: normalised. ``raw``: as written, whose sentences (:func:`_statements`)
+    tell a value it restates: a detail whose sentence the memory says again with another
+    value of the same shape ("the host for the garden day is Okafor" after "… is
+    Vasquez") was replaced by the writer, not left out. ``elsewhere``: what the model is
+    shown beside the memory (other channels' briefings, normalised): a reply of the
+    model that repeats one of their details is carried there."""
 
     text: str
-    statements: tuple[Statement, ...] = ()
+    raw: str = ""
     elsewhere: str = ""
     #: Words the checked dialogue writes in lower case: a capitalised one of them that
     #: opens a sentence is that word, no name ("Tunnel ladder …" beside "the tunnel").
@@ -184,7 +197,7 @@ class Written:
         ]
         if lacking and self.elsewhere and message.role == "assistant" and message.name is None:
             lacking = [d for d in lacking if not carried(d, self.elsewhere)]
-        if lacking and self.statements:
+        if lacking and self.raw:
             lacking = [d for d in lacking if not self._restated(message.content, d, found)]
         return lacking
 
@@ -203,7 +216,7 @@ class Written:
                 return len(about) >= 2 and any(
                     about <= s.about
                     and any(shape == detail.shape and key != detail.key for shape, key in s.said)
-                    for s in self.statements
+                    for s in _statements(self.raw)
                 )
         return False
 
@@ -212,14 +225,28 @@ def written(summary: str | None, categories: Iterable[str], *, elsewhere: str = 
     """``summary`` and the category values as the check reads them (:class:`Written`);
     ``elsewhere``: the other channels' briefings the model is shown."""
     raw = "\n".join([summary or "", *categories])
-    statements = []
+    return Written(_normalized(raw), raw, _normalized(elsewhere) if elsewhere else "")
+
+
+@lru_cache(maxsize=256)
+def _normalized(text: str) -> str:
+    # A write reads its memory twice (the check, the tool result's note), and the
+    # briefings are the same for many writes.
+    return normalize(text)
+
+
+@lru_cache(maxsize=256)
+def _statements(raw: str) -> tuple[Statement, ...]:
+    """The sentences of a memory that state details: read only when a detail is
+    missing, once per memory."""
+    out = []
     for start, end in _sentences(raw):
         sentence = raw[start:end]
         found = details(sentence)
         if found:
             about = _context(sentence, [(d.start, d.end) for d in found])
-            statements.append(Statement(about, frozenset((d.shape, d.key) for d in found)))
-    return Written(normalize(raw), tuple(statements), normalize(elsewhere))
+            out.append(Statement(about, frozenset((d.shape, d.key) for d in found)))
+    return tuple(out)
 
 
 #: The speaker of an excerpt of the memory a write replaced (its turns were cut before).
@@ -255,8 +282,8 @@ def reconcile(
     lets the cut drop), each once, within ``budget`` code points of excerpt text (see
     :class:`Reconciled`; what was kept before is never dropped for the budget: only a
     dropped turn can stay raw instead)."""
-    said = [m.content for m in (*kept, *replaced, *dropped)]
-    memory = replace(memory, lower=frozenset(_LOWER_WORD.findall("\n".join(said))))
+    checked = (*kept, *replaced, *dropped)
+    memory = _with_lower(memory, [m.content for m in checked], checked)
     out: list[StoredMessage] = []
     seen: set[str] = set()
     used = 0
@@ -270,7 +297,8 @@ def reconcile(
             else excerpt(message.content, lacking)
         )
         seen.update(d.key for d in lacking)
-        out.append(replace(message, content=text))
+        # Unchanged, the same object: it keeps its cached form (not encoded again).
+        out.append(message if text == message.content else replace(message, content=text))
         used += len(text)
     for message in dropped:
         lacking = [d for d in memory.lacks(message) if d.key not in seen]
