@@ -34,10 +34,10 @@ class Limits:
     # not been written since they were said: a write checks them, model/changes.py).
     messages_kept: int = 10
     # Code points of excerpts kept beside the written memory: what the turns a write
-    # let the cut drop said that the memory does not carry (stm_memory/model/details.py).
-    # The summary's own limit: with a writer that leaves out a third of the facts the
-    # excerpts stayed under half of it over 200 turns (stm-memory eval); past it the
-    # turns that do not fit stay raw, never dropped.
+    # let the cut drop said that the memory does not carry (stm_memory/model/kept.py).
+    # The summary's own limit: a writer that leaves out a third of the facts keeps about
+    # that much over 200 turns (stm-memory eval). Past it the oldest excerpts leave (named
+    # in the write's result); turns of one write that alone pass it stay raw.
     detail_budget: int = 1500
     # Other-channel entries rendered into the prompt.
     other_channels_shown: int = 3

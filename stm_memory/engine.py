@@ -364,17 +364,14 @@ class ShortTermMemory:
             return failure(parsed)
         if not turn.claim_update():
             return failure(turn.guard_reason() or "Already updated this turn.")
+        before: list[StoredMessage] = []
         try:
-            live = self._write(turn, parsed)
+            live = self._write(turn, parsed, before)
         except StmError as exc:
             turn.release_update()
             log.error("stm-memory: update failed for %s: %s", turn.scope.live_key, exc)
             return failure("Short-term memory could not be stored right now; continue.")
-        left = (
-            left_out(live.kept, written(live.summary, live.categories.values()))
-            if live is not None
-            else []
-        )
+        left, gone = self._left_out(live, before)
         if left:
             log.info(
                 "stm-memory: the update of %s leaves out %d detail(s) of the turns it "
@@ -383,7 +380,31 @@ class ShortTermMemory:
                 len(left),
                 ", ".join(left),
             )
-        return success(parsed.note(self.limits.max_summary_length), left_out=left)
+        if gone:
+            log.warning(
+                "stm-memory: %d older detail(s) left out of %s's memory at every write "
+                "since no longer fit in detail_budget (%d) and were dropped: %s",
+                len(gone),
+                turn.scope.live_key,
+                self.limits.detail_budget,
+                ", ".join(gone),
+            )
+        note = parsed.note(self.limits.max_summary_length)
+        return success(note, left_out=left, dropped=gone)
+
+    @staticmethod
+    def _left_out(
+        live: MemoryEntry | None, before: Sequence[StoredMessage]
+    ) -> tuple[list[str], list[str]]:
+        """What a write left out and keeps beside the memory, and what it left out that
+        was kept before and no longer fits (model/kept.py ``reconcile``)."""
+        if live is None:
+            return [], []
+        memory = written(live.summary, live.categories.values())
+        still = {(m.timestamp, m.role, m.name) for m in live.kept}
+        # An excerpt that left without the memory carrying it was dropped for the budget.
+        gone = [m for m in before if (m.timestamp, m.role, m.name) not in still]
+        return left_out(live.kept, memory), left_out(gone, memory)
 
     def _execution_guard(self, turn: TurnContext) -> str | None:
         """The turn's guards, with the privacy-relevant settings re-read now."""
@@ -404,8 +425,11 @@ class ShortTermMemory:
             full_privacy=full_privacy or turn.user_settings.full_privacy,
         )
 
-    def _write(self, turn: TurnContext, args: UpdateArgs) -> MemoryEntry | None:
-        """Store what the model wrote; the live entry after the write."""
+    def _write(
+        self, turn: TurnContext, args: UpdateArgs, before: list[StoredMessage]
+    ) -> MemoryEntry | None:
+        """Store what the model wrote; the live entry after the write. ``before``
+        receives the excerpts kept beside the memory it replaced."""
         scope = turn.scope
         keys = scope.keys
         live_key = keys[-1]  # the server key in a server, else the user key (see Scope.keys)
@@ -417,6 +441,8 @@ class ShortTermMemory:
         sources = turn.shown_provenance | {scope.user_id}
 
         def change(entry: MemoryEntry) -> dict[str, Any]:
+            if entry.key == live_key:
+                before[:] = entry.kept  # as this attempt read it (a retry reads again)
             return refreshed(
                 entry,
                 summary=args.summary,

@@ -55,10 +55,10 @@ def refreshed(
 
     What the turns captured since the last write (the ones this write lets the history
     cut drop) said that the memory does not carry is kept beside it, within
-    ``detail_budget`` code points (stm_memory/model/details.py); past the budget, the
-    first turn that does not fit and every turn after it stay raw: the counter starts
-    from them instead of from zero, so the cut keeps them and the next write checks
-    them again."""
+    ``detail_budget`` code points (stm_memory/model/kept.py ``reconcile``); when those
+    turns alone pass the budget, the first that does not fit and every turn after it
+    stay raw: the counter starts from them instead of from zero, so the cut keeps them
+    and the next write checks them again."""
     fields: dict[str, Any] = {
         "last_updated": now,
         "refreshed_at": now,

@@ -98,9 +98,10 @@ class Reconciled:
     """What a write keeps beside the memory it wrote.
 
     ``kept``: excerpts of turns whose details the memory does not carry, oldest
-    first. ``held_from``: when the kept excerpts would pass the budget, the first
-    turn that did not fit: it and every turn after it stay raw in the request (the
-    cut does not drop them), and the next write checks them again."""
+    first. ``held_from``: when the excerpts of the turns this write drops would pass
+    the budget on their own, the first turn that did not fit: it and every turn after
+    it stay raw in the request (the cut does not drop them), and the next write checks
+    them again."""
 
     kept: tuple[StoredMessage, ...]
     held_from: StoredMessage | None = None
@@ -276,41 +277,52 @@ def reconcile(
     budget: int,
     replaced: Sequence[StoredMessage] = (),
 ) -> Reconciled:
-    """Keep beside ``memory`` what it leaves out: the still-missing
-    details of the excerpts kept before and of the ``replaced`` memory's lines
-    (:func:`rewritten`), then those of the ``dropped`` turns (the turns this write
-    lets the cut drop), each once, within ``budget`` code points of excerpt text (see
-    :class:`Reconciled`; what was kept before is never dropped for the budget: only a
-    dropped turn can stay raw instead)."""
+    """Keep beside ``memory`` what it leaves out, each detail once, within ``budget``
+    code points of excerpt text: first what the ``dropped`` turns (the turns this write
+    lets the cut drop) said; past the budget, the first of them that does not fit and
+    the rest stay raw (:class:`Reconciled`). Then, in what is left of the budget, the
+    still-missing details of the excerpts kept before and of the ``replaced`` memory's
+    lines (:func:`rewritten`), newest first: the oldest leave when the budget is full
+    (the writer was told of them at each write since, and kept leaving them out).
+    Oldest first in the result."""
     checked = (*kept, *replaced, *dropped)
     memory = _with_lower(memory, [m.content for m in checked], checked)
-    out: list[StoredMessage] = []
+    # Each earlier excerpt's missing details, decided before the new turns claim theirs
+    # (a detail said again in a new turn stays with its first excerpt).
+    earlier: list[tuple[StoredMessage, list[Detail]]] = []
     seen: set[str] = set()
-    used = 0
     for message in (*kept, *replaced):
         lacking = [d for d in memory.lacks(message) if d.key not in seen]
-        if not lacking:
-            continue  # released: the memory carries it now
-        text = (
-            message.content
-            if len(lacking) == len(details(message.content))
-            else excerpt(message.content, lacking)
-        )
-        seen.update(d.key for d in lacking)
-        # Unchanged, the same object: it keeps its cached form (not encoded again).
-        out.append(message if text == message.content else replace(message, content=text))
-        used += len(text)
+        if lacking:  # else released: the memory carries it now
+            seen.update(d.key for d in lacking)
+            earlier.append((message, lacking))
+    fresh: list[StoredMessage] = []
+    used = 0
+    held: StoredMessage | None = None
     for message in dropped:
         lacking = [d for d in memory.lacks(message) if d.key not in seen]
         if not lacking:
             continue
         text = excerpt(message.content, lacking)
         if used + len(text) > budget:
-            return Reconciled(tuple(out), held_from=message)
+            held = message
+            break
         seen.update(d.key for d in lacking)
-        out.append(_excerpted(message, text))
+        fresh.append(_excerpted(message, text))
         used += len(text)
-    return Reconciled(tuple(out))
+    older: list[StoredMessage] = []
+    for message, lacking in reversed(earlier):
+        text = (
+            message.content
+            if len(lacking) == len(details(message.content))
+            else excerpt(message.content, lacking)
+        )
+        if used + len(text) > budget:
+            break  # this one and every older one leave
+        # Unchanged, the same object: it keeps its cached form (not encoded again).
+        older.append(message if text == message.content else replace(message, content=text))
+        used += len(text)
+    return Reconciled((*reversed(older), *fresh), held_from=held)
 
 
 def _excerpted(message: StoredMessage, text: str) -> StoredMessage:

@@ -24,10 +24,14 @@ DETAILS_NAMED = 12
 DETAIL_SHOWN = 40
 
 
-def success(note: str | None = None, *, left_out: Sequence[str] = ()) -> dict[str, Any]:
+def success(
+    note: str | None = None, *, left_out: Sequence[str] = (), dropped: Sequence[str] = ()
+) -> dict[str, Any]:
     """A completed write. ``left_out``: details of the turns it replaces that it does
-    not carry (model/details.py); they are kept beside it, and the result names them
-    so the next write can carry them (a write that does releases them)."""
+    not carry (model/kept.py); they are kept beside it, and the result names them so
+    the next write can carry them (a write that does releases them). ``dropped``:
+    details left out at every write since they were said that no longer fit beside it
+    (``Limits.detail_budget``): said so, once."""
     result: dict[str, Any] = {"status": "completed"}
     notes = [note] if note else []
     if left_out:
@@ -40,6 +44,10 @@ def success(note: str | None = None, *, left_out: Sequence[str] = ()) -> dict[st
             "that still matter next time."
         )
         result["left_out"] = named
+    if dropped:
+        gone = ", ".join(f"'{_shortened(d)}'" for d in dropped[:DETAILS_NAMED])
+        notes.append(f"Older details no longer fit beside the memory and were dropped: {gone}.")
+        result["dropped"] = [_shortened(d) for d in dropped[:DETAILS_NAMED]]
     if notes:
         result["note"] = " ".join(notes)
     return result

@@ -335,3 +335,16 @@ def test_the_turns_decision_says_what_was_kept_and_why(mem: ShortTermMemory) -> 
     decision = turn.decision
     assert decision is not None and decision.kept == (CODE,)
     assert f"1 detail(s) kept beside the memory, which leaves them out: {CODE}" in str(decision)
+
+
+def test_a_write_says_which_older_details_no_longer_fit(make_mem: MemFactory) -> None:
+    mem = make_mem(detail_budget=60)
+    talk = Channel(mem)
+    talk.turn("Room A17 is ours on Monday.")
+    talk.turn("Write.", summary="Rooms.")
+    talk.turn("Room C55 is the backup for Tuesday.")
+    _, result = talk.turn("Write again.", summary="Rooms again.")
+    assert result is not None and result["dropped"] == ["A17", "Monday"]
+    assert "no longer fit" in result["note"]
+    entry = mem.get(ANN)
+    assert entry is not None and [("C55" in m.content) for m in entry.kept] == [True]

@@ -87,3 +87,19 @@ def test_a_word_opening_a_sentence_is_no_name_where_the_dialogue_writes_it_in_lo
     # Never written in lower case: a name that opens a sentence is kept.
     turns = [said("Okafor hosts the night.", 0)]
     assert reconcile((), turns, written("Someone hosts.", ()), budget=1000).kept != ()
+
+
+def test_past_the_budget_the_oldest_kept_excerpts_leave_for_the_new_ones() -> None:
+    # The writer was told at each write and kept leaving the old ones out; the prompt
+    # stays bounded (a writer that keeps only its last points must not pin the cut).
+    old = [said(f"Room {n}A is booked for team {n}.", n) for n in range(10, 13)]
+    first = reconcile((), old, written("Rooms are booked.", ()), budget=100)
+    assert [m.content for m in first.kept] == [m.content for m in old]
+    new = [said("Room 77Z is booked for team 77.", 30)]
+    later = reconcile(first.kept, new, written("Rooms are booked.", ()), budget=100)
+    assert [m.content for m in later.kept] == [
+        "Room 11A is booked for team 11.",
+        "Room 12A is booked for team 12.",
+        "Room 77Z is booked for team 77.",
+    ]
+    assert later.held_from is None
