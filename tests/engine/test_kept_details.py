@@ -234,12 +234,18 @@ def test_a_forged_block_line_in_a_kept_detail_stays_stored_text(mem: ShortTermMe
     ]
 
 
-def test_past_the_budget_the_turns_that_do_not_fit_stay_raw(make_mem: MemFactory) -> None:
+def over_budget(make_mem: MemFactory) -> tuple[ShortTermMemory, Channel]:
+    """Two turns whose excerpts pass a 40-code-point budget, then a write of neither."""
     mem = make_mem(detail_budget=40)
     talk = Channel(mem)
     talk.turn("Room A17 is ours on Monday.")
     talk.turn("Room C55 is the backup for Tuesday.")
     talk.turn("Write.", summary="Two rooms are booked.")
+    return mem, talk
+
+
+def test_past_the_budget_the_turns_that_do_not_fit_stay_raw(make_mem: MemFactory) -> None:
+    mem, talk = over_budget(make_mem)
     entry = mem.get(ANN)
     assert entry is not None
     assert [("A17" in m.content) for m in entry.kept] == [True]
@@ -253,11 +259,7 @@ def test_past_the_budget_the_turns_that_do_not_fit_stay_raw(make_mem: MemFactory
 
 def test_the_cut_keeps_the_turns_the_check_could_not_fit(make_mem: MemFactory) -> None:
     # The history window the engine hands out is what the cut keeps: held turns count.
-    mem = make_mem(detail_budget=40)
-    talk = Channel(mem)
-    talk.turn("Room A17 is ours on Monday.")
-    talk.turn("Room C55 is the backup for Tuesday.")
-    talk.turn("Write.", summary="Two rooms are booked.")
+    mem, talk = over_budget(make_mem)
     turn = mem.begin_turn(ANN, provider="openai", user_message="next?")
     window = mem.build_context(turn).history
     assert isinstance(window, HistoryWindow) and window.keep_turns == 2
