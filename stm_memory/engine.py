@@ -381,7 +381,9 @@ class ShortTermMemory:
                 ", ".join(left),
             )
         if gone:
-            log.warning(
+            # Routine with a writer that keeps leaving them out (the model is told in
+            # the result): information, not a warning on every write of a long channel.
+            log.info(
                 "stm-memory: %d older detail(s) left out of %s's memory at every write "
                 "since no longer fit in detail_budget (%d) and were dropped: %s",
                 len(gone),
