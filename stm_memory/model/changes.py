@@ -21,7 +21,7 @@ from stm_memory.model.erasure import without_kept_of
 from stm_memory.model.kept import Reconciled, just_before, reconcile, rewritten, written
 from stm_memory.model.shown import ShownState
 
-__all__ = ["UNCHECKED_KEPT", "captured", "counted", "refreshed", "turn_count"]
+__all__ = ["UNCHECKED_KEPT", "captured", "counted", "refreshed"]
 
 #: Capture keeps the turns said since the memory was last written (the ones the next
 #: write checks, :func:`refreshed`) up to this many times ``messages_kept``: a model
@@ -96,7 +96,7 @@ def refreshed(
         # From the start of the turn that did not fit: the cut keeps whole turns.
         first = _turn_start(dropped, kept.held_from)
         fields["refreshed_at"] = just_before(first.timestamp)
-        held = turn_count(_said_since(dropped, fields["refreshed_at"]))
+        held = _turn_count(_said_since(dropped, fields["refreshed_at"]))
     if entry.key == live_key:
         fields["turns_since_refresh"] = held
         fields["last_refreshed_turn"] = entry.last_refreshed_turn + 1
@@ -122,7 +122,7 @@ def _said_since(
     return tuple(m for m in messages if since is None or m.timestamp >= since)
 
 
-def turn_count(messages: Sequence[StoredMessage]) -> int:
+def _turn_count(messages: Sequence[StoredMessage]) -> int:
     """The turns ``messages`` hold: a turn starts at a user message that follows a
     non-user one (or opens the list), as the history cut counts them."""
     count, previous = 0, None
@@ -142,13 +142,14 @@ def _turn_start(messages: Sequence[StoredMessage], message: StoredMessage) -> St
 
 
 def _unchecked_kept(
-    messages: tuple[StoredMessage, ...], entry: MemoryEntry, kept: int
+    messages: tuple[StoredMessage, ...],
+    held: Collection[tuple[str, str, str | None]],
+    since: datetime | None,
+    kept: int,
 ) -> tuple[StoredMessage, ...]:
     """The last ``kept`` of ``messages``, and the run before them of turns the entry
-    held already that were said after its last write (a caller's older turns, never
-    captured, are not taken up)."""
-    held = {(m.role, m.content, m.name) for m in entry.messages}
-    since = entry.refreshed_at
+    ``held`` already (by role, text and name) that were said ``since`` its last write (a
+    caller's older turns, never captured, are not taken up)."""
     start = len(messages) - kept
     # Back over the turns the entry held, to the earliest said since the write (a
     # repeated reply keeps its first time: an older one among them does not end it).
@@ -193,7 +194,7 @@ def captured(
     seen = {(m.role, m.content, m.name): m for m in entry.messages}
     messages = tuple(_first_seen(m, seen.get((m.role, m.content, m.name))) for m in stored)
     if messages_kept is not None and len(messages) > messages_kept:
-        messages = _unchecked_kept(messages, entry, messages_kept)
+        messages = _unchecked_kept(messages, seen, entry.refreshed_at, messages_kept)
     # Everyone whose words the model was shown can be in what it writes next, private
     # speakers included (their words are in the caller's history).
     fields: dict[str, Any] = {

@@ -48,10 +48,7 @@ def erase_user(entry: MemoryEntry, user_id: str) -> dict[str, Any] | None:
         }
     else:
         # Kept excerpts of the user's turns go one by one, like their captured turns.
-        changes |= {
-            "provenance": entry.provenance,
-            "kept": tuple(m for m in entry.kept if m.user_id != user_id),
-        }
+        changes |= {"provenance": entry.provenance, **without_kept_of(entry, {user_id})}
     return changes
 
 
@@ -60,13 +57,12 @@ def without_kept_of(entry: MemoryEntry, users: Collection[str]) -> dict[str, Any
     memory, in the entry and in the copy its requests show (at once: a later swap id,
     as :func:`cleared_shown` gives, so no turn in flight stores its copy back); empty
     when it holds none."""
-    if not any(m.user_id in users for m in entry.kept):
-        shown = entry.shown
-        if shown is None or not any(m.user_id in users for m in shown.kept):
-            return {}
-    changes: dict[str, Any] = {"kept": tuple(m for m in entry.kept if m.user_id not in users)}
     shown = entry.shown
-    if shown is not None and any(m.user_id in users for m in shown.kept):
+    in_shown = shown is not None and any(m.user_id in users for m in shown.kept)
+    if not in_shown and not any(m.user_id in users for m in entry.kept):
+        return {}
+    changes: dict[str, Any] = {"kept": tuple(m for m in entry.kept if m.user_id not in users)}
+    if shown is not None and in_shown:
         changes["shown"] = replace(
             shown,
             kept=tuple(m for m in shown.kept if m.user_id not in users),

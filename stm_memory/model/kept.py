@@ -132,8 +132,9 @@ def _unique(items: Iterable[str]) -> list[str]:
     seen: set[str] = set()
     out: list[str] = []
     for item in items:
-        if normalize(item) not in seen:
-            seen.add(normalize(item))
+        key = normalize(item)
+        if key not in seen:
+            seen.add(key)
             out.append(item)
     return out
 
