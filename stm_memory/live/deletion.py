@@ -168,42 +168,46 @@ class Deletions:
         an expiry of their source reaches them here). Returns the entries changed.
 
         An entry's activity time is left alone: dropping a copy is not a turn."""
-        changed = 0
-        for keys in batched(cached_entry_keys(self._cache), _ERASE_BATCH):
-            for key, raw in self._cache.get_many(keys).items():
-                copies = raw.get("briefings") or ()
-                if not any(stale(BriefingCopy.from_dict(c)) for c in copies):
-                    continue
 
-                def change(entry: MemoryEntry) -> dict[str, Any]:
-                    # Decided again inside the transaction: the entry may have moved on.
-                    kept = tuple(c for c in entry.briefings if not stale(c))
-                    return {} if len(kept) == len(entry.briefings) else {"briefings": kept}
+        def holds(raw: Mapping[str, Any]) -> bool:
+            copies = raw.get("briefings") or ()
+            return any(stale(BriefingCopy.from_dict(c)) for c in copies)
 
-                changed += len(
-                    self._live.mutate(_scope_of(key, raw), [key], change, existing_only=True)
-                )
-        return changed
+        def change(entry: MemoryEntry) -> dict[str, Any]:
+            # Decided again inside the transaction: the entry may have moved on.
+            kept = tuple(c for c in entry.briefings if not stale(c))
+            return {} if len(kept) == len(entry.briefings) else {"briefings": kept}
+
+        return len(self._change_cached(holds, change))
 
     def drop_kept(self, user_id: str) -> int:
         """Remove ``user_id``'s words from the excerpts kept beside every cached
         memory, and write the changed entries' rows (a user who chose full privacy:
         their words are stored nowhere from now on). Returns the entries changed."""
-        changed: list[MemoryEntry] = []
-        for keys in batched(cached_entry_keys(self._cache), _ERASE_BATCH):
-            for key, raw in self._cache.get_many(keys).items():
-                shown = (raw.get("shown") or {}).get("kept") or ()
-                if not any(m.get("user_id") == user_id for m in (*(raw.get("kept") or ()), *shown)):
-                    continue
 
-                def change(entry: MemoryEntry) -> dict[str, Any]:
-                    return without_kept_of(entry, {user_id})
+        def holds(raw: Mapping[str, Any]) -> bool:
+            shown = (raw.get("shown") or {}).get("kept") or ()
+            return any(m.get("user_id") == user_id for m in (*(raw.get("kept") or ()), *shown))
 
-                done = self._live.mutate(_scope_of(key, raw), [key], change, existing_only=True)
-                changed += done.values()
+        changed = self._change_cached(holds, lambda entry: without_kept_of(entry, {user_id}))
         for entry in changed:
             self._persister.write([entry], entry.last_updated)
         return len(changed)
+
+    def _change_cached(
+        self,
+        holds: Callable[[Mapping[str, Any]], bool],
+        change: Callable[[MemoryEntry], dict[str, Any]],
+    ) -> list[MemoryEntry]:
+        """``change`` on every cached entry whose cached value ``holds`` says may need it
+        (read without decoding the rest); the entries it wrote."""
+        changed: list[MemoryEntry] = []
+        for keys in batched(cached_entry_keys(self._cache), _ERASE_BATCH):
+            for key, raw in self._cache.get_many(keys).items():
+                if holds(raw):
+                    scope = _scope_of(key, raw)
+                    changed += self._live.mutate(scope, [key], change, existing_only=True).values()
+        return changed
 
     def _compact(self, *parts: MemoryStore | LiveCache | Outbox) -> None:
         """Checkpoint the embedded stores (default all three) after an erasure, or the
