@@ -46,7 +46,7 @@ class MemoryEntry:
     categories: Mapping[str, str] = field(default_factory=dict)
     # What the dialogue said that the written memory leaves out: excerpts of turns the
     # cut dropped, kept verbatim beside the memory until a write carries them
-    # (stm_memory/model/details.py). Part of the distilled memory: cleared with it.
+    # (stm_memory/model/kept.py). Part of the distilled memory: cleared with it.
     kept: Sequence[StoredMessage] = ()
     turns_since_refresh: int = 0
     last_refreshed_turn: int = 0

@@ -111,7 +111,7 @@ class SwapDecision:
     #: The nudge went out before the cadence because a write pays (:func:`write_pays`).
     nudged: bool = False
     #: Details kept beside the memory shown because it leaves them out (their turns
-    #: were cut; stm_memory/model/details.py), as said.
+    #: were cut; stm_memory/model/kept.py), as said.
     kept: tuple[str, ...] = ()
 
     def __str__(self) -> str:
