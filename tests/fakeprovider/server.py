@@ -11,6 +11,12 @@ Usage::
 It speaks OpenAI Chat Completions (``/v1/chat/completions``), OpenAI Responses
 (``/v1/responses``) and Anthropic Messages (``/v1/messages``), JSON and SSE.
 Ids, timestamps and headers are deterministic so recorded cassettes are stable.
+
+Open-model servers: ``FakeProviderServer(models_like="vllm", context_window=8192)``
+(or ``"sglang"``, ``"llamacpp"``) also answers ``GET /v1/models``,
+``GET /v1/models/{id}`` and ``GET /props`` as that server does (a route the real
+server lacks is its 404), and refuses a request longer than ``context_window`` with
+that server's exact "context length exceeded" 400 (see :meth:`FakeProviderServer.__init__`).
 """
 
 from __future__ import annotations
@@ -26,12 +32,12 @@ import traceback
 from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, NamedTuple, Self
-from urllib.parse import urlsplit
+from typing import Any, Literal, NamedTuple, Self, TypeAlias
+from urllib.parse import unquote, urlsplit
 
 from stm_memory.testing.prompt_cache import CacheProfile
 
-from .script import ErrorReply, Reply, Script
+from .script import ErrorReply, ExceededKind, Reply, Script, context_exceeded_body
 from .wire_anthropic import MessagesEndpoint, anthropic_error_body
 from .wire_common import (
     Endpoint,
@@ -39,12 +45,13 @@ from .wire_common import (
     WireContext,
     WireError,
     WireResult,
+    dumps,
     json_result,
     prompt_caches,
 )
 from .wire_openai import ChatCompletionsEndpoint, ResponsesEndpoint, openai_error_body
 
-__all__ = ["DEFAULT_CREATED", "FakeProviderServer", "RecordedRequest"]
+__all__ = ["DEFAULT_CREATED", "FakeProviderServer", "ModelsLike", "RecordedRequest"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +61,11 @@ SERVER_VERSION = "FakeProvider/1.0"
 CHAT_COMPLETIONS_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
 MESSAGES_PATH = "/v1/messages"
+MODELS_PATH = "/v1/models"
+PROPS_PATH = "/props"
+
+#: Which open-model server's model listing (and context-exceeded body) to imitate.
+ModelsLike: TypeAlias = Literal["vllm", "sglang", "llamacpp"]
 
 
 class RecordedRequest(NamedTuple):
@@ -166,8 +178,42 @@ class FakeProviderServer:
         created: int = DEFAULT_CREATED,
         strict_anthropic_alternation: bool = True,
         cache_profile: str | CacheProfile | Iterable[str | CacheProfile] | None = None,
+        models_like: ModelsLike | None = None,
+        context_window: int | None = None,
+        model_id: str = "fake-model",
+        n_ctx_train: int = 131_072,
+        exceeded_like: ExceededKind | None = None,
     ) -> None:
+        """``models_like`` makes the server describe ``model_id`` as that server does:
+
+        - ``"vllm"``: ``GET /v1/models`` entries carry ``max_model_len``
+          (``vllm/entrypoints/openai/models/serving.py``); vLLM serves no
+          ``/v1/models/{id}`` and no ``/props`` (FastAPI's ``{"detail": "Not Found"}``).
+        - ``"sglang"``: ``max_model_len`` in ``GET /v1/models`` and
+          ``GET /v1/models/{id}`` (``python/sglang/srt/entrypoints/http_server.py``).
+        - ``"llamacpp"``: a ``llama-server`` build whose ``/v1/models`` entries carry
+          only ``meta.n_ctx_train`` (``n_ctx_train``, the trained context; newer builds
+          add ``meta.n_ctx``), while ``GET /props`` carries the slot's context in
+          ``default_generation_settings.n_ctx`` (``tools/server/server-context.cpp``).
+
+        ``context_window`` (tokens) is that context. A chat/responses/messages request
+        longer than it is refused with a 400 in ``exceeded_like``'s exact body (default:
+        ``models_like``'s own, else OpenAI's or Anthropic's by endpoint; see
+        :func:`~tests.fakeprovider.script.context_exceeded_body`), consuming no script
+        entry. The request's tokens are estimated as its compact JSON's length / 4
+        (rounded up), plus ``max_tokens`` (or ``max_completion_tokens`` /
+        ``max_output_tokens``) where the imitated server counts the reply.
+        """
+        if context_window is not None and (
+            isinstance(context_window, bool) or not isinstance(context_window, int)
+        ):
+            raise TypeError("context_window must be an int")
         self.script = Script()
+        self.models_like: ModelsLike | None = models_like
+        self.context_window = context_window
+        self.model_id = model_id
+        self.n_ctx_train = n_ctx_train
+        self.exceeded_like: ExceededKind | None = exceeded_like
         self.http_date = email.utils.formatdate(created, usegmt=True)
         self._host = host
         self._requested_port = port
@@ -311,6 +357,8 @@ class FakeProviderServer:
 
         endpoint = self._endpoints.get(path)
         if endpoint is None or method != "POST":
+            if self.models_like is not None and method == "GET":
+                return self._describe_model(path, request_id)
             return self._unknown_route(method, path, headers, request_id)
         if parse_error is not None:
             return endpoint.render_error(WireError(parse_error), request_id)
@@ -318,6 +366,9 @@ class FakeProviderServer:
             endpoint.validate(body)
         except WireError as err:
             return endpoint.render_error(err, request_id)
+        exceeded = self._exceeded(path, body)
+        if exceeded is not None:
+            return endpoint.render_error(exceeded, request_id)
 
         entry = self.script.pop()
         if entry is None:
@@ -349,6 +400,132 @@ class FakeProviderServer:
         if isinstance(entry, ErrorReply):
             return endpoint.render_error(entry, request_id)
         return endpoint.render(entry, body, request_id)
+
+    # -- open-model servers -------------------------------------------------------------
+
+    def _exceeded(self, path: str, body: dict[str, Any]) -> ErrorReply | None:
+        """The imitated server's refusal of ``body`` as longer than ``context_window``."""
+        window = self.context_window
+        if window is None:
+            return None
+        kind: ExceededKind = self.exceeded_like or (
+            self.models_like or ("anthropic" if path == MESSAGES_PATH else "openai")
+        )
+        if kind == "openai" and path == RESPONSES_PATH and self.exceeded_like is None:
+            kind = "openai-responses"
+        prompt = -(-len(dumps(body)) // 4)  # ceil(len(json) / 4): the documented estimate
+        reserve = next(
+            (
+                value
+                for key in ("max_tokens", "max_completion_tokens", "max_output_tokens")
+                if isinstance(value := body.get(key), int) and not isinstance(value, bool)
+            ),
+            0,
+        )
+        completion = 0
+        if kind in ("llamacpp", "llamacpp-old", "sglang"):
+            # llama-server and SGLang refuse the prompt itself once it fills the slot
+            # (``n_tokens >= n_ctx``); the reply is cut at the context instead.
+            over = prompt >= window
+        elif kind in ("openai", "openai-responses", "anthropic", "ollama"):
+            over = prompt > window
+        else:  # vLLM and Anthropic's max_tokens form count the reply's reserve too
+            completion = reserve
+            over = prompt + completion > window
+        if not over:
+            return None
+        payload = context_exceeded_body(
+            kind, limit=window, requested=prompt + completion, completion=completion
+        )
+        return ErrorReply(status=400, message="context length exceeded", body=payload)
+
+    def _model_card(self) -> dict[str, Any]:
+        created = self._ctx.created
+        if self.models_like == "llamacpp":
+            # get_res_model_info (tools/server/server-context.cpp), a build whose meta
+            # has no n_ctx yet: what the issue measured.
+            return {
+                "id": self.model_id,
+                "object": "model",
+                "created": created,
+                "owned_by": "llamacpp",
+                "meta": {
+                    "vocab_type": 2,
+                    "n_vocab": 49152,
+                    "n_ctx_train": self.n_ctx_train,
+                    "n_embd": 576,
+                    "n_params": 134515008,
+                    "size": 138071040,
+                },
+            }
+        card: dict[str, Any] = {
+            "id": self.model_id,
+            "object": "model",
+            "created": created,
+            "owned_by": self.models_like,
+            "root": self.model_id,
+            "parent": None,
+            "max_model_len": self.context_window,
+        }
+        if self.models_like == "vllm":
+            card["permission"] = [
+                {
+                    "id": "modelperm-1",
+                    "object": "model_permission",
+                    "created": created,
+                    "allow_create_engine": False,
+                    "allow_sampling": True,
+                    "allow_logprobs": True,
+                    "allow_search_indices": False,
+                    "allow_view": True,
+                    "allow_fine_tuning": False,
+                    "organization": "*",
+                    "group": None,
+                    "is_blocking": False,
+                }
+            ]
+        return card
+
+    def _describe_model(self, path: str, request_id: str) -> WireResult:
+        """``GET`` routes of the imitated server: its model listing, its single-model
+        route and llama.cpp's ``/props``; any other path is that server's 404."""
+        kind = self.models_like
+        headers = {"x-request-id": request_id}
+        if path == MODELS_PATH:
+            listing: dict[str, Any] = {"object": "list", "data": [self._model_card()]}
+            return json_result(200, listing, headers)
+        if kind == "sglang" and path.startswith(MODELS_PATH + "/"):
+            model = unquote(path[len(MODELS_PATH) + 1 :])
+            if model == self.model_id:
+                return json_result(200, self._model_card(), headers)
+            missing = {
+                "error": {
+                    "message": f"The model '{model}' does not exist",
+                    "type": "invalid_request_error",
+                    "param": "model",
+                    "code": "model_not_found",
+                }
+            }
+            return json_result(404, missing, headers)
+        if kind == "llamacpp" and path == PROPS_PATH:
+            props = {
+                "default_generation_settings": {
+                    "params": {"n_predict": -1, "temperature": 0.8, "top_k": 40, "top_p": 0.95},
+                    "n_ctx": self.context_window,
+                },
+                "total_slots": 1,
+                "model_alias": self.model_id,
+                "model_path": f"/models/{self.model_id}.gguf",
+                "modalities": {"vision": False, "audio": False},
+                "build_info": "b0000-fakeprovider",
+            }
+            return json_result(200, props, headers)
+        if kind == "llamacpp":
+            not_found = {
+                "error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}
+            }
+            return json_result(404, not_found, headers)
+        return json_result(404, {"detail": "Not Found"}, headers)
 
     @staticmethod
     def _server_error(endpoint: Endpoint, request_id: str, message: str) -> WireResult:

@@ -17,6 +17,7 @@ import pytest
 
 from stm_memory.testing import count_text_tokens
 from tests.fakeprovider import ErrorReply, FakeProviderServer, Reply, ToolCall, parse_partial_json
+from tests.fakeprovider.script import EXCEEDED_KINDS, context_exceeded_body
 
 USER_HI: list[Any] = [{"role": "user", "content": "hi"}]
 CHAT_TOOLS: list[Any] = [
@@ -958,3 +959,191 @@ def test_cache_profile_and_reset() -> None:
         )
         assert again.usage.cache_read_input_tokens == 0
         client.close()
+
+
+# ---------------------------------------------------------------------------------------
+# Open-model servers: model listings and "context length exceeded"
+# ---------------------------------------------------------------------------------------
+
+
+def _raw_get(url: str) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def test_no_listing_routes_unless_asked(srv: FakeProviderServer) -> None:
+    status, payload = _raw_get(srv.openai_base_url + "/models")
+    assert status == 404
+    assert "Invalid URL (GET /v1/models)" in payload["error"]["message"]
+
+
+def test_listing_like_vllm() -> None:
+    with FakeProviderServer(models_like="vllm", context_window=8192, model_id="m") as server:
+        status, listing = _raw_get(server.openai_base_url + "/models")
+        assert status == 200
+        (card,) = listing["data"]
+        assert card["id"] == "m" and card["owned_by"] == "vllm"
+        assert card["max_model_len"] == 8192
+        assert card["permission"][0]["object"] == "model_permission"
+        # vLLM serves neither a single-model route nor /props
+        assert _raw_get(server.openai_base_url + "/models/m") == (404, {"detail": "Not Found"})
+        assert _raw_get(server.base_url + "/props") == (404, {"detail": "Not Found"})
+
+
+def test_listing_like_sglang() -> None:
+    with FakeProviderServer(models_like="sglang", context_window=32768, model_id="org/m") as server:
+        status, card = _raw_get(server.openai_base_url + "/models/org/m")
+        assert status == 200 and card["max_model_len"] == 32768 and card["owned_by"] == "sglang"
+        status, missing = _raw_get(server.openai_base_url + "/models/other")
+        assert status == 404 and missing["error"]["code"] == "model_not_found"
+        oai = openai.OpenAI(base_url=server.openai_base_url, api_key="test", max_retries=0)
+        try:
+            model = oai.models.retrieve("org/m")
+            assert model.model_extra == {"root": "org/m", "parent": None, "max_model_len": 32768}
+        finally:
+            oai.close()
+
+
+def test_listing_like_llamacpp() -> None:
+    with FakeProviderServer(
+        models_like="llamacpp", context_window=8192, n_ctx_train=8192 * 16
+    ) as server:
+        status, listing = _raw_get(server.openai_base_url + "/models")
+        assert status == 200
+        (card,) = listing["data"]
+        assert card["owned_by"] == "llamacpp"
+        assert card["meta"]["n_ctx_train"] == 131072 and "n_ctx" not in card["meta"]
+        status, props = _raw_get(server.base_url + "/props")
+        assert status == 200 and props["default_generation_settings"]["n_ctx"] == 8192
+        status, missing = _raw_get(server.openai_base_url + "/models/fake-model")
+        assert status == 404 and missing["error"]["type"] == "not_found_error"
+        assert [r.path for r in server.requests] == [
+            "/v1/models",
+            "/props",
+            "/v1/models/fake-model",
+        ]
+
+
+@pytest.mark.parametrize("kind", EXCEEDED_KINDS)
+def test_scripted_context_exceeded_bodies_are_sent_verbatim(
+    srv: FakeProviderServer, kind: Any
+) -> None:
+    expected = context_exceeded_body(kind, limit=8192, requested=9000, completion=1000)
+    srv.script.context_exceeded(kind, limit=8192, requested=9000, completion=1000)
+    status, _, payload = _raw_post(
+        srv.openai_base_url + "/chat/completions",
+        {
+            "model": "m",
+            "messages": USER_HI,
+        },
+    )
+    assert status == 400
+    assert json.loads(payload) == expected
+    assert srv.script.remaining == 0
+
+
+def test_scripted_context_exceeded_on_each_endpoint(
+    srv: FakeProviderServer, oai: openai.OpenAI, ant: anthropic.Anthropic
+) -> None:
+    srv.script.context_exceeded("llamacpp", limit=8192, requested=11854)
+    srv.script.context_exceeded("openai-responses", limit=1, requested=2)
+    srv.script.context_exceeded("anthropic", limit=200000, requested=210000)
+    with pytest.raises(openai.BadRequestError) as chat:
+        oai.chat.completions.create(model="m", messages=USER_HI)
+    assert chat.value.body == {
+        "code": 400,
+        "message": "request (11854 tokens) exceeds the available context size (8192 tokens), "
+        "try increasing it",
+        "type": "exceed_context_size_error",
+        "n_prompt_tokens": 11854,
+        "n_ctx": 8192,
+    }
+    with pytest.raises(openai.BadRequestError) as responses:
+        oai.responses.create(model="m", input="hi")
+    assert responses.value.code == "context_length_exceeded"
+    with pytest.raises(anthropic.BadRequestError) as messages:
+        ant.messages.create(model="claude-test", max_tokens=16, messages=USER_HI)
+    assert messages.value.response.json() == {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "prompt is too long: 210000 tokens > 200000 maximum",
+        },
+        "request_id": messages.value.response.headers["request-id"],
+    }
+
+
+def test_error_reply_body_is_verbatim(srv: FakeProviderServer) -> None:
+    srv.script.push(ErrorReply(status=413, message="big", body={"detail": "too big"}))
+    status, _, payload = _raw_post(
+        srv.openai_base_url + "/chat/completions",
+        {
+            "model": "m",
+            "messages": USER_HI,
+        },
+    )
+    assert (status, json.loads(payload)) == (413, {"detail": "too big"})
+
+
+def _request_tokens(body: dict[str, Any]) -> int:
+    return -(-len(json.dumps(body, ensure_ascii=False, separators=(",", ":"))) // 4)
+
+
+@pytest.mark.parametrize(
+    ("like", "exceeded_like", "path", "expected_kind"),
+    [
+        ("vllm", None, "/v1/chat/completions", "vllm"),
+        ("sglang", None, "/v1/chat/completions", "sglang"),
+        ("llamacpp", None, "/v1/chat/completions", "llamacpp"),
+        (None, None, "/v1/chat/completions", "openai"),
+        (None, None, "/v1/responses", "openai-responses"),
+        (None, None, "/v1/messages", "anthropic"),
+        (None, "llamacpp-old", "/v1/chat/completions", "llamacpp-old"),
+    ],
+)
+def test_a_request_over_the_window_is_refused(
+    like: Any, exceeded_like: Any, path: str, expected_kind: Any
+) -> None:
+    long = "word " * 200
+    if path == "/v1/responses":
+        body: dict[str, Any] = {"model": "m", "input": long}
+    elif path == "/v1/messages":
+        body = {"model": "m", "max_tokens": 16, "messages": [{"role": "user", "content": long}]}
+    else:
+        body = {"model": "m", "messages": [{"role": "user", "content": long}]}
+    with FakeProviderServer(
+        models_like=like, context_window=100, exceeded_like=exceeded_like
+    ) as server:
+        server.script.reply_text("never sent")
+        status, _, payload = _raw_post(server.base_url + path, body)
+        assert server.script.remaining == 1  # refused before the model "ran"
+    tokens = _request_tokens(body)
+    assert tokens > 100
+    assert status == 400
+    assert json.loads(payload) == context_exceeded_body(
+        expected_kind, limit=100, requested=tokens
+    ) | ({"request_id": "req_1"} if expected_kind == "anthropic" else {})
+
+
+def test_vllm_counts_the_reply_reserve() -> None:
+    body = {"model": "m", "messages": USER_HI, "max_tokens": 200}
+    tokens = _request_tokens(body)
+    with FakeProviderServer(models_like="vllm", context_window=tokens + 100) as server:
+        status, _, payload = _raw_post(server.openai_base_url + "/chat/completions", body)
+    assert status == 400
+    assert json.loads(payload) == context_exceeded_body(
+        "vllm", limit=tokens + 100, requested=tokens + 200, completion=200
+    )
+    # llama.cpp refuses only a prompt that fills its slot
+    with FakeProviderServer(models_like="llamacpp", context_window=tokens + 1) as server:
+        server.script.reply_text("ok")
+        status, _, _ = _raw_post(server.openai_base_url + "/chat/completions", body)
+    assert status == 200
+
+
+def test_context_exceeded_body_refuses_an_unknown_kind() -> None:
+    with pytest.raises(ValueError, match="unknown context-exceeded kind"):
+        context_exceeded_body("nope", limit=1, requested=2)  # type: ignore[arg-type]

@@ -268,6 +268,12 @@ class MessagesEndpoint:
     # -- rendering ----------------------------------------------------------------------------
 
     def render_error(self, error: ErrorReply | WireError, request_id: str) -> WireResult:
+        if isinstance(error, ErrorReply) and error.body is not None:
+            # a given error JSON, verbatim; the API's own shape gets its request id
+            raw = dict(error.body)
+            if raw.get("type") == "error":
+                raw.setdefault("request_id", request_id)
+            return json_result(error.status, raw, {"request-id": request_id})
         body = anthropic_error_body(
             error.message, status=error.status, error_type=error.error_type, request_id=request_id
         )

@@ -61,6 +61,9 @@ def openai_error_body(
 
 
 def _render_openai_error(error: ErrorReply | WireError, request_id: str) -> WireResult:
+    if isinstance(error, ErrorReply) and error.body is not None:
+        # another server's own error JSON (vLLM, llama.cpp, SGLang ...), verbatim
+        return json_result(error.status, dict(error.body), {"x-request-id": request_id})
     param = error.param if isinstance(error, WireError) else None
     body = openai_error_body(
         error.message,
