@@ -26,6 +26,7 @@ from stm_memory.model import (
     StoredMessage,
     UserSettings,
 )
+from stm_memory.prompt.quiet import Writing
 from stm_memory.tool.turn import TOOL_NAME, TurnContext
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ __all__ = [
     "TurnOrderError",
     "UserSettings",
     "ValidationError",
+    "Writing",
 ]
 
 __version__ = "0.1.0"

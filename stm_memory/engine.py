@@ -40,6 +40,7 @@ from stm_memory.model.erasure import speakers
 from stm_memory.model.kept import left_out, written
 from stm_memory.model.messages import all_dialogue
 from stm_memory.prompt.assembly import MemoryContext, assemble_context
+from stm_memory.prompt.quiet import Writing, writing
 from stm_memory.store.base import MemoryStore
 from stm_memory.tool.arguments import UpdateArgs, parse_update_arguments
 from stm_memory.tool.intent import IntentDetector, detect_long_term_intent
@@ -659,6 +660,24 @@ class ShortTermMemory:
         """The live entry of the scope (hydrating on a miss), None if absent or expired."""
         return self.get_key(scope.live_key)
 
+    def writing_status(self, scope: Scope) -> Writing:
+        """Whether the scope's channel memory is being written (:class:`Writing`), judged
+        from its counters as its turns judge them: ``off`` where a guard hides the tool
+        (memory off for the server, the user's full privacy), ``not_writing`` once its
+        model ignored the nudges (docs/open-models.md). An entry point's
+        ``tool_calling=False`` is the turn's to say (``MemoryTurn.writing``)."""
+        _check_scope(scope)
+        settings = self.server_settings(scope.server_id) if scope.server_id else ServerSettings()
+        private = self.user_settings(scope.user_id).full_privacy
+        # The counters outlive expiry (they are bookkeeping): read the entry as cached.
+        entry = self._live.get_many([scope.live_key]).get(scope.live_key)
+        return writing(
+            offered=settings.short_term_memory_enabled and not private,
+            writes=entry.last_refreshed_turn if entry is not None else 0,
+            turns_since_refresh=entry.turns_since_refresh if entry is not None else 0,
+            cadence=settings.refresh_cadence,
+        )
+
     def get_key(self, key: str) -> MemoryEntry | None:
         entry = self._live.get_many([key]).get(key)
         if entry is None or not self._live.is_live(entry, self.now()):
@@ -805,6 +824,9 @@ class ShortTermMemory:
 
     async def abuild_context(self, turn: TurnContext) -> MemoryContext:
         return await asyncio.to_thread(self.build_context, turn)
+
+    async def awriting_status(self, scope: Scope) -> Writing:
+        return await asyncio.to_thread(self.writing_status, scope)
 
     async def aget(self, scope: Scope) -> MemoryEntry | None:
         return await asyncio.to_thread(self.get, scope)

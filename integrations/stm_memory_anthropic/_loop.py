@@ -63,6 +63,8 @@ class MessagesLoop(LoopShell[MessagesClient]):
         memory_role: MemoryRole | None = None,
         provider: str | None = None,
         cache_hints: bool = True,
+        tool_calling: bool = True,
+        context_window: int | None = None,
         **request_options: Any,
     ) -> None:
         super().__init__(
@@ -74,6 +76,8 @@ class MessagesLoop(LoopShell[MessagesClient]):
             memory_role=memory_role,
             provider=provider,
             cache_hints=cache_hints,
+            tool_calling=tool_calling,
+            context_window=context_window,
             **request_options,
         )
         check_positive_int("max_tokens", max_tokens)

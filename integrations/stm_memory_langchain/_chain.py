@@ -87,8 +87,10 @@ from stm_memory.kit import (
     cache_retention,
     check_memory_setup,
     check_positive_int,
+    context_exceeded_error,
     current_user_text,
     drive,
+    model_name,
     note_endpoint,
     op,
     strip_memory_calls,
@@ -411,9 +413,24 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         transcript = list(plan.messages)
         exchange: list[BaseMessage] = []
         reply: Any = None
+        refitted = False
+        turn = plan.state.turn
+        turn.model = turn.model or model_name(base_model(self.model))
         for step in range(self.max_steps):
             model, messages = self._request(plan, transcript, step)
-            reply = yield _ModelCall.of(model, messages, config, kwargs)
+            try:
+                reply = yield _ModelCall.of(model, messages, config, kwargs)
+            except Exception as exc:
+                # Longer than the model's context: cut to fit and call once more (the
+                # turn decides the cut); any other error, or a second, surfaces.
+                exceeded = None if refitted else context_exceeded_error(exc)
+                if exceeded is None or not turn.refit(
+                    transcript, limit=exceeded.limit, requested=exceeded.requested
+                ):
+                    raise
+                refitted = True
+                model, messages = self._request(plan, transcript, step)
+                reply = yield _ModelCall.of(model, messages, config, kwargs)
             if not isinstance(reply, AIMessage) or not _has_memory_call(reply):
                 break  # the answer (calls of the caller's own tools are theirs to run)
             stored = without_invalid_memory_calls(reply)

@@ -180,13 +180,19 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         provider: str | None = None,
         trim_history: bool = True,
         memory_role: MemoryRole | None = None,
+        tool_calling: bool = True,
+        context_window: int | None = None,
     ) -> None:
         check_memory_setup(memory, scope=scope)
         self.memory = memory
         self.scope = scope
         self.record: BaseChatMessageHistory = history if history is not None else MessageRecord()
         self.options = TurnOptions(
-            provider=provider, trim_history=trim_history, memory_role=memory_role
+            provider=provider,
+            trim_history=trim_history,
+            memory_role=memory_role,
+            tool_calling=tool_calling,
+            context_window=context_window,
         )
         # The chain's model's own provider (its wire), once a wrapper said it: where
         # placement puts memory goes by what the request is, not by ``provider``, which
@@ -582,6 +588,8 @@ class ShortTermMemoryHistoryFactory(HistoryFactoryBase):
             provider=self.options.provider,
             trim_history=self.options.trim_history,
             memory_role=self.options.memory_role,
+            tool_calling=self.options.tool_calling,
+            context_window=self.options.context_window,
         )
         with self._lock:
             built = self._built.setdefault(key, history)

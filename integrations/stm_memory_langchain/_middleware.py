@@ -88,9 +88,11 @@ from stm_memory.kit import (
     api_of,
     cache_retention,
     check_memory_setup,
+    context_exceeded_error,
     current_user_index,
     drive,
     failure,
+    model_name,
     text_of,
     tool_name,
     tool_result_text,
@@ -180,6 +182,46 @@ def _current_config() -> Mapping[str, Any]:
         return {}
 
 
+def _prepared(
+    turn: MemoryTurn,
+    request: ModelRequest[Any],
+    whole: list[Any],
+    asked: dict[str, Any],
+    settings: Mapping[str, Any],
+) -> ModelRequest[Any]:
+    """``request`` as the turn prepares it: the model input ``whole`` (the caller's
+    system prompt first in the portable form, taken back out) with the memory placed,
+    the tools, ``tool_choice`` and the cache hints, sent unedited."""
+    prepared = turn.prepare(whole, **asked)
+    system = request.system_message
+    if turn.options.form == "inline" and system is not None:
+        system, *messages = prepared.messages
+    else:
+        messages = prepared.messages
+    changed = request.override(
+        messages=messages,
+        system_message=system,
+        tools=_tools(turn, prepared, request.tools),
+        tool_choice=prepared.tool_choice,
+    )
+    if prepared.hints:
+        return changed.override(model_settings={**settings, **prepared.hints})
+    if prepared.breakpoints is not None:
+        markers = breakpoints_in(
+            changed.messages,
+            system=changed.system_message,
+            tools=changed.tools,
+            settings=settings,
+        )
+        automatic = bool(settings.get("cache_control"))
+        changed = changed.override(
+            messages=with_breakpoint(
+                prepared, changed.messages, markers=markers, automatic=automatic
+            )
+        )
+    return changed
+
+
 def _call(handler: Callable[[Any], Any], request: Any) -> Op:
     # The same handler is sync under invoke and returns an awaitable under ainvoke.
     return Op(lambda: handler(request), lambda: handler(request), "handler")
@@ -239,6 +281,8 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         trim_history: bool = True,
         memory_role: MemoryRole | None = None,
         cache_hints: bool = True,
+        tool_calling: bool = True,
+        context_window: int | None = None,
     ) -> None:
         check_memory_setup(memory)
         self.memory = memory
@@ -250,6 +294,8 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
             trim_history=trim_history,
             memory_role=memory_role,
             cache_hints=cache_hints,
+            tool_calling=tool_calling,
+            context_window=context_window,
         )
         self.strict = strict
         self.end_after_epilogue = end_after_epilogue
@@ -348,6 +394,7 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         yield from turn.assemble()  # once per turn; an off turn places nothing
         # place() derives this request's context: the nudge only while the tool is offered.
         wire = provider_of(request.model)  # asked once: LangChain builds its params each time
+        turn.model = turn.model or model_name(request.model)
         # Placement writes for the model's own provider (what the request is); the
         # ``provider`` option names the engine's exclusion, and stands in only for a
         # model that names none.
@@ -374,33 +421,24 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         if turn.options.form == "inline" and system is not None:
             # The portable form joins the memory to the caller's system prompt, which
             # create_agent keeps outside the messages: placed as their first, taken back.
-            prepared = turn.prepare([system, *request.messages], **asked)
-            system, *messages = prepared.messages
+            whole = [system, *request.messages]
         else:
-            prepared = turn.prepare(request.messages, **asked)
-            messages = prepared.messages
-        changed = request.override(
-            messages=messages,
-            system_message=system,
-            tools=_tools(turn, prepared, request.tools),
-            tool_choice=prepared.tool_choice,
-        )
-        if prepared.hints:
-            changed = changed.override(model_settings={**settings, **prepared.hints})
-        elif prepared.breakpoints is not None:
-            markers = breakpoints_in(
-                changed.messages,
-                system=changed.system_message,
-                tools=changed.tools,
-                settings=settings,
-            )
-            automatic = bool(settings.get("cache_control"))
-            changed = changed.override(
-                messages=with_breakpoint(
-                    prepared, changed.messages, markers=markers, automatic=automatic
-                )
-            )
-        response = yield from self._guarded(run, _call(handler, changed))
+            whole = list(request.messages)
+        try:
+            response = yield _call(handler, _prepared(turn, request, whole, asked, settings))
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:
+            # Longer than the model's context: cut to fit and call once more (the
+            # turn decides the cut); any other error, or a second, surfaces as raised.
+            exceeded = context_exceeded_error(exc)
+            if exceeded is None or not turn.refit(
+                whole, limit=exceeded.limit, requested=exceeded.requested
+            ):
+                yield from run.turn.abandon()
+                raise
+            changed = _prepared(turn, request, whole, asked, settings)
+            response = yield from self._guarded(run, _call(handler, changed))
         for message in ai_messages(response):
             if cut_short(message):
                 run.truncated.update(

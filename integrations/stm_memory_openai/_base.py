@@ -21,8 +21,11 @@ from stm_memory.kit import (
     OnText,
     Op,
     Usage,
+    adiscover_window,
     aemit_text,
+    discover_window,
     emit_text,
+    is_openai_host,
 )
 
 if TYPE_CHECKING:
@@ -165,6 +168,19 @@ class OpenAILoop(LoopShell[ClientT]):
         # Another host than OpenAI's may render requests with an open model's chat
         # template: with no form named, the portable one (kit/endpoints.py).
         self.options = self.options.for_host(getattr(self.client, "base_url", None))
+
+    def _window_op(self) -> Op | None:
+        base_url = getattr(self.client, "base_url", None)
+        if self._window_asked or self.options.context_window is not None:
+            return None
+        if is_openai_host(base_url):
+            return None  # OpenAI lists no window: the hosted table has them
+        client, model = self.client, self.model
+        return Op(
+            lambda: discover_window(client, model),
+            lambda: adiscover_window(client, model),
+            "models",
+        )
 
     def _adapter_args(self, on_text: OnText | None) -> dict[str, Any]:
         return {

@@ -227,6 +227,8 @@ class ShortTermMemorySession(OptionsView):
         memory_role: MemoryRole | None = None,
         session_settings: SessionSettings | Mapping[str, Any] | None = None,
         cache_hints: bool = True,
+        tool_calling: bool = True,
+        context_window: int | None = None,
     ) -> None:
         check_memory_setup(memory, scope=scope)
         #: The memory turns' options, checked here (one place for every entry point).
@@ -235,6 +237,8 @@ class ShortTermMemorySession(OptionsView):
             trim_history=trim_history,
             memory_role=memory_role,
             cache_hints=cache_hints,
+            tool_calling=tool_calling,
+            context_window=context_window,
         )
         self.memory = memory
         self.scope = scope

@@ -43,8 +43,9 @@ from sqlalchemy.exc import ArgumentError
 from stm_memory.bulk import ProgressCallback
 from stm_memory.engine import ShortTermMemory
 from stm_memory.errors import ConfigurationError, StmError, StorageError, ValidationError
-from stm_memory.model import Category, MemoryEntry, Scope
+from stm_memory.model import Category, MemoryEntry, Scope, ServerSettings
 from stm_memory.model.kept import left_out, written
+from stm_memory.prompt.quiet import NUDGE_TRIES, Writing, nudges_sent, writing
 
 __all__ = ["app", "main"]
 
@@ -268,9 +269,93 @@ def show(
         entry = mem.get(scope)
         if entry is None:
             raise _fail(f"no live memory for {scope.live_key} in {_store_name()}", 1)
-        _print_entries([entry], as_json=as_json, title=scope.live_key)
-        if entry.kept and not as_json:
+        status = mem.writing_status(scope)
+        if as_json:
+            data = [{**_entry_dict(entry), "writing": status.value}]
+            console.print_json(json.dumps(data, ensure_ascii=False))
+            return
+        _print_entries([entry], as_json=False, title=scope.live_key)
+        settings = mem.server_settings(scope.server_id) if scope.server_id else ServerSettings()
+        cadence = settings.refresh_cadence
+        unanswered = nudges_sent(entry.turns_since_refresh, cadence)
+        console.print(
+            f"memory: {_WRITING_SAID[status]} ({entry.last_refreshed_turn} write(s); "
+            f"{unanswered} nudge(s) unanswered since the last)"
+        )
+        if entry.kept:
             _print_kept(entry)
+
+
+#: What each writing status means, said in a line (docs/open-models.md).
+_WRITING_SAID: dict[Writing, str] = {
+    Writing.OFF: "off (a guard hides the memory tool: memory disabled, or full privacy)",
+    Writing.WAITING: "not written yet (its model has not been nudged enough to judge)",
+    Writing.WRITING: "written by its model",
+    Writing.NOT_WRITING: (
+        f"NOT WRITTEN: its model ignored {NUDGE_TRIES} nudges in a row; requests leave "
+        "out the nudge (and the tool where that is free). Check the model can call "
+        "tools, or pass tool_calling=False (docs/open-models.md)"
+    ),
+}
+
+
+@app.command()
+def doctor(
+    server: Annotated[str | None, typer.Option("--server", "-s")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="Rows read, newest first.")] = 1000,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the channels whose model does not write its memory (it ignored the nudges),
+    from the stored rows, newest first. Exit 1 when there is one."""
+    with _memory() as mem:
+        rows = mem.stored_rows(server_id=server, limit=limit)
+        found: dict[tuple[str | None, str], tuple[MemoryEntry, Writing, int]] = {}
+        for row in rows:
+            where = (row.server_id, row.channel_id)
+            if where in found:
+                continue  # the newest row of a channel speaks for it
+            settings = mem.server_settings(row.server_id) if row.server_id else ServerSettings()
+            status = writing(
+                offered=settings.short_term_memory_enabled,
+                writes=row.last_refreshed_turn,
+                turns_since_refresh=row.turns_since_refresh,
+                cadence=settings.refresh_cadence,
+            )
+            found[where] = (row, status, settings.refresh_cadence)
+    silent = [
+        (row, cadence) for row, status, cadence in found.values() if status is Writing.NOT_WRITING
+    ]
+    if as_json:
+        listed = [
+            {
+                "server_id": row.server_id,
+                "channel_id": row.channel_id,
+                "turns_since_write": row.turns_since_refresh,
+                "writes": row.last_refreshed_turn,
+                "nudges_unanswered": nudges_sent(row.turns_since_refresh, cadence),
+            }
+            for row, cadence in silent
+        ]
+        console.print_json(json.dumps({"channels": len(found), "not_writing": listed}))
+    elif not silent:
+        console.print(f"{len(found)} channel(s): every model that was asked writes its memory")
+    else:
+        table = Table(title=f"{len(silent)} of {len(found)} channel(s): memory not written")
+        columns = ("server", "channel", "turns since a write", "writes", "nudges unanswered")
+        for column in columns:
+            table.add_column(column, overflow="fold")
+        for row, cadence in silent:
+            table.add_row(
+                row.server_id or "(DM)",
+                row.channel_id,
+                str(row.turns_since_refresh),
+                str(row.last_refreshed_turn),
+                str(nudges_sent(row.turns_since_refresh, cadence)),
+            )
+        console.print(table)
+        console.print(_WRITING_SAID[Writing.NOT_WRITING])
+    if silent:
+        raise typer.Exit(1)
 
 
 def _print_kept(entry: MemoryEntry) -> None:

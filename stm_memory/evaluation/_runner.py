@@ -11,9 +11,11 @@ above it.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -48,6 +50,7 @@ from stm_memory.evaluation._strategies import (
     open_strategy,
 )
 from stm_memory.kit import Usage
+from stm_memory.kit.turn import NOT_WRITING_EVENT
 from stm_memory.testing.clock import FrozenClock
 from stm_memory.testing.prompt_cache import CACHE_PROFILES, CacheProfile, request_parts
 
@@ -310,6 +313,24 @@ def _estimate(
     )
 
 
+class _NotWritingFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return getattr(record, "stm_event", None) != NOT_WRITING_EVENT
+
+
+@contextlib.contextmanager
+def _judged_quietly() -> Iterator[None]:
+    """The run without the library's "model does not write its memory" warning: the
+    report's write count says it for each strategy, and a toolless model is one of the
+    scripted kinds measured on purpose."""
+    logger, quiet = logging.getLogger("stm_memory"), _NotWritingFilter()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
+
+
 def run_eval(
     model: Any,
     *,
@@ -368,7 +389,7 @@ def run_eval(
                 estimate=estimate,
             )
     budget = _Budget(max_cost if real else None, profile, priced)
-    with tempfile.TemporaryDirectory(prefix="stm-eval-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="stm-eval-") as tmp, _judged_quietly():
         root = Path(workdir) if workdir is not None else Path(tmp)
         results = tuple(
             _run_strategy(

@@ -258,8 +258,14 @@ class _AgentStrategy(_ChatStrategy):
         key: str,
         middleware: Callable[[Any], Any],
         memory: ShortTermMemory | None = None,
+        retention: str | None = None,
     ) -> None:
         super().__init__(conversation, model)
+        if retention is not None and hasattr(self.chat, "model_kwargs"):
+            # The retention the run is priced with, asked as the loop asks it (a careful
+            # user's): the middleware prices what it shows, and when the tool leaves, by it.
+            kwargs = {**self.chat.model_kwargs, "prompt_cache_retention": retention}
+            self.chat = self.chat.model_copy(update={"model_kwargs": kwargs})
         from langchain.agents import create_agent
         from langgraph.checkpoint.memory import InMemorySaver
 
@@ -310,12 +316,14 @@ def _middleware_strategy(
     if model.chat_factory is None:
         raise Unavailable("needs a LangChain chat model")
     memory = _open_memory(workdir, clock, conversation, options)
+    retention = options.cache_retention if model.provider != "anthropic" else None
     return _AgentStrategy(
         conversation,
         model,
         key="stm-middleware",
         middleware=lambda _: ShortTermMemoryMiddleware(memory),
         memory=memory,
+        retention=retention,
     )
 
 

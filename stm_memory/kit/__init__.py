@@ -53,7 +53,15 @@ from stm_memory.kit.checks import (
     refuse_reserved,
     refuse_wrong_client,
 )
-from stm_memory.kit.endpoints import form_for_host, is_openai_host, note_endpoint
+from stm_memory.kit.context_window import (
+    ContextExceeded,
+    adiscover_window,
+    context_exceeded_error,
+    discover_window,
+    history_budget,
+    hosted_window,
+)
+from stm_memory.kit.endpoints import form_for_host, is_openai_host, model_name, note_endpoint
 from stm_memory.kit.guards import missing_extra
 from stm_memory.kit.langchain_tool import langchain_tool
 from stm_memory.kit.loop import (
@@ -123,6 +131,7 @@ __all__ = [
     "OPENAI_PROVIDERS",
     "AsyncLoop",
     "Breakpoints",
+    "ContextExceeded",
     "LoopShell",
     "MemoryContext",
     "MemoryRole",
@@ -146,6 +155,7 @@ __all__ = [
     "TurnPhase",
     "TurnResult",
     "Usage",
+    "adiscover_window",
     "adrive",
     "aemit_text",
     "agreed_ttl",
@@ -168,10 +178,12 @@ __all__ = [
     "check_positive_int",
     "check_provider",
     "check_tools",
+    "context_exceeded_error",
     "count_breakpoints",
     "current_user_index",
     "current_user_text",
     "dialogue_breakpoint",
+    "discover_window",
     "drive",
     "emit_text",
     "failure",
@@ -180,6 +192,8 @@ __all__ = [
     "function_call",
     "has_tool_blocks",
     "has_tool_traffic",
+    "history_budget",
+    "hosted_window",
     "is_dialogue",
     "is_failed_result",
     "is_openai_host",
@@ -188,6 +202,7 @@ __all__ = [
     "is_truncated",
     "langchain_tool",
     "missing_extra",
+    "model_name",
     "note_endpoint",
     "offered_tool_names",
     "op",

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from stm_memory.prompt.placement import MemoryRole
 
-__all__ = ["form_for_host", "is_openai_host", "note_endpoint"]
+__all__ = ["form_for_host", "is_openai_host", "model_name", "note_endpoint"]
 
 log = logging.getLogger("stm_memory")
 
@@ -81,3 +81,18 @@ def note_endpoint(owner: str, base_url: object, memory_role: MemoryRole | None) 
         owner,
         host,
     )
+
+
+def model_name(model: object) -> str | None:
+    """The name of the model a framework's model object calls (LangChain's
+    ``ChatOpenAI.model_name``, ``ChatAnthropic.model``, an Agents SDK model's
+    ``model``), or the string itself; None when it names none. The judgement of
+    whether a model writes its memory is said once per name, and its context window is
+    looked up by it."""
+    if isinstance(model, str):
+        return model.strip() or None
+    for attribute in ("model_name", "model", "model_id"):
+        value = getattr(model, attribute, None)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None

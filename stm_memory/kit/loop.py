@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from stm_memory.kit.context_window import context_exceeded_error
 from stm_memory.kit.ops import Op
 from stm_memory.kit.options import TurnOptions
 
@@ -100,6 +101,7 @@ def run_turn_steps(
     tool_handlers: Mapping[str, ToolHandler] | None = None,
     max_steps: int = 8,
     options: TurnOptions | None = None,
+    model: str | None = None,
 ) -> Generator[Op, Any, TurnResult]:
     """The turn as a generator of :class:`Op` (see the module docstring): the
     :class:`~stm_memory.kit.turn.MemoryTurn`'s lifecycle around the model ↔ tools
@@ -114,7 +116,11 @@ def run_turn_steps(
     if options.provider is None:
         options = replace(options, provider=adapter.provider)
     turn: MemoryTurn = yield from MemoryTurn.begin(
-        memory, scope, options=options, user_message=current_user_text(messages)
+        memory,
+        scope,
+        options=options,
+        user_message=current_user_text(messages),
+        model=model,
     )
     yield from turn.assemble()
     transcript = list(messages)
@@ -129,7 +135,14 @@ def run_turn_steps(
     yield from turn.finish(transcript, start=current_turn_index(messages))
     text, usage, steps, requests = outcome
     return TurnResult(
-        text, transcript, turn.updated, usage, steps, requests, decision=turn.decision
+        text,
+        transcript,
+        turn.updated,
+        usage,
+        steps,
+        requests,
+        decision=turn.decision,
+        writing=turn.writing,
     )
 
 
@@ -147,6 +160,7 @@ def _model_steps(
     the requests sent."""
     usage, text, steps = Usage(), "", 0
     requests: list[dict[str, Any]] = []
+    refitted = False
     while steps < max_steps:
         steps += 1
         # request_context: the nudge only while the tool is still offered; the adapter
@@ -154,7 +168,20 @@ def _model_steps(
         # cache hints beside the caller's tools).
         request = adapter.build_request(transcript, turn.request_context(), system, tools, turn)
         requests.append(request)
-        reply: ModelReply = yield adapter.call_op(request)
+        try:
+            reply: ModelReply = yield adapter.call_op(request)
+        except Exception as exc:
+            # Longer than the model's context: cut to fit and send once more; any
+            # other error, or a second one, surfaces as the provider raised it.
+            exceeded = None if refitted else context_exceeded_error(exc)
+            if exceeded is None or not turn.refit(
+                transcript, limit=exceeded.limit, requested=exceeded.requested
+            ):
+                raise
+            refitted = True
+            request = adapter.build_request(transcript, turn.request_context(), system, tools, turn)
+            requests.append(request)
+            reply = yield adapter.call_op(request)
         usage, text = usage + reply.usage, reply.text
         transcript.extend(reply.transcript)
         if not reply.tool_calls:

@@ -18,7 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Generic, Protocol, TypeVar, overload
 
-from stm_memory.kit.checks import check_flag, check_memory_role, check_provider
+from stm_memory.kit.checks import (
+    check_flag,
+    check_memory_role,
+    check_positive_int,
+    check_provider,
+)
 from stm_memory.kit.endpoints import form_for_host
 from stm_memory.prompt.placement import MemoryRole
 
@@ -55,12 +60,23 @@ class TurnOptions:
             (:meth:`for_host`).
         cache_hints: send the provider's prompt-cache hints (``prompt_cache_key``,
             Anthropic breakpoints); the caller's own always win.
+        tool_calling: the model can call tools. ``False`` (a model whose chat template
+            has no tool support, e.g. SmolLM2 on llama.cpp): the memory tool is never
+            offered and the nudge never sent; briefings, the cut at the context
+            budget and erasure still work (docs/open-models.md).
+        context_window: the model's context window in tokens: the history budget is
+            sized from it (:func:`~stm_memory.kit.context_window.history_budget`, at
+            most ``Limits.history_token_budget``). ``None`` (default): found where it
+            can be (an OpenAI-compatible server's own model listing, the table of
+            hosted models), else ``Limits.history_token_budget`` alone.
     """
 
     provider: str | None = None
     trim_history: bool = True
     memory_role: MemoryRole | None = None
     cache_hints: bool = True
+    tool_calling: bool = True
+    context_window: int | None = None
 
     def __post_init__(self) -> None:
         # " openai " is the provider the exclusion list names "openai".
@@ -69,6 +85,9 @@ class TurnOptions:
         if self.memory_role is not None:
             check_memory_role(self.memory_role)
         check_flag("cache_hints", self.cache_hints)
+        check_flag("tool_calling", self.tool_calling)
+        if self.context_window is not None:
+            check_positive_int("context_window", self.context_window)
 
     @property
     def form(self) -> MemoryRole:
@@ -121,7 +140,7 @@ class TurnOption(Generic[T]):
 
 
 class OptionsView:
-    """The four options as attributes of an entry point that keeps them in
+    """The memory options as attributes of an entry point that keeps them in
     ``self.options``: one object holds them, so they cannot drift apart."""
 
     options: TurnOptions
@@ -129,3 +148,5 @@ class OptionsView:
     trim_history = TurnOption[bool]()
     memory_role = TurnOption[MemoryRole | None]()
     cache_hints = TurnOption[bool]()
+    tool_calling = TurnOption[bool]()
+    context_window = TurnOption[int | None]()

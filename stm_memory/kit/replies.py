@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from stm_memory.prompt.quiet import Writing
 from stm_memory.prompt.swap import SwapDecision
 
 __all__ = ["ModelReply", "ToolCall", "TurnResult", "Usage"]
@@ -77,3 +78,7 @@ class TurnResult:
     #: What the turn's requests showed and why: swap or hold, the rule, the estimate in
     #: tokens (``str()`` says it in a line); None when memory was off.
     decision: SwapDecision | None = None
+    #: Whether the channel's memory is being written (:class:`~stm_memory.Writing`:
+    #: ``not_writing`` once its model ignored the nudges; docs/open-models.md); None
+    #: when memory was off.
+    writing: Writing | None = None

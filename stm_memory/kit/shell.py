@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from stm_memory.errors import ValidationError
@@ -102,6 +103,8 @@ class LoopShell(OptionsView, ABC, Generic[ClientT]):
         memory_role: MemoryRole | None = None,
         provider: str | None = None,
         cache_hints: bool = True,
+        tool_calling: bool = True,
+        context_window: int | None = None,
         **request_options: Any,
     ) -> None:
         sync_client, async_client = self.CLIENTS
@@ -121,8 +124,11 @@ class LoopShell(OptionsView, ABC, Generic[ClientT]):
             trim_history=trim_history,
             memory_role=memory_role,
             cache_hints=cache_hints,
+            tool_calling=tool_calling,
+            context_window=context_window,
         )
         self.request_options = dict(request_options)
+        self._window_asked = False
         self._built()
 
     def _built(self) -> None:
@@ -168,17 +174,51 @@ class LoopShell(OptionsView, ABC, Generic[ClientT]):
         # fails before the turn begins (nothing counted, nothing sent).
         if not isinstance(scope, Scope):
             raise ValidationError(f"scope must be a Scope, got {type(scope).__name__}")
-        return run_turn_steps(
-            self.memory,
-            self._adapter(on_text),
+        return self._turn(
             scope,
+            self._adapter(on_text),
             self._messages(messages),
-            system=self._system(system),
-            tools=self._tools(tools, tool_handlers),
-            tool_handlers=tool_handlers,
-            max_steps=self.max_steps,
-            options=self.options,
+            self._system(system),
+            self._tools(tools, tool_handlers),
+            tool_handlers,
         )
+
+    def _turn(
+        self,
+        scope: Scope,
+        adapter: ProviderAdapter,
+        messages: list[Any],
+        system: Any,
+        tools: list[Any],
+        tool_handlers: Mapping[str, ToolHandler] | None,
+    ) -> Generator[Op, Any, TurnResult]:
+        ask = self._window_op()
+        if ask is not None:
+            # Once per loop: the model's context window, from its server's own listing.
+            self._window_asked = True
+            found = yield ask
+            if isinstance(found, int) and found > 0 and self.options.context_window is None:
+                self.options = replace(self.options, context_window=found)
+        return (
+            yield from run_turn_steps(
+                self.memory,
+                adapter,
+                scope,
+                messages,
+                system=system,
+                tools=tools,
+                tool_handlers=tool_handlers,
+                max_steps=self.max_steps,
+                options=self.options,
+                model=self.model,
+            )
+        )
+
+    def _window_op(self) -> Op | None:
+        """An Op asking the model's server for its context window (an int, or None), or
+        None: nothing to ask (named, asked already, or a host that lists none: the turn
+        looks a hosted model up in its table)."""
+        return None
 
 
 class SyncLoop(LoopShell[ClientT]):

@@ -55,6 +55,7 @@ from stm_memory.kit.capture import (
     dialogue_for_capture,
     needs_previous,
 )
+from stm_memory.kit.context_window import history_budget, hosted_window
 from stm_memory.kit.memory_call import run_memory_call
 from stm_memory.kit.ops import Op, attempt, op
 from stm_memory.kit.options import TurnOptions
@@ -66,9 +67,12 @@ from stm_memory.model import Scope, StoredMessage
 from stm_memory.model.kept import kept_details
 from stm_memory.model.messages import without_speaker_ids
 from stm_memory.model.rates import profile_for
+from stm_memory.prompt.cut import earlier_turns, kept_turns, turn_tokens
 from stm_memory.prompt.placement import MemoryContext
-from stm_memory.prompt.render import CONTENT_HEADER
+from stm_memory.prompt.quiet import NUDGE_TRIES, ToolStep, Writing, tool_step
+from stm_memory.prompt.render import CONTENT_HEADER, nudge_text
 from stm_memory.prompt.swap import SwapDecision, choose, newest
+from stm_memory.prompt.tokens import text_tokens
 from stm_memory.tool.schema import tool_description, tool_parameters
 from stm_memory.tool.turn import TOOL_NAME, failure
 from stm_memory.wire.anthropic import text_blocks
@@ -121,6 +125,55 @@ class TurnPhase(enum.Enum):
     FINISHED = "finished"
 
 
+#: The share of a refused request's stated limit a refit aims for.
+_REFIT_MARGIN = 0.85
+#: The ``stm_event`` of the judgement's warning record, for a harness to filter it.
+NOT_WRITING_EVENT = "not_writing"
+_warned_models: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_not_writing(model: str | None, scope: Scope | None) -> None:
+    """One warning per model name (per process) when a channel judges its model not to
+    write its memory: what it means and what to do."""
+    name = model or ""
+    with _warned_lock:
+        if name in _warned_models:
+            return
+        _warned_models.add(name)
+    log.warning(
+        "stm-memory: model %s has not written its short-term memory in %d nudged turns "
+        "(channel %s): memory is not being written. Its requests now leave out the "
+        "nudge, and the memory tool where that costs nothing; briefings, the history "
+        "cut at the context budget and erasure still work. If the model can call tools, "
+        "serve it with a chat template that supports them (llama.cpp: --jinja); if it "
+        "cannot, pass tool_calling=False. See docs/open-models.md.",
+        repr(model) if model else "(unnamed)",
+        NUDGE_TRIES,
+        scope.live_key if scope is not None else "-",
+        extra={"stm_event": NOT_WRITING_EVENT},
+    )
+
+
+def _budgeted(context: MemoryContext, budget: int) -> MemoryContext:
+    """``context`` (and the held form it may show instead) with the history budget at
+    most ``budget`` tokens."""
+    history = context.history
+    if history is None or (history.token_budget is not None and history.token_budget <= budget):
+        return context
+    alternative = context.alternative
+    return replace(
+        context,
+        history=replace(history, token_budget=budget),
+        alternative=_budgeted(alternative, budget) if alternative is not None else None,
+    )
+
+
+def _budget_of(context: MemoryContext, default: int) -> int:
+    history = context.history
+    return history.token_budget if history is not None and history.token_budget else default
+
+
 def _find_run(items: Sequence[Any], run: Sequence[Any]) -> int | None:
     """Where ``run`` stands in ``items`` as a contiguous slice (by equality), or None."""
     n = len(run)
@@ -154,8 +207,10 @@ class MemoryTurn:
         "_decision",
         "_lock",
         "_phase",
+        "_withdrawn",
         "kept",
         "memory",
+        "model",
         "options",
         "scope",
         "state",
@@ -175,11 +230,17 @@ class MemoryTurn:
         #: The engine's per-turn state (guards, snapshot, the one update); None: off.
         self.state = state
         self.options = options
+        #: The model's name, where the entry point knows it (set before the first
+        #: request: a framework names its model only then).
+        self.model: str | None = None
         self._phase = TurnPhase.BEGUN  # moves forward only, under the lock
         self._context: MemoryContext | None = None  # set with ASSEMBLED, kept after
         # What the turn shows, decided at its first request (stm_memory.prompt.swap).
         self._decision: SwapDecision | None = None
         self._lock = threading.Lock()
+        # The tool left out of this turn's requests: its model was judged not to write
+        # (stm_memory.prompt.quiet.tool_step), decided with the form at settle.
+        self._withdrawn = False
         #: What an integration keeps for this turn, under a key of its own (the LangChain
         #: tool object: stm_memory_langchain._tool); the kit knows no framework.
         self.kept: dict[str, Any] = {}
@@ -195,9 +256,12 @@ class MemoryTurn:
         options: TurnOptions | None = None,
         user_message: str | None = None,
         tools_available: bool = True,
+        model: str | None = None,
     ) -> Generator[Op, Any, MemoryTurn]:
         """Begin the turn of ``scope`` (None: memory is off for it): the settings and
-        category snapshot, the guards, the long-term intent of ``user_message``."""
+        category snapshot, the guards, the long-term intent of ``user_message``.
+        ``model``: the model's name where the entry point knows it (the judgement of
+        whether it writes is said once per name; another model is judged afresh)."""
         options = options or TurnOptions()
         # The caller's mistakes are raised here, typed, before anything runs (inside
         # the attempt below they would only turn memory off).
@@ -214,11 +278,13 @@ class MemoryTurn:
                     scope,
                     provider=options.provider,
                     user_message=user_message or None,
-                    tools_available=tools_available,
+                    tools_available=tools_available and options.tool_calling,
                 ),
                 "beginning the turn",
             )
-        return cls(memory, scope, state, options=options)
+        turn = cls(memory, scope, state, options=options)
+        turn.model = model
+        return turn
 
     @classmethod
     def off(
@@ -255,7 +321,15 @@ class MemoryTurn:
         """The memory tool is in this turn's requests: no guard of the turn's snapshot
         hides it (not in a "remember this permanently" turn …). This turn's update does
         not withdraw it: every step keeps the tool list (a second call fails when run)."""
-        return self.state is not None and self.state.tool_offered
+        return self.state is not None and self.state.tool_offered and not self._withdrawn
+
+    @property
+    def writing(self) -> Writing | None:
+        """Whether this channel's memory is being written (:class:`~stm_memory.Writing`),
+        judged at assembly from its counters; None before, or when memory is off."""
+        if self.state is None or self._context is None:
+            return None
+        return self._context.writing
 
     @property
     def updated(self) -> bool:
@@ -297,6 +371,18 @@ class MemoryTurn:
             if self._decision is not None or self._context is None:
                 return
             context = self._context
+            # The model's context window (named, found on its server, or in the table
+            # of hosted models) bounds the history budget: known by now, as the model is.
+            window = self.options.context_window or (
+                hosted_window(self.model) if self.model else None
+            )
+            if window is not None:
+                context = _budgeted(context, history_budget(window))
+            profile = profile_for(
+                provider or self.options.provider, self.memory.limits.cache_profile
+            )
+            if retention is not None:
+                profile = replace(profile, ttl=retention)
             if context.alternative is not None and (
                 messages is None or not self.options.trim_history or context.history is None
             ):
@@ -304,17 +390,12 @@ class MemoryTurn:
                 # history (untrimmed): nothing a held form saves, the newest shows.
                 chosen, decision = newest(context), SwapDecision(True, "newest")
             else:
-                profile = profile_for(
-                    provider or self.options.provider, self.memory.limits.cache_profile
-                )
-                if retention is not None:
-                    profile = replace(profile, ttl=retention)
                 try:
                     chosen, found = choose(
                         context,
                         messages or (),
                         profile=profile,
-                        budget=self.memory.limits.history_token_budget,
+                        budget=_budget_of(context, self.memory.limits.history_token_budget),
                     )
                 except Exception:
                     log.exception("stm-memory: deciding what to show failed; showing the newest")
@@ -324,6 +405,10 @@ class MemoryTurn:
                 decision = found
             if chosen.shown is not None and chosen.shown.kept:
                 decision = replace(decision, kept=tuple(kept_details(chosen.shown)))
+            # The tool list heads the prompt, before the system prompt every channel of
+            # the cache key shares: it changes for free only when that head is cold.
+            cold = context.head_idle is not None and context.head_idle >= profile.ttl
+            chosen = self._tool_step(chosen, fresh=cold)
             self._context = chosen
             self._decision = decision
         if self.state is not None and chosen.ledger is not None:
@@ -331,6 +416,40 @@ class MemoryTurn:
                 chosen.ledger, chosen.ledger_epoch, shown=chosen.shown, base=chosen.shown_base
             )
         log.debug("stm-memory: %s: %s", self.scope.live_key if self.scope else "-", decision)
+
+    def _tool_step(self, chosen: MemoryContext, *, fresh: bool) -> MemoryContext:
+        """``chosen`` with the memory tool's step for this turn (SPEC §6, "no regret":
+        a model judged not to write stops paying for the tool and the nudge,
+        :func:`~stm_memory.prompt.quiet.tool_step`); warns once per model name."""
+        shown, status = chosen.shown, chosen.writing
+        if shown is None or status is None or self.state is None:
+            return chosen
+        model = self.model
+        if status is Writing.NOT_WRITING:
+            _warn_not_writing(model, self.scope)
+        step = tool_step(
+            status=status,
+            withdrawn_for=shown.withdrawn_for,
+            withdrawn_at=shown.withdrawn_at,
+            model=model,
+            turns_since_refresh=shown.turns,
+            fresh=fresh,
+        )
+        if step is ToolStep.KEEP:
+            return chosen
+        if step is ToolStep.REOFFER:
+            state = self.state
+            nudge = nudge_text(
+                categories=state.categories,
+                summary_mode=state.summary_mode,
+                override=state.settings.update_nudge_override,
+            )
+            shown = replace(shown, withdrawn_for=None, withdrawn_at=0)
+            return replace(chosen, shown=shown, nudge=nudge if state.tool_offered else None)
+        self._withdrawn = True
+        if step is ToolStep.WITHDRAW:
+            shown = replace(shown, withdrawn_for=model or "", withdrawn_at=shown.turns)
+        return replace(chosen, shown=shown, nudge=None, early_nudge=None)
 
     def _settled(
         self,
@@ -348,10 +467,48 @@ class MemoryTurn:
         if chosen is None or chosen is context:
             return context
         # The request's own say over the nudge: held back, both nudges are gone.
-        allowed = context.nudge is not None or context.early_nudge is not None
+        allowed = context.nudge_allowed
         return chosen.for_request(
             role=context.role, trim=context.history is not None, nudge=allowed
         )
+
+    def refit(
+        self, messages: Sequence[Any], *, limit: int | None = None, requested: int | None = None
+    ) -> bool:
+        """The provider refused a request as longer than the model's context (``limit``
+        and ``requested`` tokens where its error says them): lower this turn's history
+        budget so the next request built on ``messages`` fits, dropping the oldest
+        earlier turns it still sends (never the current turn). False when there is
+        nothing left to drop (or the turn has no say over the dialogue): the error
+        stands. The entry point retries once (docs/open-models.md)."""
+        with self._lock:
+            context = self._context
+            if context is None or context.history is None:
+                return False
+            lead, earlier, current = earlier_turns(messages)
+            keep, _wanted = kept_turns(earlier, context.history)
+            sent = sum(turn_tokens(t) for t in earlier[len(earlier) - keep :])
+            if keep == 0 or sent == 0:
+                return False
+            if limit and requested:
+                # Scaled into our estimate's units (the server's tokenizer and ours,
+                # about four characters a token, disagree) with a margin; llama.cpp
+                # refuses at a request of exactly its context, so ``requested`` may
+                # equal ``limit``.
+                total = turn_tokens(lead) + sent + turn_tokens(current)
+                total += text_tokens(context.content or "")
+                fits = total * limit / max(requested, limit) * _REFIT_MARGIN
+                budget = max(0, int(sent - (total - fits)))
+            else:
+                budget = sent // 2  # the error names no numbers (Ollama's, Responses')
+            self._context = _budgeted(context, min(budget, sent - 1))
+        log.warning(
+            "stm-memory: %s: the request exceeded the model's context (%s); the oldest "
+            "earlier turns are dropped to fit and the request is sent again",
+            self.scope.live_key if self.scope else "-",
+            f"{requested} > {limit} tokens" if limit and requested else "limit not stated",
+        )
+        return True
 
     def schema_state(self) -> TurnContext:
         """The turn state the memory tool's schema is built from: this turn's snapshot,

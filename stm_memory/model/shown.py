@@ -46,6 +46,11 @@ class ShownState:
     #: When the channel's last request was built: with the cache retention in force,
     #: whether its cached prefix has lapsed.
     at: datetime | None = None
+    #: The memory tool left out of this form (stm_memory.prompt.quiet.tool_step): the
+    #: model judged not to write (``""``: unnamed), None while the tool is listed; and
+    #: the turns since the write when it was withdrawn (the retry waits for twice).
+    withdrawn_for: str | None = None
+    withdrawn_at: int = 0
 
     def later(self, at: datetime) -> ShownState:
         """The state after one more turn that ended at ``at``."""
@@ -57,6 +62,8 @@ class ShownState:
             turns=self.turns + 1,
             swap=self.swap,
             at=at,
+            withdrawn_for=self.withdrawn_for,
+            withdrawn_at=self.withdrawn_at,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -68,6 +75,11 @@ class ShownState:
             "turns": self.turns,
             "swap": self.swap,
             "at": self.at.isoformat() if self.at is not None else None,
+            **(
+                {"withdrawn_for": self.withdrawn_for, "withdrawn_at": self.withdrawn_at}
+                if self.withdrawn_for is not None
+                else {}
+            ),
         }
 
     @classmethod
@@ -81,4 +93,10 @@ class ShownState:
             turns=int(data.get("turns") or 0),
             swap=int(data.get("swap") or 0),
             at=datetime.fromisoformat(at) if at else None,
+            withdrawn_for=_text_or_none(data.get("withdrawn_for")),
+            withdrawn_at=int(data.get("withdrawn_at") or 0),
         )
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None

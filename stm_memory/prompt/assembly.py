@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from stm_memory.config import Limits
@@ -51,7 +51,7 @@ from stm_memory.model.shown import ShownState
 from stm_memory.prompt.briefings import briefing_groups, plan_briefings
 from stm_memory.prompt.cut import HistoryWindow
 from stm_memory.prompt.placement import MemoryContext
-from stm_memory.prompt.quiet import is_quiet, nudge_due
+from stm_memory.prompt.quiet import is_quiet, nudge_due, writing
 from stm_memory.prompt.render import (
     briefing_block,
     distilled_lines,
@@ -444,7 +444,8 @@ def build_memory_context(
     if stored is None:
         return form(newest)
     idle = now - stored.at if now is not None and stored.at is not None else None
-    held = form(stored)
+    head = _head_idle(turn.scope, others, now, idle)
+    held = replace(form(stored), head_idle=head)
     if stored.epoch == newest.epoch:
         # Nothing newer written: the held form stays, whatever the cache did. A swap
         # would only shed briefing copies, and a copy of a channel's raw turns holds
@@ -460,10 +461,34 @@ def build_memory_context(
         fresh,
         alternative=held,
         idle=idle,
+        head_idle=head,
         # Whose words the turn may see: either form's (a wider provenance only means
         # an erasure reaches the update, never that it misses it).
         sources=held.sources | fresh.sources,
     )
+
+
+def _head_idle(
+    scope: Scope, others: Iterable[MemoryEntry], now: datetime | None, idle: timedelta | None
+) -> timedelta | None:
+    """How long since any channel sharing this one's cached head (the tools and system
+    prompt: the channels of its server, or a user's DMs — one ``prompt_cache_key``) last
+    sent a request: the head is cold only when all of them have been idle (None: not
+    known). The channels read are the newest-first pool, the latest of which is the
+    most recently active."""
+    if now is None or idle is None:
+        return None
+    latest = now - idle
+    for entry in others:
+        shares = (
+            entry.server_id == scope.server_id
+            if scope.server_id is not None
+            else entry.server_id is None and entry.user_id == scope.user_id
+        )
+        at = entry.shown.at if entry.shown is not None else None
+        if shares and at is not None and at > latest:
+            latest = at
+    return now - latest
 
 
 def _nudges(turn: TurnContext, live: MemoryEntry | None) -> tuple[str | None, str | None]:
@@ -538,6 +563,12 @@ def _form(
         shown=state,
         shown_base=base,
         early_nudge=early,
+        writing=writing(
+            offered=turn.tool_offered,
+            writes=live.last_refreshed_turn if live is not None else 0,
+            turns_since_refresh=live.turns_since_refresh if live is not None else 0,
+            cadence=settings.refresh_cadence,
+        ),
     )
 
 

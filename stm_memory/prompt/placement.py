@@ -69,6 +69,7 @@ from stm_memory.errors import ValidationError
 from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.shown import ShownState
 from stm_memory.prompt.cut import HistoryWindow, cut_history
+from stm_memory.prompt.quiet import Writing
 from stm_memory.wire import Codec, codec_for, codec_of, message_role
 from stm_memory.wire.anthropic import AnthropicSystem, append_system
 
@@ -219,8 +220,17 @@ class MemoryContext:
     shown_base: int = field(default=0, compare=False, repr=False)
     alternative: MemoryContext | None = field(default=None, compare=False, repr=False)
     idle: timedelta | None = field(default=None, compare=False, repr=False)
+    # How long since any channel sharing this one's cached head (tools, system prompt)
+    # sent a request: the tool list may change for free only when it is cold too.
+    head_idle: timedelta | None = field(default=None, compare=False, repr=False)
     # The nudge before the cadence is due, for the turn to send when a write pays.
     early_nudge: str | None = field(default=None, compare=False, repr=False)
+    # Whether the channel's memory is being written (stm_memory.prompt.quiet.Writing),
+    # judged from its counters at assembly (None: not assembled).
+    writing: Writing | None = field(default=None, compare=False, repr=False)
+    # The request's own say over the nudge (for_request): a nudge the turn decides
+    # later (a retry of the tool, stm_memory.prompt.quiet) goes only where it may.
+    nudge_allowed: bool = field(default=True, compare=False, repr=False)
     _warned: _Once = field(default_factory=_Once, compare=False, repr=False)
 
     @property
@@ -289,8 +299,8 @@ class MemoryContext:
         point's ``role``, the history cut only when ``trim``, and the nudge only while
         ``nudge`` (the tool is offered: no guard of the turn's start hides it; this
         turn's update does not). Every integration derives its request's context here."""
-        quiet = self.nudge is None and self.early_nudge is None
-        if role == self.role and (trim or self.history is None) and (nudge or quiet):
+        same_say = nudge == self.nudge_allowed
+        if role == self.role and (trim or self.history is None) and same_say:
             return self  # all replace() would copy, field for field (frozen: the same)
         return replace(
             self,
@@ -298,6 +308,7 @@ class MemoryContext:
             history=self.history if trim else None,
             nudge=self.nudge if nudge else None,
             early_nudge=self.early_nudge if nudge else None,
+            nudge_allowed=nudge,
         )
 
     def without_memory(self) -> MemoryContext:

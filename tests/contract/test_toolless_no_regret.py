@@ -8,13 +8,15 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from stm_memory import TOOL_NAME
+from stm_memory import TOOL_NAME, Limits, Writing
 from stm_memory.engine import ShortTermMemory
+from stm_memory.testing import FrozenClock
 from stm_memory.testing.contract import ScriptedModel, shipped_drivers
 from stm_memory.testing.contract.integration import hermetic_memory, speaker
 from stm_memory.testing.offline import OfflineReply
@@ -25,7 +27,10 @@ TURNS = 45  # well past the former 30-turn cap
 
 class ToollessModel(ScriptedModel):
     """Answers every turn and never calls ``update_short_term_memory``, nudged or not
-    (what many small and open models do with an optional tool)."""
+    (what many small and open models do with an optional tool) — until ``writes`` is
+    set: then it writes when nudged, as the offline model does."""
+
+    writes: bool = False
 
     def respond(
         self,
@@ -34,6 +39,8 @@ class ToollessModel(ScriptedModel):
         tools: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> OfflineReply:
         reply = super().respond(dialogue, tools=tools)
+        if self.writes:
+            return reply
         others = tuple(call for call in reply.tool_calls if call[0] != TOOL_NAME)
         return OfflineReply(reply.text or self.default_answer, others)
 
@@ -102,9 +109,10 @@ def _market_moves_on(memory: ShortTermMemory, said: str) -> None:
 
 
 #: The lobby's turns in the test below, and the turns past the cadence (3) whose
-#: request carries the nudge: the cadence and the two after it, then doubling gaps.
+#: request carries the nudge: the cadence and the two after it (the tries that judge
+#: the model), then a retry 16 turns past the cadence.
 QUIET_TURNS = 24
-NUDGED_AT = (3, 4, 5, 7, 11, 19)
+NUDGED_AT = (3, 4, 5, 19)
 
 
 @pytest.mark.parametrize("driver_id", DRIVERS)
@@ -113,7 +121,7 @@ def test_a_toolless_channel_is_sent_no_briefing_on_its_own_and_nudged_less(
 ) -> None:
     # A quiet channel (stm_memory.prompt.quiet): its model never wrote, so a briefing
     # sent between swaps would stay in its prompt for good, billed at every request; and
-    # a nudge it ignores goes out on doubling gaps, not every turn.
+    # a nudge it ignores goes out on rare retries once it is judged, not every turn.
     model = ToollessModel()
     _market_moves_on(memory, "Market opens at nine.")
     firsts: list[str] = []
@@ -130,3 +138,61 @@ def test_a_toolless_channel_is_sent_no_briefing_on_its_own_and_nudged_less(
     assert leaked == [], f"{driver_id}: briefings sent on their own at turns {leaked}"
     nudged = tuple(i for i, text in enumerate(firsts) if f"call {TOOL_NAME}" in text)
     assert nudged == NUDGED_AT, driver_id
+
+
+JUDGED_AT = 6  # the first request judged: cadence 3 + the three tries ignored
+WITHDRAWN_AT = 8  # the first lapse after the judgement
+RETRIED_AT = 16  # the first lapse once the turns since the withdrawal doubled
+
+
+@pytest.mark.parametrize("driver_id", DRIVERS)
+def test_a_model_judged_not_to_write_stops_paying_for_the_tool_and_the_nudge(
+    driver_id: str, tmp_path: Path
+) -> None:
+    # SPEC §6 "no regret", and saying it: after three ignored nudges the channel is
+    # judged not writing; its requests carry no nudge, and from the next request whose
+    # cached prefix is lost anyway (a lapse) no tool either; a retry where it is free
+    # again finds a model that writes now, and the status says so.
+    clock = FrozenClock()
+    limits = {f.name: getattr(Limits(), f.name) for f in fields(Limits)}
+    memory = ShortTermMemory.from_url(
+        f"sqlite:///{tmp_path / 'stm.db'}",
+        cache_dir=tmp_path / "stm-cache",
+        clock=clock,
+        **{**limits, "settings_ttl": 0.0},
+    )
+    memory.configure_server(SERVER, refresh_cadence=3)
+    model = ToollessModel()
+    lobby = speaker("alice", "lobby")
+    seen: list[tuple[bool, bool, Writing]] = []  # first request: tool, nudge; status after
+
+    def after(i: int, before: int) -> None:
+        first = model.requests[before]
+        seen.append(
+            (
+                first.offers_memory_tool,
+                f"call {TOOL_NAME}" in first.text,
+                memory.writing_status(lobby),
+            )
+        )
+        lapse = i + 1 in (WITHDRAWN_AT, RETRIED_AT)
+        clock.advance(hours=2) if lapse else clock.advance(minutes=1)
+        if i + 1 == RETRIED_AT:
+            model.writes = True
+
+    try:
+        lines = [f"Lobby line {i}." for i in range(RETRIED_AT + 1)]
+        run_lobby(shipped_drivers()[driver_id](memory, model), lines, model=model, after=after)
+        tools = [i for i, (tool, _, _) in enumerate(seen) if not tool]
+        assert tools == list(range(WITHDRAWN_AT, RETRIED_AT)), driver_id
+        nudged = [i for i, (_, nudge, _) in enumerate(seen) if nudge]
+        assert nudged == [3, 4, 5, RETRIED_AT], driver_id
+        # The engine's word after each turn: the third nudge (turn 5) ignored judges it.
+        statuses = [status for _, _, status in seen]
+        assert statuses[JUDGED_AT - 2] is Writing.WAITING
+        judged = statuses[JUDGED_AT - 1 : RETRIED_AT]
+        assert judged == [Writing.NOT_WRITING] * (RETRIED_AT - JUDGED_AT + 1)
+        assert statuses[RETRIED_AT] is Writing.WRITING, driver_id  # noticed at once
+        assert memory.get(lobby).summary  # type: ignore[union-attr]
+    finally:
+        memory.close()

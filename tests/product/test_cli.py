@@ -200,3 +200,57 @@ def test_configuring_commands_create_the_default_store(
     assert result.exit_code == 0, result.output
     with ShortTermMemory.from_url() as mem:
         assert mem.server_settings("g1").refresh_cadence == 3
+
+
+def _silent_channel(env: dict[str, str], tmp_path: Path, turns: int) -> Scope:
+    """A channel of g1 whose model never wrote its memory in ``turns`` turns (cadence 3)."""
+    scope = Scope(channel_id="quiet", user_id="u2", server_id="g1")
+    with ShortTermMemory.from_url(env["STM_DATABASE_URL"], cache_dir=tmp_path / "cache") as mem:
+        mem.configure_server("g1", refresh_cadence=3)
+        for i in range(turns):
+            turn = mem.begin_turn(scope)
+            mem.capture(scope, [{"role": "user", "content": f"line {i}", "name": "Bo"}])
+            mem.end_turn(turn)
+    return scope
+
+
+def test_doctor_lists_the_channels_whose_model_does_not_write(
+    env: dict[str, str], seeded: Scope, tmp_path: Path
+) -> None:
+    healthy = runner.invoke(app, ["doctor"], env=env)
+    assert healthy.exit_code == 0, healthy.output
+    assert "every model that was asked writes its memory" in healthy.output
+    _silent_channel(env, tmp_path, turns=10)  # the cadence (3), three tries, then more
+    sick = runner.invoke(app, ["doctor", "--json"], env=env)
+    assert sick.exit_code == 1, sick.output
+    report = json.loads(sick.output)
+    assert report["channels"] == 2
+    [channel] = report["not_writing"]
+    assert channel == {
+        "server_id": "g1",
+        "channel_id": "quiet",
+        "turns_since_write": 10,
+        "writes": 0,
+        "nudges_unanswered": 3,  # turns 3, 4 and 5; a retry comes 16 turns past
+    }
+    table = runner.invoke(app, ["doctor", "--server", "g1"], env=env)
+    assert table.exit_code == 1 and "quiet" in table.output and "tool_calling=False" in table.output
+
+
+def test_doctor_on_an_empty_store_finds_nothing(env: dict[str, str]) -> None:
+    result = runner.invoke(app, ["doctor"], env=env)
+    assert result.exit_code == 0, result.output
+    assert "0 channel(s)" in result.output
+
+
+def test_show_says_whether_the_memory_is_written(
+    env: dict[str, str], seeded: Scope, tmp_path: Path
+) -> None:
+    written = runner.invoke(app, ["show", "c1", "-u", "u1", "-s", "g1"], env=env)
+    assert "memory: written by its model" in written.output
+    _silent_channel(env, tmp_path, turns=10)
+    silent = runner.invoke(app, ["show", "quiet", "-u", "u2", "-s", "g1", "--json"], env=env)
+    [entry] = json.loads(silent.output)
+    assert entry["writing"] == "not_writing"
+    said = runner.invoke(app, ["show", "quiet", "-u", "u2", "-s", "g1"], env=env)
+    assert "NOT WRITTEN" in said.output and "3 nudge(s) unanswered" in said.output

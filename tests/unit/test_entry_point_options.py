@@ -37,6 +37,8 @@ DEFAULTS: dict[str, Any] = {
     "memory_role": None,  # by the host (the portable form for an open model's server)
     "max_steps": 8,
     "cache_hints": True,
+    "tool_calling": True,
+    "context_window": None,
 }
 #: README column → the callables it stands for, and the options that apply there.
 ENTRY_POINTS: dict[str, tuple[list[Callable[..., Any]], set[str]]] = {
@@ -49,20 +51,42 @@ ENTRY_POINTS: dict[str, tuple[list[Callable[..., Any]], set[str]]] = {
             AnthropicLoop,
             AsyncAnthropicLoop,
         ],
-        {"provider", "trim_history", "memory_role", "max_steps", "cache_hints"},
+        {
+            "provider",
+            "trim_history",
+            "memory_role",
+            "max_steps",
+            "cache_hints",
+            "tool_calling",
+            "context_window",
+        },
     ),
     "`ShortTermMemoryMiddleware`": (
         [ShortTermMemoryMiddleware],
-        {"provider", "trim_history", "memory_role", "cache_hints"},
+        {
+            "provider",
+            "trim_history",
+            "memory_role",
+            "cache_hints",
+            "tool_calling",
+            "context_window",
+        },
     ),
     "`with_short_term_memory`": ([with_short_term_memory], {"max_steps", "cache_hints"}),
     "`ShortTermMemoryHistory`": (
         [ShortTermMemoryHistory],
-        {"provider", "trim_history", "memory_role"},
+        {"provider", "trim_history", "memory_role", "tool_calling", "context_window"},
     ),
     "`ShortTermMemorySession`": (
         [ShortTermMemorySession],
-        {"provider", "trim_history", "memory_role", "cache_hints"},
+        {
+            "provider",
+            "trim_history",
+            "memory_role",
+            "cache_hints",
+            "tool_calling",
+            "context_window",
+        },
     ),
     "`ShortTermMemoryBuffer`": ([ShortTermMemoryBuffer], {"provider"}),
 }

@@ -102,19 +102,18 @@ def test_a_plain_chain_without_the_tool_is_never_nudged(stm_memory: ShortTermMem
     model = OfflineChatModel()
     chain = RunnableWithMessageHistory(model, lambda session_id: history)
     history = ShortTermMemoryHistory(stm_memory, SCOPE)
-    for i in range(9):
+    for i in range(5):
         chain.invoke(text(i), {"configurable": {"session_id": "c1"}})
-    # The nudge is due (the fourth turn past the cadence of 5: its back-off sends it on
-    # doubling gaps once ignored), but this model has no tool to call.
+    # The nudge is due (the cadence of 5 is reached), but this model has no tool to call.
     assert stm_memory.build_context(stm_memory.begin_turn(SCOPE)).nudge is not None
     assert not any(nudged(prompt) for prompt in model.prompts)
     assert all(names == [] for names in model.tools_seen)
     entry = stm_memory.get(SCOPE)
-    assert entry is not None and entry.turns_since_refresh == 9
-    assert [m.content for m in entry.messages][-2:] == [text(8), "Understood: " + text(8)]
+    assert entry is not None and entry.turns_since_refresh == 5
+    assert [m.content for m in entry.messages][-2:] == [text(4), "Understood: " + text(4)]
     # The same history under the wrapper: the tool is bound and the nudge sent.
     wrapped = history_chain(model, lambda session_id: history)
-    wrapped.invoke({"input": text(9)}, {"configurable": {"session_id": "c1"}})
+    wrapped.invoke({"input": text(5)}, {"configurable": {"session_id": "c1"}})
     assert nudged(model.prompts[-1]) and model.tools_seen[-1] == [TOOL_NAME]
 
 
