@@ -87,7 +87,6 @@ from stm_memory.kit import (
     cache_retention,
     check_memory_setup,
     check_positive_int,
-    context_exceeded_error,
     current_user_text,
     drive,
     model_name,
@@ -423,10 +422,7 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
             except Exception as exc:
                 # Longer than the model's context: cut to fit and call once more (the
                 # turn decides the cut); any other error, or a second, surfaces.
-                exceeded = None if refitted else context_exceeded_error(exc)
-                if exceeded is None or not turn.refit(
-                    transcript, limit=exceeded.limit, requested=exceeded.requested
-                ):
+                if refitted or not turn.refit(transcript, exc):
                     raise
                 refitted = True
                 model, messages = self._request(plan, transcript, step)

@@ -88,7 +88,6 @@ from stm_memory.kit import (
     api_of,
     cache_retention,
     check_memory_setup,
-    context_exceeded_error,
     current_user_index,
     drive,
     failure,
@@ -431,10 +430,7 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         except Exception as exc:
             # Longer than the model's context: cut to fit and call once more (the
             # turn decides the cut); any other error, or a second, surfaces as raised.
-            exceeded = context_exceeded_error(exc)
-            if exceeded is None or not turn.refit(
-                whole, limit=exceeded.limit, requested=exceeded.requested
-            ):
+            if not turn.refit(whole, exc):
                 yield from run.turn.abandon()
                 raise
             changed = _prepared(turn, request, whole, asked, settings)

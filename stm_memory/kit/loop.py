@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from stm_memory.kit.context_window import context_exceeded_error
 from stm_memory.kit.ops import Op
 from stm_memory.kit.options import TurnOptions
 
@@ -173,10 +172,7 @@ def _model_steps(
         except Exception as exc:
             # Longer than the model's context: cut to fit and send once more; any
             # other error, or a second one, surfaces as the provider raised it.
-            exceeded = None if refitted else context_exceeded_error(exc)
-            if exceeded is None or not turn.refit(
-                transcript, limit=exceeded.limit, requested=exceeded.requested
-            ):
+            if refitted or not turn.refit(transcript, exc):
                 raise
             refitted = True
             request = adapter.build_request(transcript, turn.request_context(), system, tools, turn)

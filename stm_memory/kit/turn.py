@@ -55,7 +55,7 @@ from stm_memory.kit.capture import (
     dialogue_for_capture,
     needs_previous,
 )
-from stm_memory.kit.context_window import history_budget, hosted_window
+from stm_memory.kit.context_window import context_exceeded_error, history_budget, hosted_window
 from stm_memory.kit.memory_call import run_memory_call
 from stm_memory.kit.ops import Op, attempt, op
 from stm_memory.kit.options import TurnOptions
@@ -472,15 +472,19 @@ class MemoryTurn:
             role=context.role, trim=context.history is not None, nudge=allowed
         )
 
-    def refit(
-        self, messages: Sequence[Any], *, limit: int | None = None, requested: int | None = None
-    ) -> bool:
-        """The provider refused a request as longer than the model's context (``limit``
-        and ``requested`` tokens where its error says them): lower this turn's history
+    def refit(self, messages: Sequence[Any], error: BaseException) -> bool:
+        """``error`` is the provider's: when it refused the request as longer than the
+        model's context (:func:`~stm_memory.kit.context_exceeded_error`, with the limit
+        and the request's tokens where its body says them), lower this turn's history
         budget so the next request built on ``messages`` fits, dropping the oldest
-        earlier turns it still sends (never the current turn). False when there is
-        nothing left to drop (or the turn has no say over the dialogue): the error
-        stands. The entry point retries once (docs/open-models.md)."""
+        earlier turns it still sends (never the current turn). False for any other
+        error, or when there is nothing left to drop (or the turn has no say over the
+        dialogue): the error stands. The entry point retries once
+        (docs/open-models.md)."""
+        exceeded = context_exceeded_error(error)
+        if exceeded is None:
+            return False
+        limit, requested = exceeded.limit, exceeded.requested
         with self._lock:
             context = self._context
             if context is None or context.history is None:
