@@ -43,6 +43,7 @@ the entry point can cut the history to fit and send once more
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -51,6 +52,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote, urlsplit
 
+from stm_memory._ops import Op, adrive, drive
 from stm_memory.kit.checks import check_positive_int
 from stm_memory.kit.endpoints import is_openai_host
 
@@ -606,32 +608,37 @@ def discover_window(client: object, model: str) -> int | None:
     without retries, stopping at the first that says it. None for OpenAI's, Azure's and
     Anthropic's hosts (use :func:`hosted_window` there) and when no answer says it; a
     failed request is logged at debug level, never raised."""
-    if _skipped(client):
-        return None
-    quiet: Any = _quiet(client)
-    plan = _plan(model, _root(getattr(client, "base_url", "")))
-    answer: _Answer = None
-    try:
-        while True:
-            call = plan.send(answer)
-            answer = None
-            try:
-                if call.kind == "retrieve":
-                    answer = _as_dict(quiet.models.retrieve(model))
-                elif call.kind == "list":
-                    answer = _entries(quiet.models.list())
-                elif call.kind == "get":
-                    answer = _json(quiet.get(call.url, cast_to=str))
-                else:
-                    answer = _json(quiet.post(call.url, cast_to=str, body=dict(call.body or {})))
-            except Exception as exc:
-                _failed(call, model, exc)
-    except StopIteration as done:
-        return _positive(done.value)
+    return drive(_discovery(client, model))
 
 
 async def adiscover_window(client: object, model: str) -> int | None:
     """:func:`discover_window` for an ``openai.AsyncOpenAI`` client."""
+    return await adrive(_discovery(client, model))
+
+
+def _request(quiet: Any, call: _Call, model: str) -> Any:
+    """The SDK call for ``call`` (a value from a sync client, an awaitable from an
+    async one: the same methods on both)."""
+    if call.kind == "retrieve":
+        return quiet.models.retrieve(model)
+    if call.kind == "list":
+        return quiet.models.list()
+    if call.kind == "get":
+        return quiet.get(call.url, cast_to=str)
+    return quiet.post(call.url, cast_to=str, body=dict(call.body or {}))
+
+
+def _parsed_answer(call: _Call, raw: object) -> _Answer:
+    if call.kind == "retrieve":
+        return _as_dict(raw)
+    if call.kind == "list":
+        return _entries(raw)
+    return _json(raw)
+
+
+def _discovery(client: object, model: str) -> Generator[Op, Any, int | None]:
+    """The plan's requests as :class:`Op` steps, one body for :func:`drive` and
+    :func:`adrive`; a failed request answers None and the plan goes on."""
     if _skipped(client):
         return None
     quiet: Any = _quiet(client)
@@ -641,16 +648,9 @@ async def adiscover_window(client: object, model: str) -> int | None:
         while True:
             call = plan.send(answer)
             answer = None
+            ask = functools.partial(_request, quiet, call, model)
             try:
-                if call.kind == "retrieve":
-                    answer = _as_dict(await quiet.models.retrieve(model))
-                elif call.kind == "list":
-                    answer = _entries(await quiet.models.list())
-                elif call.kind == "get":
-                    answer = _json(await quiet.get(call.url, cast_to=str))
-                else:
-                    body = dict(call.body or {})
-                    answer = _json(await quiet.post(call.url, cast_to=str, body=body))
+                answer = _parsed_answer(call, (yield Op(ask, ask, f"discover:{call.kind}")))
             except Exception as exc:
                 _failed(call, model, exc)
     except StopIteration as done:
