@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     # at import time (tests/unit/test_layers.py); these two load on first use.
     from stm_memory.kit.options import TurnOptions
     from stm_memory.kit.turn import MemoryTurn
+    from stm_memory.tool.memory_tool import ShortTermMemoryTool
 
 __all__ = [
     "DEFAULT_CATEGORY",
@@ -49,6 +50,7 @@ __all__ = [
     "Scope",
     "ServerSettings",
     "ShortTermMemory",
+    "ShortTermMemoryTool",
     "StmError",
     "StorageError",
     "StoredMessage",
@@ -62,11 +64,16 @@ __all__ = [
 
 __version__ = "0.1.0"
 
-_FROM_THE_KIT = {"MemoryTurn": "stm_memory.kit.turn", "TurnOptions": "stm_memory.kit.options"}
+#: Loaded on first use: the kit sits above the engine, and the tool imports LangChain.
+_LAZY = {
+    "MemoryTurn": "stm_memory.kit.turn",
+    "ShortTermMemoryTool": "stm_memory.tool.memory_tool",
+    "TurnOptions": "stm_memory.kit.options",
+}
 
 
 def __getattr__(name: str) -> Any:
-    module = _FROM_THE_KIT.get(name)
+    module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib

@@ -41,9 +41,6 @@ class Limits:
     detail_budget: int = 1500
     # Other-channel entries rendered into the prompt.
     other_channels_shown: int = 3
-    # Kept so existing settings still load: placement no longer depends on freshness (the
-    # briefings always stand before the current message; see prompt/placement.py).
-    freshness_window: timedelta = timedelta(minutes=60)
     # Rows untouched this long are deleted by the janitor.
     janitor_retention: timedelta = timedelta(days=90)
     # Let start-up finish before the first sweep competes for the database.
@@ -111,7 +108,6 @@ _NAMES = frozenset({"cache_profile"})
 _DURATION_UNITS: dict[str, str] = {
     "summary_ttl": "seconds",
     "bare_ttl": "seconds",
-    "freshness_window": "seconds",
     "janitor_retention": "days",
     "janitor_first_run": "seconds",
     "janitor_interval": "seconds",
@@ -124,7 +120,6 @@ ENV_VARS: dict[str, str] = {
     "messages_kept": "STM_MESSAGES_KEPT",
     "detail_budget": "STM_DETAIL_BUDGET",
     "other_channels_shown": "STM_OTHER_CHANNELS_SHOWN",
-    "freshness_window": "STM_FRESHNESS_WINDOW_SECONDS",
     "janitor_retention": "STM_JANITOR_RETENTION_DAYS",
     "janitor_first_run": "STM_JANITOR_FIRST_RUN_SECONDS",
     "janitor_interval": "STM_JANITOR_INTERVAL_SECONDS",

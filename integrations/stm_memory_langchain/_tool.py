@@ -1,6 +1,7 @@
 """The LangChain tool of a memory turn: the one object the middleware, the chain wrapper
-and the history offer the model for a turn (:func:`stm_memory.kit.langchain_tool`: its
-description and schema the turn's; run directly, the turn's one memory call; the shipped
+and the history offer the model for a turn. It is the engine's tool
+(:class:`~stm_memory.tool.memory_tool.ShortTermMemoryTool`) bound to the turn: its
+description and schema the turn's; run directly, the turn's one memory call (the shipped
 entry points run the calls themselves, traced: ``_tracing``). Kept with the turn
 (``MemoryTurn.kept``): the parallel tool calls of a step share it, and it goes with the
 turn; the kit's turn imports no framework.
@@ -9,16 +10,29 @@ turn; the kit's turn imports no framework.
 from __future__ import annotations
 
 import threading
+from collections.abc import Generator
+from typing import Any
 
 from langchain_core.tools import BaseTool
 
-from stm_memory.kit import MemoryTurn, langchain_tool
+from stm_memory import TOOL_NAME, ShortTermMemoryTool
+from stm_memory.kit import MemoryTurn, Op
 
-__all__ = ["KEY", "turn_tool"]
+__all__ = ["KEY", "TurnMemoryTool", "turn_tool"]
 
 #: The key the tool is kept under in ``MemoryTurn.kept``.
 KEY = "langchain.tool"
 _LOCK = threading.Lock()
+
+
+class TurnMemoryTool(ShortTermMemoryTool):
+    """The engine's tool bound to a turn (``turn``, a :class:`MemoryTurn`): run
+    directly, it runs ``MemoryTurn.memory_call`` (vetted, every guard checked again, one
+    update per turn)."""
+
+    def _steps(self, arguments: dict[str, Any]) -> Generator[Op, Any, dict[str, Any]]:
+        turn: MemoryTurn = self.turn
+        return turn.memory_call(arguments)
 
 
 def turn_tool(turn: MemoryTurn, *, hidden: bool = False) -> BaseTool | None:
@@ -31,5 +45,11 @@ def turn_tool(turn: MemoryTurn, *, hidden: bool = False) -> BaseTool | None:
     with _LOCK:
         tool = turn.kept.get(KEY)
         if not isinstance(tool, BaseTool):
-            tool = turn.kept[KEY] = langchain_tool(turn)
+            schema = {"title": TOOL_NAME, **turn.tool_parameters()}
+            tool = turn.kept[KEY] = TurnMemoryTool(
+                description=turn.tool_description(),
+                args_schema=schema,
+                memory=turn.memory,
+                turn=turn,
+            )
         return tool

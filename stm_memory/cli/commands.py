@@ -1,6 +1,6 @@
 """The ``stm-memory`` command line: inspect and administer a memory store.
 
-Needs the ``cli`` extra (typer, rich, platformdirs).
+Needs the ``cli`` extra (typer, rich).
 
 The store is the one ``ShortTermMemory.from_url()`` opens with its defaults: the SQLite
 file ``stm.db`` in the working directory, and the live cache that ``from_url`` derives
@@ -22,7 +22,6 @@ from typing import Annotated, Any
 
 try:
     import typer
-    from platformdirs import user_data_dir
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -81,28 +80,12 @@ _options = _Options()
 DEFAULT_DATABASE_URL = "sqlite:///stm.db"
 
 
-def _legacy_database() -> str | None:
-    """The database earlier releases of the CLI defaulted to, if one is there.
-
-    Earlier versions of the CLI kept their own store in the user data directory, which
-    no application wrote to by default; it is only pointed at, never opened silently."""
-    path = os.path.join(user_data_dir("stm-memory", appauthor=False), "stm.db")
-    return path if os.path.exists(path) else None
-
-
 def _no_store(path: str) -> str:
-    message = (
+    return (
         f"no store at {os.path.abspath(path)} (the default, {DEFAULT_DATABASE_URL}, is "
         "relative to the working directory): run the command where your application "
         "keeps stm.db, or set STM_DATABASE_URL / --database-url"
     )
-    legacy = _legacy_database()
-    if legacy is not None:
-        message += (
-            f"; earlier releases of the CLI used {legacy}: "
-            f"STM_DATABASE_URL=sqlite:///{legacy} opens it"
-        )
-    return message
 
 
 @app.callback()

@@ -6,8 +6,8 @@
   ``TurnPhase``, where it stands; ``TurnEngine``, what it needs of the engine) and the
   options they share (:mod:`.options`, ``TurnOptions``);
 - the agent turn of the loops, written once without I/O (:mod:`.loop`), the
-  operations it yields and their sync/async drivers (:mod:`.ops`), and the loop shells
-  every provider loop subclasses (:mod:`.shell`);
+  operations it yields and their sync/async drivers (``Op``, ``drive``, ``adrive``),
+  and the loop shells every provider loop subclasses (:mod:`.shell`);
 - the providers' prompt-cache hints (:mod:`.cache_hints`: what a hint is and where it
   goes; which ones a request gets is the turn's decision, in its ``PreparedRequest``);
 - argument checks raising the library's own errors (:mod:`.checks`) and the import
@@ -17,12 +17,12 @@
   reader of requests in every format (:mod:`.requests`).
 
 Nothing behind the turn is exported: the cut and placement (:mod:`.placing`), the
-memory call (:mod:`.memory_call`) and what capture is handed (:mod:`.capture`) run
+memory call (:mod:`stm_memory.tool.call`) and what capture is handed (:mod:`.capture`) run
 inside ``MemoryTurn``. An integration imports ``stm_memory`` and ``stm_memory.kit``
-only (``tests/unit/test_kit_imports.py``). ``stm_memory.providers``, this package's
-former name, stays an alias until 0.3.0.
+only (``tests/unit/test_kit_imports.py``).
 """
 
+from stm_memory._ops import Op, adrive, drive, op
 from stm_memory.kit.cache_hints import (
     MAX_BREAKPOINTS,
     OPENAI_PROVIDERS,
@@ -63,7 +63,6 @@ from stm_memory.kit.context_window import (
 )
 from stm_memory.kit.endpoints import form_for_host, is_openai_host, model_name, note_endpoint
 from stm_memory.kit.guards import missing_extra
-from stm_memory.kit.langchain_tool import langchain_tool
 from stm_memory.kit.loop import (
     ModelReply,
     ProviderAdapter,
@@ -73,7 +72,6 @@ from stm_memory.kit.loop import (
     Usage,
     run_turn_steps,
 )
-from stm_memory.kit.ops import Op, adrive, drive, op
 from stm_memory.kit.options import OptionsView, TurnOption, TurnOptions
 from stm_memory.kit.requests import (
     current_user_index,
@@ -200,7 +198,6 @@ __all__ = [
     "is_request_body",
     "is_summary_message",
     "is_truncated",
-    "langchain_tool",
     "missing_extra",
     "model_name",
     "note_endpoint",

@@ -2,7 +2,7 @@
 
 The turn (begin → assemble → model ↔ tools → capture → end) is a generator that
 *yields* operations (call the model, run a caller's tool, touch memory) and receives
-their results (:mod:`stm_memory.kit.ops`), so the sync and async loops of every
+their results (:mod:`stm_memory._ops`), so the sync and async loops of every
 provider share one body. What differs per API is a :class:`ProviderAdapter`.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from stm_memory.kit.ops import Op
+from stm_memory._ops import Op
 from stm_memory.kit.options import TurnOptions
 
 # The reply and result types live in a leaf module the wire helpers read too (they must

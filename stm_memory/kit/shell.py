@@ -18,6 +18,7 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
+from stm_memory._ops import Op, adrive, drive
 from stm_memory.errors import ValidationError
 from stm_memory.kit.checks import (
     as_messages,
@@ -29,7 +30,6 @@ from stm_memory.kit.checks import (
     refuse_wrong_client,
 )
 from stm_memory.kit.loop import ProviderAdapter, ToolHandler, TurnResult, run_turn_steps
-from stm_memory.kit.ops import Op, adrive, drive
 from stm_memory.kit.options import OptionsView, TurnOptions
 from stm_memory.model import Scope
 

@@ -45,6 +45,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from stm_memory._ops import Op, attempt, op
 from stm_memory.errors import TurnOrderError, ValidationError
 from stm_memory.kit._engine import TurnEngine
 from stm_memory.kit.cache_hints import RequestApi, cache_retention, prompt_cache_key
@@ -56,8 +57,6 @@ from stm_memory.kit.capture import (
     needs_previous,
 )
 from stm_memory.kit.context_window import context_exceeded_error, history_budget, hosted_window
-from stm_memory.kit.memory_call import run_memory_call
-from stm_memory.kit.ops import Op, attempt, op
 from stm_memory.kit.options import TurnOptions
 from stm_memory.kit.placing import RequestForm, place_request, place_view
 from stm_memory.kit.prepared import Breakpoints, PreparedRequest, ToolOffer, ToolRequest
@@ -73,6 +72,7 @@ from stm_memory.prompt.quiet import NUDGE_TRIES, ToolStep, Writing, tool_step
 from stm_memory.prompt.render import CONTENT_HEADER, nudge_text
 from stm_memory.prompt.swap import SwapDecision, choose, newest
 from stm_memory.prompt.tokens import text_tokens
+from stm_memory.tool.call import run_memory_call
 from stm_memory.tool.schema import tool_description, tool_parameters
 from stm_memory.tool.turn import TOOL_NAME, failure
 from stm_memory.wire.anthropic import text_blocks

@@ -75,7 +75,7 @@ class ShortTermMemoryTool(BaseTool):
 
     def _steps(self, arguments: dict[str, Any]) -> Generator[Op, Any, dict[str, Any]]:
         """The memory call this tool runs: the engine's, on the turn's state (a turn's
-        tool runs the turn's: stm_memory.kit._langchain_tool)."""
+        tool runs the turn's: stm_memory_langchain._tool)."""
         return run_memory_call(self.memory, self.turn, arguments)
 
 

@@ -160,34 +160,14 @@ def test_without_a_store_the_cli_says_where_it_looked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))  # no legacy store
     for args in (["show", "c1", "--user", "u1"], ["stats"], ["clear-channel", "c1"]):
         result = runner.invoke(app, args)
         assert result.exit_code == 1, result.output
         flat = " ".join(result.output.split())  # rich wraps long lines
         assert f"no store at {tmp_path / 'stm.db'}" in flat
-        assert "STM_DATABASE_URL" in flat and "earlier releases" not in flat
+        assert "STM_DATABASE_URL" in flat
     # Reading or deleting never leaves an empty store behind in the working directory.
     assert list(tmp_path.iterdir()) == []
-
-
-def test_the_old_default_store_is_pointed_at_not_opened(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    legacy = tmp_path / "data" / "stm-memory" / "stm.db"
-    legacy.parent.mkdir(parents=True)
-    with ShortTermMemory.from_url(f"sqlite:///{legacy}") as mem:
-        mem.configure_server("g1", refresh_cadence=3)
-    result = runner.invoke(app, ["stats"])
-    assert result.exit_code == 1
-    flat = "".join(result.output.split())  # the path may be wrapped anywhere
-    assert f"STM_DATABASE_URL=sqlite:///{legacy}" in flat
-    # And it opens where the message says.
-    env = {"STM_DATABASE_URL": f"sqlite:///{legacy}"}
-    got = runner.invoke(app, ["settings", "get", "g1", "--json"], env=env)
-    assert got.exit_code == 0 and json.loads(got.output)["refresh_cadence"] == 3
 
 
 def test_configuring_commands_create_the_default_store(

@@ -44,7 +44,7 @@ from stm_memory.kit import (
     tool_result_text,
     wire_messages,
 )
-from stm_memory.kit.memory_call import run_memory_call
+from stm_memory.tool.call import run_memory_call
 
 
 def _ruff_order(name: str) -> tuple[int, str]:
@@ -352,36 +352,3 @@ def test_one_finder_of_the_current_user_message() -> None:
 
 
 # -- the former name -----------------------------------------------------------------------
-
-
-def test_the_former_name_is_a_deprecated_alias() -> None:
-    import subprocess
-    import sys
-
-    code = (
-        "import warnings\n"
-        "warnings.simplefilter('error')\n"
-        "try:\n"
-        "    import stm_memory.providers\n"
-        "except DeprecationWarning as w:\n"
-        "    print('warned:', w)\n"
-        "warnings.simplefilter('ignore')\n"
-        "import stm_memory.kit as kit, stm_memory.providers as old\n"
-        "from stm_memory.providers.turn import MemoryTurn\n"
-        "from stm_memory.tool.call import run_memory_call\n"
-        "assert MemoryTurn is kit.MemoryTurn and old.drive is kit.drive\n"
-        "assert old.run_memory_call is run_memory_call  # a submodule's name\n"
-        "assert old.__all__ == kit.__all__\n"
-        "from stm_memory.tool.memory_tool import build_tool\n"
-        "assert old.build_tool is build_tool  # moved out of the kit: still resolved\n"
-        "try:\n"
-        "    old.place_memory\n"
-        "except AttributeError as e:\n"
-        "    print('gone:', e)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert "warned: stm_memory.providers is deprecated and goes in 0.3.0" in out.stdout
-    assert "gone: stm_memory.providers.place_memory was removed: use MemoryTurn.prepare" in (
-        out.stdout
-    )
