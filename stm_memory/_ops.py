@@ -12,12 +12,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 __all__ = ["Op", "adrive", "attempt", "drive", "op"]
 
 log = logging.getLogger("stm_memory")
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,8 +30,12 @@ class Op:
     label: str = ""
 
 
-def op(fn: Callable[..., Any], afn: Callable[..., Awaitable[Any]], *args: Any, **kw: Any) -> Op:
-    """An :class:`Op` calling ``fn`` (blocking drivers) or ``afn`` (async drivers)."""
+def op(
+    fn: Callable[P, object], afn: Callable[P, Awaitable[object]], *args: P.args, **kw: P.kwargs
+) -> Op:
+    """An :class:`Op` calling ``fn`` (blocking drivers) or ``afn`` (async drivers) with
+    ``args`` and ``kw``, checked by the type checker against both signatures (the
+    ParamSpec): a closure built here cannot hide a wrong argument."""
     return Op(lambda: fn(*args, **kw), lambda: afn(*args, **kw), getattr(fn, "__name__", ""))
 
 

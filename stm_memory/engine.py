@@ -44,7 +44,7 @@ from stm_memory.prompt.quiet import Writing, writing
 from stm_memory.store.base import MemoryStore
 from stm_memory.tool.arguments import UpdateArgs, parse_update_arguments
 from stm_memory.tool.intent import IntentDetector, detect_long_term_intent
-from stm_memory.tool.turn import TurnContext, failure, success
+from stm_memory.tool.turn import TurnContext, TurnRecord, failure, success
 from stm_memory.wiring import open_backends
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def _system_clock() -> datetime:
 
 
 class _TurnsMoved(Exception):
-    """The channel's captured turns changed since the turn read them (finish_turn)."""
+    """The channel's captured turns changed since the turn read them (commit)."""
 
 
 def _same_turns(held: Sequence[StoredMessage], seen: Sequence[StoredMessage]) -> bool:
@@ -469,22 +469,38 @@ class ShortTermMemory:
             return None
         return self._apply(scope, scope.keys, capture, now).get(scope.live_key)
 
-    def finish_turn(
+    def commit(self, record: TurnRecord) -> None:
+        """End a turn in one write (what ``MemoryTurn.finish`` and ``abandon`` run):
+        :meth:`capture` its dialogue (:class:`~stm_memory.tool.turn.TurnRecord`; none:
+        counted only) and :meth:`end_turn`, in one cache transaction and one SQL
+        transaction. A dialogue that cannot be read is logged and not captured; the
+        turn still counts."""
+        if not isinstance(record, TurnRecord):
+            raise ValidationError(f"commit() takes a TurnRecord, got {type(record).__name__}")
+        if record.dialogue is None:
+            self.end_turn(record.turn)
+            return
+        follows = record.follows
+        self._finish_turn(
+            record.turn,
+            record.dialogue,
+            stored=follows,
+            after_stored=follows is not None or record.follows_seen,
+        )
+
+    def _finish_turn(
         self,
         turn: TurnContext,
         messages: Sequence[Any],
         *,
-        stored: Sequence[StoredMessage] | None = None,
-        after_stored: bool = False,
+        stored: Sequence[StoredMessage] | None,
+        after_stored: bool,
     ) -> None:
-        """:meth:`capture` the turn's dialogue and :meth:`end_turn`, in one cache
-        transaction and one SQL transaction (what ``MemoryTurn.finish`` runs). A
-        dialogue that cannot be read is logged and not captured; the turn still
-        counts. ``stored``: the live entry's captured turns as the caller has just
-        read them, which the speakers are matched against instead of reading the
-        entry again. ``after_stored``: ``messages`` is this turn alone, to follow the
-        stored turns (``MemoryTurn.finish`` for a caller that passes only the new
-        message); they are taken as they are, not read back from dicts."""
+        """:meth:`commit` of a captured turn. ``stored``: the live entry's captured turns
+        as the caller has just read them, which the speakers are matched against
+        instead of reading the entry again. ``after_stored``: ``messages`` is this turn
+        alone, to follow the stored turns; they are taken as they are, not read back
+        from dicts."""
         scope = turn.scope
         now = self.now()
         # A turn passed alone follows the turns assembly read (not read again): the
@@ -528,7 +544,7 @@ class ShortTermMemory:
         *,
         seen: Sequence[StoredMessage] | None,
     ) -> None:
-        """:meth:`finish_turn`'s one write; ``seen``: the turns the capture follows,
+        """:meth:`commit`'s one write; ``seen``: the turns the capture follows,
         which the live entry must still hold (else :class:`_TurnsMoved`, nothing
         written)."""
         live_key = scope.live_key
@@ -579,7 +595,7 @@ class ShortTermMemory:
         """The change capturing ``messages`` for ``scope``, None when nothing of it is
         stored (the user is in full privacy, or nobody's words may be kept).
         ``live_turns``: the live entry's turns, when the caller has just read them;
-        ``after_stored``: ``messages`` follow them (see :meth:`finish_turn`)."""
+        ``after_stored``: ``messages`` follow them (see :meth:`_finish_turn`)."""
         if self.user_settings(scope.user_id).full_privacy:
             return None
         said = all_dialogue(messages, now=now)
@@ -837,17 +853,8 @@ class ShortTermMemory:
     async def aend_turn(self, turn: TurnContext) -> None:
         await asyncio.to_thread(self.end_turn, turn)
 
-    async def afinish_turn(
-        self,
-        turn: TurnContext,
-        messages: Sequence[Any],
-        *,
-        stored: Sequence[StoredMessage] | None = None,
-        after_stored: bool = False,
-    ) -> None:
-        await asyncio.to_thread(
-            self.finish_turn, turn, messages, stored=stored, after_stored=after_stored
-        )
+    async def acommit(self, record: TurnRecord) -> None:
+        await asyncio.to_thread(self.commit, record)
 
     async def aclear_channel(self, channel_id: str) -> int:
         return await asyncio.to_thread(self.clear_channel, channel_id)

@@ -3,8 +3,9 @@
 - the memory turn every entry point drives (:mod:`.turn`, ``MemoryTurn``: it builds
   what each request sends, ``PreparedRequest``: the messages, the memory tool and its
   ``tool_choice``, the cache hints; runs the memory call, captures and ends;
-  ``TurnPhase``, where it stands; ``TurnEngine``, what it needs of the engine) and the
-  options they share (:mod:`.options`, ``TurnOptions``);
+  ``TurnPhase``, where it stands; ``TurnEngine``, what it needs of the engine;
+  ``TurnRecord``, the one write that ends a turn) and the options they share
+  (:mod:`.options`, ``TurnOptions``);
 - the agent turn of the loops, written once without I/O (:mod:`.loop`), the
   operations it yields and their sync/async drivers (``Op``, ``drive``, ``adrive``),
   and the loop shells every provider loop subclasses (:mod:`.shell`);
@@ -118,7 +119,7 @@ from stm_memory.prompt.cut import strip_memory_calls
 from stm_memory.prompt.placement import MemoryContext, MemoryRole
 from stm_memory.prompt.render import CONTENT_HEADER
 from stm_memory.tool.schema import anthropic_tool, openai_chat_tool, openai_responses_tool
-from stm_memory.tool.turn import failure
+from stm_memory.tool.turn import TurnRecord, failure
 from stm_memory.tool.vetting import is_truncated, tool_result_text
 
 __all__ = [
@@ -151,6 +152,7 @@ __all__ = [
     "TurnOption",
     "TurnOptions",
     "TurnPhase",
+    "TurnRecord",
     "TurnResult",
     "Usage",
     "adiscover_window",

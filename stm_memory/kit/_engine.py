@@ -13,15 +13,14 @@ names are the model's, the prompt's and the tool layer's).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from stm_memory.tool.call import MemoryWriter
 
 if TYPE_CHECKING:
-    from stm_memory.model import MemoryEntry, Scope, StoredMessage
+    from stm_memory.model import MemoryEntry, Scope
     from stm_memory.prompt.placement import MemoryContext
-    from stm_memory.tool.turn import TurnContext
+    from stm_memory.tool.turn import TurnContext, TurnRecord
 
 __all__ = ["TurnEngine"]
 
@@ -62,22 +61,6 @@ class TurnEngine(MemoryWriter, Protocol):
 
     async def aget(self, scope: Scope) -> MemoryEntry | None: ...
 
-    def end_turn(self, turn: TurnContext) -> None: ...
+    def commit(self, record: TurnRecord) -> None: ...
 
-    async def aend_turn(self, turn: TurnContext) -> None: ...
-
-    def finish_turn(
-        self,
-        turn: TurnContext,
-        messages: Sequence[Any],
-        *,
-        stored: Sequence[StoredMessage] | None = None,
-    ) -> None: ...
-
-    async def afinish_turn(
-        self,
-        turn: TurnContext,
-        messages: Sequence[Any],
-        *,
-        stored: Sequence[StoredMessage] | None = None,
-    ) -> None: ...
+    async def acommit(self, record: TurnRecord) -> None: ...

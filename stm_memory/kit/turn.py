@@ -74,7 +74,7 @@ from stm_memory.prompt.swap import SwapDecision, choose, newest
 from stm_memory.prompt.tokens import text_tokens
 from stm_memory.tool.call import run_memory_call
 from stm_memory.tool.schema import tool_description, tool_parameters
-from stm_memory.tool.turn import TOOL_NAME, failure
+from stm_memory.tool.turn import TOOL_NAME, TurnRecord, failure
 from stm_memory.wire.anthropic import text_blocks
 
 if TYPE_CHECKING:
@@ -849,8 +849,11 @@ class MemoryTurn:
         """A step of the turn failed: count the turn now (ending is idempotent, so a
         caller that recovers can still :meth:`finish`, which then only captures)."""
         if self.state is not None:
-            m = self.memory
-            yield from attempt(op(m.end_turn, m.aend_turn, self.state), "ending the turn")
+            yield from self._commit(TurnRecord(turn=self.state), "ending the turn")
+
+    def _commit(self, record: TurnRecord, what: str) -> Generator[Op, Any, None]:
+        m = self.memory
+        yield from attempt(op(m.commit, m.acommit, record), what)
 
     def finish(self, messages: Sequence[Any], *, start: int) -> Generator[Op, Any, None]:
         """Capture the recent dialogue and end the turn (once; later calls do nothing).
@@ -879,8 +882,8 @@ class MemoryTurn:
             # Assembly read the stored turns: the engine's write follows them, and
             # checks they are still the channel's (no second read on the way out).
             dialogue = dialogue_for_capture(messages, start)
-            finish = op(m.finish_turn, m.afinish_turn, self.state, dialogue, after_stored=True)
-            yield from attempt(finish, "capturing dialogue and ending the turn")
+            record = TurnRecord(turn=self.state, dialogue=dialogue, follows_seen=True)
+            yield from self._commit(record, "capturing dialogue and ending the turn")
             return
         if read:
             try:
@@ -892,24 +895,14 @@ class MemoryTurn:
                 log.exception("stm-memory: reading memory failed; the dialogue is not captured")
                 readable = False
         if not readable:
-            yield from attempt(op(m.end_turn, m.aend_turn, self.state), "ending the turn")
+            yield from self._commit(TurnRecord(turn=self.state), "ending the turn")
             return
         # Capture and count share one cache transaction and one SQL transaction; the
         # turns read here are what capture matches speakers against (not read twice),
         # and, for a turn passed alone, what it follows (handed over as they are).
         dialogue = dialogue_for_capture(messages, start)  # this turn alone when read
-        if read:
-            finish = op(
-                m.finish_turn,
-                m.afinish_turn,
-                self.state,
-                dialogue,
-                stored=previous,
-                after_stored=True,
-            )
-        else:
-            finish = op(m.finish_turn, m.afinish_turn, self.state, dialogue)
-        yield from attempt(finish, "capturing dialogue and ending the turn")
+        record = TurnRecord(turn=self.state, dialogue=dialogue, follows=previous if read else None)
+        yield from self._commit(record, "capturing dialogue and ending the turn")
 
     def capture_window(self, added: int, tail: Sequence[Any] | None = None) -> int | None:
         """For a record read from its end (a session's): how many items :meth:`finish`

@@ -13,7 +13,7 @@ from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.dialogue import StoredMessage
 from stm_memory.model.shown import ShownState
 
-__all__ = ["TOOL_NAME", "TurnContext", "failure", "success"]
+__all__ = ["TOOL_NAME", "TurnContext", "TurnRecord", "failure", "success"]
 
 TOOL_NAME = "update_short_term_memory"
 
@@ -98,7 +98,7 @@ class TurnContext:
     shown_base: int = 0
     # The channel's captured turns as assembly read them (None: not read). A turn
     # passed alone is captured after them without reading them again; the write
-    # checks they are still what the channel holds (ShortTermMemory.finish_turn).
+    # checks they are still what the channel holds (ShortTermMemory.commit).
     seen_turns: Sequence[StoredMessage] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -210,3 +210,20 @@ class TurnContext:
             self.briefings_epoch = epoch
             self.shown_form = shown
             self.shown_base = base
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnRecord:
+    """What a finished turn leaves, for the engine's one write (``ShortTermMemory.commit``):
+    the turn counted and, unless ``dialogue`` is None, its dialogue captured.
+
+    ``dialogue`` is the whole record as the caller keeps it, or this turn alone when it
+    follows the stored turns: ``follows``, as the caller has just read them (speakers
+    are matched against them, nothing is read again), or ``follows_seen``, the turns
+    assembly read (``TurnContext.seen_turns``: the write checks the channel still holds
+    them, and if another turn captured meanwhile, captures again on what it holds)."""
+
+    turn: TurnContext
+    dialogue: Sequence[Any] | None = None
+    follows: Sequence[StoredMessage] | None = None
+    follows_seen: bool = False

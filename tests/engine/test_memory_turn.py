@@ -30,6 +30,7 @@ from stm_memory.kit import (
     ToolCall,
     TurnEngine,
     TurnPhase,
+    TurnRecord,
     adrive,
     drive,
     run_turn_steps,
@@ -537,7 +538,7 @@ def test_the_engine_is_reached_through_its_narrow_protocol(mem: ShortTermMemory)
         for name, value in vars(cls).items()
         if not name.startswith("_") and (callable(value) or isinstance(value, property))
     ]
-    assert {"begin_turn", "abuild_context", "finish_turn", "update", "limits"} <= set(members)
+    assert {"begin_turn", "abuild_context", "commit", "update", "limits"} <= set(members)
     for name in members:
         theirs = getattr(type(mem), name, None) or getattr(mem, name)
         ours = getattr(TurnEngine, name)
@@ -596,7 +597,8 @@ def test_finish_counts_a_turn_whose_dialogue_cannot_be_read(
 ) -> None:
     drive(begin(mem).finish([USER_MSG], start=0))
     with caplog.at_level(logging.ERROR, logger="stm_memory"):
-        mem.finish_turn(mem.begin_turn(SERVER), [{"role": "user", "content": object()}])
+        unreadable = [{"role": "user", "content": object()}]
+        mem.commit(TurnRecord(turn=mem.begin_turn(SERVER), dialogue=unreadable))
     assert counted_turns(mem) == 2
     assert "not captured" in caplog.text
     assert [m.content for m in mem.get(SERVER).messages] == ["what next?"]  # type: ignore[union-attr]

@@ -141,9 +141,7 @@ OFFER_CALLS = frozenset({"tool_offer"})
 
 #: Engine methods that run a memory call or capture past the turn (its ``memory_call``
 #: and ``finish`` run them), called on the engine (``memory``, ``self.memory`` …).
-ENGINE_BYPASS = frozenset(
-    {"update", "aupdate", "tool", "capture", "acapture", "finish_turn", "afinish_turn"}
-)
+ENGINE_BYPASS = frozenset({"update", "aupdate", "tool", "capture", "acapture", "commit", "acommit"})
 ENGINE_NAMES = frozenset({"memory", "mem", "engine"})
 
 
