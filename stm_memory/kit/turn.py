@@ -11,11 +11,11 @@ A turn's lifecycle is the same whichever framework runs the model::
                                                               speakers, count, end)
 
 ``MemoryTurn`` owns that lifecycle and holds its state: where it stands in it
-(:class:`TurnPhase`, ``phase``: begun, assembled, finished, each step checked against
-it), the engine's :class:`~stm_memory.TurnContext` and the assembled
-:class:`MemoryContext`. It reaches the engine through :class:`TurnEngine` (the engine
-methods it calls, nothing more). It does no
-I/O itself: each step that reads or writes memory is a generator of
+(:class:`TurnPhase`, ``phase``: begun, assembled, finished; every step checked
+against the one table of :mod:`stm_memory.kit.state`), the engine's
+:class:`~stm_memory.TurnContext` and the assembled :class:`MemoryContext`. It reaches
+the engine through :class:`TurnEngine` (the engine methods it calls, nothing more). It
+does no I/O itself: each step that reads or writes memory is a generator of
 :class:`~stm_memory.kit.Op` that the caller runs with ``drive`` (blocking) or
 ``adrive`` (awaiting), so a sync hook and its async twin share one body. Integrations
 translate their framework's hooks onto these steps (which hook calls which:
@@ -37,7 +37,6 @@ not a :class:`~stm_memory.Scope`) is raised, typed, before anything runs.
 
 from __future__ import annotations
 
-import enum
 import logging
 import threading
 from collections.abc import Generator, Mapping, Sequence
@@ -61,6 +60,7 @@ from stm_memory.kit.options import TurnOptions
 from stm_memory.kit.placing import RequestForm, place_request, place_view
 from stm_memory.kit.prepared import Breakpoints, PreparedRequest, ToolOffer, ToolRequest
 from stm_memory.kit.requests import forces_tool, has_tool_traffic, text_of
+from stm_memory.kit.state import ORDER, TurnEvent, TurnPhase, advance
 from stm_memory.kit.wire_anthropic import wire_messages
 from stm_memory.model import Scope, StoredMessage
 from stm_memory.model.kept import kept_details
@@ -93,36 +93,6 @@ __all__ = [
 log = logging.getLogger("stm_memory")
 
 _UNAVAILABLE = "Short-term memory is not available in this conversation."
-#: The order every error of a step called out of it names.
-_ORDER = (
-    "a turn runs begin → assemble → per request prepare / place / view, tool, "
-    "memory_call → finish (or abandon)"
-)
-
-
-class TurnPhase(enum.Enum):
-    """Where a :class:`MemoryTurn` stands in its lifecycle; it only moves forward::
-
-        BEGUN ──assemble()──► ASSEMBLED ──finish()──► FINISHED
-          └───────────────────finish()──────────────────┘
-
-    - ``BEGUN``: :meth:`MemoryTurn.begin` (or ``off`` / ``idle``) returned; the guards
-      are decided, the user's message may still be noted; no request may be built yet.
-    - ``ASSEMBLED``: :meth:`MemoryTurn.assemble` read the memory (once): requests are
-      built (``request_context``, ``prepare``, ``place``, ``view``), the tool offered,
-      memory calls run.
-    - ``FINISHED``: :meth:`MemoryTurn.finish` captured and ended the turn (once): no
-      assembly and no memory call any more; a finished turn keeps the context it
-      assembled, so a request built late still gets it.
-
-    A turn that is *off* (no scope, or its beginning failed: ``active`` False) is not a
-    phase of its own: it goes through the same three, and its steps are checked alike,
-    only placing nothing and writing nothing. Nor is ``abandon()``: it counts the turn
-    where it stands, and the turn may still go on and finish."""
-
-    BEGUN = "begun"
-    ASSEMBLED = "assembled"
-    FINISHED = "finished"
 
 
 #: The share of a refused request's stated limit a refit aims for.
@@ -536,6 +506,7 @@ class MemoryTurn:
     def note_user_message(self, text: str | None) -> None:
         """Hand a turn begun before its user message existed that message, so the
         long-term-intent guard sees it before the tool is offered or runs (no I/O)."""
+        advance(self._phase, TurnEvent.NOTE_USER)
         if self.state is not None:
             self.memory.note_user_message(self.state, text)
 
@@ -548,9 +519,8 @@ class MemoryTurn:
 
     def assemble(self) -> Generator[Op, Any, MemoryContext]:
         """Read the memory this turn shows (once; later calls return the same)."""
-        if self._phase is TurnPhase.FINISHED:
-            raise TurnOrderError(f"assemble() after finish(): {_ORDER}")
-        if self._phase is TurnPhase.BEGUN:
+        move = advance(self._phase, TurnEvent.ASSEMBLE)
+        if move.runs:
             built: Any = None
             if self.state is not None:
                 m = self.memory
@@ -562,7 +532,7 @@ class MemoryTurn:
                 if self._context is None:  # a concurrent step may have assembled first
                     self._context = context
                 if self._phase is TurnPhase.BEGUN:  # finish() may have come meanwhile
-                    self._phase = TurnPhase.ASSEMBLED
+                    self._phase = move.to
         return self.context
 
     def request_context(
@@ -572,10 +542,10 @@ class MemoryTurn:
         history cut when trimming (``trim`` overrides the option), the nudge only while
         the tool is offered (``nudge=False`` holds it back, e.g. until the user's
         message is known)."""
+        advance(self._phase, TurnEvent.REQUEST)
         context = self._context
-        # BEGUN, or FINISHED without having assembled (the context is set with ASSEMBLED).
-        if self._phase is TurnPhase.BEGUN or context is None:
-            raise TurnOrderError(f"request_context() before assemble(): {_ORDER}")
+        if context is None:  # FINISHED without having assembled
+            raise TurnOrderError(f"request_context() before assemble(): {ORDER}")
         offered = self.tool_offered if nudge is None else nudge and self.tool_offered
         return context.for_request(
             role=self.options.form,
@@ -828,8 +798,7 @@ class MemoryTurn:
         """Run one ``update_short_term_memory`` call: vetted, every guard checked again,
         one update per turn; a result dict, never an exception (a call after
         :meth:`finish` is the integration's bug: :class:`TurnOrderError`)."""
-        if self._phase is TurnPhase.FINISHED:
-            raise TurnOrderError(f"memory_call() after finish(): {_ORDER}")
+        advance(self._phase, TurnEvent.MEMORY_CALL)
         if self.state is None:
             return failure(_UNAVAILABLE)
         return (yield from run_memory_call(self.memory, self.state, arguments, truncated=truncated))
@@ -848,7 +817,8 @@ class MemoryTurn:
     def abandon(self) -> Generator[Op, Any, None]:
         """A step of the turn failed: count the turn now (ending is idempotent, so a
         caller that recovers can still :meth:`finish`, which then only captures)."""
-        if self.state is not None:
+        move = advance(self._phase, TurnEvent.ABANDON)
+        if move.runs and self.state is not None:
             yield from self._commit(TurnRecord(turn=self.state), "ending the turn")
 
     def _commit(self, record: TurnRecord, what: str) -> Generator[Op, Any, None]:
@@ -864,9 +834,10 @@ class MemoryTurn:
         before ``start`` is dialogue (a caller that passes only the new message) the
         stored ones go in front; stored messages keep their speakers."""
         with self._lock:
-            if self._phase is TurnPhase.FINISHED:
+            move = advance(self._phase, TurnEvent.FINISH)
+            if not move.runs:
                 return
-            self._phase = TurnPhase.FINISHED
+            self._phase = move.to
         if self.state is None or self.scope is None:
             return
         m, scope = self.memory, self.scope

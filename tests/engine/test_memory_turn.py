@@ -29,7 +29,6 @@ from stm_memory.kit import (
     Op,
     ToolCall,
     TurnEngine,
-    TurnPhase,
     TurnRecord,
     adrive,
     drive,
@@ -441,92 +440,6 @@ def test_no_step_runs_after_the_turn_finished(mem: ShortTermMemory) -> None:
     entry = mem.get(SERVER)
     assert entry is not None and entry.summary is None  # nothing was written late
     drive(turn.finish([], start=0))  # finishing again stays a no-op
-
-
-# -- the states ------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("scope", [SERVER, None], ids=["on", "off"])
-def test_a_turn_moves_from_begun_to_assembled_to_finished(
-    mem: ShortTermMemory, scope: Scope | None
-) -> None:
-    # An off turn (no scope) goes through the same states: off is not a state of its own.
-    turn = begin(mem, scope)
-    assert turn.phase is TurnPhase.BEGUN and not turn.finished
-    drive(turn.assemble())
-    assert turn.phase is TurnPhase.ASSEMBLED
-    drive(turn.assemble())  # once: a second call changes nothing
-    assert turn.phase is TurnPhase.ASSEMBLED
-    turn.place([USER_MSG])
-    drive(turn.memory_call({"summary": "The plan."}))
-    assert turn.phase is TurnPhase.ASSEMBLED  # requests and calls do not move it
-    drive(turn.finish([USER_MSG], start=0))
-    assert turn.phase is TurnPhase.FINISHED and turn.finished
-    drive(turn.finish([USER_MSG], start=0))
-    assert turn.phase is TurnPhase.FINISHED
-
-
-def test_every_way_to_make_a_turn_starts_it_begun(mem: ShortTermMemory) -> None:
-    turns = [
-        begin(mem),
-        begin(mem, None),
-        MemoryTurn.off(mem, SERVER),
-        MemoryTurn.idle(mem, SERVER),
-    ]
-    assert [t.phase for t in turns] == [TurnPhase.BEGUN] * 4
-
-
-def test_a_turn_may_finish_without_assembling_and_then_builds_no_request(
-    mem: ShortTermMemory,
-) -> None:
-    turn = begin(mem)
-    drive(turn.finish([USER_MSG], start=0))
-    assert turn.phase is TurnPhase.FINISHED
-    with pytest.raises(TurnOrderError, match=r"request_context\(\) before assemble\(\)"):
-        turn.request_context()
-    with pytest.raises(TurnOrderError, match=r"assemble\(\) after finish\(\)"):
-        drive(turn.assemble())
-    assert turn.phase is TurnPhase.FINISHED
-    assert counted_turns(mem) == 1
-
-
-def test_a_finished_turn_keeps_the_context_it_assembled(mem: ShortTermMemory) -> None:
-    refresh(mem, SERVER, "The heist is on Friday.")
-    turn = begin(mem)
-    context = drive(turn.assemble())
-    drive(turn.finish([USER_MSG], start=0))
-    assert turn.context is context and not turn.request_context().is_empty
-
-
-def test_abandon_leaves_the_state_where_it_was(mem: ShortTermMemory) -> None:
-    turn = begin(mem)
-    drive(turn.abandon())
-    assert turn.phase is TurnPhase.BEGUN  # counted, not finished: the caller may go on
-    drive(turn.assemble())
-    drive(turn.abandon())
-    assert turn.phase is TurnPhase.ASSEMBLED
-    drive(turn.finish([USER_MSG], start=0))
-    assert turn.phase is TurnPhase.FINISHED and counted_turns(mem) == 1
-
-
-def test_the_state_is_read_only(mem: ShortTermMemory) -> None:
-    turn = begin(mem)
-    with pytest.raises(AttributeError):
-        turn.phase = TurnPhase.FINISHED  # type: ignore[misc]
-    assert turn.phase is TurnPhase.BEGUN
-
-
-def test_a_finish_while_assembling_is_not_undone(mem: ShortTermMemory) -> None:
-    # The memory is read outside the lock: a finish() that lands meanwhile stays final.
-    turn = begin(mem)
-    steps = turn.assemble()
-    step = next(steps)  # the read, not run yet
-    drive(turn.finish([USER_MSG], start=0))
-    with pytest.raises(StopIteration):
-        steps.send(step.run())
-    assert turn.phase is TurnPhase.FINISHED
-    with pytest.raises(TurnOrderError, match=r"memory_call\(\) after finish\(\)"):
-        drive(turn.memory_call({"summary": "late"}))
 
 
 def test_the_engine_is_reached_through_its_narrow_protocol(mem: ShortTermMemory) -> None:
