@@ -90,6 +90,7 @@ from stm_memory.kit import (
     current_user_text,
     drive,
     model_name,
+    model_steps,
     note_endpoint,
     op,
     strip_memory_calls,
@@ -103,7 +104,7 @@ from ._dialogue import (
     provider_of,
     without_invalid_memory_calls,
 )
-from ._hints import breakpoints_in, request_settings, with_breakpoint
+from ._hints import request_settings, with_breakpoint
 from ._history import HistoryTurn, ShortTermMemoryHistory
 from ._record import MessageRecord
 from ._scope import ScopeSource, resolve_scope
@@ -409,45 +410,45 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         """Model calls until a reply that is the answer (or ``max_steps``), as the
         loops' steps run: the last reply and the memory exchange (each reply with
         memory calls, as stored, and the calls' results)."""
-        transcript = list(plan.messages)
         exchange: list[BaseMessage] = []
-        reply: Any = None
-        refitted = False
         turn = plan.state.turn
         turn.model = turn.model or model_name(base_model(self.model))
-        for step in range(self.max_steps):
-            model, messages = self._request(plan, transcript, step)
-            try:
-                reply = yield _ModelCall.of(model, messages, config, kwargs)
-            except Exception as exc:
-                # Longer than the model's context: cut to fit and call once more (the
-                # turn decides the cut); any other error, or a second, surfaces.
-                if refitted or not turn.refit(transcript, exc):
-                    raise
-                refitted = True
-                model, messages = self._request(plan, transcript, step)
-                reply = yield _ModelCall.of(model, messages, config, kwargs)
+
+        def transcript() -> list[BaseMessage]:
+            return [*plan.messages, *exchange]
+
+        def send(request: tuple[Runnable[Any, Any], list[BaseMessage]]) -> Op:
+            return _ModelCall.of(*request, config, kwargs)
+
+        def after(reply: Any) -> Generator[Op, Any, bool]:
             if not isinstance(reply, AIMessage) or not _has_memory_call(reply):
-                break  # the answer (calls of the caller's own tools are theirs to run)
+                return False  # the answer (calls of the caller's own tools are theirs to run)
             stored = without_invalid_memory_calls(reply)
             exchange.append(stored)
             for call in memory_calls(stored):
                 result, _ = yield from memory_call_steps(
-                    plan.state.turn, call, truncated=cut_short(reply), config=config
+                    turn, call, truncated=cut_short(reply), config=config
                 )
                 exchange.append(result)
-            transcript = [*plan.messages, *exchange]
             names = [str(c.get("name")) for c in reply.tool_calls]
             # The turn's one end-of-turn rule; the caller's own tools are the caller's to
             # run (the chain returns the reply to it), so a reply calling them ends here.
-            if MemoryTurn.answered_then_remembered(text_of(reply), names):
-                break
-            if any(name != TOOL_NAME for name in names):
-                break
+            return not MemoryTurn.answered_then_remembered(text_of(reply), names) and all(
+                name == TOOL_NAME for name in names
+            )
+
+        reply, _, _ = yield from model_steps(
+            turn,
+            transcript,
+            build=lambda: self._request(plan, transcript()),
+            send=send,
+            after=after,
+            max_steps=self.max_steps,
+        )
         return reply, exchange
 
     def _request(
-        self, plan: _Plan, transcript: list[BaseMessage], step: int
+        self, plan: _Plan, transcript: list[BaseMessage]
     ) -> tuple[Runnable[Any, Any], list[BaseMessage]]:
         """The model (with this step's tool and hints) and the messages it is sent, as
         the turn prepares this request (``ShortTermMemoryHistory.model_request``)."""
@@ -471,10 +472,7 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         elif prepared.breakpoints is not None:
             kwargs = bindings(model)[0]
             messages = with_breakpoint(
-                prepared,
-                messages,
-                markers=breakpoints_in(messages, tools=kwargs.get("tools") or (), settings=kwargs),
-                automatic=bool(kwargs.get("cache_control")),
+                prepared, messages, tools=kwargs.get("tools") or (), settings=kwargs
             )
         return model, messages
 

@@ -78,18 +78,23 @@ def with_breakpoint(
     prepared: PreparedRequest,
     messages: Sequence[M],
     *,
-    markers: Sequence[Any],
-    automatic: bool,
+    system: BaseMessage | None = None,
+    tools: Sequence[Any] = (),
+    settings: Mapping[str, Any],
 ) -> list[M]:
     """``messages`` with the breakpoint the turn prepared for this request
     (``prepared.breakpoints``; none: unchanged), where
     :meth:`~stm_memory.kit.Breakpoints.on_dialogue` puts it: the current message's own
     last text block (the last human message), else the message before it, with the TTL
-    the request's ``markers`` agree on, while the budget has room (a caching
-    middleware's three kept in reserve until an ``automatic`` breakpoint is set)."""
+    the request's markers agree on (:func:`breakpoints_in`: on its messages, ``system``,
+    ``tools`` and model ``settings``), while the budget has room (a caching
+    middleware's three kept in reserve until the settings set an automatic one). The
+    one mapping of the middleware and the chain."""
     out = list(messages)
     if prepared.breakpoints is None:
         return out
+    markers = breakpoints_in(out, system=system, tools=tools, settings=settings)
+    automatic = bool(settings.get("cache_control"))
     current = next((i for i in range(len(out) - 1, -1, -1) if out[i].type == "human"), None)
     found = prepared.breakpoints.on_dialogue(
         [m.content for m in out],

@@ -87,6 +87,7 @@ from stm_memory.kit import (
     adrive,
     api_of,
     cache_retention,
+    call_fitted,
     check_memory_setup,
     current_user_index,
     drive,
@@ -105,7 +106,7 @@ from ._dialogue import (
     remembered_after_answering,
     start_index,
 )
-from ._hints import breakpoints_in, request_settings, with_breakpoint
+from ._hints import request_settings, with_breakpoint
 from ._scope import ScopeSource, resolve_scope
 from ._tool import turn_tool
 from ._tracing import MemoryCallTool
@@ -206,18 +207,14 @@ def _prepared(
     if prepared.hints:
         return changed.override(model_settings={**settings, **prepared.hints})
     if prepared.breakpoints is not None:
-        markers = breakpoints_in(
+        messages = with_breakpoint(
+            prepared,
             changed.messages,
             system=changed.system_message,
             tools=changed.tools,
             settings=settings,
         )
-        automatic = bool(settings.get("cache_control"))
-        changed = changed.override(
-            messages=with_breakpoint(
-                prepared, changed.messages, markers=markers, automatic=automatic
-            )
-        )
+        changed = changed.override(messages=messages)
     return changed
 
 
@@ -424,17 +421,20 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         else:
             whole = list(request.messages)
         try:
-            response = yield _call(handler, _prepared(turn, request, whole, asked, settings))
+            # Longer than the model's context: cut to fit and call once more (the turn
+            # decides the cut); any other error, or a second, surfaces as raised.
+            _, response = yield from call_fitted(
+                turn,
+                whole,
+                lambda: _prepared(turn, request, whole, asked, settings),
+                lambda changed: _call(handler, changed),
+            )
         except GraphBubbleUp:
             raise
-        except Exception as exc:
-            # Longer than the model's context: cut to fit and call once more (the
-            # turn decides the cut); any other error, or a second, surfaces as raised.
-            if not turn.refit(whole, exc):
-                yield from run.turn.abandon()
-                raise
-            changed = _prepared(turn, request, whole, asked, settings)
-            response = yield from self._guarded(run, _call(handler, changed))
+        except Exception:
+            # The run is about to crash before after_agent: count the turn now.
+            yield from run.turn.abandon()
+            raise
         for message in ai_messages(response):
             if cut_short(message):
                 run.truncated.update(

@@ -71,6 +71,8 @@ from stm_memory.kit.loop import (
     ToolHandler,
     TurnResult,
     Usage,
+    call_fitted,
+    model_steps,
     run_turn_steps,
 )
 from stm_memory.kit.options import OptionsView, TurnOption, TurnOptions
@@ -168,6 +170,7 @@ __all__ = [
     "breakpoint_budget",
     "breakpoint_marker",
     "cache_retention",
+    "call_fitted",
     "chat_tool_call",
     "chat_tool_results",
     "check_memory",
@@ -202,6 +205,7 @@ __all__ = [
     "is_truncated",
     "missing_extra",
     "model_name",
+    "model_steps",
     "note_endpoint",
     "offered_tool_names",
     "op",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from stm_memory._ops import Op
 from stm_memory.kit.options import TurnOptions
@@ -38,10 +38,13 @@ __all__ = [
     "ToolHandler",
     "TurnResult",
     "Usage",
+    "call_fitted",
+    "model_steps",
     "run_turn_steps",
 ]
 
 log = logging.getLogger("stm_memory")
+R = TypeVar("R")
 
 #: A caller's tool: parsed JSON arguments in, a string or JSON-able value out (an
 #: awaitable of one in the async loops).
@@ -157,38 +160,89 @@ def _model_steps(
     """Model calls and tool calls until a plain answer (or ``max_steps``); extends
     ``transcript`` in place. Returns the answer's text, the usage, the steps taken and
     the requests sent."""
-    usage, text, steps = Usage(), "", 0
-    requests: list[dict[str, Any]] = []
-    refitted = False
-    while steps < max_steps:
-        steps += 1
+    usage, text = Usage(), ""
+
+    def build() -> dict[str, Any]:
         # request_context: the nudge only while the tool is still offered; the adapter
         # writes the request the turn prepares (the memory tool, its tool_choice, the
         # cache hints beside the caller's tools).
-        request = adapter.build_request(transcript, turn.request_context(), system, tools, turn)
-        requests.append(request)
-        try:
-            reply: ModelReply = yield adapter.call_op(request)
-        except Exception as exc:
-            # Longer than the model's context: cut to fit and send once more; any
-            # other error, or a second one, surfaces as the provider raised it.
-            if refitted or not turn.refit(transcript, exc):
-                raise
-            refitted = True
-            request = adapter.build_request(transcript, turn.request_context(), system, tools, turn)
-            requests.append(request)
-            reply = yield adapter.call_op(request)
+        return adapter.build_request(transcript, turn.request_context(), system, tools, turn)
+
+    def after(reply: ModelReply) -> Generator[Op, Any, bool]:
+        nonlocal usage, text
         usage, text = usage + reply.usage, reply.text
         transcript.extend(reply.transcript)
         if not reply.tool_calls:
-            break
+            return False
         results: list[tuple[ToolCall, str]] = []
         for call in reply.tool_calls:
             results.append((call, (yield from _execute(turn, call, handlers))))
         transcript.extend(adapter.tool_results(results))
-        if MemoryTurn.answered_then_remembered(reply.text, [c.name for c in reply.tool_calls]):
-            break
+        names = [c.name for c in reply.tool_calls]
+        return not MemoryTurn.answered_then_remembered(reply.text, names)
+
+    _, steps, requests = yield from model_steps(
+        turn,
+        lambda: transcript,
+        build=build,
+        send=adapter.call_op,
+        after=after,
+        max_steps=max_steps,
+    )
     return text, usage, steps, requests
+
+
+def call_fitted(
+    turn: MemoryTurn,
+    messages: Sequence[Any],
+    build: Callable[[], R],
+    send: Callable[[R], Op],
+    *,
+    refit: bool = True,
+) -> Generator[Op, Any, tuple[list[R], Any]]:
+    """Send the request ``build`` makes; when the provider refuses it as longer than the
+    model's context, the turn cuts ``messages`` to fit (:meth:`MemoryTurn.refit`) and it
+    is built and sent once more (not at all when ``refit`` is False: this turn refitted
+    already). Any other error, or a second refusal, surfaces as the provider raised it.
+    Returns the requests sent and the reply."""
+    request = build()
+    sent = [request]
+    try:
+        reply = yield send(request)
+    except Exception as exc:
+        if not refit or not turn.refit(messages, exc):
+            raise
+        request = build()
+        sent.append(request)
+        reply = yield send(request)
+    return sent, reply
+
+
+def model_steps(
+    turn: MemoryTurn,
+    transcript: Callable[[], Sequence[Any]],
+    *,
+    build: Callable[[], R],
+    send: Callable[[R], Op],
+    after: Callable[[Any], Generator[Op, Any, bool]],
+    max_steps: int,
+) -> Generator[Op, Any, tuple[Any, int, list[R]]]:
+    """The one model ↔ tools step loop (the provider loops and the LCEL chain): each step
+    sends the request ``build`` makes (:func:`call_fitted`, refitting to the model's
+    context once a turn), then ``after`` runs the reply's calls and says whether another
+    step follows; at most ``max_steps``. Returns the last reply, the steps taken and
+    the requests sent."""
+    reply: Any = None
+    requests: list[R] = []
+    steps, refitted = 0, False
+    while steps < max_steps:
+        steps += 1
+        sent, reply = yield from call_fitted(turn, transcript(), build, send, refit=not refitted)
+        requests += sent
+        refitted = refitted or len(sent) > 1
+        if not (yield from after(reply)):
+            break
+    return reply, steps, requests
 
 
 def _execute(
