@@ -141,7 +141,16 @@ def _unique(items: Iterable[str]) -> list[str]:
 
 def kept_details(shown: ShownState) -> list[str]:
     """The details a shown form keeps beside its memory (what the memory left out)."""
-    return left_out(shown.kept, written(shown.summary, shown.categories.values()))
+    return list(_kept_details(tuple(shown.kept), shown.summary, tuple(shown.categories.values())))
+
+
+@lru_cache(maxsize=256)
+def _kept_details(
+    kept: tuple[StoredMessage, ...], summary: str | None, categories: tuple[str, ...]
+) -> tuple[str, ...]:
+    # Every turn of a channel settles on the same shown form until its next swap: the
+    # check reads it once (pure, so a cached answer is the answer).
+    return tuple(left_out(kept, written(summary, categories)))
 
 
 _WORD = re.compile(r"[a-z][a-z'-]{2,}")
