@@ -16,7 +16,7 @@ test's temporary paths with the fake clock and closes it after the test:
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -163,3 +163,22 @@ def redis_cluster_url() -> Iterator[str]:
         )
     with exclusive_redis_cluster(url) as held:
         yield held
+
+
+@pytest.fixture
+def open_memory(tmp_path: Path, stm_clock: FrozenClock) -> Iterator[Callable[[], ShortTermMemory]]:
+    """Opens a ShortTermMemory on this test's SQLite file and cache directory with the
+    frozen clock; calling it again reopens the same files (a restart). All are closed
+    after the test."""
+    opened: list[ShortTermMemory] = []
+
+    def open_() -> ShortTermMemory:
+        memory = ShortTermMemory.from_url(
+            f"sqlite:///{tmp_path}/stm.db", cache_dir=tmp_path / "cache", clock=stm_clock
+        )
+        opened.append(memory)
+        return memory
+
+    yield open_
+    for memory in reversed(opened):
+        memory.close()

@@ -31,9 +31,8 @@ Provider folders may extend ``vcr_config`` (request it as an argument and add to
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -42,7 +41,6 @@ import openai
 import pytest
 
 from stm_memory import ShortTermMemory
-from stm_memory.testing import FrozenClock
 from tests.fakeprovider import FakeProviderServer, Script
 
 #: The environment variable that names each provider's API key.
@@ -305,22 +303,3 @@ def at_counted_cadence(memory: ShortTermMemory) -> ShortTermMemory:
     """``memory`` with server ``g1`` at :data:`COUNTED_CADENCE`."""
     memory.configure_server("g1", refresh_cadence=COUNTED_CADENCE)
     return memory
-
-
-@pytest.fixture
-def open_memory(tmp_path: Path, stm_clock: FrozenClock) -> Iterator[Callable[[], ShortTermMemory]]:
-    """Opens a ShortTermMemory on this test's SQLite file and cache directory with the
-    frozen clock; calling it again reopens the same files (a restart). All are closed
-    after the test."""
-    opened: list[ShortTermMemory] = []
-
-    def open_() -> ShortTermMemory:
-        memory = ShortTermMemory.from_url(
-            f"sqlite:///{tmp_path}/stm.db", cache_dir=tmp_path / "cache", clock=stm_clock
-        )
-        opened.append(memory)
-        return memory
-
-    yield open_
-    for memory in reversed(opened):
-        memory.close()

@@ -1,7 +1,8 @@
-"""A lossy writer costs no recall (SPEC §6): what the turns a write lets the cut drop
-said that the written memory leaves out is kept beside it — in the next request after
-the swap, in the tool's result, in ``stm-memory show`` — until a write carries it, and
-it is a stored copy of users' words that erasure, clears, privacy and restarts reach."""
+"""A lossy writer costs no recall (SPEC §6, §8): what a dropped turn said that the written
+memory does not carry is kept beside it, verbatim, decided without a model call — the
+check as a pure table (stm_memory.model.kept), then kept details through the engine's
+requests, restarts and erasure.
+"""
 
 from __future__ import annotations
 
@@ -16,9 +17,118 @@ from helpers.sqlite_lock import SqliteWriteLock
 
 from stm_memory import Scope, ShortTermMemory
 from stm_memory.errors import ConfigurationError
+from stm_memory.model.details import missing
+from stm_memory.model.dialogue import StoredMessage
+from stm_memory.model.kept import excerpt, left_out, reconcile, written
 from stm_memory.prompt.cut import HistoryWindow, cut_history
 from stm_memory.prompt.render import CONTENT_HEADER, KEPT_TITLE
 from stm_memory.testing import FrozenClock
+
+# ------------------------------------------------------------------------------------
+# What a write keeps beside its memory (stm_memory/model/kept.py): what the memory
+# leaves out is kept and released once carried, within the budget (the first turn that
+# does not fit is held), a restated value was replaced, a reply that repeats a briefing is
+# carried by it, a word the dialogue writes in lower case is no name, and an excerpt is
+# the sentence around the detail.
+
+T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+def said(text: str, minutes: int, user: str | None = "u1") -> StoredMessage:
+    role = "user" if user else "assistant"
+    return StoredMessage(
+        role=role, content=text, timestamp=T0 + timedelta(minutes=minutes), user_id=user
+    )
+
+
+def test_reconcile_keeps_what_the_memory_leaves_out_and_releases_what_it_carries() -> None:
+    turns = [
+        said("Hi there.", 0),
+        said("The door code is 4821. The host is Okafor.", 1),
+        said("Sure thing.", 2, user=None),
+    ]
+    first = reconcile((), turns, written("Host: Okafor.", ()), budget=1000)
+    assert [m.content for m in first.kept] == ["The door code is 4821."]
+    assert first.kept[0].timestamp == turns[1].timestamp  # when it was said, by whom
+    assert first.kept[0].user_id == "u1"
+    assert left_out(first.kept, written("Host: Okafor.", ())) == ["4821"]
+    # A later write that carries it releases it.
+    later = reconcile(first.kept, (), written("Code 4821, host Okafor.", ()), budget=1000)
+    assert later.kept == ()
+
+
+def test_category_values_are_the_memory_too() -> None:
+    turns = [said("Meet at Quillon at 18:30.", 0)]
+    memory = written(None, ["Quillon", "in the evening"])
+    (kept,) = reconcile((), turns, memory, budget=1000).kept
+    assert left_out([kept], memory) == ["18:30"]
+
+
+def test_past_the_budget_the_first_turn_that_does_not_fit_is_held() -> None:
+    turns = [said(f"Room {n}A is booked for team {n}.", n) for n in range(10, 20)]
+    out = reconcile((), turns, written("Rooms are booked.", ()), budget=70)
+    assert len(out.kept) == 2
+    assert out.held_from is turns[2]
+
+
+def test_an_excerpt_is_the_sentence_around_the_detail() -> None:
+    text = "Some words here. " * 30 + "The code is 4821. " + "And then some. " * 30
+    cut = excerpt(text, missing(text, ""))
+    assert cut == "The code is 4821."
+    assert len(excerpt("x" * 500 + " 4821", missing("x" * 500 + " 4821", ""))) <= 200
+
+
+def test_a_value_the_memory_restates_was_replaced_not_left_out() -> None:
+    # The memory says the same thing with another value of the same shape: the writer
+    # replaced it (a correction), so the old value is not kept.
+    turns = [said("Settled: the host for the garden day is Vasquez.", 0)]
+    memory = written("- host for the garden day: Okafor", ())
+    assert reconcile((), turns, memory, budget=1000).kept == ()
+    # Another value of another shape is no restatement ("four thousand" is no number).
+    turns = [said("The door code for the garden shed is 4821.", 0)]
+    memory = written("- door code for the garden shed: four thousand", ())
+    assert [m.content for m in reconcile((), turns, memory, budget=1000).kept] == [
+        "The door code for the garden shed is 4821."
+    ]
+
+
+def test_a_reply_that_repeats_a_briefing_is_carried_by_it() -> None:
+    reply = StoredMessage(role="assistant", content="It is 4197.", timestamp=T0)
+    memory = written("Nothing here.", (), elsewhere="- #events: door code 4197")
+    assert reconcile((), [reply], memory, budget=1000).kept == ()
+    # A user who says it is kept: their words are this channel's.
+    assert reconcile((), [said("It is 4197.", 0)], memory, budget=1000).kept != ()
+
+
+def test_a_word_opening_a_sentence_is_no_name_where_the_dialogue_writes_it_in_lower_case() -> None:
+    turns = [said("Tunnel maps are on the desk.", 0), said("Is the tunnel dry now?", 1)]
+    assert reconcile((), turns, written("Nothing yet.", ()), budget=1000).kept == ()
+    # Never written in lower case: a name that opens a sentence is kept.
+    turns = [said("Okafor hosts the night.", 0)]
+    assert reconcile((), turns, written("Someone hosts.", ()), budget=1000).kept != ()
+
+
+def test_past_the_budget_the_oldest_kept_excerpts_leave_for_the_new_ones() -> None:
+    # The writer was told at each write and kept leaving the old ones out; the prompt
+    # stays bounded (a writer that keeps only its last points must not pin the cut).
+    old = [said(f"Room {n}A is booked for team {n}.", n) for n in range(10, 13)]
+    first = reconcile((), old, written("Rooms are booked.", ()), budget=100)
+    assert [m.content for m in first.kept] == [m.content for m in old]
+    new = [said("Room 77Z is booked for team 77.", 30)]
+    later = reconcile(first.kept, new, written("Rooms are booked.", ()), budget=100)
+    assert [m.content for m in later.kept] == [
+        "Room 11A is booked for team 11.",
+        "Room 12A is booked for team 12.",
+        "Room 77Z is booked for team 77.",
+    ]
+    assert later.held_from is None
+
+
+# ------------------------------------------------------------------------------------
+# A lossy writer costs no recall (SPEC §6): what the turns a write lets the cut drop
+# said that the written memory leaves out is kept beside it — in the next request after
+# the swap, in the tool's result, in ``stm-memory show`` — until a write carries it, and
+# it is a stored copy of users' words that erasure, clears, privacy and restarts reach.
 
 ANN = Scope(channel_id="c1", user_id="u-ann", server_id="g1", user_name="Ann", channel_name="c1")
 BOB = Scope(channel_id="c1", user_id="u-bob", server_id="g1", user_name="Bob", channel_name="c1")
@@ -72,7 +182,7 @@ class Channel:
         return "\n".join(str(m["content"]) for m in sent)
 
 
-def written(mem: ShortTermMemory, summary: str = SUMMARY) -> Channel:
+def told_then_written(mem: ShortTermMemory, summary: str = SUMMARY) -> Channel:
     """The code is said, two turns pass, then the memory is written without it."""
     talk = Channel(mem)
     talk.turn(CODE_SAID)
@@ -100,14 +210,14 @@ def test_a_write_that_leaves_a_detail_out_keeps_it_and_says_so(mem: ShortTermMem
 
 
 def test_a_write_that_carries_every_detail_keeps_nothing(mem: ShortTermMemory) -> None:
-    talk = written(mem, summary=f"Door code {CODE}; Okafor hosts.")
+    talk = told_then_written(mem, summary=f"Door code {CODE}; Okafor hosts.")
     entry = mem.get(ANN)
     assert entry is not None and entry.kept == ()
     assert KEPT_TITLE not in talk.request()
 
 
 def test_a_later_write_that_carries_it_releases_it(mem: ShortTermMemory) -> None:
-    talk = written(mem)
+    talk = told_then_written(mem)
     talk.turn("And the chairs?")
     talk.turn("Fine, thanks.")
     _, result = talk.turn("Write it again.", summary=f"Door code {CODE}; Okafor hosts; chairs.")
@@ -119,7 +229,7 @@ def test_a_later_write_that_carries_it_releases_it(mem: ShortTermMemory) -> None
 
 def test_kept_details_outlive_a_restart(make_mem: MemFactory) -> None:
     first = make_mem()
-    written(first)
+    told_then_written(first)
     first.close()
     again = make_mem(cache_dir=make_mem.tmp_path / "fresh-cache")
     entry = again.get(ANN)
@@ -129,7 +239,7 @@ def test_kept_details_outlive_a_restart(make_mem: MemFactory) -> None:
 
 
 def test_clear_user_removes_their_kept_words(mem: ShortTermMemory) -> None:
-    talk = written(mem)
+    talk = told_then_written(mem)
     mem.clear_user("u-ann")
     for key in ANN.keys:
         entry = mem.get_key(key)
@@ -155,7 +265,7 @@ def test_clear_channel_and_clear_summary_remove_kept_details(make_mem: MemFactor
         mem = make_mem(
             database_url=f"sqlite:///{where}.db", cache_dir=where, outbox_path=f"{where}.outbox"
         )
-        talk = written(mem)
+        talk = told_then_written(mem)
         if clear == "channel":
             mem.clear_channel("c1")
         else:
@@ -169,7 +279,7 @@ def test_clear_channel_and_clear_summary_remove_kept_details(make_mem: MemFactor
 
 
 def test_full_privacy_removes_a_users_kept_words_at_once(mem: ShortTermMemory) -> None:
-    talk = written(mem)
+    talk = told_then_written(mem)
     mem.configure_user("u-ann", full_privacy=True)
     entry = mem.get(ANN)
     assert entry is not None and entry.kept == ()
@@ -202,7 +312,7 @@ def test_queued_writes_carry_no_kept_words_after_an_erasure(make_mem: MemFactory
     mem = make_mem(timeout=0.2)
     mem.configure_server("g1", refresh_cadence=3)
     with SqliteWriteLock(make_mem.sqlite_path):
-        written(mem)  # every row write queued
+        told_then_written(mem)  # every row write queued
         assert any(CODE in str(i.payload) for i in mem._outbox.pending())
         mem.clear_user("u-ann")
         assert not any(CODE in str(i.payload) for i in mem._outbox.pending())
@@ -212,7 +322,7 @@ def test_queued_writes_carry_no_kept_words_after_an_erasure(make_mem: MemFactory
 
 
 def test_a_kept_detail_never_reaches_another_channel_as_a_briefing(mem: ShortTermMemory) -> None:
-    written(mem)
+    told_then_written(mem)
     other = Channel(mem, ELSEWHERE)
     content, _ = other.turn("What happened in c1?")
     assert SUMMARY in content and CODE not in content
@@ -278,7 +388,7 @@ def test_show_names_what_was_kept_and_why(
     from stm_memory.cli.commands import app
 
     mem = make_mem(clock=lambda: datetime.now(UTC))  # the CLI reads at the wall clock
-    written(mem)
+    told_then_written(mem)
     mem.close()
     monkeypatch.setenv("STM_DATABASE_URL", f"sqlite:///{make_mem.sqlite_path}")
     monkeypatch.setenv("STM_CACHE_DIR", str(make_mem.cache_dir))
@@ -298,7 +408,7 @@ def test_a_detail_budget_that_is_not_a_positive_int_is_refused(
 def test_a_rewrite_that_drops_what_the_last_memory_carried_keeps_it(mem: ShortTermMemory) -> None:
     # The turn that said the code was cut at the first write, which carried it; the
     # second write leaves it out: the old memory's line is kept, as earlier notes.
-    talk = written(mem, summary=f"Door code {CODE}; Okafor hosts.")
+    talk = told_then_written(mem, summary=f"Door code {CODE}; Okafor hosts.")
     talk.turn("And the chairs?")
     talk.turn("Fine, thanks.")
     _, result = talk.turn("Write again.", summary="Okafor hosts; chairs are sorted.")
@@ -329,7 +439,7 @@ def test_the_write_turn_is_checked_at_the_next_write_on_a_clock_that_did_not_mov
 def test_the_turns_decision_says_what_was_kept_and_why(mem: ShortTermMemory) -> None:
     from stm_memory.kit import MemoryTurn, drive
 
-    talk = written(mem)
+    talk = told_then_written(mem)
     turn = drive(MemoryTurn.begin(mem, ANN))
     drive(turn.assemble())
     request = turn.prepare([*talk.history, user("next?")])

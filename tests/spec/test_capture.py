@@ -1,19 +1,117 @@
-"""Who said a captured turn: ``with_stored_speakers`` credits a turn the channel's store
-already holds to the speaker it was stored with, matched as a sequence, and only new
-turns to the user whose turn captures them (SPEC §5)."""
+"""Capture (SPEC §5): which turns of a caller's transcript a turn stores, with whose speaker
+and which timestamp — the window kept, first-seen timestamps, and speakers kept by
+alignment with the stored turns.
+"""
 
 from __future__ import annotations
 
 import random
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import pytest
+from helpers.memory import SERVER
 from hypothesis import given
 from hypothesis import strategies as st
 
+from stm_memory import Scope, ShortTermMemory
+from stm_memory.kit import CAPTURE_WINDOW, MemoryTurn, drive
 from stm_memory.model import StoredMessage
 from stm_memory.model.dialogue import _alignment, with_stored_speakers
+from stm_memory.testing import FrozenClock
+
+# ------------------------------------------------------------------------------------
+# The one capture window (MemoryTurn.finish and MemoryTurn.capture_window): every
+# entry point hands the turn what it keeps, and the turn reads only as far back as
+# capture needs — never so little that stored dialogue is replaced with less.
+
+
+def record(turns: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for i in range(turns):
+        out += [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}]
+    return out
+
+
+def stored(mem: ShortTermMemory) -> list[str]:
+    entry = mem.get(SERVER)
+    return [m.content for m in entry.messages] if entry is not None else []
+
+
+def test_a_whole_record_is_captured_as_its_last_messages(mem: ShortTermMemory) -> None:
+    full = record(300)
+    turn = drive(MemoryTurn.begin(mem, SERVER, user_message="q299"))
+    drive(turn.finish(full, start=len(full) - 2))
+    kept = mem.limits.messages_kept
+    assert stored(mem) == [m["content"] for m in full[-kept:]]
+
+
+def test_a_group_channel_with_unstored_speakers_still_fills_what_is_kept(
+    mem: ShortTermMemory,
+) -> None:
+    mem.configure_user("shy", full_privacy=True)
+    full: list[dict[str, Any]] = []
+    for i in range(40):  # the private user speaks twice as often as the others
+        full += [
+            {"role": "user", "content": f"shy {i}a", "user_id": "shy"},
+            {"role": "user", "content": f"shy {i}b", "user_id": "shy"},
+            {"role": "user", "content": f"ann {i}", "user_id": "u1"},
+            {"role": "assistant", "content": f"a{i}"},
+        ]
+    turn = drive(MemoryTurn.begin(mem, SERVER, user_message="ann 39"))
+    drive(turn.finish(full, start=len(full) - 4))
+    kept = mem.limits.messages_kept
+    words = stored(mem)
+    assert len(words) == kept and not any(w.startswith("shy") for w in words)
+
+
+def test_a_record_read_from_its_end_reads_the_window_then_all_when_short(
+    mem: ShortTermMemory,
+) -> None:
+    turn = drive(MemoryTurn.begin(mem, SERVER))
+    kept = mem.limits.messages_kept
+    first = turn.capture_window(3)
+    assert first == max(CAPTURE_WINDOW, 3 + 4 * kept)
+    assert first is not None
+    dialogue = record(first // 2)
+    assert turn.capture_window(3, dialogue) == len(dialogue)  # enough: no second read
+    tools = [{"role": "tool", "content": "x"}] * first  # a window of tool traffic only
+    assert turn.capture_window(3, tools) is None  # read the whole record
+    assert turn.capture_window(3, record(5)) == 10  # a short record is all there is
+
+
+# ------------------------------------------------------------------------------------
+# Capture keeps the first timestamp of a turn it has seen, so "recent since the last
+# refresh" stays meaningful when callers pass the whole window every turn.
+
+
+def test_repeated_turns_keep_their_first_timestamp(tmp_path: Path) -> None:
+    clock = FrozenClock()
+    scope = Scope(channel_id="c1", user_id="u1", server_id="g1")
+    with ShortTermMemory.from_url(
+        f"sqlite:///{tmp_path / 'stm.db'}", cache_dir=tmp_path / "c", clock=clock
+    ) as mem:
+        first = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+        mem.capture(scope, first)
+        t0 = clock()
+        clock.advance(minutes=5)
+        mem.capture(scope, [*first, {"role": "user", "content": "again"}])
+        entry = mem.get(scope)
+        assert entry is not None
+        assert [m.timestamp for m in entry.messages] == [t0, t0, clock()]
+        assert entry.refreshed_at is None
+        turn = mem.begin_turn(scope)
+        assert mem.update(turn, {"summary": "greetings"}) == {"status": "completed"}
+        entry = mem.get(scope)
+        assert entry is not None and entry.refreshed_at == clock()
+
+
+# ------------------------------------------------------------------------------------
+# Who said a captured turn: ``with_stored_speakers`` credits a turn the channel's store
+# already holds to the speaker it was stored with, matched as a sequence, and only new
+# turns to the user whose turn captures them (SPEC §5).
 
 NOW = datetime(2026, 1, 5, 12, tzinfo=UTC)
 
