@@ -1,20 +1,28 @@
-"""The swap rule (SPEC §6): when a turn's requests show the newest written memory and when
-they hold the form shown before, because swapping would bill more than holding saves.
-The rule's table (stm_memory.prompt.swap, pure), then the rule on a provider loop.
+"""The swap rule (SPEC §6, "the bill decides"): when a turn's requests show the newest
+written memory and when they hold the form shown before, because swapping would bill more
+than holding saves. The rule's table (stm_memory.prompt.swap, pure); the rule on a
+provider loop; and the shown form as the turn's end stores it, which one swap wins
+between processes and hosts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from stm_memory import ConfigurationError, Scope, ShortTermMemory
+from stm_memory import ConfigurationError, MemoryTurn, Scope, ShortTermMemory, TurnOptions
 from stm_memory.config import Limits
+from stm_memory.kit import drive
+from stm_memory.model import MemoryEntry
+from stm_memory.model.changes import counted
+from stm_memory.model.erasure import erase_user
 from stm_memory.model.rates import CACHE_PROFILES, profile_for
+from stm_memory.model.shown import ShownState
 from stm_memory.prompt.render import THIS_CHANNEL
 from stm_memory.prompt.swap import MAX_HORIZON, SwapInputs, decide
 from stm_memory.testing import FrozenClock, OfflineModel, offline_openai_client
@@ -235,3 +243,206 @@ def test_the_retention_asked_for_is_the_one_priced(
     assert "lapsed" in in_memory and "hold" not in in_memory, in_memory
     kept = rules(prompt_cache_retention="24h")
     assert "lapsed" not in kept and "hold" in kept, kept
+
+
+# ------------------------------------------------------------------------------------
+# The shown state as the turn's end stores it (model/changes.counted): one swap wins
+# between processes, an erasure wins over a turn in flight, a lost state stays lost
+# until the next request swaps.
+
+T0 = datetime(2026, 1, 5, 12, tzinfo=UTC)
+T1 = T0 + timedelta(minutes=3)
+
+
+def entry(shown: ShownState | None, **fields: object) -> MemoryEntry:
+    base: dict[str, object] = {
+        "key": "shortterm:server:g:c",
+        "kind": "server",
+        "channel_id": "c",
+        "server_id": "g",
+        "summary": "Second write.",
+        "last_refreshed_turn": 2,
+        "turns_since_refresh": 1,
+        "provenance": frozenset({"u1"}),
+        "shown": shown,
+    }
+    return MemoryEntry(**(base | fields))  # type: ignore[arg-type]
+
+
+HELD = ShownState(epoch=1, summary="First write.", turns=4, swap=3, at=T0)
+SWAPPED = ShownState(epoch=2, summary="Second write.", turns=1, swap=4, at=T0)
+
+
+def test_a_held_turn_counts_on_the_form_it_showed() -> None:
+    fields = counted(entry(HELD), shown=HELD, base=3, at=T1)
+    assert fields["shown"] == ShownState(epoch=1, summary="First write.", turns=5, swap=3, at=T1)
+    assert fields["turns_since_refresh"] == 2
+
+
+def test_a_swap_is_stored_when_nothing_moved_meanwhile() -> None:
+    fields = counted(entry(HELD), shown=SWAPPED, base=3, at=T1)
+    assert fields["shown"].swap == 4 and fields["shown"].epoch == 2
+    assert fields["shown"].turns == 2
+
+
+def test_one_swap_wins_between_two_processes() -> None:
+    # Process A swapped and ended first (the stored form is its swap 4); process B,
+    # which read swap 3 too and swapped to its own copy, keeps A's and counts its turn.
+    stored = entry(SWAPPED)
+    theirs = ShownState(epoch=2, summary="Second write.", turns=1, swap=4, at=T0)
+    fields = counted(stored, shown=theirs, base=3, at=T1)
+    assert fields["shown"] == SWAPPED.later(T1)
+    # A held turn of B, read against swap 3, after A's swap: A's form, counted.
+    fields = counted(stored, shown=HELD, base=3, at=T1)
+    assert fields["shown"] == SWAPPED.later(T1)
+
+
+def test_an_erasure_wins_over_a_turn_in_flight() -> None:
+    erased = entry(HELD).evolve(erase_user(entry(HELD), "u1") or {})
+    assert erased.summary is None and erased.shown is not None
+    assert erased.shown.summary is None and erased.shown.swap == 4
+    # The turn read swap 3 (and showed the first write's copy): it does not come back.
+    fields = counted(erased, shown=HELD, base=3, at=T1)
+    assert fields["shown"].summary is None
+    swapped = counted(erased, shown=SWAPPED, base=3, at=T1)
+    assert swapped["shown"].summary is None
+
+
+def test_a_lost_state_is_not_restored_by_a_turn_that_held() -> None:
+    # The cache was flushed mid-turn: the stored form is gone; the held copy read
+    # before is not written back (the next request swaps to what is there now).
+    fields = counted(entry(None), shown=HELD, base=3, at=T1)
+    assert "shown" not in fields
+    # A turn that found no state swapped to the newest: that is stored.
+    first = ShownState(epoch=2, summary="Second write.", turns=1, swap=1, at=None)
+    assert counted(entry(None), shown=first, base=0, at=T1)["shown"].swap == 1
+
+
+def test_the_shown_state_never_reaches_a_row_or_the_outbox() -> None:
+    from stm_memory.model.entry import CACHE_ONLY_FIELDS
+    from stm_memory.store.sql import ROW
+
+    assert "shown" in CACHE_ONLY_FIELDS and "shown" not in ROW
+
+
+# ------------------------------------------------------------------------------------
+# Written vs shown across two processes (SPEC §6, "the bill decides"): two engines on one
+# SQLite file and one diskcache directory — what two worker processes of one host share —
+# serve one channel. What the channel's requests show is stored with its live entry, so
+# the two agree on it: one swap wins, and the other process then shows that same form
+# (its requests extend the winner's), whichever of them serves the next turn.
+
+CREW = Scope(channel_id="c1", user_id="u1", server_id="g1")
+CREW_SYSTEM = {"role": "system", "content": "You are the crew's planner."}
+SUMMARY = "The crew picked the mill and meets at dawn."
+#: Turns long enough that the prompt is past every provider's minimum cacheable prefix
+#: (a request below it shows the newest memory at once: nothing cached to keep).
+LONG = [f"Turn {i}: " + " ".join(f"word{i}_{j}" for j in range(300)) for i in range(8)]
+
+
+@pytest.fixture
+def clock() -> FrozenClock:
+    return FrozenClock()
+
+
+@pytest.fixture
+def hosts(tmp_path: Path, clock: FrozenClock) -> Iterator[tuple[ShortTermMemory, ShortTermMemory]]:
+    def engine() -> ShortTermMemory:
+        return ShortTermMemory.from_url(
+            f"sqlite:///{tmp_path / 'stm.db'}", cache_dir=tmp_path / "cache", clock=clock
+        )
+
+    a, b = engine(), engine()
+    yield a, b
+    a.close()
+    b.close()
+
+
+class Channel:
+    """One channel's transcript, served by whichever engine runs the turn."""
+
+    def __init__(self) -> None:
+        self.history: list[dict[str, Any]] = [CREW_SYSTEM]
+
+    def begin(self, mem: ShortTermMemory, said: str) -> tuple[MemoryTurn, list[dict[str, Any]]]:
+        """Begin a turn on ``mem`` and build its first request (the turn decides, once,
+        what it shows)."""
+        self.history.append({"role": "user", "content": said})
+        turn = drive(
+            MemoryTurn.begin(mem, CREW, options=TurnOptions(provider="openai"), user_message=said)
+        )
+        drive(turn.assemble())
+        request = turn.prepare(self.history, api="openai").messages
+        return turn, request
+
+    def finish(self, turn: MemoryTurn, *, write: str | None = None) -> None:
+        if write is not None:
+            assert drive(turn.memory_call({"summary": write}))["status"] == "completed"
+        start = len(self.history) - 1
+        self.history.append({"role": "assistant", "content": "Noted."})
+        drive(turn.finish(self.history, start=start))
+
+    def turn(self, mem: ShortTermMemory, said: str, *, write: str | None = None) -> list[Any]:
+        turn, request = self.begin(mem, said)
+        self.finish(turn, write=write)
+        return request
+
+
+def shows_summary(request: list[dict[str, Any]]) -> bool:
+    return any(SUMMARY in str(m["content"]) for m in request)
+
+
+def prefix_to_previous_user(previous: list[Any], request: list[Any]) -> bool:
+    """``request`` sends ``previous`` unchanged up to ``previous``'s last user message."""
+    last_user = max(i for i, m in enumerate(previous) if m["role"] == "user")
+    return request[: last_user + 1] == previous[: last_user + 1]
+
+
+def test_the_other_process_shows_the_form_the_first_swapped_to(
+    hosts: tuple[ShortTermMemory, ShortTermMemory], clock: FrozenClock
+) -> None:
+    a, b = hosts
+    chat = Channel()
+    chat.turn(a, LONG[0])
+    chat.turn(b, LONG[1])
+    chat.turn(a, LONG[2], write=SUMMARY)  # written on host a, durable at once
+    held = chat.turn(b, LONG[3])  # host b holds: the cached prefix is warm
+    assert not shows_summary(held)
+    clock.advance(hours=2)  # the prefix lapsed: the next turn swaps, on host a
+    swapped = chat.turn(a, LONG[4])
+    assert shows_summary(swapped)
+    # Host b, next, shows the same form: its request extends host a's.
+    after = chat.turn(b, LONG[5])
+    assert shows_summary(after)
+    assert prefix_to_previous_user(swapped, after)
+    stored_a, stored_b = a.get(CREW), b.get(CREW)
+    assert stored_a is not None and stored_b is not None
+    assert stored_a.shown == stored_b.shown
+
+
+def test_two_turns_in_flight_one_swap_wins(
+    hosts: tuple[ShortTermMemory, ShortTermMemory], clock: FrozenClock
+) -> None:
+    a, b = hosts
+    chat = Channel()
+    chat.turn(a, LONG[0])
+    chat.turn(a, LONG[1], write=SUMMARY)
+    clock.advance(hours=2)
+    # Both hosts begin a turn of the channel at once (two users of a group channel),
+    # each deciding on the same stored form: each swaps to the newest.
+    turn_a, request_a = chat.begin(a, LONG[2])
+    turn_b, request_b = chat.begin(b, "Me too.")
+    assert turn_a.decision is not None and turn_a.decision.swap
+    assert turn_b.decision is not None and turn_b.decision.swap
+    assert shows_summary(request_a) and shows_summary(request_b)
+    chat.finish(turn_a)  # host a stores its swap first: it wins
+    chat.finish(turn_b)  # host b's was read against a form no longer stored: it counts only
+    stored_a, stored_b = a.get(CREW), b.get(CREW)
+    assert stored_a is not None and stored_b is not None
+    assert stored_a.shown is not None and stored_a.shown == stored_b.shown
+    assert stored_a.shown.swap == (turn_a.context.shown.swap if turn_a.context.shown else None)
+    # The next turn, on either host, holds that one form: no second swap.
+    for host in (b, a):
+        turn, _request = chat.begin(host, "And then?")
+        chat.finish(turn)
+        assert turn.decision is not None and not turn.decision.swap, turn.decision

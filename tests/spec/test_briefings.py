@@ -1,40 +1,170 @@
-"""Briefings are billed once per change (SPEC §6, amended 2026-12-01), through the
-public API: a full-history caller drives one channel with OpenAI-style dict messages
-(``begin_turn`` / ``build_context`` / ``ctx.apply`` / ``capture`` / ``end_turn``) while
-other channels of the server move on.
-
-- Between two rewrites of this channel's memory, a briefing the channel was already
-  sent is sent again as the same bytes at the same place, never again after the new
-  user message; a new or changed one enters once, right after the current user
-  message, and stays after that turn's user message.
-- After a rewrite (or on a channel's first turn) the briefings shown form one stable
-  group, right after this channel's memory at the top.
-- The stored copies are other channels' words: ``clear_channel``, ``clear_summary``,
-  ``clear_user``, a privacy change and the source's expiry remove them from the next
-  request and from the live cache.
-- Every request extends the last: between two turns without a rewrite the request is
-  byte-identical up to the previous turn's user message, however much time passed.
-
-The clock is the testing kit's FrozenClock (2026-01-05 12:00 UTC at the start); every
-header time below is worked out from it.
+"""Briefings (SPEC §6, amended 2026-12-01): which copies of the other channels' memories a
+request carries, billed once per change — the plan as a pure table, then through the
+public API while other channels of the server move on.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from stm_memory import Scope, ShortTermMemory
-from stm_memory.prompt.briefings import WAIT_TURNS
+from stm_memory.model import MemoryEntry
+from stm_memory.model.briefings import STABLE, BriefingCopy
+from stm_memory.prompt.briefings import (
+    MAX_COPIES_FACTOR,
+    MAX_COPY_TOKENS,
+    WAIT_TURNS,
+    plan_briefings,
+)
 from stm_memory.prompt.placement import MemoryContext
 from stm_memory.prompt.quiet import NUDGE_TRIES
 from stm_memory.prompt.render import CONTENT_HEADER, FRAMING
 from stm_memory.testing import FrozenClock
+
+# ------------------------------------------------------------------------------------
+# plan_briefings (pure): which briefing copies a request carries, billed once per change.
+
+RAW_1 = '- #lore, 2026-01-05 12:00 UTC:\n  Ann: "The map is fake."\n  Assistant: "Noted."'
+RAW_2 = (
+    '- #lore, 2026-01-05 12:30 UTC:\n  Ann: "The map is fake."\n  Assistant: "Noted."\n'
+    '  Bo: "Who drew it?"'
+)
+SUMMARY = "- #lore, 2026-01-05 13:00 UTC:\n  Recent conversation: the map is fake."
+
+
+def copy(text: str, *, source: str = "shortterm:server:g:lore", turn: int = STABLE) -> BriefingCopy:
+    return BriefingCopy(
+        source=source,
+        channel_id="lore",
+        server_id="g",
+        text=text,
+        provenance=frozenset({"ann"}),
+        turn=turn,
+    )
+
+
+def live(*copies: BriefingCopy, since: int = 2, epoch: int = 1) -> MemoryEntry:
+    return MemoryEntry(
+        key="shortterm:server:g:plot",
+        kind="server",
+        channel_id="plot",
+        server_id="g",
+        turns_since_refresh=since,
+        last_refreshed_turn=epoch,
+        briefings=copies,
+        briefings_epoch=epoch,
+    )
+
+
+def plan(entry: MemoryEntry | None, *shown: BriefingCopy) -> tuple[BriefingCopy, ...]:
+    return plan_briefings(entry, shown, visible={c.source for c in shown}, limit=3)[0]
+
+
+def test_a_first_set_and_a_rewrite_make_the_stable_group() -> None:
+    assert plan(None, copy(RAW_1, turn=5)) == (copy(RAW_1),)
+    rewritten = replace(live(copy(RAW_1)), last_refreshed_turn=2)
+    assert plan(rewritten, copy(SUMMARY, turn=4)) == (copy(SUMMARY),)
+
+
+def test_an_unchanged_briefing_is_not_sent_again() -> None:
+    assert plan(live(copy(RAW_1)), copy(RAW_1)) == (copy(RAW_1),)
+
+
+def test_raw_turns_bring_only_the_turns_not_sent_before() -> None:
+    since = WAIT_TURNS
+    planned = plan(live(copy(RAW_1), since=since), copy(RAW_2))
+    delta = '- #lore, 2026-01-05 12:30 UTC:\n  Bo: "Who drew it?"'
+    assert planned == (copy(RAW_1), copy(delta, turn=since))
+    # The same raw turns again, as the next turn renders them: nothing new.
+    assert plan(live(*planned, since=since + WAIT_TURNS), copy(RAW_2)) == planned
+
+
+def test_new_distilled_memory_enters_whole_beside_the_old_copy() -> None:
+    since = WAIT_TURNS
+    assert plan(live(copy(RAW_1), since=since), copy(SUMMARY)) == (
+        copy(RAW_1),
+        copy(SUMMARY, turn=since),
+    )
+
+
+def test_a_change_of_a_carried_source_waits_for_the_rewrite_or_the_bound() -> None:
+    # Two turns after the rewrite: the change waits (the request extends the last).
+    assert plan(live(copy(RAW_1), since=2), copy(SUMMARY)) == (copy(RAW_1),)
+    # At the bound it is sent on its own, once.
+    waited = plan(live(copy(RAW_1), since=WAIT_TURNS), copy(SUMMARY))
+    assert waited == (copy(RAW_1), copy(SUMMARY, turn=WAIT_TURNS))
+    # A rewrite of this channel takes it at once, in the stable group.
+    rewritten = replace(live(copy(RAW_1), since=0), last_refreshed_turn=2)
+    assert plan(rewritten, copy(SUMMARY)) == (copy(SUMMARY),)
+
+
+def test_a_source_changing_every_turn_is_delivered_once_per_bound() -> None:
+    carried: tuple[BriefingCopy, ...] = (copy(RAW_1),)
+    deliveries = []
+    for since in range(1, 4 * WAIT_TURNS + 1):
+        text = RAW_1 + "".join(f'\n  Bo: "line {i}"' for i in range(since))
+        carried = plan(live(*carried, since=since), copy(text))
+        deliveries += [c.turn for c in carried if c.turn == since]
+    assert deliveries == [WAIT_TURNS * k for k in range(1, 5)]
+
+
+def test_a_source_not_carried_yet_enters_at_once() -> None:
+    other = copy("- #maps, t:\n  Recent conversation: north.", source="shortterm:server:g:maps")
+    assert plan(live(copy(RAW_1), since=1), copy(RAW_1), other) == (
+        copy(RAW_1),
+        replace(other, turn=1),
+    )
+
+
+def test_copies_past_the_token_bound_start_again_as_the_stable_group() -> None:
+    big = "- #lore, t:\n  Recent conversation: " + "x" * (4 * MAX_COPY_TOKENS)
+    fresh = copy("- #maps, t:\n  y", source="shortterm:server:g:maps")
+    planned = plan(live(copy(big), since=1), copy(big), fresh)
+    assert planned == (copy(big), copy(fresh.text, source=fresh.source))
+
+
+def test_a_source_no_longer_visible_leaves_the_set() -> None:
+    gone = copy(RAW_1, source="shortterm:server:g:secret")
+    assert plan(live(gone, copy(RAW_1)), copy(RAW_1)) == (copy(RAW_1),)
+
+
+def test_a_full_set_starts_again_as_the_stable_group() -> None:
+    many = [
+        copy(f"- #c{i}, t:\n  x{i}", source=f"s{i}", turn=1) for i in range(3 * MAX_COPIES_FACTOR)
+    ]
+    new = copy("- #new, t:\n  y", source="s-new")
+    planned = plan_briefings(live(*many), [new], visible={c.source for c in [*many, new]}, limit=3)[
+        0
+    ]
+    assert planned == (copy("- #new, t:\n  y", source="s-new"),)
+
+
+# ------------------------------------------------------------------------------------
+# Briefings are billed once per change (SPEC §6, amended 2026-12-01), through the
+# public API: a full-history caller drives one channel with OpenAI-style dict messages
+# (``begin_turn`` / ``build_context`` / ``ctx.apply`` / ``capture`` / ``end_turn``) while
+# other channels of the server move on.
+#
+# - Between two rewrites of this channel's memory, a briefing the channel was already
+#   sent is sent again as the same bytes at the same place, never again after the new
+#   user message; a new or changed one enters once, right after the current user
+#   message, and stays after that turn's user message.
+# - After a rewrite (or on a channel's first turn) the briefings shown form one stable
+#   group, right after this channel's memory at the top.
+# - The stored copies are other channels' words: ``clear_channel``, ``clear_summary``,
+#   ``clear_user``, a privacy change and the source's expiry remove them from the next
+#   request and from the live cache.
+# - Every request extends the last: between two turns without a rewrite the request is
+#   byte-identical up to the previous turn's user message, however much time passed.
+#
+# The clock is the testing kit's FrozenClock (2026-01-05 12:00 UTC at the start); every
+# header time below is worked out from it.
 
 HEAD = f"{CONTENT_HEADER}\n{FRAMING}\n"
 SYSTEM = "You are the expedition's helper."
