@@ -84,6 +84,7 @@ from stm_memory.kit import (
     MemoryTurn,
     OptionsView,
     TurnOptions,
+    TurnPhase,
     adrive,
     cache_retention,
     check_memory_setup,
@@ -338,7 +339,7 @@ class ShortTermMemorySession(OptionsView):
         if state is not None and state.turn.active:
             turn = state.turn
         else:
-            turn = MemoryTurn.idle(self.memory, self.scope, options=self.options)
+            turn = MemoryTurn(self.memory, self.scope, options=self.options)  # off: the defaults
         tool = FunctionTool(
             name=TOOL_NAME,
             description=turn.tool_description(),
@@ -386,7 +387,7 @@ class ShortTermMemorySession(OptionsView):
         ask for is noted for the turns' views."""
         asked = {"prompt_cache_retention": settings.prompt_cache_retention}
         self._retention = cache_retention({**asked, **(settings.extra_args or {})})
-        hints = MemoryTurn.off(self.memory, self.scope, options=self.options).hints(
+        hints = MemoryTurn(self.memory, self.scope, options=self.options).hints(
             settings.extra_args or {}, api="openai"
         )
         if not hints:
@@ -465,7 +466,7 @@ class ShortTermMemorySession(OptionsView):
     async def _start(self, run: Any) -> _OpenRun:
         """Open the turn of ``run`` (None: items added outside a run), ending the turn of
         a run that never finished first."""
-        off = MemoryTurn.off(self.memory, self.scope, options=self.options)
+        off = MemoryTurn(self.memory, self.scope, options=self.options)
         with self._lock:
             old = self._open
             if old is not None and old.run is not None and _running_elsewhere(old.task):
@@ -530,7 +531,7 @@ class ShortTermMemorySession(OptionsView):
             # The whole input, as sent: joined to the first user message and the user
             # message of each turn (the instructions are the SDK's to send).
             context = state.turn.request_context(nudge=self._tool is not None)
-            items[:] = state.turn.place(items, provider="openai", context=context)
+            items[:] = state.turn.prepare(items, provider="openai", context=context).messages
             state.placed = True
             return
         if not state.viewed:
@@ -556,7 +557,7 @@ class ShortTermMemorySession(OptionsView):
             if self._open is state:
                 self._open = None
         turn = state.turn
-        if not turn.active or turn.finished:
+        if not turn.active or turn.phase is TurnPhase.FINISHED:
             return
         if turn.options.form == "inline" and state.run is not None and not state.placed:
             log.warning(

@@ -30,7 +30,7 @@ __all__ = ["ORDER", "TRANSITIONS", "Move", "Refuse", "TurnEvent", "TurnPhase", "
 
 #: The order every refused step names.
 ORDER = (
-    "a turn runs begin → assemble → per request prepare / place / view, tool, "
+    "a turn runs begin → assemble → per request prepare / view, tool, "
     "memory_call → finish (or abandon)"
 )
 
@@ -38,7 +38,7 @@ ORDER = (
 class TurnPhase(enum.Enum):
     """Where a :class:`~stm_memory.kit.MemoryTurn` stands (``MemoryTurn.phase``).
 
-    - ``BEGUN``: ``MemoryTurn.begin`` (or ``off`` / ``idle``) returned; the guards are
+    - ``BEGUN``: ``MemoryTurn.begin`` returned (or the turn was built off); the guards are
       decided, the user's message may still be noted; no request may be built yet.
     - ``ASSEMBLED``: ``assemble`` read the memory (once): requests are built, the tool
       offered, memory calls run.

@@ -2,7 +2,7 @@
 
 A turn's lifecycle is the same whichever framework runs the model::
 
-    begin ──► note the user's message ──► assemble ──► prepare / place / view ──┐
+    begin ──► note the user's message ──► assemble ──► prepare / view ─────────┐
       │            (intent guard)          (once)      (per model request)       │
       │                                                                          ▼
       │                          memory call (one rule set) ◄── the model calls the tool
@@ -190,16 +190,20 @@ class MemoryTurn:
         self,
         memory: TurnEngine,
         scope: Scope | None,
-        state: TurnContext | None,
+        state: TurnContext | None = None,
         *,
-        options: TurnOptions,
+        options: TurnOptions | None = None,
     ) -> None:
+        """A turn as it stands: built by :meth:`begin`; built directly without a
+        ``state`` it is *off* (no I/O): a placeholder for a turn not begun yet, or what
+        a framework asks for the scope's tool description and cache hints before a
+        turn exists."""
         #: The engine (:class:`~stm_memory.ShortTermMemory`), as the turn drives it.
         self.memory = memory
         self.scope = scope
         #: The engine's per-turn state (guards, snapshot, the one update); None: off.
         self.state = state
-        self.options = options
+        self.options = options or TurnOptions()
         #: The model's name, where the entry point knows it (set before the first
         #: request: a framework names its model only then).
         self.model: str | None = None
@@ -255,24 +259,6 @@ class MemoryTurn:
         turn = cls(memory, scope, state, options=options)
         turn.model = model
         return turn
-
-    @classmethod
-    def off(
-        cls, memory: TurnEngine, scope: Scope | None, *, options: TurnOptions | None = None
-    ) -> MemoryTurn:
-        """A turn with memory off (no I/O): a placeholder for a turn not begun yet, which
-        places nothing, offers no tool and writes nothing."""
-        return cls(memory, scope, None, options=options or TurnOptions())
-
-    @classmethod
-    def idle(
-        cls, memory: TurnEngine, scope: Scope, *, options: TurnOptions | None = None
-    ) -> MemoryTurn:
-        """A turn that has not begun, with the defaults (summary mode) and no storage
-        read: what a tool built before the first real turn describes itself with."""
-        options = options or TurnOptions()
-        state = memory.default_turn(scope, provider=options.provider)
-        return cls(memory, scope, state, options=options)
 
     # -- what the turn knows --------------------------------------------------------------
 
@@ -645,7 +631,7 @@ class MemoryTurn:
     ) -> ToolRequest:
         """How a request whose input is ``messages`` carries the memory tool, and the
         ``tool_choice`` it sends (the caller's ``tool_choice`` in, as given): the one
-        policy (:meth:`tool_offer`) on the request as it goes — tool traffic read from
+        policy (:meth:`_tool_offer`) on the request as it goes — tool traffic read from
         ``messages`` in any format, the Messages API's rules for ``api`` ``"anthropic"``
         or a turn whose provider is Anthropic (an OpenAI-compatible endpoint in front of
         it). :meth:`prepare` calls it; an entry point that builds its tool list apart
@@ -659,7 +645,7 @@ class MemoryTurn:
             and not other_tools
             and has_tool_traffic(messages)
         )
-        offer = self.tool_offer(other_tools=other_tools, tool_traffic=traffic, provider=provider)
+        offer = self._tool_offer(other_tools=other_tools, tool_traffic=traffic, provider=provider)
         if offer == "describe":
             # Defined but never callable, in the API's own words.
             return ToolRequest(offer, {"type": "none"} if api == "anthropic" else "none")
@@ -692,20 +678,6 @@ class MemoryTurn:
         if "prompt_cache_key" in settings:
             return {}  # the caller's own key wins
         return {"prompt_cache_key": prompt_cache_key(self.scope)}
-
-    def place(
-        self,
-        messages: Sequence[Any],
-        *,
-        provider: str | None = None,
-        context: MemoryContext | None = None,
-        retention: timedelta | None = None,
-    ) -> list[Any]:
-        """:meth:`prepare` of a request held as one message list (its system prompt in
-        it): the messages to send."""
-        return self.prepare(
-            messages, provider=provider, context=context, retention=retention
-        ).messages
 
     def view(
         self,
@@ -776,7 +748,7 @@ class MemoryTurn:
         result from the turn instead of the framework's "tool not found"."""
         return self.tool_offered or (nudged and self.active)
 
-    def tool_offer(
+    def _tool_offer(
         self, *, other_tools: bool, tool_traffic: bool, provider: str | None
     ) -> ToolOffer:
         """How a request carries the memory tool, the one policy every request of every
@@ -882,8 +854,3 @@ class MemoryTurn:
         held too little dialogue), else ``len(tail)``. The one capture window of every
         entry point (a record in memory is handed to :meth:`finish` whole)."""
         return capture_read(added, self.memory.limits.messages_kept, tail)
-
-    @property
-    def finished(self) -> bool:
-        """:meth:`finish` ran (``phase`` is ``FINISHED``)."""
-        return self._phase is TurnPhase.FINISHED

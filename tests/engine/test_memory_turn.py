@@ -56,7 +56,7 @@ def test_a_turn_without_scope_is_off_and_touches_nothing(mem: ShortTermMemory) -
     turn = begin(mem, None)
     assert not turn.active and not turn.tool_offered and turn_tool(turn) is None
     assert drive(turn.assemble()).is_empty
-    assert turn.place([USER_MSG]) == [USER_MSG]
+    assert turn.prepare([USER_MSG]).messages == [USER_MSG]
     result = drive(turn.memory_call('{"summary": "x"}'))
     assert result["status"] == "tool_execution_failed"
     drive(turn.finish([USER_MSG], start=0))
@@ -117,7 +117,7 @@ def test_the_nudge_stays_for_every_step_of_the_turn(mem: ShortTermMemory) -> Non
     after = turn.request_context()
     assert after.nudge == before.nudge
     assert after == before
-    assert turn.place([USER_MSG]) == before.apply([USER_MSG])
+    assert turn.prepare([USER_MSG]).messages == before.apply([USER_MSG])
     assert turn.request_context(nudge=False).nudge is None
     second = drive(turn.memory_call({"summary": "again"}))
     assert second["status"] == "tool_execution_failed"
@@ -280,13 +280,15 @@ def test_the_async_driver_runs_the_same_steps(mem: ShortTermMemory) -> None:
     assert turn.updated and entry is not None and entry.summary == "async"
 
 
-def test_an_idle_turn_reads_the_memorys_clock(
+def test_an_off_turns_tool_schema_reads_the_memorys_clock(
     mem: ShortTermMemory, fake_clock: FrozenClock
 ) -> None:
     fake_clock.advance(timedelta(minutes=7))  # the memory's clock, not the wall clock
-    idle = MemoryTurn.idle(mem, SERVER)
-    assert idle.state is not None and idle.state.started_at == fake_clock()
-    assert idle.state.summary_mode
+    off = MemoryTurn(mem, SERVER)  # no state: the tool is described from the defaults
+    assert off.state is None and not off.active
+    defaults = off.schema_state()
+    assert defaults.started_at == fake_clock()
+    assert defaults.summary_mode
 
 
 # -- options -------------------------------------------------------------------------------
@@ -424,9 +426,9 @@ def test_a_request_before_the_memory_is_read_is_refused(
     with pytest.raises(TurnOrderError, match=r"before assemble\(\).*begin → assemble"):
         turn.request_context()
     with pytest.raises(TurnOrderError, match="before assemble"):
-        turn.place([{"role": "user", "content": "hi"}])
+        turn.prepare([{"role": "user", "content": "hi"}])
     drive(turn.assemble())
-    assert turn.place([{"role": "user", "content": "hi"}])  # in order: placed
+    assert turn.prepare([{"role": "user", "content": "hi"}]).messages  # in order: placed
 
 
 def test_no_step_runs_after_the_turn_finished(mem: ShortTermMemory) -> None:
@@ -538,14 +540,14 @@ def test_a_request_built_on_a_view_is_the_request_built_on_the_whole_input(
     assert view != earlier  # the memory was placed in it
     system = {"role": "system", "content": "Be brief."}
     sent = turn.prepare_after_view([system, *view, USER_MSG], view=view, earlier=earlier)
-    assert sent.messages == turn.place([system, *earlier, USER_MSG])
+    assert sent.messages == turn.prepare([system, *earlier, USER_MSG]).messages
     assert turn.request_context().nudge in [m["content"] for m in sent.messages[-1:]]
     # A framework that dropped one of the view's messages (the view is not found whole):
     # what placement added is taken out, and the request is built on what is left,
     # with one memory block.
     dropped = [m for m in view if m is not earlier[-1]]
     sent = turn.prepare_after_view([system, *dropped, USER_MSG], view=view, earlier=earlier)
-    assert sent.messages == turn.place([system, *earlier[:-1], USER_MSG])
+    assert sent.messages == turn.prepare([system, *earlier[:-1], USER_MSG]).messages
     assert sum("[Short-term memory]\n" in str(m["content"]) for m in sent.messages) == 1
 
 

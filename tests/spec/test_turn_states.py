@@ -118,16 +118,16 @@ def test_a_turn_moves_from_begun_to_assembled_to_finished(
 ) -> None:
     # An off turn (no scope) goes through the same states: off is not a state of its own.
     turn = begin(mem, scope)
-    assert turn.phase is TurnPhase.BEGUN and not turn.finished
+    assert turn.phase is TurnPhase.BEGUN
     drive(turn.assemble())
     assert turn.phase is TurnPhase.ASSEMBLED
     drive(turn.assemble())  # once: a second call changes nothing
     assert turn.phase is TurnPhase.ASSEMBLED
-    turn.place([USER_MSG])
+    turn.prepare([USER_MSG])
     drive(turn.memory_call({"summary": "The plan."}))
     assert turn.phase is TurnPhase.ASSEMBLED  # requests and calls do not move it
     drive(turn.finish([USER_MSG], start=0))
-    assert turn.phase is TurnPhase.FINISHED and turn.finished
+    assert turn.phase is TurnPhase.FINISHED
     drive(turn.finish([USER_MSG], start=0))
     assert turn.phase is TurnPhase.FINISHED
 
@@ -136,10 +136,9 @@ def test_every_way_to_make_a_turn_starts_it_begun(mem: ShortTermMemory) -> None:
     turns = [
         begin(mem),
         begin(mem, None),
-        MemoryTurn.off(mem, SERVER),
-        MemoryTurn.idle(mem, SERVER),
+        MemoryTurn(mem, SERVER),  # built off: a placeholder, no I/O
     ]
-    assert [t.phase for t in turns] == [TurnPhase.BEGUN] * 4
+    assert [t.phase for t in turns] == [TurnPhase.BEGUN] * 3
 
 
 def test_a_turn_may_finish_without_assembling_and_then_builds_no_request(

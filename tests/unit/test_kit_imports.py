@@ -111,7 +111,7 @@ BEHIND_THE_TURN = frozenset(
 CAPTURE_WINDOW_ATTRS = frozenset({"messages_kept"})
 
 #: Placement and cut methods: an integration never calls them on what the turn handed
-#: it (a MemoryContext); it asks the turn (prepare, place, view).
+#: it (a MemoryContext); it asks the turn (prepare, view).
 PLACEMENT_CALLS = frozenset(
     {"apply", "apply_anthropic", "cut", "injections", "for_request", "without_memory"}
 )
@@ -137,7 +137,7 @@ HINT_KEYS = frozenset({"prompt_cache_key", "cache_control"})
 
 #: The tool-offer policy: ``MemoryTurn.prepare`` / ``request_tools`` decide the offer
 #: and its ``tool_choice``; an integration sends what they decided.
-OFFER_CALLS = frozenset({"tool_offer"})
+OFFER_CALLS = frozenset({"_tool_offer"})
 
 #: Engine methods that run a memory call or capture past the turn (its ``memory_call``
 #: and ``finish`` run them), called on the engine (``memory``, ``self.memory`` …).
@@ -225,7 +225,7 @@ def test_the_checker_catches_a_way_around_the_turn() -> None:
         "def build(turn, messages):\n"
         "    return turn.context.apply(messages, provider='openai')\n"
         "def view(turn, items):\n"
-        "    return turn.place(items)\n"
+        "    return turn.prepare(items)\n"
         "def window(self, added):\n"
         "    return added + 4 * self.memory.limits.messages_kept\n"
     )
@@ -247,7 +247,7 @@ def test_the_checker_catches_a_hint_an_offer_a_memory_call_and_a_capture_window(
         "def request(self, turn, body, others):\n"
         "    body['prompt_cache_key'] = prompt_cache_key(turn.scope)\n"
         "    body['messages'][-1]['content'][-1]['cache_control'] = {'type': 'ephemeral'}\n"
-        "    offer = turn.tool_offer(other_tools=others, tool_traffic=True, provider=None)\n"
+        "    offer = turn._tool_offer(other_tools=others, tool_traffic=True, provider=None)\n"
         "    if offer == 'describe':\n"
         "        body['tool_choice'] = {'type': 'none'}\n"
         "    return model.bind(prompt_cache_key=kit.prompt_cache_key(turn.scope))\n"
@@ -273,7 +273,7 @@ def test_the_checker_catches_a_hint_an_offer_a_memory_call_and_a_capture_window(
             "line 9: calls .prompt_cache_key()",
             "line 11: writes {'prompt_cache_key': …}",
             # the tool offer decided
-            "line 6: calls .tool_offer()",
+            "line 6: calls ._tool_offer()",
             "line 8: writes ['tool_choice']",
             "line 11: passes tool_choice=",
             # a memory call run past the turn
