@@ -82,10 +82,11 @@ class AnthropicMessagesAdapter:
     def build_request(
         self,
         transcript: Sequence[Any],
-        context: MemoryContext,
         system: Any,
         tools: Sequence[Any],
         turn: MemoryTurn,
+        *,
+        context: MemoryContext | None = None,
     ) -> dict[str, Any]:
         caller_system = system if system is not None else self.system
         prepared = turn.prepare(

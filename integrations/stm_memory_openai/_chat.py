@@ -132,10 +132,11 @@ class ChatCompletionsAdapter(AdapterBase):
     def build_request(
         self,
         transcript: Sequence[Any],
-        context: MemoryContext,
         system: str | None,
         tools: Sequence[Any],
         turn: MemoryTurn,
+        *,
+        context: MemoryContext | None = None,
     ) -> dict[str, Any]:
         messages: list[Any] = [{"role": "system", "content": system}] if system else []
         messages.extend(transcript)

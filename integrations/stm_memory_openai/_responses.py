@@ -60,10 +60,11 @@ class ResponsesAdapter(AdapterBase):
     def build_request(
         self,
         transcript: Sequence[Any],
-        context: MemoryContext,
         system: str | None,
         tools: Sequence[Any],
         turn: MemoryTurn,
+        *,
+        context: MemoryContext | None = None,
     ) -> dict[str, Any]:
         request: dict[str, Any] = {"model": self.model}
         prepared = turn.prepare(

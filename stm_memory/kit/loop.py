@@ -64,13 +64,15 @@ class ProviderAdapter(Protocol):
     def build_request(
         self,
         transcript: Sequence[Any],
-        context: MemoryContext,
         system: Any,
         tools: Sequence[Any],
         turn: MemoryTurn,
+        *,
+        context: MemoryContext | None = None,
     ) -> dict[str, Any]:
-        """The request of one step: ``transcript`` with ``context`` placed (through
-        ``turn.prepare``), the caller's ``system`` and ``tools``."""
+        """The request of one step: ``transcript`` with the turn's memory placed
+        (``turn.prepare``; ``context``: a context of the caller's instead), the
+        caller's ``system`` and ``tools``."""
         ...
 
     def call_op(self, request: dict[str, Any]) -> Op:
@@ -163,10 +165,10 @@ def _model_steps(
     usage, text = Usage(), ""
 
     def build() -> dict[str, Any]:
-        # request_context: the nudge only while the tool is still offered; the adapter
-        # writes the request the turn prepares (the memory tool, its tool_choice, the
-        # cache hints beside the caller's tools).
-        return adapter.build_request(transcript, turn.request_context(), system, tools, turn)
+        # The adapter writes the request the turn prepares (the nudge only while the
+        # tool is still offered; the memory tool, its tool_choice, the cache hints
+        # beside the caller's tools).
+        return adapter.build_request(transcript, system, tools, turn)
 
     def after(reply: ModelReply) -> Generator[Op, Any, bool]:
         nonlocal usage, text

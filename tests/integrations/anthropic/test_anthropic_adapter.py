@@ -181,18 +181,18 @@ def test_top_content_joins_the_system_prompt(mem: ShortTermMemory) -> None:
     ctx = MemoryContext(content="[Short-term memory]\nX", content_depth=-1)
     dialogue = [{"role": "user", "content": "hi"}]
     plain = adapter(system="Be brief.", cache_hints=False)
-    as_text = plain.build_request(dialogue, ctx, None, [], turn)
+    as_text = plain.build_request(dialogue, None, [], turn, context=ctx)
     # A block of its own after the caller's prompt, which stays a shared prefix.
     assert as_text["system"] == [text("Be brief."), text("[Short-term memory]\nX")]
     assert as_text["messages"] == dialogue
     cached = [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}]
     as_blocks = adapter(system=cached, cache_hints=False).build_request(
-        dialogue, ctx, None, [], turn
+        dialogue, None, [], turn, context=ctx
     )
     assert as_blocks["system"] == [*cached, text("[Short-term memory]\nX")]
-    alone = adapter(cache_hints=False).build_request(dialogue, ctx, None, [], turn)
+    alone = adapter(cache_hints=False).build_request(dialogue, None, [], turn, context=ctx)
     assert alone["system"] == "[Short-term memory]\nX"
-    nothing = adapter().build_request(dialogue, MemoryContext(), None, [], turn)
+    nothing = adapter().build_request(dialogue, None, [], turn, context=MemoryContext())
     # No memory to place; the tool is the turn's to offer (the adapter writes it first).
     assert "system" not in nothing and [t["name"] for t in nothing["tools"]] == [TOOL_NAME]
 
@@ -205,7 +205,7 @@ def test_cache_breakpoints_where_the_stable_prefix_ends(mem: ShortTermMemory) ->
         {"role": "assistant", "content": "two"},
         {"role": "user", "content": "three"},
     ]
-    request = adapter(system="Be brief.").build_request(dialogue, ctx, None, [], turn)
+    request = adapter(system="Be brief.").build_request(dialogue, None, [], turn, context=ctx)
     cc = {"type": "ephemeral"}
     # The caller's prompt (shared by every channel), this channel's memory, and the
     # user's own words ahead of the briefing merged after them (read back next turn).
@@ -213,11 +213,11 @@ def test_cache_breakpoints_where_the_stable_prefix_ends(mem: ShortTermMemory) ->
     assert request["messages"][2]["content"] == [text("three", cache_control=cc), text("BRIEF")]
     # The caller's own breakpoints are counted: never more than four in all.
     own = [{"name": f"t{i}", "input_schema": {}, "cache_control": cc} for i in range(3)]
-    busy = adapter(system="Be brief.").build_request(dialogue, ctx, None, own, turn)
+    busy = adapter(system="Be brief.").build_request(dialogue, None, own, turn, context=ctx)
     assert count_breakpoints(busy) == 4
     assert busy["messages"][2]["content"][0]["cache_control"] == cc
     off = adapter(system="Be brief.", cache_hints=False).build_request(
-        dialogue, ctx, None, [], turn
+        dialogue, None, [], turn, context=ctx
     )
     assert count_breakpoints(off) == 0
 
@@ -233,7 +233,7 @@ def test_injections_merge_into_user_turns(mem: ShortTermMemory) -> None:
     ]
     before = copy.deepcopy(dialogue)
     ctx = MemoryContext(content="MEM", nudge="NUDGE", content_depth=1, nudge_depth=1)
-    request = adapter(cache_hints=False).build_request(dialogue, ctx, None, [TOOL], turn)
+    request = adapter(cache_hints=False).build_request(dialogue, None, [TOOL], turn, context=ctx)
     assert dialogue == before  # the caller's list and messages are untouched
     assert request["messages"] == [
         {
@@ -260,18 +260,20 @@ def test_tool_history_without_tools_gets_uncallable_definition(mem: ShortTermMem
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1"}]},
     ]
     request = adapter(request_options={"temperature": 0.2}).build_request(
-        dialogue, MemoryContext(), None, [], turn
+        dialogue, None, [], turn, context=MemoryContext()
     )
     assert [t["name"] for t in request["tools"]] == [TOOL_NAME]
     assert request["tool_choice"] == {"type": "none"}
     assert request["temperature"] == 0.2
     auto = {"tool_choice": {"type": "auto"}}
     offered = adapter(request_options=auto).build_request(
-        dialogue, MemoryContext(), None, [TOOL], turn
+        dialogue, None, [TOOL], turn, context=MemoryContext()
     )
     assert offered["tool_choice"] == {"type": "auto"}
     plain = [{"role": "user", "content": "hi"}]
-    bare = adapter(request_options=auto).build_request(plain, MemoryContext(), None, [], turn)
+    bare = adapter(request_options=auto).build_request(
+        plain, None, [], turn, context=MemoryContext()
+    )
     assert "tools" not in bare and "tool_choice" not in bare
 
 

@@ -187,7 +187,7 @@ def test_chat_request_shape_and_determinism(turn: MemoryTurn) -> None:
     chat = adapter(ChatCompletionsAdapter, top_p=1, temperature=0)
     transcript = [{"role": "user", "content": "hi"}]
     before = json.dumps(transcript)
-    request = chat.build_request(transcript, CONTEXT, "sys", [{"type": "function"}], turn)
+    request = chat.build_request(transcript, "sys", [{"type": "function"}], turn, context=CONTEXT)
     assert list(request) == [
         "model",
         "messages",
@@ -205,7 +205,7 @@ def test_chat_request_shape_and_determinism(turn: MemoryTurn) -> None:
     ]
     assert json.dumps(transcript) == before  # the caller's transcript is untouched
     again = adapter(ChatCompletionsAdapter, temperature=0, top_p=1).build_request(
-        transcript, CONTEXT, "sys", [{"type": "function"}], turn
+        transcript, "sys", [{"type": "function"}], turn, context=CONTEXT
     )
     assert json.dumps(again) == json.dumps(request)
 
@@ -215,7 +215,7 @@ def test_chat_streaming_request(turn: MemoryTurn) -> None:
         lambda **_: None, model="m", request_options={}, summary_limit=15, on_text=print
     )
     hi = [{"role": "user", "content": "hi"}]
-    request = chat.build_request(hi, MemoryContext(), None, [], turn)
+    request = chat.build_request(hi, None, [], turn, context=MemoryContext())
     assert request == {
         "model": "m",
         "messages": [{"role": "user", "content": "hi"}],
@@ -230,7 +230,7 @@ def test_chat_streaming_request(turn: MemoryTurn) -> None:
 def test_cache_key_hint_yields_to_the_callers_and_turns_off(turn: MemoryTurn, kind: Any) -> None:
     hi = [{"role": "user", "content": "hi"}]
     own = adapter(kind, prompt_cache_key="mine", prompt_cache_retention="24h")
-    request = own.build_request(hi, MemoryContext(), None, [], turn)
+    request = own.build_request(hi, None, [], turn, context=MemoryContext())
     assert (request["prompt_cache_key"], request["prompt_cache_retention"]) == ("mine", "24h")
     off = kind(
         lambda **_: None,
@@ -240,7 +240,7 @@ def test_cache_key_hint_yields_to_the_callers_and_turns_off(turn: MemoryTurn, ki
         on_text=None,
         cache_hints=False,
     )
-    assert "prompt_cache_key" not in off.build_request(hi, MemoryContext(), None, [], turn)
+    assert "prompt_cache_key" not in off.build_request(hi, None, [], turn, context=MemoryContext())
 
 
 def test_chat_memory_tool_is_strict(turn: MemoryTurn) -> None:
@@ -323,7 +323,9 @@ def test_responses_custom_tool_results_use_their_own_item_type() -> None:
 
 def test_responses_request_shape(turn: MemoryTurn) -> None:
     responses = adapter(ResponsesAdapter, store=False)
-    request = responses.build_request([{"role": "user", "content": "hi"}], CONTEXT, "sys", [], turn)
+    request = responses.build_request(
+        [{"role": "user", "content": "hi"}], "sys", [], turn, context=CONTEXT
+    )
     assert request == {
         "model": "m",
         "instructions": "sys",
