@@ -23,7 +23,7 @@ from stm_memory.wire.responses import is_call_item
 if TYPE_CHECKING:
     from stm_memory.prompt.placement import MemoryContext
 
-__all__ = ["RequestForm", "place_request", "place_view"]
+__all__ = ["RequestForm", "as_sent", "place_request", "place_view"]
 
 #: How a request holds its dialogue and its caller's system prompt (module docstring).
 RequestForm = Literal["messages", "responses", "anthropic"]
@@ -49,6 +49,12 @@ def place_request(
         placed_system, placed = context.apply_anthropic(kept, system, trim=False)
         return placed_system, wire_messages(placed)
     return system, context.apply(messages, provider=provider)
+
+
+def as_sent(messages: Sequence[Any], *, form: RequestForm) -> list[Any]:
+    """``messages`` as a request of ``form`` takes them with nothing placed (Messages
+    turns strictly alternate)."""
+    return wire_messages(messages) if form == "anthropic" else list(messages)
 
 
 def place_view(

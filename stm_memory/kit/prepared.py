@@ -20,6 +20,7 @@ from stm_memory.kit.cache_hints import (
     breakpoint_marker,
     dialogue_breakpoint,
 )
+from stm_memory.wire.anthropic import text_blocks
 
 __all__ = ["Breakpoints", "PreparedRequest", "ToolOffer", "ToolRequest"]
 
@@ -39,6 +40,14 @@ class Breakpoints:
 
     injected: tuple[str, ...] = ()
     caller_system_blocks: int = 0
+
+    @classmethod
+    def of(cls, injected: Sequence[str], system: Any, placed_system: Any) -> Breakpoints:
+        """The breakpoints of a request whose caller's ``system`` became
+        ``placed_system``: the caller's blocks come first, the memory block, if one was
+        placed there, after them."""
+        ahead = len(text_blocks(system)) if placed_system != system else 0
+        return cls(tuple(injected), ahead)
 
     def on_body(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """A Messages API ``body`` (system, messages, tools, the caller's settings) with

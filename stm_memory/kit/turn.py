@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from stm_memory._ops import Op, attempt, op
 from stm_memory.errors import TurnOrderError, ValidationError
 from stm_memory.kit._engine import TurnEngine
+from stm_memory.kit.apis import FORM_API, rules_for
 from stm_memory.kit.cache_hints import RequestApi, cache_retention, prompt_cache_key
 from stm_memory.kit.capture import (
     MARGIN,
@@ -57,11 +58,10 @@ from stm_memory.kit.capture import (
 )
 from stm_memory.kit.context_window import context_exceeded_error, history_budget, hosted_window
 from stm_memory.kit.options import TurnOptions
-from stm_memory.kit.placing import RequestForm, place_request, place_view
+from stm_memory.kit.placing import RequestForm, as_sent, place_request, place_view
 from stm_memory.kit.prepared import Breakpoints, PreparedRequest, ToolOffer, ToolRequest
 from stm_memory.kit.requests import forces_tool, has_tool_traffic, text_of
 from stm_memory.kit.state import ORDER, TurnEvent, TurnPhase, advance
-from stm_memory.kit.wire_anthropic import wire_messages
 from stm_memory.model import Scope, StoredMessage
 from stm_memory.model.kept import kept_details
 from stm_memory.model.messages import without_speaker_ids
@@ -75,7 +75,6 @@ from stm_memory.prompt.tokens import text_tokens
 from stm_memory.tool.call import run_memory_call
 from stm_memory.tool.schema import tool_description, tool_parameters
 from stm_memory.tool.turn import TOOL_NAME, TurnRecord, failure
-from stm_memory.wire.anthropic import text_blocks
 
 if TYPE_CHECKING:
     from stm_memory.tool.turn import TurnContext
@@ -572,8 +571,9 @@ class MemoryTurn:
         what to show (:meth:`settle`). Every entry point sends this, unedited. A
         placing error is logged and the caller's messages go as they came, without
         memory (the tool and hints still decided): never a failed turn."""
-        if api is None and form != "messages":
-            api = "anthropic" if form == "anthropic" else "openai"
+        if api is None:
+            api = FORM_API[form]
+        rules = rules_for(api)
         given = dict(settings or {})
         if retention is None and settings is not None:
             retention = cache_retention(given, system)
@@ -599,18 +599,16 @@ class MemoryTurn:
         if placed is None:
             # Nothing placed: the caller's messages, as the API takes them (Messages
             # turns strictly alternate).
-            placed = wire_messages(messages) if form == "anthropic" else list(messages)
-        if api == "openai":
+            placed = as_sent(messages, form=form)
+        if rules.strips_speaker_ids:
             # A dict's "user_id" (ours, for capture) is not an API field.
             placed = without_speaker_ids(placed)
         tools = self.request_tools(
             placed, api=api, other_tools=other_tools, tool_choice=tool_choice
         )
         breakpoints = None
-        if self._hinted(cache_hints) and api == "anthropic" and self.scope is not None:
-            # The caller's system blocks come first; the memory block, if any, follows.
-            ahead = len(text_blocks(system)) if placed_system != system else 0
-            breakpoints = Breakpoints(transient, ahead)
+        if self._hinted(cache_hints) and rules.breakpoints and self.scope is not None:
+            breakpoints = Breakpoints.of(transient, system, placed_system)
         return PreparedRequest(
             placed,
             placed_system,
@@ -632,23 +630,24 @@ class MemoryTurn:
         """How a request whose input is ``messages`` carries the memory tool, and the
         ``tool_choice`` it sends (the caller's ``tool_choice`` in, as given): the one
         policy (:meth:`_tool_offer`) on the request as it goes — tool traffic read from
-        ``messages`` in any format, the Messages API's rules for ``api`` ``"anthropic"``
-        or a turn whose provider is Anthropic (an OpenAI-compatible endpoint in front of
-        it). :meth:`prepare` calls it; an entry point that builds its tool list apart
-        from its messages (the Agents SDK's model) calls it there."""
-        provider = "anthropic" if api == "anthropic" else self.options.provider
+        ``messages`` in any format, ``api``'s rules and those of the API of the turn's
+        provider (:func:`~stm_memory.kit.apis.rules_for`: an OpenAI-compatible endpoint
+        in front of Anthropic refuses what Anthropic refuses). :meth:`prepare` calls it;
+        an entry point that builds its tool list apart from its messages (the Agents
+        SDK's model) calls it there."""
+        rules = rules_for(api, provider=self.options.provider)
         # Tool traffic matters only where the tool may be described (every request
         # reads it otherwise: a walk over the whole input, on the hot path).
         traffic = (
             not self.tool_offered
-            and provider == "anthropic"
+            and rules.tool_blocks_need_a_tool
             and not other_tools
             and has_tool_traffic(messages)
         )
-        offer = self._tool_offer(other_tools=other_tools, tool_traffic=traffic, provider=provider)
+        offer = self._tool_offer(other_tools=other_tools, tool_traffic=traffic)
         if offer == "describe":
             # Defined but never callable, in the API's own words.
-            return ToolRequest(offer, {"type": "none"} if api == "anthropic" else "none")
+            return ToolRequest(offer, rules.no_tool_choice())
         if tool_choice is not None and (
             not (offer or other_tools) or (offer is None and forces_tool(tool_choice, TOOL_NAME))
         ):
@@ -673,7 +672,7 @@ class MemoryTurn:
         ``settings`` have none of their own; else nothing. No I/O and no phase: an
         entry point that sets model settings once for every turn (the Agents SDK
         session's ``agent()``) asks a turn that is off."""
-        if not self._hinted(cache_hints) or api != "openai" or self.scope is None:
+        if not self._hinted(cache_hints) or not rules_for(api).cache_key or self.scope is None:
             return {}
         if "prompt_cache_key" in settings:
             return {}  # the caller's own key wins
@@ -748,19 +747,16 @@ class MemoryTurn:
         result from the turn instead of the framework's "tool not found"."""
         return self.tool_offered or (nudged and self.active)
 
-    def _tool_offer(
-        self, *, other_tools: bool, tool_traffic: bool, provider: str | None
-    ) -> ToolOffer:
+    def _tool_offer(self, *, other_tools: bool, tool_traffic: bool) -> ToolOffer:
         """How a request carries the memory tool, the one policy every request of every
         entry point goes by (through :meth:`prepare` / :meth:`request_tools`; no
-        integration calls it): offered while no guard of the turn hides it; else, for
-        the Messages API (``provider`` ``"anthropic"``), which refuses a request with
-        ``tool_use``/``tool_result`` blocks (``tool_traffic``) and no tools, described
-        but uncallable when nothing else (``other_tools``) defines one; else not at
-        all."""
+        integration calls it): offered while no guard of the turn hides it; else, for an
+        API that refuses a request with tool blocks and no tools (``tool_traffic``: such
+        blocks, where the API refuses them), described but uncallable when nothing else
+        (``other_tools``) defines one; else not at all."""
         if self.tool_offered:
             return "offer"
-        if provider == "anthropic" and tool_traffic and not other_tools and self.scope:
+        if tool_traffic and not other_tools and self.scope:
             return "describe"
         return None
 

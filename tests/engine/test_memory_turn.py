@@ -341,7 +341,7 @@ class _ScriptedAdapter:
         self.sent: list[dict[str, Any]] = []
 
     def build_request(
-        self, transcript: Any, context: Any, system: Any, tools: Any, turn: Any
+        self, transcript: Any, system: Any, tools: Any, turn: Any, *, context: Any = None
     ) -> dict[str, Any]:
         return {"messages": list(transcript), "tools": list(tools)}
 
