@@ -210,7 +210,8 @@ class MemoryTurn:
         self._context: MemoryContext | None = None  # set with ASSEMBLED, kept after
         # What the turn shows, decided at its first request (stm_memory.prompt.swap).
         self._decision: SwapDecision | None = None
-        self._lock = threading.Lock()
+        # One lock per turn: the engine's state's own, when there is one.
+        self._lock = state.lock if state is not None else threading.RLock()
         # The tool left out of this turn's requests: its model was judged not to write
         # (stm_memory.prompt.quiet.tool_step), decided with the form at settle.
         self._withdrawn = False

@@ -100,7 +100,14 @@ class TurnContext:
     # passed alone is captured after them without reading them again; the write
     # checks they are still what the channel holds (ShortTermMemory.commit).
     seen_turns: Sequence[StoredMessage] | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # Re-entrant: MemoryTurn steps hold it too (one lock per turn) and call in here.
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The turn's one lock: the engine's changes to this state and the
+        :class:`~stm_memory.kit.MemoryTurn` steps around it take the same one."""
+        return self._lock
 
     @property
     def summary_mode(self) -> bool:
