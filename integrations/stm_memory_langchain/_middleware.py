@@ -388,7 +388,7 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         run = yield from self._run_for(request.state, request.runtime, _current_config())
         turn = run.turn
         yield from turn.assemble()  # once per turn; an off turn places nothing
-        # place() derives this request's context: the nudge only while the tool is offered.
+        # prepare() derives this request's context: the nudge only while the tool is offered.
         wire = provider_of(request.model)  # asked once: LangChain builds its params each time
         turn.model = turn.model or model_name(request.model)
         # Placement writes for the model's own provider (what the request is); the
