@@ -98,7 +98,6 @@ class MessagesLoop(LoopShell[MessagesClient]):
             send=send,
             asend=asend,
             request_options=self.request_options,
-            summary_limit=self.memory.limits.max_summary_length,
         )
 
     def _messages(self, messages: Any) -> list[Any]:

@@ -29,16 +29,17 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from stm_memory import MemoryTurn, TurnContext
+from stm_memory import MemoryTurn
 from stm_memory.kit import (
     MemoryContext,
     ModelReply,
     Op,
     System,
     ToolCall,
+    ToolSpec,
     anthropic_system,
-    anthropic_tool,
     anthropic_tool_results,
+    messages_tool,
 )
 
 from ._wire import ASend, Send, parse_message
@@ -67,14 +68,12 @@ class AnthropicMessagesAdapter:
         asend: ASend,
         request_options: Mapping[str, Any] | None = None,
         system: System = None,
-        summary_limit: int = 1500,
         cache_hints: bool | None = None,
     ) -> None:
         self.model = model
         self.max_tokens = max_tokens
         self.request_options = dict(request_options or {})
         self.system = anthropic_system(system)
-        self.summary_limit = summary_limit
         self.cache_hints = cache_hints
         self._send = send
         self._asend = asend
@@ -111,7 +110,8 @@ class AnthropicMessagesAdapter:
             request["system"] = copy.deepcopy(prepared.system)
         request.update(self.request_options)
         # The memory tool as the turn offers it (or describes it, uncallable), first.
-        ours = [self.memory_tool(turn.schema_state())] if prepared.tool else []
+        spec = prepared.tool_spec
+        ours = [self.memory_tool(spec)] if spec is not None else []
         if ours or tools:
             request["tools"] = copy.deepcopy([*ours, *tools])
         if prepared.tool_choice is None:
@@ -129,5 +129,5 @@ class AnthropicMessagesAdapter:
     def tool_results(self, results: Sequence[tuple[ToolCall, str]]) -> list[Any]:
         return anthropic_tool_results(results)
 
-    def memory_tool(self, turn: TurnContext) -> Any:
-        return anthropic_tool(turn, limit=self.summary_limit)
+    def memory_tool(self, spec: ToolSpec) -> Any:
+        return messages_tool(spec)

@@ -45,9 +45,10 @@ def turn_tool(turn: MemoryTurn, *, hidden: bool = False) -> BaseTool | None:
     with _LOCK:
         tool = turn.kept.get(KEY)
         if not isinstance(tool, BaseTool):
-            schema = {"title": TOOL_NAME, **turn.tool_parameters()}
+            spec = turn.tool_spec()
+            schema = {"title": TOOL_NAME, **spec.parameters}
             tool = turn.kept[KEY] = TurnMemoryTool(
-                description=turn.tool_description(),
+                description=spec.description,
                 args_schema=schema,
                 memory=turn.memory,
                 turn=turn,

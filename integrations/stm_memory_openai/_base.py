@@ -29,8 +29,8 @@ from stm_memory.kit import (
 )
 
 if TYPE_CHECKING:
-    from stm_memory import MemoryTurn, TurnContext
-    from stm_memory.kit import PreparedRequest
+    from stm_memory import MemoryTurn
+    from stm_memory.kit import PreparedRequest, ToolSpec
 
 # The SDK names the API modules use are imported here, behind the one guard.
 __all__ = [
@@ -76,14 +76,12 @@ class AdapterBase(ABC):
         *,
         model: str,
         request_options: Mapping[str, Any],
-        summary_limit: int,
         on_text: OnText | None,
         cache_hints: bool | None = None,
     ) -> None:
         self.create = create  # client.chat.completions.create / client.responses.create
         self.model = model
         self.request_options = request_options
-        self.summary_limit = summary_limit
         self.on_text = on_text
         self.cache_hints = cache_hints
 
@@ -104,7 +102,8 @@ class AdapterBase(ABC):
     ) -> list[Any]:
         """The request's tools: the memory tool first when the turn offers or describes
         it, then the caller's."""
-        ours = [self.memory_tool(turn.schema_state())] if prepared.tool else []
+        spec = prepared.tool_spec
+        ours = [self.memory_tool(spec)] if spec is not None else []
         return [*ours, *tools]
 
     def finish_request(self, request: dict[str, Any], prepared: PreparedRequest) -> dict[str, Any]:
@@ -121,7 +120,7 @@ class AdapterBase(ABC):
         return request
 
     @abstractmethod
-    def memory_tool(self, turn: TurnContext) -> Any:
+    def memory_tool(self, spec: ToolSpec) -> Any:
         """The memory tool's definition in the API's format."""
 
     @abstractmethod
@@ -186,6 +185,5 @@ class OpenAILoop(LoopShell[ClientT]):
         return {
             "model": self.model,
             "request_options": self.request_options,
-            "summary_limit": self.memory.limits.max_summary_length,
             "on_text": on_text,
         }

@@ -21,18 +21,18 @@ from stm_memory.kit import (
     SyncLoop,
     ToolCall,
     Usage,
+    chat_tool,
     chat_tool_call,
     chat_tool_results,
     function_call,
     is_truncated,
-    openai_chat_tool,
 )
 
 from ._base import AdapterBase, AsyncOpenAI, ClientT, OpenAI, OpenAILoop, usage_of
 
 if TYPE_CHECKING:
-    from stm_memory import MemoryTurn, TurnContext
-    from stm_memory.kit import MemoryContext
+    from stm_memory import MemoryTurn
+    from stm_memory.kit import MemoryContext, ToolSpec
 
 __all__ = ["AsyncOpenAIChatLoop", "ChatCompletionsAdapter", "OpenAIChatLoop"]
 
@@ -172,8 +172,8 @@ class ChatCompletionsAdapter(AdapterBase):
     def tool_results(self, results: Sequence[tuple[ToolCall, str]]) -> list[Any]:
         return chat_tool_results(results)
 
-    def memory_tool(self, turn: TurnContext) -> Any:
-        return openai_chat_tool(turn, limit=self.summary_limit)
+    def memory_tool(self, spec: ToolSpec) -> Any:
+        return chat_tool(spec)
 
 
 class _ChatLoop(OpenAILoop[ClientT]):

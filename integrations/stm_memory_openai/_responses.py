@@ -25,15 +25,15 @@ from stm_memory.kit import (
     ToolCall,
     Usage,
     is_truncated,
-    openai_responses_tool,
+    responses_tool,
     responses_tool_results,
 )
 
 from ._base import AdapterBase, AsyncOpenAI, ClientT, OpenAI, OpenAIError, OpenAILoop, usage_of
 
 if TYPE_CHECKING:
-    from stm_memory import MemoryTurn, TurnContext
-    from stm_memory.kit import MemoryContext
+    from stm_memory import MemoryTurn
+    from stm_memory.kit import MemoryContext, ToolSpec
 
 __all__ = ["AsyncOpenAIResponsesLoop", "OpenAIResponsesLoop", "ResponsesAdapter"]
 
@@ -143,8 +143,8 @@ class ResponsesAdapter(AdapterBase):
     def tool_results(self, results: Sequence[tuple[ToolCall, str]]) -> list[Any]:
         return responses_tool_results(results, self._custom_calls)
 
-    def memory_tool(self, turn: TurnContext) -> Any:
-        return openai_responses_tool(turn, limit=self.summary_limit)
+    def memory_tool(self, spec: ToolSpec) -> Any:
+        return responses_tool(spec)
 
 
 class _ResponsesLoop(OpenAILoop[ClientT]):

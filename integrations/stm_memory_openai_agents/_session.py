@@ -340,10 +340,11 @@ class ShortTermMemorySession(OptionsView):
             turn = state.turn
         else:
             turn = MemoryTurn(self.memory, self.scope, options=self.options)  # off: the defaults
+        spec = turn.tool_spec()
         tool = FunctionTool(
             name=TOOL_NAME,
-            description=turn.tool_description(),
-            params_json_schema=turn.tool_parameters(),
+            description=spec.description,
+            params_json_schema=dict(spec.parameters),
             on_invoke_tool=self._invoke_tool,
             strict_json_schema=True,
             is_enabled=self._tool_enabled,
@@ -484,8 +485,9 @@ class ShortTermMemorySession(OptionsView):
         with self._lock:
             tool = self._tool
         if tool is not None and state.turn.active:  # this turn's snapshot
-            tool.description = state.turn.tool_description()
-            tool.params_json_schema = state.turn.tool_parameters()
+            spec = state.turn.tool_spec()
+            tool.description = spec.description
+            tool.params_json_schema = dict(spec.parameters)
         return state
 
     def _view(self, items: list[Any], state: _OpenRun) -> list[Any]:

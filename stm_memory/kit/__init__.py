@@ -120,7 +120,15 @@ from stm_memory.model.messages import without_speaker_ids
 from stm_memory.prompt.cut import strip_memory_calls
 from stm_memory.prompt.placement import MemoryContext, MemoryRole
 from stm_memory.prompt.render import CONTENT_HEADER
-from stm_memory.tool.schema import anthropic_tool, openai_chat_tool, openai_responses_tool
+from stm_memory.tool.schema import (
+    ToolSpec,
+    anthropic_tool,
+    chat_tool,
+    messages_tool,
+    openai_chat_tool,
+    openai_responses_tool,
+    responses_tool,
+)
 from stm_memory.tool.turn import TurnRecord, failure
 from stm_memory.tool.vetting import is_truncated, tool_result_text
 
@@ -150,6 +158,7 @@ __all__ = [
     "ToolHandler",
     "ToolOffer",
     "ToolRequest",
+    "ToolSpec",
     "TurnEngine",
     "TurnOption",
     "TurnOptions",
@@ -171,6 +180,7 @@ __all__ = [
     "breakpoint_marker",
     "cache_retention",
     "call_fitted",
+    "chat_tool",
     "chat_tool_call",
     "chat_tool_results",
     "check_memory",
@@ -203,6 +213,7 @@ __all__ = [
     "is_request_body",
     "is_summary_message",
     "is_truncated",
+    "messages_tool",
     "missing_extra",
     "model_name",
     "model_steps",
@@ -216,6 +227,7 @@ __all__ = [
     "refuse_async_callables",
     "refuse_reserved",
     "refuse_wrong_client",
+    "responses_tool",
     "responses_tool_results",
     "run_turn_steps",
     "strip_memory_calls",

@@ -23,7 +23,8 @@ from stm_memory.kit.replies import ModelReply, ToolCall, TurnResult, Usage
 from stm_memory.kit.requests import current_user_text
 from stm_memory.kit.turn import MemoryTurn
 from stm_memory.prompt.placement import current_turn_index
-from stm_memory.tool.turn import TOOL_NAME, TurnContext
+from stm_memory.tool.schema import ToolSpec
+from stm_memory.tool.turn import TOOL_NAME
 from stm_memory.tool.vetting import check_tool_call, tool_result_text
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ class ProviderAdapter(Protocol):
 
     def tool_results(self, results: Sequence[tuple[ToolCall, str]]) -> list[Any]: ...
 
-    def memory_tool(self, turn: TurnContext) -> Any: ...
+    def memory_tool(self, spec: ToolSpec) -> Any: ...
 
 
 def _handler_op(handler: ToolHandler, args: dict[str, Any], name: str) -> Op:

@@ -20,6 +20,7 @@ from stm_memory.kit.cache_hints import (
     breakpoint_marker,
     dialogue_breakpoint,
 )
+from stm_memory.tool.schema import ToolSpec
 from stm_memory.wire.anthropic import text_blocks
 
 __all__ = ["Breakpoints", "PreparedRequest", "ToolOffer", "ToolRequest"]
@@ -109,7 +110,10 @@ class PreparedRequest:
       options send hints and the caller set none);
     - ``breakpoints``: the Anthropic cache breakpoints, applied to the provider's body
       (:meth:`with_breakpoints`) or messages (:meth:`Breakpoints.on_dialogue`); None:
-      none."""
+      none;
+    - ``tool_spec``: the memory tool to write in the API's format, when ``tool`` offers
+      or describes it (:func:`~stm_memory.kit.chat_tool`, ``responses_tool``,
+      ``messages_tool``)."""
 
     messages: list[Any]
     system: Any = None
@@ -118,6 +122,7 @@ class PreparedRequest:
     tool_choice: Any = None
     hints: Mapping[str, Any] = field(default_factory=dict)
     breakpoints: Breakpoints | None = None
+    tool_spec: ToolSpec | None = None
 
     def with_breakpoints(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """A Messages API ``body`` with this request's breakpoints (a copy; unchanged

@@ -73,7 +73,7 @@ from stm_memory.prompt.render import CONTENT_HEADER, nudge_text
 from stm_memory.prompt.swap import SwapDecision, choose, newest
 from stm_memory.prompt.tokens import text_tokens
 from stm_memory.tool.call import run_memory_call
-from stm_memory.tool.schema import tool_description, tool_parameters
+from stm_memory.tool.schema import ToolSpec, tool_spec
 from stm_memory.tool.turn import TOOL_NAME, TurnRecord, failure
 
 if TYPE_CHECKING:
@@ -176,6 +176,7 @@ class MemoryTurn:
         "_decision",
         "_lock",
         "_phase",
+        "_spec",
         "_withdrawn",
         "kept",
         "memory",
@@ -215,6 +216,7 @@ class MemoryTurn:
         # The tool left out of this turn's requests: its model was judged not to write
         # (stm_memory.prompt.quiet.tool_step), decided with the form at settle.
         self._withdrawn = False
+        self._spec: ToolSpec | None = None  # the memory tool, described once per turn
         #: What an integration keeps for this turn, under a key of its own (the LangChain
         #: tool object: stm_memory_langchain._tool); the kit knows no framework.
         self.kept: dict[str, Any] = {}
@@ -470,24 +472,22 @@ class MemoryTurn:
         )
         return True
 
-    def schema_state(self) -> TurnContext:
-        """The turn state the memory tool's schema is built from: this turn's snapshot,
-        or, for a turn that is off, the defaults (a request that must still describe
-        the tool, e.g. Anthropic history with tool blocks, offered with no call)."""
-        if self.state is not None:
-            return self.state
-        if self.scope is None:
-            raise ValidationError("a turn without a scope has no memory tool")
-        return self.memory.default_turn(self.scope, provider=self.options.provider)
-
-    def tool_description(self) -> str:
-        """The memory tool's description for this turn (the server's override or the
-        mode's default), for a framework that builds its own tool object."""
-        return tool_description(self.schema_state(), limit=self.memory.limits.max_summary_length)
-
-    def tool_parameters(self) -> dict[str, Any]:
-        """The memory tool's JSON-schema parameters for this turn's categories."""
-        return tool_parameters(self.schema_state())
+    def tool_spec(self) -> ToolSpec:
+        """The memory tool as this turn describes it (:class:`~stm_memory.kit.ToolSpec`:
+        the server's description override or the mode's default, the parameters of this
+        turn's categories), fixed for the turn; for a turn that is off, the defaults' (a
+        request that must still describe the tool, e.g. Anthropic history with tool
+        blocks, offered with no call). For a framework that builds its own tool object;
+        a request carries it as :attr:`PreparedRequest.tool_spec`."""
+        spec = self._spec
+        if spec is None:
+            state = self.state
+            if state is None:
+                if self.scope is None:
+                    raise ValidationError("a turn without a scope has no memory tool")
+                state = self.memory.default_turn(self.scope, provider=self.options.provider)
+            spec = self._spec = tool_spec(state, limit=self.memory.limits.max_summary_length)
+        return spec
 
     def note_user_message(self, text: str | None) -> None:
         """Hand a turn begun before its user message existed that message, so the
@@ -618,6 +618,7 @@ class MemoryTurn:
             tools.tool_choice,
             self.hints(given, api=api, cache_hints=cache_hints),
             breakpoints,
+            self.tool_spec() if tools.tool else None,
         )
 
     def request_tools(

@@ -6,17 +6,25 @@ call is validated against, even when an admin edits the categories mid-turn.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from copy import deepcopy
+from dataclasses import dataclass
 from typing import Any
 
 from stm_memory.model.text import sanitize_placeholders
 from stm_memory.tool.turn import TOOL_NAME, TurnContext
 
 __all__ = [
+    "ToolSpec",
     "anthropic_tool",
+    "chat_tool",
+    "messages_tool",
     "openai_chat_tool",
     "openai_responses_tool",
+    "responses_tool",
     "tool_description",
     "tool_parameters",
+    "tool_spec",
 ]
 
 # Sent with every request that offers the tool, so every word is paid for each turn.
@@ -67,34 +75,67 @@ def tool_parameters(turn: TurnContext) -> dict[str, Any]:
     }
 
 
-def openai_chat_tool(turn: TurnContext, *, limit: int = 1500) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """The memory tool as one turn describes it, in no API's format: its description
+    and its JSON-schema parameters (each API's entry: :func:`chat_tool`,
+    :func:`responses_tool`, :func:`messages_tool`, each a deep copy: a request may be
+    edited by its caller)."""
+
+    description: str
+    parameters: Mapping[str, Any]
+    name: str = TOOL_NAME
+
+
+def tool_spec(turn: TurnContext, *, limit: int = 1500) -> ToolSpec:
+    """The memory tool of ``turn`` (``limit``: the summary's length, said in the
+    description)."""
+    return ToolSpec(tool_description(turn, limit=limit), tool_parameters(turn))
+
+
+def chat_tool(spec: ToolSpec) -> dict[str, Any]:
     """Chat Completions ``tools=[...]`` entry."""
     return {
         "type": "function",
         "function": {
-            "name": TOOL_NAME,
-            "description": tool_description(turn, limit=limit),
-            "parameters": tool_parameters(turn),
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": deepcopy(dict(spec.parameters)),
             "strict": True,
         },
     }
 
 
-def openai_responses_tool(turn: TurnContext, *, limit: int = 1500) -> dict[str, Any]:
+def responses_tool(spec: ToolSpec) -> dict[str, Any]:
     """Responses API function tool (flat shape)."""
     return {
         "type": "function",
-        "name": TOOL_NAME,
-        "description": tool_description(turn, limit=limit),
-        "parameters": tool_parameters(turn),
+        "name": spec.name,
+        "description": spec.description,
+        "parameters": deepcopy(dict(spec.parameters)),
         "strict": True,
     }
 
 
-def anthropic_tool(turn: TurnContext, *, limit: int = 1500) -> dict[str, Any]:
+def messages_tool(spec: ToolSpec) -> dict[str, Any]:
     """Messages API ``tools=[...]`` entry."""
     return {
-        "name": TOOL_NAME,
-        "description": tool_description(turn, limit=limit),
-        "input_schema": tool_parameters(turn),
+        "name": spec.name,
+        "description": spec.description,
+        "input_schema": deepcopy(dict(spec.parameters)),
     }
+
+
+def openai_chat_tool(turn: TurnContext, *, limit: int = 1500) -> dict[str, Any]:
+    """Chat Completions ``tools=[...]`` entry of ``turn``'s tool."""
+    return chat_tool(tool_spec(turn, limit=limit))
+
+
+def openai_responses_tool(turn: TurnContext, *, limit: int = 1500) -> dict[str, Any]:
+    """Responses API function tool of ``turn``'s tool (flat shape)."""
+    return responses_tool(tool_spec(turn, limit=limit))
+
+
+def anthropic_tool(turn: TurnContext, *, limit: int = 1500) -> dict[str, Any]:
+    """Messages API ``tools=[...]`` entry of ``turn``'s tool."""
+    return messages_tool(tool_spec(turn, limit=limit))

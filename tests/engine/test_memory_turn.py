@@ -35,6 +35,7 @@ from stm_memory.kit import (
     run_turn_steps,
 )
 from stm_memory.testing import FrozenClock
+from stm_memory.tool.schema import tool_spec
 from stm_memory_langchain._tool import turn_tool
 
 USER_MSG = {"role": "user", "content": "what next?"}
@@ -280,15 +281,15 @@ def test_the_async_driver_runs_the_same_steps(mem: ShortTermMemory) -> None:
     assert turn.updated and entry is not None and entry.summary == "async"
 
 
-def test_an_off_turns_tool_schema_reads_the_memorys_clock(
+def test_an_off_turns_tool_is_described_from_the_defaults_on_the_memorys_clock(
     mem: ShortTermMemory, fake_clock: FrozenClock
 ) -> None:
     fake_clock.advance(timedelta(minutes=7))  # the memory's clock, not the wall clock
     off = MemoryTurn(mem, SERVER)  # no state: the tool is described from the defaults
     assert off.state is None and not off.active
-    defaults = off.schema_state()
-    assert defaults.started_at == fake_clock()
-    assert defaults.summary_mode
+    defaults = mem.default_turn(SERVER)  # what the off turn's tool is described from
+    assert defaults.started_at == fake_clock() and defaults.summary_mode
+    assert off.tool_spec() == tool_spec(defaults, limit=mem.limits.max_summary_length)
 
 
 # -- options -------------------------------------------------------------------------------
@@ -409,10 +410,10 @@ def test_finish_keeps_the_stored_dialogue_when_it_cannot_read_it(
 def test_a_framework_tool_is_described_from_the_turns_snapshot(mem: ShortTermMemory) -> None:
     mem.set_categories("g1", ["Plot", "Mood"])
     turn = begin(mem)
-    assert set(turn.tool_parameters()["properties"]) == {"plot", "mood"}
-    assert "category" in turn.tool_description()
+    assert set(turn.tool_spec().parameters["properties"]) == {"plot", "mood"}
+    assert "category" in turn.tool_spec().description
     mem.set_categories("g1", [])  # an admin edit mid-turn does not change this turn's tool
-    assert set(turn.tool_parameters()["properties"]) == {"plot", "mood"}
+    assert set(turn.tool_spec().parameters["properties"]) == {"plot", "mood"}
 
 
 # -- the order of the steps -------------------------------------------------------------

@@ -24,8 +24,8 @@ def test_the_tool_is_the_turns_and_runs_its_memory_call(stm_memory: ShortTermMem
     tool = turn_tool(turn)
     assert tool is not None and tool is turn_tool(turn)  # one object per turn, kept
     assert turn.kept[KEY] is tool  # with the turn (no registry to outlive it)
-    assert tool.name == TOOL_NAME and tool.description == turn.tool_description()
-    assert tool.args_schema == {"title": TOOL_NAME, **turn.tool_parameters()}
+    assert tool.name == TOOL_NAME and tool.description == turn.tool_spec().description
+    assert tool.args_schema == {"title": TOOL_NAME, **turn.tool_spec().parameters}
     assert json.loads(tool.invoke({"summary": "We planned the heist."})) == {"status": "completed"}
     again = json.loads(tool.invoke({"summary": "Twice."}))  # one update per turn
     assert again["status"] == "tool_execution_failed"

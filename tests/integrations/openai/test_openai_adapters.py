@@ -50,9 +50,7 @@ def turn(memory: ShortTermMemory) -> MemoryTurn:
 
 
 def adapter(kind: type[Any], **options: Any) -> Any:
-    return kind(
-        lambda **_: None, model="m", request_options=options, summary_limit=1500, on_text=None
-    )
+    return kind(lambda **_: None, model="m", request_options=options, on_text=None)
 
 
 # -- package surface ------------------------------------------------------------------------
@@ -211,15 +209,13 @@ def test_chat_request_shape_and_determinism(turn: MemoryTurn) -> None:
 
 
 def test_chat_streaming_request(turn: MemoryTurn) -> None:
-    chat = ChatCompletionsAdapter(
-        lambda **_: None, model="m", request_options={}, summary_limit=15, on_text=print
-    )
+    chat = ChatCompletionsAdapter(lambda **_: None, model="m", request_options={}, on_text=print)
     hi = [{"role": "user", "content": "hi"}]
     request = chat.build_request(hi, None, [], turn, context=MemoryContext())
     assert request == {
         "model": "m",
         "messages": [{"role": "user", "content": "hi"}],
-        "tools": [chat.memory_tool(turn.schema_state())],
+        "tools": [chat.memory_tool(turn.tool_spec())],
         "stream": True,
         "stream_options": {"include_usage": True},
         "prompt_cache_key": prompt_cache_key(turn.scope),
@@ -236,7 +232,6 @@ def test_cache_key_hint_yields_to_the_callers_and_turns_off(turn: MemoryTurn, ki
         lambda **_: None,
         model="m",
         request_options={},
-        summary_limit=15,
         on_text=None,
         cache_hints=False,
     )
@@ -244,7 +239,7 @@ def test_cache_key_hint_yields_to_the_callers_and_turns_off(turn: MemoryTurn, ki
 
 
 def test_chat_memory_tool_is_strict(turn: MemoryTurn) -> None:
-    tool = adapter(ChatCompletionsAdapter).memory_tool(turn.schema_state())
+    tool = adapter(ChatCompletionsAdapter).memory_tool(turn.tool_spec())
     assert tool["function"]["name"] == "update_short_term_memory"
     assert tool["function"]["strict"] is True
 
@@ -335,7 +330,7 @@ def test_responses_request_shape(turn: MemoryTurn) -> None:
             {"role": "user", "content": "hi"},
         ],
         # The turn offers the memory tool; the adapter writes it in the API's format.
-        "tools": [responses.memory_tool(turn.schema_state())],
+        "tools": [responses.memory_tool(turn.tool_spec())],
         "store": False,
         "prompt_cache_key": prompt_cache_key(turn.scope),
     }
