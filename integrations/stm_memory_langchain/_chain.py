@@ -79,10 +79,10 @@ from pydantic import ConfigDict
 
 from stm_memory import TOOL_NAME, ConfigurationError, Scope, ShortTermMemory, ValidationError
 from stm_memory.kit import (
-    MemoryTurn,
     Op,
     TurnOptions,
     adrive,
+    answered_then_remembered,
     api_of,
     cache_retention,
     check_memory_setup,
@@ -433,7 +433,7 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
             names = [str(c.get("name")) for c in reply.tool_calls]
             # The turn's one end-of-turn rule; the caller's own tools are the caller's to
             # run (the chain returns the reply to it), so a reply calling them ends here.
-            return not MemoryTurn.answered_then_remembered(text_of(reply), names) and all(
+            return not answered_then_remembered(text_of(reply), names) and all(
                 name == TOOL_NAME for name in names
             )
 

@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from stm_memory import TOOL_NAME
 from stm_memory.kit import (
-    MemoryTurn,
+    answered_then_remembered,
     current_user_index,
     is_truncated,
     text_of,
@@ -53,7 +53,7 @@ def remembered_after_answering(messages: Sequence[Any], start: int) -> bool:
             return False
         calls = getattr(message, "tool_calls", None) or []
         names = [str(c.get("name")) for c in calls]
-        if not MemoryTurn.answered_then_remembered(text_of(message), names):
+        if not answered_then_remembered(text_of(message), names):
             return False
         answered = {getattr(m, "tool_call_id", None) for m in messages[i + 1 :]}
         return all(c.get("id") in answered for c in calls)

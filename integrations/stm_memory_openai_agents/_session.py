@@ -86,6 +86,7 @@ from stm_memory.kit import (
     TurnOptions,
     TurnPhase,
     adrive,
+    answered_then_remembered,
     cache_retention,
     check_memory_setup,
     current_user_text,
@@ -606,7 +607,7 @@ class ShortTermMemorySession(OptionsView):
         """The answer to end the run with, when the last response answered and called
         only the memory tool (the one epilogue rule; None: the model runs again)."""
         state = self._current()
-        if state is None or not MemoryTurn.answered_then_remembered(state.answered, call_names):
+        if state is None or not answered_then_remembered(state.answered, call_names):
             return None
         state.finishing = True
         return state.answered

@@ -76,6 +76,7 @@ from stm_memory.kit.loop import (
     run_turn_steps,
 )
 from stm_memory.kit.options import OptionsView, TurnOption, TurnOptions
+from stm_memory.kit.replies import answered_then_remembered
 from stm_memory.kit.requests import (
     current_user_index,
     current_user_text,
@@ -170,6 +171,7 @@ __all__ = [
     "adrive",
     "aemit_text",
     "agreed_ttl",
+    "answered_then_remembered",
     "anthropic_breakpoints",
     "anthropic_system",
     "anthropic_tool",

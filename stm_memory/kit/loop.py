@@ -19,7 +19,13 @@ from stm_memory.kit.options import TurnOptions
 # The reply and result types live in a leaf module the wire helpers read too (they must
 # not import this module, which builds on them through the turn); re-exported here,
 # where they were first declared.
-from stm_memory.kit.replies import ModelReply, ToolCall, TurnResult, Usage
+from stm_memory.kit.replies import (
+    ModelReply,
+    ToolCall,
+    TurnResult,
+    Usage,
+    answered_then_remembered,
+)
 from stm_memory.kit.requests import current_user_text
 from stm_memory.kit.turn import MemoryTurn
 from stm_memory.prompt.placement import current_turn_index
@@ -182,7 +188,7 @@ def _model_steps(
             results.append((call, (yield from _execute(turn, call, handlers))))
         transcript.extend(adapter.tool_results(results))
         names = [c.name for c in reply.tool_calls]
-        return not MemoryTurn.answered_then_remembered(reply.text, names)
+        return not answered_then_remembered(reply.text, names)
 
     _, steps, requests = yield from model_steps(
         turn,

@@ -9,14 +9,24 @@ helpers depending on the loop (which builds, through the turn, on the wire helpe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from stm_memory.prompt.quiet import Writing
 from stm_memory.prompt.swap import SwapDecision
+from stm_memory.tool.turn import TOOL_NAME
 
-__all__ = ["ModelReply", "ToolCall", "TurnResult", "Usage"]
+__all__ = ["ModelReply", "ToolCall", "TurnResult", "Usage", "answered_then_remembered"]
+
+
+def answered_then_remembered(text: str, call_names: Sequence[str]) -> bool:
+    """One rule for every entry point: a model reply that answered the user (visible
+    text, ``text``) and called only the memory tool (``call_names``) ends the turn once
+    those calls are answered — the memory call was the epilogue of an answer the user
+    already has, and another model call would only cost a request. A reply that also
+    called a tool of the caller's goes on: the model must see that tool's result."""
+    return bool(text.strip()) and bool(call_names) and all(n == TOOL_NAME for n in call_names)
 
 
 @dataclass(frozen=True, slots=True)

@@ -773,15 +773,6 @@ class MemoryTurn:
             return failure(_UNAVAILABLE)
         return (yield from run_memory_call(self.memory, self.state, arguments, truncated=truncated))
 
-    @staticmethod
-    def answered_then_remembered(text: str, call_names: Sequence[str]) -> bool:
-        """One rule for every entry point: a model reply that answered the user (visible
-        text) and called only the memory tool ends the turn once those calls are
-        answered — the memory call was the epilogue of an answer the user already
-        has, and another model call would only cost a request. A reply that also
-        called a tool of the caller's goes on: the model must see that tool's result."""
-        return bool(text.strip()) and bool(call_names) and all(n == TOOL_NAME for n in call_names)
-
     # -- the end ------------------------------------------------------------------------------
 
     def abandon(self) -> Generator[Op, Any, None]:

@@ -31,6 +31,7 @@ from stm_memory.kit import (
     TurnEngine,
     TurnRecord,
     adrive,
+    answered_then_remembered,
     drive,
     run_turn_steps,
 )
@@ -329,7 +330,7 @@ def test_a_provider_name_is_read_as_the_exclusion_list_names_it() -> None:
     ],
 )
 def test_one_epilogue_rule(text: str, names: list[str], ends: bool) -> None:
-    assert MemoryTurn.answered_then_remembered(text, names) is ends
+    assert answered_then_remembered(text, names) is ends
 
 
 class _ScriptedAdapter:
