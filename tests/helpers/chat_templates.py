@@ -14,7 +14,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 __all__ = ["TEMPLATES", "Refused", "chat_messages", "render"]
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent / "jinja_templates"
 #: name → template source: one that refuses what Gemma- and Mistral-like templates
 #: refuse, one that drops every later system message as Phi-4-mini's does.
 TEMPLATES = {
