@@ -46,7 +46,7 @@ def turn_tool(turn: MemoryTurn, *, hidden: bool = False) -> BaseTool | None:
         tool = turn.kept.get(KEY)
         if not isinstance(tool, BaseTool):
             spec = turn.tool_spec()
-            schema = {"title": TOOL_NAME, **spec.parameters}
+            schema = {"title": TOOL_NAME, **spec.schema()}
             tool = turn.kept[KEY] = TurnMemoryTool(
                 description=spec.description,
                 args_schema=schema,

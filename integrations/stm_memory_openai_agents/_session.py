@@ -345,7 +345,7 @@ class ShortTermMemorySession(OptionsView):
         tool = FunctionTool(
             name=TOOL_NAME,
             description=spec.description,
-            params_json_schema=dict(spec.parameters),
+            params_json_schema=spec.schema(),
             on_invoke_tool=self._invoke_tool,
             strict_json_schema=True,
             is_enabled=self._tool_enabled,
@@ -488,7 +488,7 @@ class ShortTermMemorySession(OptionsView):
         if tool is not None and state.turn.active:  # this turn's snapshot
             spec = state.turn.tool_spec()
             tool.description = spec.description
-            tool.params_json_schema = dict(spec.parameters)
+            tool.params_json_schema = spec.schema()
         return state
 
     def _view(self, items: list[Any], state: _OpenRun) -> list[Any]:

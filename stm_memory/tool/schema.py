@@ -86,6 +86,11 @@ class ToolSpec:
     parameters: Mapping[str, Any]
     name: str = TOOL_NAME
 
+    def schema(self) -> dict[str, Any]:
+        """The parameters as a fresh JSON schema (a deep copy: the spec is the turn's,
+        and a framework may edit the schema it is handed)."""
+        return deepcopy(dict(self.parameters))
+
 
 def tool_spec(turn: TurnContext, *, limit: int = 1500) -> ToolSpec:
     """The memory tool of ``turn`` (``limit``: the summary's length, said in the
@@ -100,7 +105,7 @@ def chat_tool(spec: ToolSpec) -> dict[str, Any]:
         "function": {
             "name": spec.name,
             "description": spec.description,
-            "parameters": deepcopy(dict(spec.parameters)),
+            "parameters": spec.schema(),
             "strict": True,
         },
     }
@@ -112,7 +117,7 @@ def responses_tool(spec: ToolSpec) -> dict[str, Any]:
         "type": "function",
         "name": spec.name,
         "description": spec.description,
-        "parameters": deepcopy(dict(spec.parameters)),
+        "parameters": spec.schema(),
         "strict": True,
     }
 
@@ -122,7 +127,7 @@ def messages_tool(spec: ToolSpec) -> dict[str, Any]:
     return {
         "name": spec.name,
         "description": spec.description,
-        "input_schema": deepcopy(dict(spec.parameters)),
+        "input_schema": spec.schema(),
     }
 
 

@@ -15,10 +15,14 @@ from stm_memory.model import Category, Scope, ServerSettings, UserSettings
 from stm_memory.model.text import unique_slugs
 from stm_memory.tool.schema import (
     anthropic_tool,
+    chat_tool,
+    messages_tool,
     openai_chat_tool,
     openai_responses_tool,
+    responses_tool,
     tool_description,
     tool_parameters,
+    tool_spec,
 )
 from stm_memory.tool.turn import TOOL_NAME, TurnContext
 
@@ -297,3 +301,16 @@ def test_exports_are_fresh_dicts() -> None:
     first["input_schema"]["required"].append("x")
     assert anthropic_tool(CATEGORY_TURN)["input_schema"] == tool_parameters(CATEGORY_TURN)
     assert list(tool_parameters(CATEGORY_TURN)["properties"]) == ["plot", "mood"]
+
+
+def test_a_tool_spec_hands_out_fresh_schemas() -> None:
+    """The spec is described once per turn and shared by its requests: each API entry and
+    each schema handed to a framework is its own copy, so an edited one leaks nowhere."""
+    spec = tool_spec(CATEGORY_TURN)
+    first = spec.schema()
+    first["properties"]["plot"]["description"] = "edited"
+    chat_tool(spec)["function"]["parameters"]["properties"]["mood"]["type"] = "edited"
+    assert spec.schema() == tool_parameters(CATEGORY_TURN)
+    assert chat_tool(spec) == openai_chat_tool(CATEGORY_TURN)
+    assert responses_tool(spec) == openai_responses_tool(CATEGORY_TURN)
+    assert messages_tool(spec) == anthropic_tool(CATEGORY_TURN)
