@@ -11,7 +11,7 @@ dict may carry our speaker id. Where the dialogue goes is the request's *form*
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from stm_memory.kit.cache_hints import RequestApi, api_of
@@ -79,11 +79,4 @@ def rules_for(api: RequestApi | None, *, provider: str | None = None) -> ApiRule
     native = _BY_API[api_of(provider)]
     if not native.tool_blocks_need_a_tool:
         return rules
-    return ApiRules(
-        api=rules.api,
-        none_choice=rules.none_choice,
-        tool_blocks_need_a_tool=True,
-        cache_key=rules.cache_key,
-        breakpoints=rules.breakpoints,
-        strips_speaker_ids=rules.strips_speaker_ids,
-    )
+    return replace(rules, tool_blocks_need_a_tool=True)
