@@ -19,13 +19,14 @@ turn:
 - ``clear`` empties the record and forgets the channel (the "/refresh" command).
 
 The turn itself is a :class:`~stm_memory.kit.MemoryTurn`: the first read is
-``MemoryTurn.begin`` and ``assemble``; the view is ``view`` and each model request
-``prepare_after_view`` (the view put back to the record, the request built on the
-whole input as every entry point builds it); a memory call is ``memory_call``; ``add_messages`` with
-the answer is ``finish`` (given the record's tail that capture keeps); a run that
-failed is ``abandon``. A wrapper that calls the model itself drives the open turn
-through public methods: :meth:`~ShortTermMemoryHistory.model_turn` (the
-:class:`HistoryTurn` of its model input), :meth:`~ShortTermMemoryHistory.model_messages`,
+``MemoryTurn.begin`` and ``assemble``; the view is ``view`` (a ``PlacedView``) and each
+model request ``prepare(view=...)`` (the view put back to the record, the request built
+on the whole input as every entry point builds it); a memory call is ``memory_call``;
+``add_messages`` with the answer is ``finish`` (given the record's tail that capture
+keeps); a run that failed is ``abandon``. A wrapper that calls the model itself drives
+the open turn through public methods: :meth:`~ShortTermMemoryHistory.model_turn` (the
+:class:`HistoryTurn` of its model input),
+:meth:`~ShortTermMemoryHistory.model_messages`,
 :meth:`~ShortTermMemoryHistory.keep_exchange` and
 :meth:`~ShortTermMemoryHistory.abandon_turn`.
 
@@ -70,6 +71,7 @@ from stm_memory.kit import (
     MemoryRole,
     MemoryTurn,
     Op,
+    PlacedView,
     PreparedRequest,
     TurnOption,
     TurnOptions,
@@ -115,6 +117,7 @@ class HistoryTurn:
         "_answer_in_exchange",
         "_exchange",
         "_known",
+        "_placed",
         "_seen",
         "_view",
         "model_called",
@@ -127,7 +130,8 @@ class HistoryTurn:
         #: (:meth:`ShortTermMemoryHistory.model_turn`): another call on it is a new
         #: input after a run that never reached ``add_messages``.
         self.model_called = False
-        self._view: list[BaseMessage] | None = None
+        self._view: list[BaseMessage] | None = None  # the view the history returned
+        self._placed: PlacedView | None = None  # that view, as the turn placed it
         self._seen: list[BaseMessage] | None = None  # the record the view was built from
         self._known: list[BaseMessage] | None = None  # the record as this turn last knew it
         # The messages to store in place of the last AI message added (the memory exchange
@@ -341,26 +345,17 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
                 turn = self._open
         if turn is None:
             return PreparedRequest(list(messages))
-        if not turn.turn.active:
-            # Memory is off for this turn: nothing placed; the tool and hints decided.
-            return turn.turn.prepare(messages, provider=self._style, **request)
-        # The nudge only once the user's message is known and while the tool is offered.
-        if self.options.form == "inline":
-            # The portable form: the view is the record as it is; the cut and
-            # everything placed go in here, at once, on the whole input, joined to the
-            # prompt's system message and user turns (a placing error sends it uncut).
-            return turn.turn.prepare(messages, provider=self._style, **request)
-        # The view was placed around a stand-in for the user's message (for a chain that
-        # sends it as it is); the turn builds this request on the whole input instead,
-        # as every entry point does: briefings and nudge after the user's words, which
-        # then stay in the prefix the next turn re-reads from the provider's cache.
+        # Memory off for this turn: nothing placed; the tool and hints decided. The
+        # nudge only once the user's message is known and while the tool is offered.
+        # A view placed around a stand-in for the user's message (for a chain that
+        # sends it as it is) goes back to the record first: the turn builds this
+        # request on the whole input, as every entry point does, briefings and nudge
+        # after the user's words, which then stay in the prefix the next turn re-reads
+        # from the provider's cache. The portable form's view is the record as it is:
+        # the cut and everything placed go in here, at once, on the whole input.
         with self._lock:
-            view, earlier = turn._view, turn._seen
-        if view is None or earlier is None:
-            return turn.turn.prepare(messages, provider=self._style, **request)
-        return turn.turn.prepare_after_view(
-            messages, view=view, earlier=earlier, provider=self._style, **request
-        )
+            placed = turn._placed
+        return turn.turn.prepare(messages, view=placed, provider=self._style, **request)
 
     def keep_exchange(self, exchange: Sequence[BaseMessage], *, answer_included: bool) -> None:
         """For the chain wrapper: the memory exchange it ran this turn, stored in place
@@ -415,31 +410,30 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         state = yield from self._open_steps()
         with self._lock:
             if state._view is None or state._seen is None or len(state._seen) != len(record):
-                state._view = self._place(record, state)
+                state._placed = self._place(record, state)
+                state._view = list(state._placed.items) if state._placed else record
                 state._seen = record
             state._known = record
             return list(state._view)
 
-    def _place(self, record: list[BaseMessage], state: HistoryTurn) -> list[BaseMessage]:
+    def _place(self, record: list[BaseMessage], state: HistoryTurn) -> PlacedView | None:
         # The nudge waits for the user's message (see the module docstring).
-        if self.options.form == "inline":
-            # The portable form is written on the model's whole input (model_messages):
-            # a view knows neither the prompt's system message nor the user's.
-            return list(record)
         placed = state.turn.view(
             record,
             HumanMessage("", id=_STAND_IN),
             provider=self._style,
-            context=state.turn.request_context(nudge=False),
+            nudge=False,
             retention=self._retention,
         )
+        if placed is None:
+            return None
         view: list[BaseMessage] = []
-        for message in placed:
+        for message in placed.items:
             if getattr(message, "id", None) != _STAND_IN:
                 view.append(message)
             elif text_of(message):  # memory merged into the upcoming user turn
                 view.append(HumanMessage(message.content))
-        return view
+        return placed.shown_as(view)
 
     def _add_steps(self, messages: Sequence[BaseMessage]) -> Generator[Op, Any, None]:
         added = [_settled(m) for m in messages]

@@ -29,7 +29,7 @@ session only translates the SDK's hooks onto it:
   (the user has the answer: no second model call for it), so a run costs no extra
   model call. Its
   hooks build each model request on the whole input as every entry point does
-  (``MemoryTurn.prepare_after_view``: the view put back to the session's items, then
+  (``MemoryTurn.prepare(view=...)``: the view put back to the session's items, then
   the cut, the memory, the briefings and the nudge after the user's message, the
   nudge only while the tool is offered). Its model (the agent's ``Model``, wrapped:
   ``_agent.MemoryModel``) is sent the tools the turn offers, with the ``tool_choice``
@@ -61,7 +61,7 @@ import inspect
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -83,6 +83,7 @@ from stm_memory.kit import (
     MemoryRole,
     MemoryTurn,
     OptionsView,
+    PlacedView,
     TurnOptions,
     TurnPhase,
     adrive,
@@ -137,14 +138,13 @@ class _OpenRun:
     run: Any  # the RunContextWrapper of the run (None: items added outside a run)
     task: asyncio.Task[Any] | None  # the task that started the run
     view_len: int = 0  # items of the view the run's first read returned
-    nudge: str | None = None  # the nudge that view carries
     added: int = 0  # items recorded in this turn
     finishing: bool = False  # the next add_items is the run's last (the epilogue)
     answered: str = ""  # visible text of the model's last response (agent() hooks)
     placed: bool = False  # agent()'s hooks placed the memory at a model call (inline)
-    view: list[Any] = field(default_factory=list)  # what the run's first read returned
-    earlier: list[Any] = field(default_factory=list)  # the session's items it was placed on
-    viewed: bool = False  # this turn placed a view (a resumed run's input was placed before)
+    # What the run's first read returned, placed (None: nothing placed, or a resumed
+    # run, whose input was placed when it began).
+    view: PlacedView | None = None
     sent: bool = True  # agent()'s model sent this turn's last model call (see _answered)
 
 
@@ -420,7 +420,8 @@ class ShortTermMemorySession(OptionsView):
         # message was known); agent()'s hooks take the nudge out instead (_before_model).
         hooks = getattr(agent, "hooks", None)
         hooked = isinstance(hooks, MemoryHooks) and hooks.observer.session is self
-        return state.turn.tool_listed(nudged=state.nudge is not None and not hooked)
+        nudged = state.view is not None and state.view.nudge is not None
+        return state.turn.tool_listed(nudged=nudged and not hooked)
 
     def _routes(self, agent: Any) -> bool:
         """``agent`` came from :meth:`agent` over a ``Model``: its tool list always has
@@ -492,21 +493,18 @@ class ShortTermMemorySession(OptionsView):
         return state
 
     def _view(self, items: list[Any], state: _OpenRun) -> list[Any]:
-        # No tool to call: no nudge.
-        context = state.turn.request_context(nudge=self._tool is not None)
-        if context.is_empty:
-            return items
-        if context.role == "inline":
-            # The portable form is written on the model's whole input (_before_model),
-            # the cut with it: the view is the session as it is.
-            return items
         stand_in: dict[str, Any] = {"role": "user", "content": ""}
         placed = state.turn.view(
-            items, stand_in, form="responses", context=context, retention=self._retention
+            items,
+            stand_in,
+            form="responses",
+            nudge=self._tool is not None,  # no tool to call: no nudge
+            retention=self._retention,
         )
-        state.nudge = context.nudge
-        view = [item for item in placed if item is not stand_in]
-        state.view, state.earlier, state.viewed = view, list(items), True
+        if placed is None:
+            return items
+        view = [item for item in placed.items if item is not stand_in]
+        state.view = placed.shown_as(view)
         return view
 
     def _learn_input(self, state: _OpenRun, run_input: Any) -> None:
@@ -530,29 +528,25 @@ class ShortTermMemorySession(OptionsView):
         state.sent = False  # until agent()'s model sends it (_request_tools)
         # Ahead of the nudge's placing and of the model's tool list (_request_tools).
         self._learn_input(state, run_input)
-        if state.turn.options.form == "inline":
-            # The whole input, as sent: joined to the first user message and the user
-            # message of each turn (the instructions are the SDK's to send).
-            context = state.turn.request_context(nudge=self._tool is not None)
-            items[:] = state.turn.prepare(items, provider="openai", context=context).messages
-            state.placed = True
+        inline = state.turn.options.form == "inline"
+        if not inline and state.view is None:
+            # Nothing placed in this turn's view, or a run resumed from its state, whose
+            # input was placed when it began: it goes as it is (placing again would add
+            # twice).
             return
-        if not state.viewed:
-            # No view read in this turn: a run resumed from its state, whose input was
-            # placed when it began; it goes as it is (placing again would add twice).
-            return
-        # The view was placed around a stand-in for the run's input; the turn builds
-        # this request on the whole input instead, as every entry point does (the
-        # briefings and the nudge after the user's message, the nudge only while the
-        # tool is offered).
-        items[:] = state.turn.prepare_after_view(
+        # The turn builds this request on the whole input, as every entry point does:
+        # the portable form joined to the first user message and the user message of
+        # each turn (the instructions are the SDK's to send); else the view put back
+        # to the session's items, with the briefings and the nudge after the user's
+        # message, the nudge only while the tool is offered.
+        items[:] = state.turn.prepare(
             items,
             view=state.view,
-            earlier=state.earlier,
-            form="responses",
+            form="messages" if inline else "responses",
             provider="openai",
             nudge=self._tool is not None,
         ).messages
+        state.placed = True
 
     async def _end(self, state: _OpenRun) -> None:
         """Finish ``state``'s turn (once): capture the record's recent dialogue, count."""

@@ -101,6 +101,7 @@ from stm_memory.kit.shell import (
 from stm_memory.kit.turn import (
     Breakpoints,
     MemoryTurn,
+    PlacedView,
     PreparedRequest,
     ToolOffer,
     ToolRequest,
@@ -150,6 +151,7 @@ __all__ = [
     "OnText",
     "Op",
     "OptionsView",
+    "PlacedView",
     "PreparedRequest",
     "ProviderAdapter",
     "RequestApi",

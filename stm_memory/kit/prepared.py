@@ -10,7 +10,7 @@ the cache hints (:class:`Breakpoints` for Anthropic's; OpenAI's ``prompt_cache_k
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from stm_memory.kit.cache_hints import (
@@ -23,11 +23,30 @@ from stm_memory.kit.cache_hints import (
 from stm_memory.tool.schema import ToolSpec
 from stm_memory.wire.anthropic import text_blocks
 
-__all__ = ["Breakpoints", "PreparedRequest", "ToolOffer", "ToolRequest"]
+__all__ = ["Breakpoints", "PlacedView", "PreparedRequest", "ToolOffer", "ToolRequest"]
 
 #: How a request carries the memory tool: ``"offer"`` callable, ``"describe"`` defined
 #: but uncallable (``tool_choice: none``), None not at all.
 ToolOffer = Literal["offer", "describe"] | None
+
+
+@dataclass(frozen=True, slots=True)
+class PlacedView:
+    """A view with the turn's memory placed (:meth:`MemoryTurn.view
+    <stm_memory.kit.MemoryTurn.view>`): a history or session read before the user's
+    message exists. ``items`` are what the framework was given (an integration that
+    drops the stand-in records its list with :meth:`shown_as`), ``earlier`` the turns
+    they were placed on, ``nudge`` the nudge they carry. Where a hook later sees the
+    whole model input, it hands this back to ``prepare(view=...)``, which builds the
+    request on the earlier turns instead."""
+
+    items: tuple[Any, ...]
+    earlier: tuple[Any, ...]
+    nudge: str | None = None
+
+    def shown_as(self, items: Sequence[Any]) -> PlacedView:
+        """This view as the framework was given it: ``items``."""
+        return replace(self, items=tuple(items))
 
 
 @dataclass(frozen=True, slots=True)

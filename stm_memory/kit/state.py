@@ -56,7 +56,7 @@ class TurnEvent(enum.Enum):
 
     NOTE_USER = "note_user_message"
     ASSEMBLE = "assemble"
-    REQUEST = "request_context"
+    REQUEST = "prepare"  # or view(): a request of the turn
     MEMORY_CALL = "memory_call"
     ABANDON = "abandon"
     FINISH = "finish"

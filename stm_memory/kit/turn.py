@@ -59,7 +59,13 @@ from stm_memory.kit.capture import (
 from stm_memory.kit.context_window import context_exceeded_error, history_budget, hosted_window
 from stm_memory.kit.options import TurnOptions
 from stm_memory.kit.placing import RequestForm, as_sent, place_request, place_view
-from stm_memory.kit.prepared import Breakpoints, PreparedRequest, ToolOffer, ToolRequest
+from stm_memory.kit.prepared import (
+    Breakpoints,
+    PlacedView,
+    PreparedRequest,
+    ToolOffer,
+    ToolRequest,
+)
 from stm_memory.kit.requests import forces_tool, has_tool_traffic, text_of
 from stm_memory.kit.state import ORDER, TurnEvent, TurnPhase, advance
 from stm_memory.model import Scope, StoredMessage
@@ -82,6 +88,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Breakpoints",
     "MemoryTurn",
+    "PlacedView",
     "PreparedRequest",
     "ToolOffer",
     "ToolRequest",
@@ -143,27 +150,29 @@ def _budget_of(context: MemoryContext, default: int) -> int:
     return history.token_budget if history is not None and history.token_budget else default
 
 
-def _find_run(items: Sequence[Any], run: Sequence[Any]) -> int | None:
-    """Where ``run`` stands in ``items`` as a contiguous slice (by equality), or None."""
-    n = len(run)
-    for i in range(len(items) - n + 1):
-        if all(items[i + j] == run[j] for j in range(n)):
-            return i
-    return None
-
-
-def _added_by(view: Sequence[Any], earlier: Sequence[Any]) -> list[Any]:
-    """The items placement added to ``earlier`` in ``view``: new ones, not a copy of an
-    earlier message with placed text joined to it (those hold someone's words). A
-    message that opens with the block's header is placed text alone, whatever words it
-    quotes (details kept beside the memory quote earlier turns verbatim)."""
+def _unplaced(messages: Sequence[Any], view: PlacedView) -> list[Any]:
+    """``messages`` (a model's whole input) with ``view`` put back to the earlier turns
+    it was placed on; where the view is not found whole (a framework dropped or
+    rewrote some of its items), with the items the view added taken out by equality.
+    A view's item that opens with the block's header is placed text alone, whatever
+    words it quotes (details kept beside the memory quote earlier turns verbatim); an
+    earlier message with placed text joined to it holds someone's words and stays."""
+    whole, shown, earlier = list(messages), view.items, view.earlier
+    n = len(shown)
+    if not n:
+        return whole
+    for i in range(len(whole) - n + 1):
+        if all(whole[i + j] == shown[j] for j in range(n)):
+            whole[i : i + n] = earlier
+            return whole
     said = [t for t in map(text_of, earlier) if t.strip()]
-    return [
+    added = [
         item
-        for item in view
+        for item in shown
         if item not in earlier
         and (text_of(item).startswith(CONTENT_HEADER) or not any(t in text_of(item) for t in said))
     ]
+    return [item for item in whole if item not in added]
 
 
 class MemoryTurn:
@@ -521,22 +530,17 @@ class MemoryTurn:
                     self._phase = move.to
         return self.context
 
-    def request_context(
-        self, *, trim: bool | None = None, nudge: bool | None = None
-    ) -> MemoryContext:
+    def _request_context(self, *, nudge: bool | None = None) -> MemoryContext:
         """What one model request of this turn carries: the options' memory role, the
-        history cut when trimming (``trim`` overrides the option), the nudge only while
-        the tool is offered (``nudge=False`` holds it back, e.g. until the user's
-        message is known)."""
+        history cut when trimming, the nudge only while the tool is offered
+        (``nudge=False`` holds it back, e.g. until the user's message is known)."""
         advance(self._phase, TurnEvent.REQUEST)
         context = self._context
         if context is None:  # FINISHED without having assembled
-            raise TurnOrderError(f"request_context() before assemble(): {ORDER}")
+            raise TurnOrderError(f"prepare() before assemble(): {ORDER}")
         offered = self.tool_offered if nudge is None else nudge and self.tool_offered
         return context.for_request(
-            role=self.options.form,
-            trim=self.options.trim_history if trim is None else trim,
-            nudge=offered,
+            role=self.options.form, trim=self.options.trim_history, nudge=offered
         )
 
     def prepare(
@@ -547,6 +551,8 @@ class MemoryTurn:
         system: Any = None,
         provider: str | None = None,
         context: MemoryContext | None = None,
+        nudge: bool | None = None,
+        view: PlacedView | None = None,
         retention: timedelta | None = None,
         api: RequestApi | None = None,
         other_tools: bool = False,
@@ -556,9 +562,14 @@ class MemoryTurn:
     ) -> PreparedRequest:
         """One model request, whole (:class:`PreparedRequest`): ``messages`` (and the
         caller's ``system``, for a form that keeps it apart) with this request's memory
-        placed (``context``, default :meth:`request_context`; its history window says
-        whether the history is cut), for ``provider``'s message style (default the
-        options'); the memory tool and ``tool_choice`` (:meth:`request_tools`, on the
+        placed, for ``provider``'s message style (default the options'): the options'
+        memory role, the history cut when trimming, the nudge while the tool is offered
+        (``nudge=False`` holds it back; ``context``: a hand-built context instead). A
+        ``view`` this turn placed (:meth:`view`) that ``messages`` carry is put back to
+        the earlier turns it was placed on first, so the memory is placed once, after
+        the user's message as in every request (where the framework dropped or rewrote
+        some of its items, the items the view added are taken out). The memory
+        tool and ``tool_choice`` (:meth:`request_tools`, on the
         messages as placed: ``other_tools`` says the request carries tools of the
         caller's, ``tool_choice`` is the caller's); and the cache hints
         (:meth:`hints`, :class:`Breakpoints`) for ``api``, the API the request is
@@ -578,7 +589,9 @@ class MemoryTurn:
         given = dict(settings or {})
         if retention is None and settings is not None:
             retention = cache_retention(given, system)
-        context = context if context is not None else self.request_context()
+        if view is not None:
+            messages = _unplaced(messages, view)
+        context = context if context is not None else self._request_context(nudge=nudge)
         context = self._settled(messages, context, provider, retention)
         placed_system, placed = system, None
         transient: tuple[str, ...] = ()
@@ -687,58 +700,31 @@ class MemoryTurn:
         *,
         form: RequestForm = "messages",
         provider: str | None = None,
-        context: MemoryContext | None = None,
+        nudge: bool | None = None,
         retention: timedelta | None = None,
-    ) -> list[Any]:
+    ) -> PlacedView | None:
         """``earlier`` (the turns before this one, read before the user's new message
         exists: a history or session view) with this request's memory placed as it
         will stand once that message follows; ``stand_in`` holds its place and comes
-        back where placement left it, for the caller to drop. ``retention``: as for
-        :meth:`prepare` (the first request of the turn decides what it shows, and a
-        view is one). A placing error is logged and ``earlier`` goes as it came."""
-        context = context if context is not None else self.request_context()
+        back in :attr:`PlacedView.items` where placement left it, for the caller to
+        drop. ``nudge`` and ``retention``: as for :meth:`prepare` (the first request of
+        the turn decides what it shows, and a view is one). None when nothing is
+        placed: memory is off or empty, the portable form (written on the model's
+        whole input, by :meth:`prepare`), or a placing error (logged)."""
+        context = self._request_context(nudge=nudge)
+        if context.role == "inline" or context.is_empty:
+            return None
         context = self._settled(earlier, context, provider, retention)
         if context.is_empty:
-            return list(earlier)
+            return None
         try:
-            return place_view(
+            items = place_view(
                 context, earlier, stand_in, form=form, provider=provider or self.options.provider
             )
         except Exception:
             log.exception("stm-memory: placing memory in the view failed; sending without")
-            return list(earlier)
-
-    def prepare_after_view(
-        self,
-        messages: Sequence[Any],
-        *,
-        view: Sequence[Any],
-        earlier: Sequence[Any],
-        form: RequestForm = "messages",
-        provider: str | None = None,
-        nudge: bool | None = None,
-        **request: Any,
-    ) -> PreparedRequest:
-        """One request of a turn whose history went to the model as a :meth:`view`:
-        ``messages`` (the model's whole input: the prompt, ``view``, the user's message
-        now known), with the view put back to the ``earlier`` turns it was placed on
-        and this request built on the whole input as every entry point builds it
-        (:meth:`prepare`: the cut, the memory, the briefings and the nudge after the
-        user's message, ``nudge=False`` holding the nudge back; ``request``: the rest of
-        :meth:`prepare`'s keywords, the tool and hints). Where the view is not
-        found whole (a framework dropped or rewrote some of its items), the items the
-        view added are taken out by equality before the request is built, so nothing
-        is placed twice. A placing error sends the input with the earlier turns uncut,
-        without memory."""
-        context = self.request_context(nudge=nudge)
-        whole = list(messages)
-        at = _find_run(whole, view) if view else None
-        if at is not None:
-            whole[at : at + len(view)] = list(earlier)
-        elif view:
-            added = _added_by(view, earlier)
-            whole = [item for item in whole if item not in added]
-        return self.prepare(whole, form=form, provider=provider, context=context, **request)
+            return None
+        return PlacedView(tuple(items), tuple(earlier), context.nudge)
 
     def tool_listed(self, *, nudged: bool) -> bool:
         """Whether a tool list a framework builds apart from the request (the Agents

@@ -111,16 +111,13 @@ def test_the_nudge_stays_for_every_step_of_the_turn(mem: ShortTermMemory) -> Non
         drive(begin(mem).finish([USER_MSG], start=0))
     turn = begin(mem)
     drive(turn.assemble())
-    before = turn.request_context()
-    assert before.nudge
-    assert turn.request_context(nudge=False).nudge is None
+    before = turn.prepare([USER_MSG]).messages
+    held = turn.prepare([USER_MSG], nudge=False).messages
+    assert TOOL_NAME in str([m for m in before if m not in held])  # the nudge
     assert drive(turn.memory_call({"summary": "done"}))["status"] == "completed"
     assert turn.updated and turn.tool_offered and turn_tool(turn) is not None
-    after = turn.request_context()
-    assert after.nudge == before.nudge
-    assert after == before
-    assert turn.prepare([USER_MSG]).messages == before.apply([USER_MSG])
-    assert turn.request_context(nudge=False).nudge is None
+    assert turn.prepare([USER_MSG]).messages == before
+    assert turn.prepare([USER_MSG], nudge=False).messages == held
     second = drive(turn.memory_call({"summary": "again"}))
     assert second["status"] == "tool_execution_failed"
     assert "already updated" in second["reason"].lower()
@@ -134,16 +131,19 @@ def test_the_nudge_is_held_back_while_a_guard_hides_the_tool(mem: ShortTermMemor
     turn = begin(mem, user_message="please remember that I like tea")
     drive(turn.assemble())
     assert not turn.tool_offered and turn_tool(turn) is None
-    assert turn.request_context().nudge is None
+    assert TOOL_NAME not in str(turn.prepare([USER_MSG]).messages)
 
 
-def test_request_context_follows_the_options(mem: ShortTermMemory) -> None:
+def test_a_request_follows_the_options(mem: ShortTermMemory) -> None:
+    earlier = dialogue(40)
+    drive(begin(mem).finish(earlier, start=0))
     refresh(mem, SERVER, "memory")
     turn = begin(mem, options=TurnOptions(memory_role="user", trim_history=False))
     drive(turn.assemble())
-    context = turn.request_context()
-    assert context.role == "user" and context.history is None
-    assert turn.request_context(trim=True).history is not None
+    sent = turn.prepare([*earlier, USER_MSG]).messages
+    assert all(m in sent for m in earlier)  # untrimmed: nothing cut
+    memory = [m for m in sent if "[Short-term memory]" in str(m["content"])]
+    assert memory and all(m["role"] == "user" for m in memory)
 
 
 def test_one_update_per_turn_for_every_caller(mem: ShortTermMemory) -> None:
@@ -426,7 +426,7 @@ def test_a_request_before_the_memory_is_read_is_refused(
 ) -> None:
     turn = begin(mem, scope)
     with pytest.raises(TurnOrderError, match=r"before assemble\(\).*begin → assemble"):
-        turn.request_context()
+        turn.view([], {"role": "user", "content": ""})
     with pytest.raises(TurnOrderError, match="before assemble"):
         turn.prepare([{"role": "user", "content": "hi"}])
     drive(turn.assemble())
@@ -538,17 +538,20 @@ def test_a_request_built_on_a_view_is_the_request_built_on_the_whole_input(
     turn = begin(mem)
     drive(turn.assemble())
     stand_in = {"role": "user", "content": ""}
-    view = [m for m in turn.view(earlier, stand_in) if m is not stand_in]
-    assert view != earlier  # the memory was placed in it
+    placed = turn.view(earlier, stand_in)
+    assert placed is not None and placed.earlier == tuple(earlier)
+    view = placed.shown_as([m for m in placed.items if m is not stand_in])
+    assert list(view.items) != earlier  # the memory was placed in it
     system = {"role": "system", "content": "Be brief."}
-    sent = turn.prepare_after_view([system, *view, USER_MSG], view=view, earlier=earlier)
-    assert sent.messages == turn.prepare([system, *earlier, USER_MSG]).messages
-    assert turn.request_context().nudge in [m["content"] for m in sent.messages[-1:]]
+    whole = turn.prepare([system, *earlier, USER_MSG]).messages
+    sent = turn.prepare([system, *view.items, USER_MSG], view=view)
+    assert sent.messages == whole
+    assert TOOL_NAME in str(sent.messages[-1]["content"])  # the nudge, after the user
     # A framework that dropped one of the view's messages (the view is not found whole):
     # what placement added is taken out, and the request is built on what is left,
     # with one memory block.
-    dropped = [m for m in view if m is not earlier[-1]]
-    sent = turn.prepare_after_view([system, *dropped, USER_MSG], view=view, earlier=earlier)
+    dropped = [m for m in view.items if m is not earlier[-1]]
+    sent = turn.prepare([system, *dropped, USER_MSG], view=view)
     assert sent.messages == turn.prepare([system, *earlier[:-1], USER_MSG]).messages
     assert sum("[Short-term memory]\n" in str(m["content"]) for m in sent.messages) == 1
 

@@ -21,7 +21,7 @@ EXPECTED: dict[TurnPhase, dict[TurnEvent, TurnPhase | str]] = {
     B: {
         E.NOTE_USER: B,
         E.ASSEMBLE: A,
-        E.REQUEST: r"request_context\(\) before assemble\(\)",
+        E.REQUEST: r"prepare\(\) before assemble\(\)",
         E.MEMORY_CALL: B,
         E.ABANDON: B,
         E.FINISH: F,
@@ -70,7 +70,7 @@ def fire(turn: MemoryTurn, event: TurnEvent) -> None:
     elif event is E.ASSEMBLE:
         drive(turn.assemble())
     elif event is E.REQUEST:
-        turn.request_context()
+        turn.prepare([USER_MSG])
     elif event is E.MEMORY_CALL:
         drive(turn.memory_call({"summary": "The plan."}))
     elif event is E.ABANDON:
@@ -147,8 +147,8 @@ def test_a_turn_may_finish_without_assembling_and_then_builds_no_request(
     turn = begin(mem)
     drive(turn.finish([USER_MSG], start=0))
     assert turn.phase is TurnPhase.FINISHED
-    with pytest.raises(TurnOrderError, match=r"request_context\(\) before assemble\(\)"):
-        turn.request_context()
+    with pytest.raises(TurnOrderError, match=r"prepare\(\) before assemble\(\)"):
+        turn.prepare([USER_MSG])
     with pytest.raises(TurnOrderError, match=r"assemble\(\) after finish\(\)"):
         drive(turn.assemble())
     assert turn.phase is TurnPhase.FINISHED
@@ -160,7 +160,8 @@ def test_a_finished_turn_keeps_the_context_it_assembled(mem: ShortTermMemory) ->
     turn = begin(mem)
     context = drive(turn.assemble())
     drive(turn.finish([USER_MSG], start=0))
-    assert turn.context is context and not turn.request_context().is_empty
+    assert turn.context is context
+    assert "The heist is on Friday." in str(turn.prepare([USER_MSG]).messages)
 
 
 def test_abandon_leaves_the_state_where_it_was(mem: ShortTermMemory) -> None:

@@ -816,7 +816,7 @@ class IntegrationContract:
     def test_a_step_out_of_order_raises(self, dialogue: Dialogue) -> None:
         turn = drive(MemoryTurn.begin(dialogue.memory, ALICE))
         with pytest.raises(TurnOrderError, match="begin → assemble"):
-            turn.request_context()
+            turn.prepare([{"role": "user", "content": ALICE_1}])
         drive(turn.assemble())
         drive(turn.finish([{"role": "user", "content": ALICE_1}], start=0))
         with pytest.raises(TurnOrderError):
