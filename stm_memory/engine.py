@@ -681,7 +681,7 @@ class ShortTermMemory:
         from its counters as its turns judge them: ``off`` where a guard hides the tool
         (memory off for the server, the user's full privacy), ``not_writing`` once its
         model ignored the nudges (docs/open-models.md). An entry point's
-        ``tool_calling=False`` is the turn's to say (``MemoryTurn.writing``)."""
+        ``tool_calling=False`` is the turn's to say (``MemoryTurn.status.writing``)."""
         _check_scope(scope)
         settings = self.server_settings(scope.server_id) if scope.server_id else ServerSettings()
         private = self.user_settings(scope.user_id).full_privacy

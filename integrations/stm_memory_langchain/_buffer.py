@@ -100,7 +100,7 @@ class ShortTermMemoryBuffer(BaseMemory):
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """Begin the turn and return ``{memory_key: content}`` ("" when there is none)."""
         turn = self._begin(_as_text(inputs.get(self._input_key(inputs))))
-        if not turn.active:  # could not begin: no memory this time
+        if not turn.status.active:  # could not begin: no memory this time
             return {self.memory_key: ""}
         stale = self._swap(turn)
         if stale is not None:  # a load without its save (the chain failed): it happened
@@ -108,7 +108,7 @@ class ShortTermMemoryBuffer(BaseMemory):
         drive(turn.assemble())
         # A buffer's chain sends no dialogue of ours to hold: the newest memory shows.
         turn.settle(None)
-        return {self.memory_key: turn.context.content or ""}
+        return {self.memory_key: turn.status.context.content or ""}
 
     def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
         """Capture this exchange after the stored recent messages and end the turn."""

@@ -451,7 +451,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
                 state._known = [*state._known, *stored]
             if ai_at is not None and self._open is state:
                 self._open = None
-        if ai_at is None or not state.turn.active:
+        if ai_at is None or not state.turn.status.active:
             return  # the user's message alone (the turn goes on), or memory is off
         if self.options.form == "inline" and not state.model_called:
             log.warning(

@@ -520,7 +520,7 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         turn = yield from MemoryTurn.begin(
             self.memory, scope, options=self.options, user_message=user_message
         )
-        if turn.active and updated:
+        if turn.status.active and updated:
             # Resumed elsewhere after this turn's update (the run's state says so):
             # keep it to one update.
             turn.claim_update()

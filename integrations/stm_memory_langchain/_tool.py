@@ -40,7 +40,8 @@ def turn_tool(turn: MemoryTurn, *, hidden: bool = False) -> BaseTool | None:
     off). ``hidden=True`` returns it under a guard too, for a call the model makes anyway
     (the turn answers it with the guard's failure) or a request that must describe the
     tool without offering it (``PreparedRequest.tool == "describe"``)."""
-    if not (turn.active and (hidden or turn.tool_offered)):
+    status = turn.status
+    if not (status.active and (hidden or status.tool_offered)):
         return None
     with _LOCK:
         tool = turn.kept.get(KEY)

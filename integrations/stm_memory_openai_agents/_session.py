@@ -337,7 +337,7 @@ class ShortTermMemorySession(OptionsView):
                 return self._tool
         state = self._current()
         # Before the first run: the defaults' schema (summary mode); each run sets its own.
-        if state is not None and state.turn.active:
+        if state is not None and state.turn.status.active:
             turn = state.turn
         else:
             turn = MemoryTurn(self.memory, self.scope, options=self.options)  # off: the defaults
@@ -410,7 +410,7 @@ class ShortTermMemorySession(OptionsView):
             # what the model is sent is the turn's offer (_request_tools). No side effect.
             return True
         state = self._current()
-        if state is None or not state.turn.active:
+        if state is None or not state.turn.status.active:
             return False
         # Here the list is what the model is sent, and run_streamed builds it before any
         # other hook sees the run's input: the turn learns its user message now.
@@ -486,7 +486,7 @@ class ShortTermMemorySession(OptionsView):
         await adrive(state.turn.assemble())
         with self._lock:
             tool = self._tool
-        if tool is not None and state.turn.active:  # this turn's snapshot
+        if tool is not None and state.turn.status.active:  # this turn's snapshot
             spec = state.turn.tool_spec()
             tool.description = spec.description
             tool.params_json_schema = spec.schema()
@@ -514,7 +514,7 @@ class ShortTermMemorySession(OptionsView):
         if not isinstance(run_input, Sequence) or isinstance(run_input, str):
             return
         new = list(run_input)[state.view_len :]
-        briefing = state.turn.context.briefing
+        briefing = state.turn.status.context.briefing
         # The briefings may stand after the user's message by now (see _before_model).
         said = [i for i in new if not (isinstance(i, Mapping) and i.get("content") == briefing)]
         state.turn.note_user_message(current_user_text(said))
@@ -523,7 +523,7 @@ class ShortTermMemorySession(OptionsView):
         """agent()'s hooks, before each model call: the input as it will be sent, and
         the run's input."""
         state = self._current()
-        if state is None or not state.turn.active or not isinstance(items, list):
+        if state is None or not state.turn.status.active or not isinstance(items, list):
             return
         state.sent = False  # until agent()'s model sends it (_request_tools)
         # Ahead of the nudge's placing and of the model's tool list (_request_tools).
@@ -554,7 +554,8 @@ class ShortTermMemorySession(OptionsView):
             if self._open is state:
                 self._open = None
         turn = state.turn
-        if not turn.active or turn.phase is TurnPhase.FINISHED:
+        status = turn.status
+        if not status.active or status.phase is TurnPhase.FINISHED:
             return
         if turn.options.form == "inline" and state.run is not None and not state.placed:
             log.warning(
@@ -586,7 +587,7 @@ class ShortTermMemorySession(OptionsView):
         if state is None:
             return
         state.answered = text
-        hidden = not state.turn.tool_offered
+        hidden = not state.turn.status.tool_offered
         if hidden and not state.sent and self._routes(agent) and not self._bypass_noted:
             # The tool was in the step's list for the wrapper to hold back: it went out.
             self._bypass_noted = True  # said once per session

@@ -3,9 +3,9 @@
 - the memory turn every entry point drives (:mod:`.turn`, ``MemoryTurn``: it builds
   what each request sends, ``PreparedRequest``: the messages, the memory tool and its
   ``tool_choice``, the cache hints; runs the memory call, captures and ends;
-  ``TurnPhase``, where it stands; ``TurnEngine``, what it needs of the engine;
-  ``TurnRecord``, the one write that ends a turn) and the options they share
-  (:mod:`.options`, ``TurnOptions``);
+  ``TurnPhase``, where it stands, and ``TurnStatus``, what it knows; ``TurnEngine``,
+  what it needs of the engine; ``TurnRecord``, the one write that ends a turn) and the
+  options they share (:mod:`.options`, ``TurnOptions``);
 - the agent turn of the loops, written once without I/O (:mod:`.loop`), the
   operations it yields and their sync/async drivers (``Op``, ``drive``, ``adrive``),
   and the loop shells every provider loop subclasses (:mod:`.shell`);
@@ -107,6 +107,7 @@ from stm_memory.kit.turn import (
     ToolRequest,
     TurnEngine,
     TurnPhase,
+    TurnStatus,
 )
 from stm_memory.kit.wire_anthropic import (
     anthropic_system,
@@ -168,6 +169,7 @@ __all__ = [
     "TurnPhase",
     "TurnRecord",
     "TurnResult",
+    "TurnStatus",
     "Usage",
     "adiscover_window",
     "adrive",

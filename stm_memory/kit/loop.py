@@ -145,15 +145,16 @@ def run_turn_steps(
         raise
     yield from turn.finish(transcript, start=current_turn_index(messages))
     text, usage, steps, requests = outcome
+    status = turn.status
     return TurnResult(
         text,
         transcript,
-        turn.updated,
+        status.updated,
         usage,
         steps,
         requests,
-        decision=turn.decision,
-        writing=turn.writing,
+        decision=status.decision,
+        writing=status.writing,
     )
 
 

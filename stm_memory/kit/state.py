@@ -22,11 +22,25 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from stm_memory.errors import TurnOrderError
 
-__all__ = ["ORDER", "TRANSITIONS", "Move", "Refuse", "TurnEvent", "TurnPhase", "advance"]
+if TYPE_CHECKING:
+    from stm_memory.prompt.placement import MemoryContext
+    from stm_memory.prompt.quiet import Writing
+    from stm_memory.prompt.swap import SwapDecision
+
+__all__ = [
+    "ORDER",
+    "TRANSITIONS",
+    "Move",
+    "Refuse",
+    "TurnEvent",
+    "TurnPhase",
+    "TurnStatus",
+    "advance",
+]
 
 #: The order every refused step names.
 ORDER = (
@@ -36,7 +50,7 @@ ORDER = (
 
 
 class TurnPhase(enum.Enum):
-    """Where a :class:`~stm_memory.kit.MemoryTurn` stands (``MemoryTurn.phase``).
+    """Where a :class:`~stm_memory.kit.MemoryTurn` stands (``MemoryTurn.status.phase``).
 
     - ``BEGUN``: ``MemoryTurn.begin`` returned (or the turn was built off); the guards are
       decided, the user's message may still be noted; no request may be built yet.
@@ -49,6 +63,30 @@ class TurnPhase(enum.Enum):
     BEGUN = "begun"
     ASSEMBLED = "assembled"
     FINISHED = "finished"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStatus:
+    """What a turn knows, read at once under its lock (``MemoryTurn.status``)."""
+
+    #: Where the turn stands: begun, assembled or finished.
+    phase: TurnPhase
+    #: Memory is on for this turn (it has a scope and began).
+    active: bool
+    #: The memory tool is in this turn's requests: no guard of the turn's snapshot hides
+    #: it (not in a "remember this permanently" turn …). This turn's update does not
+    #: withdraw it: every step keeps the tool list (a second call fails when run).
+    tool_offered: bool
+    #: This turn's one update ran.
+    updated: bool
+    #: Whether this channel's memory is being written (:class:`~stm_memory.Writing`),
+    #: judged at assembly from its counters; None before, or when memory is off.
+    writing: Writing | None
+    #: What this turn's requests show and why (swap or hold, the rule, the estimate in
+    #: tokens), once its first request was built; None before, or when memory is off.
+    decision: SwapDecision | None
+    #: The assembled memory context (empty before ``assemble`` or when off).
+    context: MemoryContext
 
 
 class TurnEvent(enum.Enum):

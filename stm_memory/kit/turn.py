@@ -67,7 +67,7 @@ from stm_memory.kit.prepared import (
     ToolRequest,
 )
 from stm_memory.kit.requests import forces_tool, has_tool_traffic, text_of
-from stm_memory.kit.state import ORDER, TurnEvent, TurnPhase, advance
+from stm_memory.kit.state import ORDER, TurnEvent, TurnPhase, TurnStatus, advance
 from stm_memory.model import Scope, StoredMessage
 from stm_memory.model.kept import kept_details
 from stm_memory.model.messages import without_speaker_ids
@@ -94,6 +94,7 @@ __all__ = [
     "ToolRequest",
     "TurnEngine",
     "TurnPhase",
+    "TurnStatus",
 ]
 
 log = logging.getLogger("stm_memory")
@@ -178,7 +179,7 @@ def _unplaced(messages: Sequence[Any], view: PlacedView) -> list[Any]:
 class MemoryTurn:
     """One responding turn's memory (see the module docstring). Build it with
     :meth:`begin`; a turn whose scope is ``None`` or whose beginning failed is *off*
-    (``active`` False): it places nothing, offers no tool and writes nothing."""
+    (``status.active`` False): it places nothing, offers no tool and writes nothing."""
 
     __slots__ = (
         "_context",
@@ -274,45 +275,24 @@ class MemoryTurn:
     # -- what the turn knows --------------------------------------------------------------
 
     @property
-    def phase(self) -> TurnPhase:
-        """Where the turn stands: begun, assembled or finished (:class:`TurnPhase`)."""
-        return self._phase
+    def status(self) -> TurnStatus:
+        """What the turn knows, read at once (:class:`TurnStatus`): its phase, whether
+        memory is on, the tool offered, the one update, the judgement of whether the
+        model writes, what its requests show and the context it assembled."""
+        with self._lock:
+            context = self._context
+            return TurnStatus(
+                phase=self._phase,
+                active=self.state is not None,
+                tool_offered=self._offered(),
+                updated=self.state is not None and self.state.updated,
+                writing=context.writing if self.state is not None and context is not None else None,
+                decision=self._decision,
+                context=context if context is not None else MemoryContext(),
+            )
 
-    @property
-    def active(self) -> bool:
-        """Memory is on for this turn (it has a scope and began)."""
-        return self.state is not None
-
-    @property
-    def tool_offered(self) -> bool:
-        """The memory tool is in this turn's requests: no guard of the turn's snapshot
-        hides it (not in a "remember this permanently" turn …). This turn's update does
-        not withdraw it: every step keeps the tool list (a second call fails when run)."""
+    def _offered(self) -> bool:
         return self.state is not None and self.state.tool_offered and not self._withdrawn
-
-    @property
-    def writing(self) -> Writing | None:
-        """Whether this channel's memory is being written (:class:`~stm_memory.Writing`),
-        judged at assembly from its counters; None before, or when memory is off."""
-        if self.state is None or self._context is None:
-            return None
-        return self._context.writing
-
-    @property
-    def updated(self) -> bool:
-        return self.state is not None and self.state.updated
-
-    @property
-    def context(self) -> MemoryContext:
-        """The assembled memory context (empty before :meth:`assemble` or when off)."""
-        return self._context if self._context is not None else MemoryContext()
-
-    @property
-    def decision(self) -> SwapDecision | None:
-        """What this turn's requests show and why (swap or hold, the rule, the
-        estimate in tokens), once its first request was built; None before, or when
-        memory is off."""
-        return self._decision
 
     def settle(
         self,
@@ -329,7 +309,7 @@ class MemoryTurn:
         names others) with the cache ``retention`` the request asks for, if it says
         (:func:`~stm_memory.kit.cache_retention`: OpenAI ``prompt_cache_retention``,
         Anthropic breakpoint TTLs). Every request
-        method settles first; an entry point that reads :attr:`context` alone (a
+        method settles first; an entry point that reads ``status.context`` alone (a
         classic memory buffer) calls it."""
         context = self._context
         if context is None or self._decision is not None:
@@ -528,7 +508,7 @@ class MemoryTurn:
                     self._context = context
                 if self._phase is TurnPhase.BEGUN:  # finish() may have come meanwhile
                     self._phase = move.to
-        return self.context
+        return self._context if self._context is not None else MemoryContext()
 
     def _request_context(self, *, nudge: bool | None = None) -> MemoryContext:
         """What one model request of this turn carries: the options' memory role, the
@@ -538,7 +518,7 @@ class MemoryTurn:
         context = self._context
         if context is None:  # FINISHED without having assembled
             raise TurnOrderError(f"prepare() before assemble(): {ORDER}")
-        offered = self.tool_offered if nudge is None else nudge and self.tool_offered
+        offered = self._offered() if nudge is None else nudge and self._offered()
         return context.for_request(
             role=self.options.form, trim=self.options.trim_history, nudge=offered
         )
@@ -654,7 +634,7 @@ class MemoryTurn:
         # Tool traffic matters only where the tool may be described (every request
         # reads it otherwise: a walk over the whole input, on the hot path).
         traffic = (
-            not self.tool_offered
+            not self._offered()
             and rules.tool_blocks_need_a_tool
             and not other_tools
             and has_tool_traffic(messages)
@@ -733,7 +713,7 @@ class MemoryTurn:
         the request already carried the nudge (``nudged``: placed before a guard came
         to hide the tool), still, so a call the nudge asked for gets the guard's failed
         result from the turn instead of the framework's "tool not found"."""
-        return self.tool_offered or (nudged and self.active)
+        return self._offered() or (nudged and self.state is not None)
 
     def _tool_offer(self, *, other_tools: bool, tool_traffic: bool) -> ToolOffer:
         """How a request carries the memory tool, the one policy every request of every
@@ -742,7 +722,7 @@ class MemoryTurn:
         API that refuses a request with tool blocks and no tools (``tool_traffic``: such
         blocks, where the API refuses them), described but uncallable when nothing else
         (``other_tools``) defines one; else not at all."""
-        if self.tool_offered:
+        if self._offered():
             return "offer"
         if tool_traffic and not other_tools and self.scope:
             return "describe"

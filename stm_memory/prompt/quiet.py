@@ -42,7 +42,7 @@ From then on its requests stop paying for a memory nobody writes:
   the channel was reset.
 
 A write ends the judgement at once (the counters restart). The turn says the status
-(``MemoryTurn.writing``, ``TurnResult.writing``), the engine per channel
+(``MemoryTurn.status.writing``, ``TurnResult.writing``), the engine per channel
 (``ShortTermMemory.writing_status``), and the first judgement per model name logs one
 warning (``stm_memory.kit.turn``).
 

@@ -56,7 +56,7 @@ def counted_turns(mem: ShortTermMemory, scope: Scope = SERVER) -> int:
 
 def test_a_turn_without_scope_is_off_and_touches_nothing(mem: ShortTermMemory) -> None:
     turn = begin(mem, None)
-    assert not turn.active and not turn.tool_offered and turn_tool(turn) is None
+    assert not turn.status.active and not turn.status.tool_offered and turn_tool(turn) is None
     assert drive(turn.assemble()).is_empty
     assert turn.prepare([USER_MSG]).messages == [USER_MSG]
     result = drive(turn.memory_call('{"summary": "x"}'))
@@ -85,7 +85,7 @@ def test_a_turn_that_cannot_begin_goes_on_without_memory(
     monkeypatch.setattr(mem, "begin_turn", broken)
     with caplog.at_level(logging.ERROR, logger="stm_memory"):
         turn = begin(mem)
-    assert not turn.active and turn_tool(turn) is None
+    assert not turn.status.active and turn_tool(turn) is None
     assert "beginning the turn failed" in caplog.text
 
 
@@ -115,7 +115,7 @@ def test_the_nudge_stays_for_every_step_of_the_turn(mem: ShortTermMemory) -> Non
     held = turn.prepare([USER_MSG], nudge=False).messages
     assert TOOL_NAME in str([m for m in before if m not in held])  # the nudge
     assert drive(turn.memory_call({"summary": "done"}))["status"] == "completed"
-    assert turn.updated and turn.tool_offered and turn_tool(turn) is not None
+    assert turn.status.updated and turn.status.tool_offered and turn_tool(turn) is not None
     assert turn.prepare([USER_MSG]).messages == before
     assert turn.prepare([USER_MSG], nudge=False).messages == held
     second = drive(turn.memory_call({"summary": "again"}))
@@ -130,7 +130,7 @@ def test_the_nudge_is_held_back_while_a_guard_hides_the_tool(mem: ShortTermMemor
         drive(begin(mem).finish([USER_MSG], start=0))
     turn = begin(mem, user_message="please remember that I like tea")
     drive(turn.assemble())
-    assert not turn.tool_offered and turn_tool(turn) is None
+    assert not turn.status.tool_offered and turn_tool(turn) is None
     assert TOOL_NAME not in str(turn.prepare([USER_MSG]).messages)
 
 
@@ -262,7 +262,7 @@ def test_a_tool_list_built_apart_keeps_the_tool_a_sent_nudge_asked_for(
     offered = begin(mem)
     assert offered.tool_listed(nudged=False) and offered.tool_listed(nudged=True)
     hidden = begin(mem, user_message="Remember this permanently: I am vegetarian.")
-    assert not hidden.tool_offered
+    assert not hidden.status.tool_offered
     assert not hidden.tool_listed(nudged=False)
     assert hidden.tool_listed(nudged=True)  # its call gets the guard's failed result
     off = begin(mem, None)
@@ -279,7 +279,7 @@ def test_the_async_driver_runs_the_same_steps(mem: ShortTermMemory) -> None:
 
     turn = asyncio.run(run())
     entry = mem.get(SERVER)
-    assert turn.updated and entry is not None and entry.summary == "async"
+    assert turn.status.updated and entry is not None and entry.summary == "async"
 
 
 def test_an_off_turns_tool_is_described_from_the_defaults_on_the_memorys_clock(
@@ -287,7 +287,7 @@ def test_an_off_turns_tool_is_described_from_the_defaults_on_the_memorys_clock(
 ) -> None:
     fake_clock.advance(timedelta(minutes=7))  # the memory's clock, not the wall clock
     off = MemoryTurn(mem, SERVER)  # no state: the tool is described from the defaults
-    assert off.state is None and not off.active
+    assert off.state is None and not off.status.active
     defaults = mem.default_turn(SERVER)  # what the off turn's tool is described from
     assert defaults.started_at == fake_clock() and defaults.summary_mode
     assert off.tool_spec() == tool_spec(defaults, limit=mem.limits.max_summary_length)

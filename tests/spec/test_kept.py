@@ -444,7 +444,7 @@ def test_the_turns_decision_says_what_was_kept_and_why(mem: ShortTermMemory) -> 
     drive(turn.assemble())
     request = turn.prepare([*talk.history, user("next?")])
     assert any(CODE in str(m["content"]) for m in request.messages)
-    decision = turn.decision
+    decision = turn.status.decision
     assert decision is not None and decision.kept == (CODE,)
     assert f"1 detail(s) kept beside the memory, which leaves them out: {CODE}" in str(decision)
 

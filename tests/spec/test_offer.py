@@ -244,7 +244,7 @@ def test_a_model_that_ignores_the_nudges_is_judged_once_and_warned_once(
     with caplog.at_level(logging.WARNING, logger="stm_memory"):
         for n in range(12):
             turn, _ = one_turn(judged, n)
-            statuses.append(turn.writing)
+            statuses.append(turn.status.writing)
     # Nudged at turns 3, 4 and 5 (the cadence and two more); judged from turn 6.
     assert statuses[: CADENCE + 3] == [Writing.WAITING] * (CADENCE + 3)
     assert statuses[CADENCE + 3 :] == [Writing.NOT_WRITING] * (12 - CADENCE - 3)
@@ -270,7 +270,7 @@ def test_a_model_that_writes_is_never_judged_nor_warned(
     judged: ShortTermMemory, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="stm_memory"):
-        statuses = [one_turn(judged, n, writes=True)[0].writing for n in range(20)]
+        statuses = [one_turn(judged, n, writes=True)[0].status.writing for n in range(20)]
     assert Writing.NOT_WRITING not in statuses
     assert statuses[-1] is Writing.WRITING
     assert judged.writing_status(SERVER) is Writing.WRITING
@@ -284,9 +284,9 @@ def test_a_model_that_cannot_call_tools_is_offered_no_tool_and_never_nudged(
     with caplog.at_level(logging.WARNING, logger="stm_memory"):
         for n in range(10):
             turn, prepared = one_turn(judged, n, options=options)
-            assert prepared.tool is None and not turn.tool_offered
+            assert prepared.tool is None and not turn.status.tool_offered
             assert not any(TOOL_NAME in str(m.get("content")) for m in prepared.messages)
-            assert turn.writing is Writing.OFF
+            assert turn.status.writing is Writing.OFF
     assert _said(caplog) == []  # said by the caller: nothing to warn about
     entry = judged.get(SERVER)
     assert entry is not None and entry.turns_since_refresh == 10  # still counted

@@ -622,7 +622,7 @@ def test_a_hidden_tool_beside_tool_traffic_is_described_for_the_messages_api(
     # Behind an excluded provider's name the turn offers no tool; the Messages API
     # refuses tool blocks without tools: described, never callable, in the API's words.
     turn = begin(mem, provider="novelai")
-    assert not turn.tool_offered
+    assert not turn.status.tool_offered
     form: Any = "anthropic" if api == "anthropic" else "messages"
     prepared = turn.prepare(TRAFFIC, form=form, api=api, tool_choice={"type": "auto"})
     if api == "anthropic":
@@ -634,7 +634,7 @@ def test_a_hidden_tool_beside_tool_traffic_is_described_for_the_messages_api(
     options = TurnOptions(provider="anthropic")
     remember = "remember this for future conversations"
     front = drive(MemoryTurn.begin(mem, SERVER, options=options, user_message=remember))
-    assert not front.tool_offered  # the long-term-intent guard hides it
+    assert not front.status.tool_offered  # the long-term-intent guard hides it
     decided = front.request_tools(TRAFFIC, api="openai")
     assert (decided.tool, decided.tool_choice) == ("describe", "none")
     # Other tools define one already: the memory tool is simply left out.

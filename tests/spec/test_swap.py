@@ -432,17 +432,21 @@ def test_two_turns_in_flight_one_swap_wins(
     # each deciding on the same stored form: each swaps to the newest.
     turn_a, request_a = chat.begin(a, LONG[2])
     turn_b, request_b = chat.begin(b, "Me too.")
-    assert turn_a.decision is not None and turn_a.decision.swap
-    assert turn_b.decision is not None and turn_b.decision.swap
+    assert turn_a.status.decision is not None and turn_a.status.decision.swap
+    assert turn_b.status.decision is not None and turn_b.status.decision.swap
     assert shows_summary(request_a) and shows_summary(request_b)
     chat.finish(turn_a)  # host a stores its swap first: it wins
     chat.finish(turn_b)  # host b's was read against a form no longer stored: it counts only
     stored_a, stored_b = a.get(CREW), b.get(CREW)
     assert stored_a is not None and stored_b is not None
     assert stored_a.shown is not None and stored_a.shown == stored_b.shown
-    assert stored_a.shown.swap == (turn_a.context.shown.swap if turn_a.context.shown else None)
+    assert stored_a.shown.swap == (
+        turn_a.status.context.shown.swap if turn_a.status.context.shown else None
+    )
     # The next turn, on either host, holds that one form: no second swap.
     for host in (b, a):
         turn, _request = chat.begin(host, "And then?")
         chat.finish(turn)
-        assert turn.decision is not None and not turn.decision.swap, turn.decision
+        assert turn.status.decision is not None and not turn.status.decision.swap, (
+            turn.status.decision
+        )

@@ -3,6 +3,7 @@ phase × step of the one table, driven on a real turn, and what the phases promi
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -60,7 +61,7 @@ def turn_in(mem: ShortTermMemory, phase: TurnPhase) -> MemoryTurn:
         drive(turn.assemble())
     if phase is F:
         drive(turn.finish([USER_MSG], start=0))
-    assert turn.phase is phase
+    assert turn.status.phase is phase
     return turn
 
 
@@ -98,10 +99,10 @@ def test_every_step_in_every_phase(
     if isinstance(expected, str):
         with pytest.raises(TurnOrderError, match=expected):
             fire(turn, event)
-        assert turn.phase is phase  # a refused step moves nothing
+        assert turn.status.phase is phase  # a refused step moves nothing
     else:
         fire(turn, event)
-        assert turn.phase is expected
+        assert turn.status.phase is expected
 
 
 @pytest.mark.parametrize("event", [E.FINISH, E.ABANDON], ids=["finish", "abandon"])
@@ -109,7 +110,7 @@ def test_a_step_that_already_ran_does_nothing_again(mem: ShortTermMemory, event:
     turn = turn_in(mem, F)
     assert counted_turns(mem) == 1
     fire(turn, event)
-    assert counted_turns(mem) == 1 and turn.phase is F
+    assert counted_turns(mem) == 1 and turn.status.phase is F
 
 
 @pytest.mark.parametrize("scope", [SERVER, None], ids=["on", "off"])
@@ -118,18 +119,18 @@ def test_a_turn_moves_from_begun_to_assembled_to_finished(
 ) -> None:
     # An off turn (no scope) goes through the same states: off is not a state of its own.
     turn = begin(mem, scope)
-    assert turn.phase is TurnPhase.BEGUN
+    assert turn.status.phase is TurnPhase.BEGUN
     drive(turn.assemble())
-    assert turn.phase is TurnPhase.ASSEMBLED
+    assert turn.status.phase is TurnPhase.ASSEMBLED
     drive(turn.assemble())  # once: a second call changes nothing
-    assert turn.phase is TurnPhase.ASSEMBLED
+    assert turn.status.phase is TurnPhase.ASSEMBLED
     turn.prepare([USER_MSG])
     drive(turn.memory_call({"summary": "The plan."}))
-    assert turn.phase is TurnPhase.ASSEMBLED  # requests and calls do not move it
+    assert turn.status.phase is TurnPhase.ASSEMBLED  # requests and calls do not move it
     drive(turn.finish([USER_MSG], start=0))
-    assert turn.phase is TurnPhase.FINISHED
+    assert turn.status.phase is TurnPhase.FINISHED
     drive(turn.finish([USER_MSG], start=0))
-    assert turn.phase is TurnPhase.FINISHED
+    assert turn.status.phase is TurnPhase.FINISHED
 
 
 def test_every_way_to_make_a_turn_starts_it_begun(mem: ShortTermMemory) -> None:
@@ -138,7 +139,7 @@ def test_every_way_to_make_a_turn_starts_it_begun(mem: ShortTermMemory) -> None:
         begin(mem, None),
         MemoryTurn(mem, SERVER),  # built off: a placeholder, no I/O
     ]
-    assert [t.phase for t in turns] == [TurnPhase.BEGUN] * 3
+    assert [t.status.phase for t in turns] == [TurnPhase.BEGUN] * 3
 
 
 def test_a_turn_may_finish_without_assembling_and_then_builds_no_request(
@@ -146,12 +147,12 @@ def test_a_turn_may_finish_without_assembling_and_then_builds_no_request(
 ) -> None:
     turn = begin(mem)
     drive(turn.finish([USER_MSG], start=0))
-    assert turn.phase is TurnPhase.FINISHED
+    assert turn.status.phase is TurnPhase.FINISHED
     with pytest.raises(TurnOrderError, match=r"prepare\(\) before assemble\(\)"):
         turn.prepare([USER_MSG])
     with pytest.raises(TurnOrderError, match=r"assemble\(\) after finish\(\)"):
         drive(turn.assemble())
-    assert turn.phase is TurnPhase.FINISHED
+    assert turn.status.phase is TurnPhase.FINISHED
     assert counted_turns(mem) == 1
 
 
@@ -160,26 +161,28 @@ def test_a_finished_turn_keeps_the_context_it_assembled(mem: ShortTermMemory) ->
     turn = begin(mem)
     context = drive(turn.assemble())
     drive(turn.finish([USER_MSG], start=0))
-    assert turn.context is context
+    assert turn.status.context is context
     assert "The heist is on Friday." in str(turn.prepare([USER_MSG]).messages)
 
 
 def test_abandon_leaves_the_state_where_it_was(mem: ShortTermMemory) -> None:
     turn = begin(mem)
     drive(turn.abandon())
-    assert turn.phase is TurnPhase.BEGUN  # counted, not finished: the caller may go on
+    assert turn.status.phase is TurnPhase.BEGUN  # counted, not finished: the caller may go on
     drive(turn.assemble())
     drive(turn.abandon())
-    assert turn.phase is TurnPhase.ASSEMBLED
+    assert turn.status.phase is TurnPhase.ASSEMBLED
     drive(turn.finish([USER_MSG], start=0))
-    assert turn.phase is TurnPhase.FINISHED and counted_turns(mem) == 1
+    assert turn.status.phase is TurnPhase.FINISHED and counted_turns(mem) == 1
 
 
 def test_the_state_is_read_only(mem: ShortTermMemory) -> None:
     turn = begin(mem)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        turn.status.phase = TurnPhase.FINISHED  # type: ignore[misc]
     with pytest.raises(AttributeError):
-        turn.phase = TurnPhase.FINISHED  # type: ignore[misc]
-    assert turn.phase is TurnPhase.BEGUN
+        turn.status = turn.status  # type: ignore[misc]
+    assert turn.status.phase is TurnPhase.BEGUN
 
 
 def test_a_finish_while_assembling_is_not_undone(mem: ShortTermMemory) -> None:
@@ -190,6 +193,6 @@ def test_a_finish_while_assembling_is_not_undone(mem: ShortTermMemory) -> None:
     drive(turn.finish([USER_MSG], start=0))
     with pytest.raises(StopIteration):
         steps.send(step.run())
-    assert turn.phase is TurnPhase.FINISHED
+    assert turn.status.phase is TurnPhase.FINISHED
     with pytest.raises(TurnOrderError, match=r"memory_call\(\) after finish\(\)"):
         drive(turn.memory_call({"summary": "late"}))

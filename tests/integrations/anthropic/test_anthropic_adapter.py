@@ -253,7 +253,7 @@ def test_tool_history_without_tools_gets_uncallable_definition(mem: ShortTermMem
     # holds an earlier turn's memory call, which the API refuses without `tools`.
     options = TurnOptions(provider="novelai")
     turn = drive(MemoryTurn.begin(mem, SCOPE, options=options))
-    assert not turn.tool_offered
+    assert not turn.status.tool_offered
     dialogue = [
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": [tool_use("toolu_1", TOOL_NAME, {"summary": "s"})]},
