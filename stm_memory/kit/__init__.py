@@ -13,9 +13,10 @@
   goes; which ones a request gets is the turn's decision, in its ``PreparedRequest``);
 - argument checks raising the library's own errors (:mod:`.checks`) and the import
   guard of an optional SDK (:mod:`.guards`);
-- wire helpers per API: OpenAI Chat (:mod:`.wire_chat`), Responses
-  (:mod:`.wire_responses`), Anthropic Messages (:mod:`.wire_anthropic`), and one
-  reader of requests in every format (:mod:`.requests`).
+- each API's calls read off a reply and results sent back, from its one wire module
+  (:mod:`stm_memory.wire.openai_chat`, :mod:`~stm_memory.wire.responses`,
+  :mod:`~stm_memory.wire.anthropic`), and one reader of requests in every format
+  (:mod:`.requests`).
 
 Nothing behind the turn is exported: the cut and placement (:mod:`.placing`), the
 memory call (:mod:`stm_memory.tool.call`) and what capture is handed (:mod:`.capture`) run
@@ -109,16 +110,6 @@ from stm_memory.kit.turn import (
     TurnPhase,
     TurnStatus,
 )
-from stm_memory.kit.wire_anthropic import (
-    anthropic_system,
-    anthropic_tool_results,
-    has_tool_blocks,
-    is_failed_result,
-    text_blocks,
-    wire_messages,
-)
-from stm_memory.kit.wire_chat import chat_tool_call, chat_tool_results, function_call
-from stm_memory.kit.wire_responses import responses_tool_results
 from stm_memory.model.messages import without_speaker_ids
 from stm_memory.prompt.cut import strip_memory_calls
 from stm_memory.prompt.placement import MemoryContext, MemoryRole
@@ -134,6 +125,16 @@ from stm_memory.tool.schema import (
 )
 from stm_memory.tool.turn import TurnRecord, failure
 from stm_memory.tool.vetting import is_truncated, tool_result_text
+from stm_memory.wire.anthropic import (
+    anthropic_system,
+    anthropic_tool_results,
+    has_tool_blocks,
+    is_failed_result,
+    text_blocks,
+    wire_messages,
+)
+from stm_memory.wire.openai_chat import chat_tool_call, chat_tool_results, function_call
+from stm_memory.wire.responses import responses_tool_results
 
 __all__ = [
     "CAPTURE_WINDOW",

@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from stm_memory._ops import Op
 from stm_memory.kit.options import TurnOptions
 
-# The reply and result types live in a leaf module the wire helpers read too (they must
-# not import this module, which builds on them through the turn); re-exported here,
-# where they were first declared.
+# The reply and result types live in a leaf module (a ToolCall in the wire modules, which
+# read it off replies); re-exported here, where they were first declared.
 from stm_memory.kit.replies import (
     ModelReply,
     ToolCall,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from stm_memory.kit.wire_anthropic import wire_messages
+from stm_memory.wire.anthropic import wire_messages
 from stm_memory.wire.responses import is_call_item
 
 if TYPE_CHECKING:

@@ -2,20 +2,20 @@
 reply asks for, its usage, the parsed reply, the turn's result.
 
 Plain frozen data with no imports from the rest of the kit: the loop
-(:mod:`.loop`) returns them, and the wire helpers (:mod:`.wire_anthropic`,
-:mod:`.wire_chat`, :mod:`.wire_responses`) read and build them, without the wire
-helpers depending on the loop (which builds, through the turn, on the wire helpers).
+(:mod:`.loop`) returns them. A :class:`ToolCall` is read off a reply by its API's wire
+module (:mod:`stm_memory.wire`), where it lives.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from stm_memory.prompt.quiet import Writing
 from stm_memory.prompt.swap import SwapDecision
 from stm_memory.tool.turn import TOOL_NAME
+from stm_memory.wire.base import ToolCall
 
 __all__ = ["ModelReply", "ToolCall", "TurnResult", "Usage", "answered_then_remembered"]
 
@@ -27,14 +27,6 @@ def answered_then_remembered(text: str, call_names: Sequence[str]) -> bool:
     already has, and another model call would only cost a request. A reply that also
     called a tool of the caller's goes on: the model must see that tool's result."""
     return bool(text.strip()) and bool(call_names) and all(n == TOOL_NAME for n in call_names)
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    id: str
-    name: str
-    arguments: str | Mapping[str, Any] | None
-    truncated: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ __all__ = [
     "MessageView",
     "Reader",
     "Role",
+    "ToolCall",
     "content_text",
     "has_block",
     "is_empty",
@@ -37,6 +38,18 @@ ROLE_ALIASES: dict[str, Role] = {
     "tool": "tool",
     "function": "tool",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call a model's reply asks for, read off its API's reply: ``arguments``
+    as the API gave them (JSON text, or already a mapping), ``truncated`` when the reply
+    was cut off before they were complete."""
+
+    id: str
+    name: str
+    arguments: str | Mapping[str, Any] | None
+    truncated: bool = False
 
 
 def normal_role(name: object) -> Role:

@@ -1,15 +1,24 @@
 """OpenAI Chat Completions dicts: calls in an assistant message's ``tool_calls``, results
-in ``role: "tool"`` messages, injections as messages of their own."""
+in ``role: "tool"`` messages, injections as messages of their own; the calls read off a
+reply and the results sent back."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
 from typing import Any
 
-from stm_memory.wire.base import is_empty, merged_content
+from stm_memory.wire.base import ToolCall, is_empty, merged_content
 from stm_memory.wire.dicts import DictReader
 
-__all__ = ["CHAT", "ChatCodec", "calls_without", "tool_call_ids"]
+__all__ = [
+    "CHAT",
+    "ChatCodec",
+    "calls_without",
+    "chat_tool_call",
+    "chat_tool_results",
+    "function_call",
+    "tool_call_ids",
+]
 
 
 def tool_call_ids(calls: Any, tool: str) -> set[str]:
@@ -93,3 +102,28 @@ class ChatCodec(DictReader):
 
 
 CHAT = ChatCodec()
+
+
+def function_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    """A Chat ``tool_calls`` entry of type ``function``."""
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def chat_tool_call(raw: Mapping[str, Any], truncated: bool) -> ToolCall:
+    """One ``tool_calls`` entry: a function call (JSON text arguments), or a caller's
+    custom (free-text) tool, whose input becomes ``{"input": text}``."""
+    if raw.get("type") == "custom":
+        custom = raw.get("custom") or {}
+        args = {"input": custom.get("input", "")}
+        return ToolCall(str(raw.get("id")), str(custom.get("name", "")), args, truncated)
+    function = raw.get("function") or {}
+    return ToolCall(
+        str(raw.get("id")), str(function.get("name", "")), function.get("arguments"), truncated
+    )
+
+
+def chat_tool_results(results: Sequence[tuple[ToolCall, str]]) -> list[dict[str, Any]]:
+    """One ``role: "tool"`` message per call, in the calls' order."""
+    return [
+        {"role": "tool", "tool_call_id": call.id, "content": content} for call, content in results
+    ]

@@ -6,13 +6,13 @@ messages."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+from collections.abc import Collection, Mapping, Sequence, Set
 from typing import Any
 
-from stm_memory.wire.base import Role
+from stm_memory.wire.base import Role, ToolCall
 from stm_memory.wire.openai_chat import ChatCodec
 
-__all__ = ["RESPONSES", "ResponsesCodec", "is_call_item", "is_item"]
+__all__ = ["RESPONSES", "ResponsesCodec", "is_call_item", "is_item", "responses_tool_results"]
 
 # The call items whose results the history cut drops with them (matched by call_id).
 _FUNCTION_ITEMS = ("function_call", "function_call_output")
@@ -66,3 +66,20 @@ class ResponsesCodec(ChatCodec):
 
 
 RESPONSES = ResponsesCodec()
+
+
+def responses_tool_results(
+    results: Sequence[tuple[ToolCall, str]], custom_calls: Collection[str] = ()
+) -> list[dict[str, Any]]:
+    """One output item per call: ``custom_tool_call_output`` for the ids in
+    ``custom_calls`` (free-text tools), ``function_call_output`` for the others."""
+    return [
+        {
+            "type": "custom_tool_call_output"
+            if call.id in custom_calls
+            else "function_call_output",
+            "call_id": call.id,
+            "output": content,
+        }
+        for call, content in results
+    ]
