@@ -517,13 +517,11 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
             log.warning("stm-memory: short-term memory is off for this run: %s", exc)
             scope = None
         user_message = text_of(messages[start]) if start is not None else None
+        # Resumed elsewhere after this turn's update (the run's state says so): keep it
+        # to one update.
         turn = yield from MemoryTurn.begin(
-            self.memory, scope, options=self.options, user_message=user_message
+            self.memory, scope, options=self.options, user_message=user_message, updated=updated
         )
-        if turn.status.active and updated:
-            # Resumed elsewhere after this turn's update (the run's state says so):
-            # keep it to one update.
-            turn.claim_update()
         return self._store(run_id, _Run(turn))
 
     def _run_for(

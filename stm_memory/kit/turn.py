@@ -243,11 +243,14 @@ class MemoryTurn:
         user_message: str | None = None,
         tools_available: bool = True,
         model: str | None = None,
+        updated: bool = False,
     ) -> Generator[Op, Any, MemoryTurn]:
         """Begin the turn of ``scope`` (None: memory is off for it): the settings and
         category snapshot, the guards, the long-term intent of ``user_message``.
         ``model``: the model's name where the entry point knows it (the judgement of
-        whether it writes is said once per name; another model is judged afresh)."""
+        whether it writes is said once per name; another model is judged afresh).
+        ``updated``: a turn resumed after its update (a framework's run state says
+        so) begins with its one update taken."""
         options = options or TurnOptions()
         # The caller's mistakes are raised here, typed, before anything runs (inside
         # the attempt below they would only turn memory off).
@@ -268,6 +271,8 @@ class MemoryTurn:
                 ),
                 "beginning the turn",
             )
+        if state is not None and updated:
+            state.claim_update()
         turn = cls(memory, scope, state, options=options)
         turn.model = model
         return turn
@@ -484,11 +489,6 @@ class MemoryTurn:
         advance(self._phase, TurnEvent.NOTE_USER)
         if self.state is not None:
             self.memory.note_user_message(self.state, text)
-
-    def claim_update(self) -> None:
-        """Count this turn's one update as taken (a turn resumed after its update)."""
-        if self.state is not None:
-            self.state.claim_update()
 
     # -- the request ------------------------------------------------------------------------
 
