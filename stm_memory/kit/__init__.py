@@ -9,8 +9,9 @@
 - the agent turn of the loops, written once without I/O (:mod:`.loop`), the
   operations it yields and their sync/async drivers (``Op``, ``drive``, ``adrive``),
   and the loop shells every provider loop subclasses (:mod:`.shell`);
-- the providers' prompt-cache hints (:mod:`.cache_hints`: what a hint is and where it
-  goes; which ones a request gets is the turn's decision, in its ``PreparedRequest``);
+- the providers' prompt-cache hints (:mod:`.cache_hints`: OpenAI's key, the retention
+  a request asks for; Anthropic's breakpoints are its wire module's; which ones a
+  request gets is the turn's decision, in its ``PreparedRequest``);
 - argument checks raising the library's own errors (:mod:`.checks`) and the import
   guard of an optional SDK (:mod:`.guards`);
 - each API's calls read off a reply and results sent back, from its one wire module
@@ -26,17 +27,10 @@ only (``tests/unit/test_kit_imports.py``).
 
 from stm_memory._ops import Op, adrive, drive, op
 from stm_memory.kit.cache_hints import (
-    MAX_BREAKPOINTS,
     OPENAI_PROVIDERS,
     RequestApi,
-    agreed_ttl,
-    anthropic_breakpoints,
     api_of,
-    breakpoint_budget,
-    breakpoint_marker,
     cache_retention,
-    count_breakpoints,
-    dialogue_breakpoint,
     prompt_cache_key,
 )
 from stm_memory.kit.capture import CAPTURE_WINDOW, is_dialogue, is_summary_message
@@ -126,8 +120,15 @@ from stm_memory.tool.schema import (
 from stm_memory.tool.turn import TurnRecord, failure
 from stm_memory.tool.vetting import is_truncated, tool_result_text
 from stm_memory.wire.anthropic import (
+    MAX_BREAKPOINTS,
+    agreed_ttl,
+    anthropic_breakpoints,
     anthropic_system,
     anthropic_tool_results,
+    breakpoint_budget,
+    breakpoint_marker,
+    count_breakpoints,
+    dialogue_breakpoint,
     has_tool_blocks,
     is_failed_result,
     text_blocks,

@@ -13,15 +13,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from stm_memory.kit.cache_hints import (
+from stm_memory.tool.schema import ToolSpec
+from stm_memory.wire.anthropic import (
     agreed_ttl,
     anthropic_breakpoints,
     breakpoint_budget,
     breakpoint_marker,
     dialogue_breakpoint,
+    text_blocks,
 )
-from stm_memory.tool.schema import ToolSpec
-from stm_memory.wire.anthropic import text_blocks
 
 __all__ = ["Breakpoints", "PlacedView", "PreparedRequest", "ToolOffer", "ToolRequest"]
 
@@ -51,12 +51,13 @@ class PlacedView:
 
 @dataclass(frozen=True, slots=True)
 class Breakpoints:
-    """Where one request's Anthropic ``cache_control`` breakpoints go, as the turn
-    decided them (:attr:`PreparedRequest.breakpoints`; the rules:
-    :mod:`stm_memory.kit.cache_hints`): at the end of the dialogue, ahead of the texts
-    placed after it that change every turn (``injected``), then on the memory's system
-    block and on the caller's last one (``caller_system_blocks`` of them lead the
-    system prompt), each while the request stays within the one budget."""
+    """Where one request's Anthropic ``cache_control`` breakpoints go, as the turn decided
+    them (:attr:`PreparedRequest.breakpoints`; the rules: the Messages API's wire
+    module, :mod:`stm_memory.wire.anthropic`): at the end of the dialogue, ahead of
+    the texts placed after it that change every turn (``injected``), then on the
+    memory's system block and on the caller's last one (``caller_system_blocks`` of
+    them lead the system prompt), each while the request stays within the one
+    budget."""
 
     injected: tuple[str, ...] = ()
     caller_system_blocks: int = 0

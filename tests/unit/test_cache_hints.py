@@ -1,4 +1,4 @@
-"""Provider prompt-cache hints (stm_memory.kit.cache_hints): one OpenAI key per
+"""Provider prompt-cache hints (kit/cache_hints, wire/anthropic): one OpenAI key per
 channel, Anthropic breakpoints where the stable prefix ends, never more than four."""
 
 from __future__ import annotations
