@@ -108,15 +108,7 @@ from stm_memory.model.messages import without_speaker_ids
 from stm_memory.prompt.cut import strip_memory_calls
 from stm_memory.prompt.placement import MemoryContext, MemoryRole
 from stm_memory.prompt.render import CONTENT_HEADER
-from stm_memory.tool.schema import (
-    ToolSpec,
-    anthropic_tool,
-    chat_tool,
-    messages_tool,
-    openai_chat_tool,
-    openai_responses_tool,
-    responses_tool,
-)
+from stm_memory.tool.schema import anthropic_tool, openai_chat_tool, openai_responses_tool
 from stm_memory.tool.turn import TurnRecord, failure
 from stm_memory.tool.vetting import is_truncated, tool_result_text
 from stm_memory.wire.anthropic import (
@@ -131,11 +123,13 @@ from stm_memory.wire.anthropic import (
     dialogue_breakpoint,
     has_tool_blocks,
     is_failed_result,
+    messages_tool,
     text_blocks,
     wire_messages,
 )
-from stm_memory.wire.openai_chat import chat_tool_call, chat_tool_results, function_call
-from stm_memory.wire.responses import responses_tool_results
+from stm_memory.wire.base import ToolSpec
+from stm_memory.wire.openai_chat import chat_tool, chat_tool_call, chat_tool_results, function_call
+from stm_memory.wire.responses import responses_tool, responses_tool_results
 
 __all__ = [
     "CAPTURE_WINDOW",

@@ -28,9 +28,9 @@ from stm_memory.kit.replies import (
 from stm_memory.kit.requests import current_user_text
 from stm_memory.kit.turn import MemoryTurn
 from stm_memory.prompt.placement import current_turn_index
-from stm_memory.tool.schema import ToolSpec
 from stm_memory.tool.turn import TOOL_NAME
 from stm_memory.tool.vetting import check_tool_call, tool_result_text
+from stm_memory.wire.base import ToolSpec
 
 if TYPE_CHECKING:
     from stm_memory.engine import ShortTermMemory

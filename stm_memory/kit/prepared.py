@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from stm_memory.tool.schema import ToolSpec
 from stm_memory.wire.anthropic import (
     agreed_ttl,
     anthropic_breakpoints,
@@ -22,6 +21,7 @@ from stm_memory.wire.anthropic import (
     dialogue_breakpoint,
     text_blocks,
 )
+from stm_memory.wire.base import ToolSpec
 
 __all__ = ["Breakpoints", "PlacedView", "PreparedRequest", "ToolOffer", "ToolRequest"]
 

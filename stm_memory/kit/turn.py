@@ -79,8 +79,9 @@ from stm_memory.prompt.render import CONTENT_HEADER, nudge_text
 from stm_memory.prompt.swap import SwapDecision, choose, newest
 from stm_memory.prompt.tokens import text_tokens
 from stm_memory.tool.call import run_memory_call
-from stm_memory.tool.schema import ToolSpec, tool_spec
+from stm_memory.tool.schema import tool_spec
 from stm_memory.tool.turn import TOOL_NAME, TurnRecord, failure
+from stm_memory.wire.base import ToolSpec
 
 if TYPE_CHECKING:
     from stm_memory.tool.turn import TurnContext

@@ -1,4 +1,6 @@
-"""The tool's JSON schema for one turn, exported for LangChain, OpenAI and Anthropic.
+"""The tool's JSON schema for one turn (a :class:`~stm_memory.wire.base.ToolSpec`, which
+each API's wire module writes in its format), exported for LangChain, OpenAI and
+Anthropic.
 
 Built from the turn's category snapshot, so the schema the model saw is the one its
 call is validated against, even when an admin edits the categories mid-turn.
@@ -6,22 +8,19 @@ call is validated against, even when an admin edits the categories mid-turn.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from copy import deepcopy
-from dataclasses import dataclass
 from typing import Any
 
 from stm_memory.model.text import sanitize_placeholders
 from stm_memory.tool.turn import TOOL_NAME, TurnContext
+from stm_memory.wire.anthropic import messages_tool
+from stm_memory.wire.base import ToolSpec
+from stm_memory.wire.openai_chat import chat_tool
+from stm_memory.wire.responses import responses_tool
 
 __all__ = [
-    "ToolSpec",
     "anthropic_tool",
-    "chat_tool",
-    "messages_tool",
     "openai_chat_tool",
     "openai_responses_tool",
-    "responses_tool",
     "tool_description",
     "tool_parameters",
     "tool_spec",
@@ -75,60 +74,10 @@ def tool_parameters(turn: TurnContext) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
-    """The memory tool as one turn describes it, in no API's format: its description
-    and its JSON-schema parameters (each API's entry: :func:`chat_tool`,
-    :func:`responses_tool`, :func:`messages_tool`, each a deep copy: a request may be
-    edited by its caller)."""
-
-    description: str
-    parameters: Mapping[str, Any]
-    name: str = TOOL_NAME
-
-    def schema(self) -> dict[str, Any]:
-        """The parameters as a fresh JSON schema (a deep copy: the spec is the turn's,
-        and a framework may edit the schema it is handed)."""
-        return deepcopy(dict(self.parameters))
-
-
 def tool_spec(turn: TurnContext, *, limit: int = 1500) -> ToolSpec:
     """The memory tool of ``turn`` (``limit``: the summary's length, said in the
     description)."""
-    return ToolSpec(tool_description(turn, limit=limit), tool_parameters(turn))
-
-
-def chat_tool(spec: ToolSpec) -> dict[str, Any]:
-    """Chat Completions ``tools=[...]`` entry."""
-    return {
-        "type": "function",
-        "function": {
-            "name": spec.name,
-            "description": spec.description,
-            "parameters": spec.schema(),
-            "strict": True,
-        },
-    }
-
-
-def responses_tool(spec: ToolSpec) -> dict[str, Any]:
-    """Responses API function tool (flat shape)."""
-    return {
-        "type": "function",
-        "name": spec.name,
-        "description": spec.description,
-        "parameters": spec.schema(),
-        "strict": True,
-    }
-
-
-def messages_tool(spec: ToolSpec) -> dict[str, Any]:
-    """Messages API ``tools=[...]`` entry."""
-    return {
-        "name": spec.name,
-        "description": spec.description,
-        "input_schema": spec.schema(),
-    }
+    return ToolSpec(TOOL_NAME, tool_description(turn, limit=limit), tool_parameters(turn))
 
 
 def openai_chat_tool(turn: TurnContext, *, limit: int = 1500) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, S
 from typing import Any
 
 from stm_memory.errors import ValidationError
-from stm_memory.wire.base import Role, ToolCall, has_block, normal_role
+from stm_memory.wire.base import Role, ToolCall, ToolSpec, has_block, normal_role
 from stm_memory.wire.dicts import DictReader
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "has_tool_blocks",
     "is_failed_result",
     "is_memory_block",
+    "messages_tool",
     "text_blocks",
     "text_parts",
     "tool_result_only",
@@ -238,6 +239,15 @@ def anthropic_tool_results(results: Sequence[tuple[ToolCall, str]]) -> list[dict
         block["is_error"] = is_failed_result(content)
         blocks.append(block)
     return [{"role": "user", "content": blocks}]
+
+
+def messages_tool(spec: ToolSpec) -> dict[str, Any]:
+    """Messages API ``tools=[...]`` entry."""
+    return {
+        "name": spec.name,
+        "description": spec.description,
+        "input_schema": spec.schema(),
+    }
 
 
 # -- prompt-cache breakpoints ----------------------------------------------------------

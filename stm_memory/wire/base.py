@@ -5,6 +5,7 @@ format."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence, Set
+from copy import deepcopy
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -17,6 +18,7 @@ __all__ = [
     "Reader",
     "Role",
     "ToolCall",
+    "ToolSpec",
     "content_text",
     "has_block",
     "is_empty",
@@ -50,6 +52,23 @@ class ToolCall:
     name: str
     arguments: str | Mapping[str, Any] | None
     truncated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool as a request describes it, in no API's format: its name, its description
+    and its JSON-schema parameters. Each API's wire module writes it in its own
+    (``chat_tool``, ``responses_tool``, ``messages_tool``), each with a deep copy: a
+    request may be edited by its caller."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+
+    def schema(self) -> dict[str, Any]:
+        """The parameters as a fresh JSON schema (a deep copy: the spec is the turn's,
+        and a framework may edit the schema it is handed)."""
+        return deepcopy(dict(self.parameters))
 
 
 def normal_role(name: object) -> Role:

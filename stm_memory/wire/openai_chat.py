@@ -7,13 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence, Set
 from typing import Any
 
-from stm_memory.wire.base import ToolCall, is_empty, merged_content
+from stm_memory.wire.base import ToolCall, ToolSpec, is_empty, merged_content
 from stm_memory.wire.dicts import DictReader
 
 __all__ = [
     "CHAT",
     "ChatCodec",
     "calls_without",
+    "chat_tool",
     "chat_tool_call",
     "chat_tool_results",
     "function_call",
@@ -127,3 +128,16 @@ def chat_tool_results(results: Sequence[tuple[ToolCall, str]]) -> list[dict[str,
     return [
         {"role": "tool", "tool_call_id": call.id, "content": content} for call, content in results
     ]
+
+
+def chat_tool(spec: ToolSpec) -> dict[str, Any]:
+    """Chat Completions ``tools=[...]`` entry."""
+    return {
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": spec.schema(),
+            "strict": True,
+        },
+    }

@@ -9,10 +9,17 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence, Set
 from typing import Any
 
-from stm_memory.wire.base import Role, ToolCall
+from stm_memory.wire.base import Role, ToolCall, ToolSpec
 from stm_memory.wire.openai_chat import ChatCodec
 
-__all__ = ["RESPONSES", "ResponsesCodec", "is_call_item", "is_item", "responses_tool_results"]
+__all__ = [
+    "RESPONSES",
+    "ResponsesCodec",
+    "is_call_item",
+    "is_item",
+    "responses_tool",
+    "responses_tool_results",
+]
 
 # The call items whose results the history cut drops with them (matched by call_id).
 _FUNCTION_ITEMS = ("function_call", "function_call_output")
@@ -83,3 +90,14 @@ def responses_tool_results(
         }
         for call, content in results
     ]
+
+
+def responses_tool(spec: ToolSpec) -> dict[str, Any]:
+    """Responses API function tool (flat shape)."""
+    return {
+        "type": "function",
+        "name": spec.name,
+        "description": spec.description,
+        "parameters": spec.schema(),
+        "strict": True,
+    }

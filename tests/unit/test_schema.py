@@ -15,16 +15,16 @@ from stm_memory.model import Category, Scope, ServerSettings, UserSettings
 from stm_memory.model.text import unique_slugs
 from stm_memory.tool.schema import (
     anthropic_tool,
-    chat_tool,
-    messages_tool,
     openai_chat_tool,
     openai_responses_tool,
-    responses_tool,
     tool_description,
     tool_parameters,
     tool_spec,
 )
 from stm_memory.tool.turn import TOOL_NAME, TurnContext
+from stm_memory.wire.anthropic import messages_tool
+from stm_memory.wire.openai_chat import chat_tool
+from stm_memory.wire.responses import responses_tool
 
 # A disallowed placeholder: an identifier in braces whose name the host does not expand.
 DISALLOWED_PLACEHOLDER = re.compile(
