@@ -11,9 +11,10 @@ A turn's lifecycle is the same whichever framework runs the model::
                                                               speakers, count, end)
 
 ``MemoryTurn`` owns that lifecycle and holds its state: where it stands in it
-(:class:`TurnPhase`, ``phase``: begun, assembled, finished; every step checked
-against the one table of :mod:`stm_memory.kit.state`), the engine's
-:class:`~stm_memory.TurnContext` and the assembled :class:`MemoryContext`. It reaches
+(:class:`TurnPhase`: begun, assembled, finished; every step checked against the one
+table of :mod:`stm_memory.kit.state`), the engine's :class:`~stm_memory.TurnContext`
+and the assembled :class:`MemoryContext`, read together as one :class:`TurnStatus`
+(``status``). It reaches
 the engine through :class:`TurnEngine` (the engine methods it calls, nothing more). It
 does no I/O itself: each step that reads or writes memory is a generator of
 :class:`~stm_memory.kit.Op` that the caller runs with ``drive`` (blocking) or
