@@ -25,8 +25,7 @@ on the whole input as every entry point builds it); a memory call is ``memory_ca
 ``add_messages`` with the answer is ``finish`` (given the record's tail that capture
 keeps); a run that failed is ``abandon``. A wrapper that calls the model itself drives
 the open turn through public methods: :meth:`~ShortTermMemoryHistory.model_turn` (the
-:class:`HistoryTurn` of its model input),
-:meth:`~ShortTermMemoryHistory.model_messages`,
+:class:`HistoryTurn` of its model input), :meth:`~ShortTermMemoryHistory.model_messages`,
 :meth:`~ShortTermMemoryHistory.keep_exchange` and
 :meth:`~ShortTermMemoryHistory.abandon_turn`.
 
@@ -411,7 +410,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         with self._lock:
             if state._view is None or state._seen is None or len(state._seen) != len(record):
                 state._placed = self._place(record, state)
-                state._view = list(state._placed.items) if state._placed else record
+                state._view = record if state._placed is None else list(state._placed.items)
                 state._seen = record
             state._known = record
             return list(state._view)

@@ -1,6 +1,7 @@
 """What every codec shares: the codec protocol, the normalised roles and the reading of
 a message's content (a string or a list of parts), which is the same in every dict
-format."""
+format; and the two values every API's module reads and writes, a tool call off a reply
+(:class:`ToolCall`) and a tool as a request describes it (:class:`ToolSpec`)."""
 
 from __future__ import annotations
 

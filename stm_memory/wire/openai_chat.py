@@ -1,6 +1,6 @@
 """OpenAI Chat Completions dicts: calls in an assistant message's ``tool_calls``, results
 in ``role: "tool"`` messages, injections as messages of their own; the calls read off a
-reply and the results sent back."""
+reply, the results sent back and a tool's ``tools=[...]`` entry."""
 
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 items without one — ``*_call`` items the model made, ``*_call_output`` results, and
 ``reasoning`` items, each of which must stay right before the item it precedes.
 Injections are written as in Chat: the two APIs take the same system and user
-messages."""
+messages. Tool results go back as ``*_call_output`` items; a tool is a flat function
+entry."""
 
 from __future__ import annotations
 
