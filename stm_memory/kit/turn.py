@@ -543,28 +543,29 @@ class MemoryTurn:
         cache_hints: bool | None = None,
     ) -> PreparedRequest:
         """One model request, whole (:class:`PreparedRequest`): ``messages`` (and the
-        caller's ``system``, for a form that keeps it apart) with this request's memory
-        placed, for ``provider``'s message style (default the options'): the options'
-        memory role, the history cut when trimming, the nudge while the tool is offered
-        (``nudge=False`` holds it back; ``context``: a hand-built context instead). A
-        ``view`` this turn placed (:meth:`view`) that ``messages`` carry is put back to
-        the earlier turns it was placed on first, so the memory is placed once, after
-        the user's message as in every request (where the framework dropped or rewrote
-        some of its items, the items the view added are taken out). The memory
-        tool and ``tool_choice`` (:meth:`request_tools`, on the
-        messages as placed: ``other_tools`` says the request carries tools of the
-        caller's, ``tool_choice`` is the caller's); and the cache hints
-        (:meth:`hints`, :class:`Breakpoints`) for ``api``, the API the request is
-        written for (default: the form's, ``"anthropic"`` or ``"responses"`` →
-        OpenAI's; ``"messages"`` names none; for OpenAI's, a message's ``user_id``,
-        ours, is left out), from the caller's ``settings`` (request options or model
-        settings: a hint there wins). ``cache_hints`` overrides the options' for this
-        request.
-        ``retention`` (default: what ``settings`` and ``system`` ask for,
-        :func:`~stm_memory.kit.cache_retention`) prices the turn's one decision of
-        what to show (:meth:`settle`). Every entry point sends this, unedited. A
-        placing error is logged and the caller's messages go as they came, without
-        memory (the tool and hints still decided): never a failed turn."""
+        caller's ``system``, for a form that keeps it apart) with this request's
+        memory placed, for ``provider``'s message style (default the options'):
+        the options' memory role, the history cut when trimming, the nudge while
+        the tool is offered (``nudge=False`` holds it back; ``context``: a
+        hand-built context instead). A ``view`` this turn placed (:meth:`view`)
+        that ``messages`` carry is put back to the earlier turns it was placed
+        on first, so the memory is placed once, after the user's message as in
+        every request (where the framework dropped or rewrote some of its items,
+        the items the view added are taken out). The memory tool and
+        ``tool_choice`` (:meth:`request_tools`, on the messages as placed:
+        ``other_tools`` says the request carries tools of the caller's,
+        ``tool_choice`` is the caller's); and the cache hints (:meth:`hints`,
+        :class:`Breakpoints`) for ``api``, the API the request is written for
+        (default: the form's, ``"anthropic"`` or ``"responses"`` → OpenAI's;
+        ``"messages"`` names none; for OpenAI's, a message's ``user_id``, ours,
+        is left out), from the caller's ``settings`` (request options or model
+        settings: a hint there wins). ``cache_hints`` overrides the options' for
+        this request. ``retention`` (default: what ``settings`` and ``system``
+        ask for, :func:`~stm_memory.kit.cache_retention`) prices the turn's one
+        decision of what to show (:meth:`settle`). Every entry point sends this,
+        unedited. A placing error is logged and the caller's messages go as they
+        came, without memory (the tool and hints still decided): never a failed
+        turn."""
         if api is None:
             api = FORM_API[form]
         rules = rules_for(api)

@@ -400,7 +400,9 @@ def _is_text(block: Any) -> bool:
 
 
 def _as_blocks(content: Any) -> list[Any]:
-    """Message content as a block list (a string is one text block)."""
+    """Message content as a block list (a string is one text block). Not
+    :func:`text_blocks`: an empty string stays a block here, so a message whose own
+    last block is empty stops the search for a breakpoint instead of being skipped."""
     return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
 
 
