@@ -71,7 +71,7 @@ import json
 import random
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +91,7 @@ from ._fixtures import sentence
 from ._harness import CaseResult, Config, Metric
 from .token_growth import (
     MODEL,
+    STEP,
     Turn,
     busy_server,
     run_agents_sessions,
@@ -116,6 +117,15 @@ OPENAI_OPTIONS: dict[str, dict[str, Any]] = {
     "warm": {"prompt_cache_retention": "24h"},
     "cold": {},
 }
+#: GPT-5.6 and later (writes billed 1.25x, a prefix matched only at a breakpoint, a
+#: 30-minute TTL): ours runs as that model (its swaps priced so, its requests marked),
+#: the peers' requests are billed by the same rules. Warm: the bench's 3-minute steps;
+#: cold: 18-minute steps, so a channel's own prefix (its turns 54 minutes apart) lapses
+#: while the prompt every channel shares stays warm, as in the older profiles' cold
+#: regime (a 5-minute cache, a channel's turns 9 minutes apart).
+OPENAI56 = "openai-gpt-5.6"
+OPENAI56_MODEL = "gpt-5.6"
+OPENAI56_STEPS: dict[str, int] = {"warm": 1, "cold": 6}
 SYSTEM_TOKENS = 2500
 MOVING_AVERAGE = 10
 #: The approaches that send the whole history every turn (their cost grows without bound).
@@ -705,6 +715,44 @@ def _busy_metrics(busy: Mapping[tuple[str, str, str], Bill], turns: int) -> list
     return out
 
 
+def _stretched(log: Sequence[Turn], factor: int) -> list[Turn]:
+    """``log`` with the time between its turns multiplied by ``factor`` (the peers'
+    requests do not depend on the clock; ours do, and run at that pace)."""
+    if not log or factor == 1:
+        return list(log)
+    start = log[0].at
+    return [replace(turn, at=start + (turn.at - start) * factor) for turn in log]
+
+
+def _openai56_metrics(
+    root: Path,
+    texts: Sequence[str],
+    *,
+    system: str,
+    tools: Sequence[Any],
+    peers: Sequence[Sequence[Turn]],
+) -> list[Metric]:
+    """Ours against the best peer billed as GPT-5.6 and later bill (see
+    :data:`OPENAI56_STEPS` for the two regimes)."""
+    out: list[Metric] = []
+    for regime, factor in OPENAI56_STEPS.items():
+        ours = run_ours_loop(
+            root / f"openai56-{regime}",
+            texts,
+            system=system,
+            tools=tools,
+            model_name=OPENAI56_MODEL,
+            step=STEP * factor,
+        )["log"]
+        best = min(
+            bill(_stretched(log, factor), OPENAI56, as_is("openai_chat")).total() for log in peers
+        )
+        ratio = bill(ours, OPENAI56, as_is("openai_chat")).total() / best
+        target = 1.0 if regime == "warm" else 0.5
+        out.append(Metric(f"cost_{regime}_ours_vs_best_peer_openai56", ratio, "<=", target))
+    return out
+
+
 def run(cfg: Config) -> CaseResult:
     turns = cfg.pick(200, 30)
     long = cfg.pick(1000, 60)
@@ -837,6 +885,13 @@ def run(cfg: Config) -> CaseResult:
             metrics.append(
                 Metric(f"cost_{regime}_ours_vs_best_peer_{provider}", ratio, "<=", target)
             )
+    metrics += _openai56_metrics(
+        root,
+        texts[:turns],
+        system=system,
+        tools=tools,
+        peers=(full_log[:turns], sm["log"][:turns]),
+    )
     portable_ratio = cost("portable", "warm", "openai") / best_peer("warm", "openai")
     metrics += [
         Metric(

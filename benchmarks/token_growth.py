@@ -334,13 +334,17 @@ def run_ours_loop(
     memory_role: str = "system",
     toolless: bool = False,
     request_options: Mapping[str, Any] | None = None,
+    model_name: str = MODEL,
+    step: timedelta = STEP,
 ) -> dict[str, Any]:
     """Ours through ``OpenAIChatLoop`` (``provider="openai"``) or ``AnthropicLoop``
     (``"anthropic"``: ``system`` may be text blocks, ``tools`` Messages tool schemas)
     on the offline SDK client, fed ``result.messages`` back each turn, with
     ``memory_role`` (``"inline"``: the portable form). ``toolless``: a model that never
     calls ``update_short_term_memory``, nudged or not (:func:`toolless_model`).
-    ``request_options``: the loop's extra request settings (``prompt_cache_retention``).
+    ``request_options``: the loop's extra request settings (``prompt_cache_retention``);
+    ``model_name`` the model the requests name (its rates price the swap; gpt-5.6 and
+    later get explicit cache breakpoints), ``step`` the time between turns.
     ``minimal`` and the breakdown are for the OpenAI loop with the default system
     prompt."""
     from stm_memory.testing.clock import FrozenClock
@@ -368,7 +372,9 @@ def run_ours_loop(
     histories: dict[str, list[Any]] = defaultdict(list)
     dialogues: dict[str, list[dict[str, Any]]] = defaultdict(list)
     with open_memory(root, clock=clock) as mem:
-        loop = Loop(client, mem, model=MODEL, memory_role=memory_role, **(request_options or {}))
+        loop = Loop(
+            client, mem, model=model_name, memory_role=memory_role, **(request_options or {})
+        )
         for say in schedule(texts):
             channel, text = say.channel, say.text
             scope = _scope(channel, say.user)
@@ -402,7 +408,7 @@ def run_ours_loop(
             ]
             last_request = result.requests[0]
             updates += int(result.stm_updated)
-            clock.advance(STEP)
+            clock.advance(step)
     client.close()
     return {
         "series": series,

@@ -121,7 +121,7 @@ def _scripted_chat_class() -> type[Any]:
     return ScriptedChatModel
 
 
-def _resolve_scripted(kind: ScriptedKind) -> ResolvedModel:
+def _resolve_scripted(kind: ScriptedKind, name: str = SCRIPTED_MODEL_NAME) -> ResolvedModel:
     chat_class = _scripted_chat_class()
 
     def chat(conversation: ConversationSet) -> BaseChatModel:
@@ -133,9 +133,9 @@ def _resolve_scripted(kind: ScriptedKind) -> ResolvedModel:
         from stm_memory_openai import OpenAIChatLoop
 
         client = offline_openai_client(ScriptedModel(conversation=conversation, kind=kind))
-        return OpenAIChatLoop(client, memory, model=SCRIPTED_MODEL_NAME, **options)
+        return OpenAIChatLoop(client, memory, model=name, **options)
 
-    return ResolvedModel(f"scripted:{kind}", "openai", SCRIPTED_MODEL_NAME, kind, chat, loop)
+    return ResolvedModel(f"scripted:{kind}", "openai", name, kind, chat, loop)
 
 
 def _openai_loop(client: Any, name: str) -> Callable[[ConversationSet, Any], Any]:
@@ -214,12 +214,15 @@ def resolve_model(model: Any, *, model_name: str | None = None) -> ResolvedModel
     """``model`` in the forms the strategies need (see the module docstring)."""
     if isinstance(model, ResolvedModel):
         return model
+    # A scripted model names itself "offline" on the wire, or ``model_name`` (a model
+    # whose requests it stands in for).
+    scripted_as = model_name or SCRIPTED_MODEL_NAME
     if isinstance(model, ScriptedSpec):
-        return _resolve_scripted(model.kind)
+        return _resolve_scripted(model.kind, scripted_as)
     if isinstance(model, str):
         if model == "offline" or model.startswith("scripted"):
             kind = model.partition(":")[2] or "perfect"
-            return _resolve_scripted(ScriptedSpec(kind).kind)  # type: ignore[arg-type]
+            return _resolve_scripted(ScriptedSpec(kind).kind, scripted_as)  # type: ignore[arg-type]
         from langchain.chat_models import init_chat_model
 
         resolved = _from_chat_model(init_chat_model(model), label=model)

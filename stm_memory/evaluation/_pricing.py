@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from stm_memory.errors import ConfigurationError
 from stm_memory.evaluation._recording import RecordedTurn
 from stm_memory.kit import Usage
-from stm_memory.testing.prompt_cache import CACHE_PROFILES, CacheProfile, CacheUsage, PromptCache
+from stm_memory.model.rates import profile_for
+from stm_memory.testing.prompt_cache import CacheProfile, CacheUsage, PromptCache
 
 __all__ = ["PRICES", "Cost", "Price", "bill", "cache_profile_for", "price_for", "reported_cost"]
 
@@ -53,24 +54,10 @@ def price_for(model_name: str) -> Price | None:
 
 
 def cache_profile_for(provider: str, model_name: str) -> CacheProfile:
-    """The prompt-cache profile a model is billed by (5-minute retention): gpt-4.1
-    models read cached input at 0.25x, the gpt-5 family (and any other) at 0.1x;
-    Anthropic by family and minimum cacheable length."""
-    name = model_name.casefold()
-    if provider == "anthropic" or name.startswith("claude"):
-        for marker, family in (
-            ("haiku-4", "haiku-4.5"),
-            ("opus-4-5", "opus-4.5"),
-            ("opus-4-6", "opus-4.5"),
-            ("haiku", "haiku"),
-            ("opus", "opus"),
-        ):
-            if marker in name:
-                return CACHE_PROFILES[f"anthropic-{family}-5m"]
-        return CACHE_PROFILES["anthropic-sonnet-5m"]
-    if name.startswith("gpt-4.1"):
-        return CACHE_PROFILES["openai-gpt-4.1"]
-    return CACHE_PROFILES["openai-gpt-5"]
+    """The prompt-cache profile a model is billed by, with its provider's default
+    retention: the one table of model families (:func:`~stm_memory.model.rates.profile_for`;
+    a name not in it is priced as its provider's default, with one warning)."""
+    return profile_for(provider if provider != "other" else None, model=model_name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,6 +56,8 @@ from stm_memory.testing.prompt_cache import CACHE_PROFILES, CacheProfile, reques
 
 #: OpenAI's extended prompt-cache retention.
 _DAY = timedelta(hours=24)
+#: The model a scripted run names when its cache profile matches at breakpoints.
+_BREAKPOINT_MODEL = "gpt-5.6"
 
 __all__ = ["BudgetExceeded", "CostEstimate", "Progress", "estimate_cost", "run_eval"]
 
@@ -366,6 +368,10 @@ def run_eval(
     keys = _strategies(strategies)
     opts = options or StrategyOptions()
     profile = _profile(cache_profile, resolved)
+    if resolved.scripted is not None and profile.breakpoints and model_name is None:
+        # A cache matched only at breakpoints (gpt-5.6 on) is billed as the model that
+        # takes them: the scripted model's requests name one, so ours carry them.
+        resolved = resolve_model(ScriptedSpec(resolved.scripted), model_name=_BREAKPOINT_MODEL)
     if opts.cache_retention is None and profile.provider == "openai" and profile.ttl >= _DAY:
         # Priced with the day's retention: our requests ask for it, as a careful user's.
         opts = replace(opts, cache_retention="24h")

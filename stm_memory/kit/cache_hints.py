@@ -67,16 +67,26 @@ def prompt_cache_key(scope: Scope) -> str:
 
 #: The retention each cache hint asks for (OpenAI ``prompt_cache_retention``, an
 #: Anthropic breakpoint's ``ttl``); what a hint does not name is the provider's default.
-_RETENTION = {"24h": timedelta(hours=24), "1h": timedelta(hours=1), "5m": timedelta(minutes=5)}
+_RETENTION = {
+    "24h": timedelta(hours=24),
+    "12h": timedelta(hours=12),
+    "1h": timedelta(hours=1),
+    "30m": timedelta(minutes=30),
+    "5m": timedelta(minutes=5),
+}
 
 
 def cache_retention(settings: Mapping[str, Any], system: Any = None) -> timedelta | None:
     """How long the provider keeps this request's cached prefix, as its hints say:
-    OpenAI's ``prompt_cache_retention`` (``"24h"``), else the TTL the caller's
+    OpenAI's ``prompt_cache_options.ttl`` (gpt-5.6 on: ``"30m"``, the default, or
+    ``"12h"``) or ``prompt_cache_retention`` (``"24h"``), else the TTL the caller's
     Anthropic breakpoints agree on (in ``settings`` — a body or create options — and
     the ``system`` blocks); None when they say nothing (the provider's default). The
     turn's decision of what to show is priced with it (:meth:`MemoryTurn.settle`)."""
-    named = settings.get("prompt_cache_retention")
+    options = settings.get("prompt_cache_options")
+    named = options.get("ttl") if isinstance(options, Mapping) else None
+    if not isinstance(named, str):
+        named = settings.get("prompt_cache_retention")
     if isinstance(named, str) and named in _RETENTION:
         return _RETENTION[named]
     body = {**settings, "system": system} if system is not None else settings

@@ -49,7 +49,12 @@ from stm_memory._ops import Op, attempt, op
 from stm_memory.errors import TurnOrderError, ValidationError
 from stm_memory.kit._engine import TurnEngine
 from stm_memory.kit.apis import FORM_API, rules_for
-from stm_memory.kit.cache_hints import RequestApi, cache_retention, prompt_cache_key
+from stm_memory.kit.cache_hints import (
+    OPENAI_PROVIDERS,
+    RequestApi,
+    cache_retention,
+    prompt_cache_key,
+)
 from stm_memory.kit.capture import (
     MARGIN,
     capture_read,
@@ -72,7 +77,7 @@ from stm_memory.kit.state import ORDER, TurnEvent, TurnPhase, TurnStatus, advanc
 from stm_memory.model import Scope, StoredMessage
 from stm_memory.model.kept import kept_details
 from stm_memory.model.messages import without_speaker_ids
-from stm_memory.model.rates import profile_for
+from stm_memory.model.rates import model_profile, profile_for
 from stm_memory.prompt.cut import earlier_turns, kept_turns, turn_tokens
 from stm_memory.prompt.placement import MemoryContext
 from stm_memory.prompt.quiet import NUDGE_TRIES, ToolStep, Writing, tool_step
@@ -83,6 +88,7 @@ from stm_memory.tool.call import run_memory_call
 from stm_memory.tool.schema import tool_spec
 from stm_memory.tool.turn import TOOL_NAME, TurnRecord, failure
 from stm_memory.wire.base import ToolSpec
+from stm_memory.wire.openai_chat import breakpoint_indices, cache_mode, explicit_breakpoints
 
 if TYPE_CHECKING:
     from stm_memory.tool.turn import TurnContext
@@ -333,10 +339,11 @@ class MemoryTurn:
             if window is not None:
                 context = _budgeted(context, history_budget(window))
             profile = profile_for(
-                provider or self.options.provider, self.memory.limits.cache_profile
+                provider or self.options.provider,
+                self.memory.limits.cache_profile,
+                model=self.model,
+                retention=retention,
             )
-            if retention is not None:
-                profile = replace(profile, ttl=retention)
             if context.alternative is not None and (
                 messages is None or not self.options.trim_history or context.history is None
             ):
@@ -600,6 +607,13 @@ class MemoryTurn:
         if rules.strips_speaker_ids:
             # A dict's "user_id" (ours, for capture) is not an API field.
             placed = without_speaker_ids(placed)
+        if api == "openai" and self._hinted(cache_hints) and self._takes_breakpoints():
+            placed = explicit_breakpoints(
+                placed,
+                breakpoint_indices(messages, placed, transient),
+                part="input_text" if form == "responses" else "text",
+                mode=cache_mode(given),
+            )
         tools = self.request_tools(
             placed, api=api, other_tools=other_tools, tool_choice=tool_choice
         )
@@ -652,6 +666,17 @@ class MemoryTurn:
             # Refused without tools; never forcing a tool that is not offered.
             return ToolRequest(offer, None)
         return ToolRequest(offer, tool_choice)
+
+    def _takes_breakpoints(self) -> bool:
+        """This turn's model takes OpenAI's explicit cache breakpoints (gpt-5.6 and
+        later, by its name; never one that refuses them, whatever profile prices it),
+        served by OpenAI itself: an OpenAI-compatible server renders what it is sent."""
+        if self.scope is None or not self.model:
+            return False
+        if (self.options.provider or "openai") not in OPENAI_PROVIDERS:
+            return False
+        profile = model_profile(self.model)
+        return profile is not None and profile.breakpoints
 
     def _hinted(self, cache_hints: bool | None) -> bool:
         """This request sends cache hints: ``cache_hints`` when given, else the options'."""

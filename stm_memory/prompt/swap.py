@@ -23,8 +23,9 @@ block on, at the cache-write rate. :func:`decide` swaps when that pays:
 
    ``held`` / ``swapped``: the estimated tokens from the memory block to the current
    turn in each form (memory, briefings, kept dialogue); ``read`` / ``write``: the
-   profile's cached-read and cache-write multipliers (OpenAI 0.1 / 1.0, Anthropic 0.1
-   / 1.25 for 5 minutes, 2.0 for an hour). The horizon is a Lindy estimate: a form
+   profile's cached-read and cache-write multipliers (OpenAI 0.1 / 1.0, 1.25 from
+   gpt-5.6 on; Anthropic 0.1 / 1.25 for 5 minutes, 2.0 for an hour; the model's
+   name chooses them, :mod:`stm_memory.model.rates`). The horizon is a Lindy estimate: a form
    that has been shown for ``n`` turns is expected to be asked for about ``n`` more,
    at least 1 and at most :data:`MAX_HORIZON` (a conversation's future is not known;
    one that has gone on long tends to go on). An expiry-only rule never fires in an

@@ -62,6 +62,8 @@ ANTHROPIC_LOOKBACK_BLOCKS = 20
 _ANTHROPIC_TTLS = {"5m": timedelta(minutes=5), "1h": timedelta(hours=1)}
 #: OpenAI ``prompt_cache_retention`` values.
 _OPENAI_RETENTION = {"in_memory": timedelta(minutes=5), "24h": timedelta(hours=24)}
+#: OpenAI ``prompt_cache_options.ttl`` values (gpt-5.6 and later).
+_OPENAI_TTLS = {"30m": timedelta(minutes=30), "12h": timedelta(hours=12)}
 #: Blocks Anthropic cannot put a breakpoint on (automatic caching skips them).
 _UNCACHEABLE_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 _APIS = ("openai_chat", "openai_responses", "anthropic")
@@ -104,6 +106,7 @@ class Part:
     text: str
     tokens: int
     cache_ttl: str | None = None  # Anthropic: a breakpoint ends here ("5m" or "1h")
+    marked: bool = False  # OpenAI: an explicit breakpoint ends here (gpt-5.6 and later)
 
 
 def count_text_tokens(text: str) -> int:
@@ -114,6 +117,32 @@ def count_text_tokens(text: str) -> int:
 def _part(obj: Any, cache_ttl: str | None = None) -> Part:
     text = json.dumps(obj, sort_keys=True, ensure_ascii=False)
     return Part(text, count_text_tokens(text), cache_ttl)
+
+
+def _openai_part(message: Any) -> Part:
+    """One OpenAI message (or input item) as a part. An explicit breakpoint is not
+    content: the marker is left out of the prefix, and a message whose text was made
+    one marked block to carry it is read as the text it was, so a message compares
+    the same marked or not. A breakpoint on an earlier block of a message is taken to
+    end the message (ours go on its last block)."""
+    content = message.get("content") if isinstance(message, Mapping) else None
+    if not isinstance(content, list) or not any(
+        isinstance(b, Mapping) and "prompt_cache_breakpoint" in b for b in content
+    ):
+        return _part(message)
+    blocks = [
+        {k: v for k, v in b.items() if k != "prompt_cache_breakpoint"}
+        if isinstance(b, Mapping)
+        else b
+        for b in content
+    ]
+    one = blocks[0] if len(blocks) == 1 else None
+    if isinstance(one, Mapping) and set(one) == {"type", "text"}:
+        clean: Any = {**message, "content": one["text"]}
+    else:
+        clean = {**message, "content": blocks}
+    text = json.dumps(clean, sort_keys=True, ensure_ascii=False)
+    return Part(text, count_text_tokens(text), marked=True)
 
 
 def detect_api(body: Mapping[str, Any]) -> str:
@@ -201,13 +230,13 @@ def request_parts(body: Mapping[str, Any], *, provider: str | None = None) -> li
         raise ValueError(f"provider must be one of {_APIS}, got {api!r}")
     parts = [_part(body["tools"])] if body.get("tools") else []
     if api == "openai_chat":
-        return parts + [_part(m) for m in body.get("messages") or []]
+        return parts + [_openai_part(m) for m in body.get("messages") or []]
     if body.get("instructions"):
         parts.append(_part(body["instructions"]))
     items = body.get("input") or []
     if isinstance(items, str):
         items = [{"role": "user", "content": items}]
-    return parts + [_part(item) for item in items]
+    return parts + [_openai_part(item) for item in items]
 
 
 @dataclass(slots=True)
@@ -287,6 +316,8 @@ class PromptCache:
         self, body: Mapping[str, Any], parts: list[Part], digests: list[bytes], now: datetime
     ) -> CacheUsage:
         profile = self.profile
+        if profile.breakpoints:
+            return self._at_breakpoints(body, parts, digests, now)
         total = sum(p.tokens for p in parts)
         # The longest byte-identical prefix: whole parts first (a prefix outlives none of
         # its extensions, so the first miss ends the match) ...
@@ -311,6 +342,35 @@ class PromptCache:
                 self._entries[digests[i]].next_texts.add(part.text)
                 self._put(digests[i + 1], ttl, now)
         return CacheUsage(total, cached, 0)
+
+    def _at_breakpoints(
+        self, body: Mapping[str, Any], parts: list[Part], digests: list[bytes], now: datetime
+    ) -> CacheUsage:
+        """OpenAI from gpt-5.6 on: a prefix is read only where a breakpoint written
+        before ends it (no shorter unmarked prefix), and written at this request's
+        breakpoints: the implicit one at the end of the newest message (unless
+        ``prompt_cache_options.mode`` is ``"explicit"``) and the latest explicit ones,
+        three beside it or four without; writes are billed."""
+        options = body.get("prompt_cache_options")
+        options = options if isinstance(options, Mapping) else {}
+        explicit_only = options.get("mode") == "explicit"
+        ttl = _OPENAI_TTLS.get(str(options.get("ttl", "30m")), self.profile.ttl)
+        cumulative = [0]
+        for part in parts:
+            cumulative.append(cumulative[-1] + part.tokens)
+        # Breakpoints written before are entries; the longest this request extends is read.
+        hit = next((j for j in range(len(parts), 0, -1) if self._alive(digests[j], now)), 0)
+        if hit:
+            self._put(digests[hit], ttl, now)  # a read refreshes the entry
+        marked = [i + 1 for i, p in enumerate(parts) if p.marked]
+        ends = marked[-4:] if explicit_only else [*marked[-3:], len(parts)]
+        written = hit
+        for end in ends:
+            if end > hit and cumulative[end] >= self.profile.min_tokens:
+                self._put(digests[end], ttl, now)
+                written = max(written, end)
+        cached = cumulative[hit]
+        return CacheUsage(cumulative[-1], cached, cumulative[written] - cached)
 
     def _anthropic(self, parts: list[Part], digests: list[bytes], now: datetime) -> CacheUsage:
         cumulative = [0]

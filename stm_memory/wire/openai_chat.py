@@ -1,25 +1,49 @@
 """OpenAI Chat Completions dicts: calls in an assistant message's ``tool_calls``, results
 in ``role: "tool"`` messages, injections as messages of their own; the calls read off a
-reply, the results sent back and a tool's ``tools=[...]`` entry."""
+reply, the results sent back, a tool's ``tools=[...]`` entry; and OpenAI's explicit
+prompt-cache breakpoints (Responses writes them the same way, in its own part type).
+
+From gpt-5.6 on, OpenAI matches a cached prefix only where a breakpoint ends it: one
+implicit, at the end of the newest message, and explicit ones on content blocks
+(``prompt_cache_breakpoint``; at most three written beside the implicit one, four
+without it). A prefix that changes before the newest message is then cached only up to
+the last explicit breakpoint ahead of the change, so ours mark, in order of value: the
+end of the dialogue ahead of the texts placed after it that change every turn (the
+nudge), the memory block (read back until the next swap), and the caller's system
+prompt (shared by every channel). Older models refuse the field (400): which requests
+get them is the turn's decision (the model's profile says); nothing here mutates its
+input."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Collection, Mapping, Sequence, Set
 from typing import Any
 
 from stm_memory.wire.base import ToolCall, ToolSpec, is_empty, merged_content
 from stm_memory.wire.dicts import DictReader
 
 __all__ = [
+    "BREAKPOINT",
     "CHAT",
     "ChatCodec",
+    "breakpoint_indices",
+    "cache_mode",
     "calls_without",
     "chat_tool",
     "chat_tool_call",
     "chat_tool_results",
+    "explicit_breakpoints",
     "function_call",
     "tool_call_ids",
 ]
+
+#: An explicit prompt-cache breakpoint, on a content block (gpt-5.6 and later).
+BREAKPOINT: Mapping[str, str] = {"mode": "explicit"}
+#: Explicit breakpoints one request writes: the latest three beside the implicit one,
+#: four when ``prompt_cache_options.mode`` is ``"explicit"`` (no implicit one).
+_WRITTEN = {"implicit": 3, "explicit": 4}
+#: Roles whose content parts take a breakpoint (input text: not an assistant's output).
+_MARKABLE = frozenset({"system", "developer", "user"})
 
 
 def tool_call_ids(calls: Any, tool: str) -> set[str]:
@@ -141,3 +165,104 @@ def chat_tool(spec: ToolSpec) -> dict[str, Any]:
             "strict": True,
         },
     }
+
+
+def _breakpoints_in(message: Any) -> int:
+    content = message.get("content") if isinstance(message, Mapping) else None
+    if not isinstance(content, list):
+        return 0
+    return sum(isinstance(b, Mapping) and "prompt_cache_breakpoint" in b for b in content)
+
+
+def _marked(message: Any, part: str) -> dict[str, Any] | None:
+    """``message`` with a breakpoint on its last text block (string content becomes
+    one block of ``part``); None when it cannot carry one or already does."""
+    if not isinstance(message, Mapping) or message.get("role") not in _MARKABLE:
+        return None
+    content = message.get("content")
+    if isinstance(content, str):
+        if not content:
+            return None
+        return {
+            **message,
+            "content": [
+                {"type": part, "text": content, "prompt_cache_breakpoint": dict(BREAKPOINT)}
+            ],
+        }
+    if not isinstance(content, list) or _breakpoints_in(message):
+        return None
+    for i in range(len(content) - 1, -1, -1):
+        block = content[i]
+        if isinstance(block, Mapping) and block.get("type") in ("text", "input_text"):
+            blocks = list(content)
+            blocks[i] = {**block, "prompt_cache_breakpoint": dict(BREAKPOINT)}
+            return {**message, "content": blocks}
+    return None
+
+
+def explicit_breakpoints(
+    messages: Sequence[Any],
+    at: Sequence[int],
+    *,
+    part: str = "text",
+    mode: str | None = None,
+) -> list[Any]:
+    """``messages`` with an explicit breakpoint on each message indexed in ``at`` (in
+    order of value) while the request writes them all: the caller's own are counted
+    first and left alone (``mode``: the caller's ``prompt_cache_options.mode``). A copy;
+    ``part`` is the text block type (``"input_text"`` for Responses)."""
+    out = list(messages)
+    room = _WRITTEN.get(mode or "implicit", 3) - sum(_breakpoints_in(m) for m in out)
+    for index in at:
+        if room <= 0:
+            break
+        if 0 <= index < len(out):
+            marked = _marked(out[index], part)
+            if marked is not None:
+                out[index] = marked
+                room -= 1
+    return out
+
+
+def _leading_system(messages: Sequence[Any]) -> int:
+    n = 0
+    for message in messages:
+        if not isinstance(message, Mapping) or message.get("role") not in ("system", "developer"):
+            break
+        n += 1
+    return n
+
+
+def breakpoint_indices(
+    given: Sequence[Any], placed: Sequence[Any], transient: Collection[str]
+) -> list[int]:
+    """Where our breakpoints go in ``placed`` (the request as placed from the caller's
+    ``given`` messages), in order of value: the last message ahead of the trailing
+    ``transient`` ones (the dialogue's end, which the next turn reads back: the
+    implicit breakpoint falls after the nudge), the memory block (the last system
+    message placement added ahead of the dialogue) and the caller's last system
+    message."""
+    out: list[int] = []
+    end = len(placed)
+    while end > 0 and _text(placed[end - 1]) in transient:
+        end -= 1
+    if 0 < end < len(placed):
+        out.append(end - 1)
+    caller, ahead = _leading_system(given), _leading_system(placed)
+    if ahead > caller:
+        out.append(ahead - 1)
+    if caller:
+        out.append(caller - 1)
+    return out
+
+
+def _text(message: Any) -> str | None:
+    content = message.get("content") if isinstance(message, Mapping) else None
+    return content if isinstance(content, str) else None
+
+
+def cache_mode(settings: Mapping[str, Any]) -> str | None:
+    """The caller's ``prompt_cache_options.mode`` (``"implicit"``, ``"explicit"``), if set."""
+    options = settings.get("prompt_cache_options")
+    mode = options.get("mode") if isinstance(options, Mapping) else None
+    return mode if isinstance(mode, str) else None

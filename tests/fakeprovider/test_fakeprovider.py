@@ -1147,3 +1147,50 @@ def test_vllm_counts_the_reply_reserve() -> None:
 def test_context_exceeded_body_refuses_an_unknown_kind() -> None:
     with pytest.raises(ValueError, match="unknown context-exceeded kind"):
         context_exceeded_body("nope", limit=1, requested=2)  # type: ignore[arg-type]
+
+
+def test_explicit_breakpoints_are_refused_before_gpt56_and_billed_from_it(
+    srv: FakeProviderServer, oai: openai.OpenAI
+) -> None:
+    system = "You plan rail journeys in Japan; answer briefly. " * 120  # ~1,500 tokens
+    marked = {
+        "role": "system",
+        "content": [
+            {"type": "text", "text": system, "prompt_cache_breakpoint": {"mode": "explicit"}}
+        ],
+    }
+    for model in ("gpt-5.4", "gpt-4.1-mini"):
+        with pytest.raises(openai.BadRequestError, match="not supported with the model"):
+            oai.chat.completions.create(
+                model=model, messages=[marked, {"role": "user", "content": "hi"}]
+            )
+        with pytest.raises(openai.BadRequestError, match="not supported with the model"):
+            oai.responses.create(
+                model=model,
+                input=[{"role": "user", "content": "hi"}],
+                extra_body={"prompt_cache_options": {"mode": "implicit"}},
+            )
+    srv.script.reply_text("one").reply_text("two").reply_text("three")
+    usages = [
+        oai.chat.completions.create(
+            model="gpt-5.6", messages=[marked, {"role": "user", "content": text}]
+        ).usage
+        for text in ("hi", "hello")
+    ]
+    first, second = (u.prompt_tokens_details for u in usages if u is not None)
+    assert first is not None and second is not None
+    # The first request writes (billed 1.25x); the second reads the system prompt at its
+    # breakpoint, and writes only its own newest message past it.
+    assert first.cache_write_tokens == usages[0].prompt_tokens  # type: ignore[union-attr]
+    assert second.cached_tokens is not None and second.cached_tokens >= 1024
+    assert second.cache_write_tokens == usages[1].prompt_tokens - second.cached_tokens  # type: ignore[union-attr]
+    # Without an explicit breakpoint, two requests that share a long system prompt
+    # share no breakpoint: the second misses (before gpt-5.6 it read the prompt).
+    other = {"role": "system", "content": "Another assistant. " * 400}
+    srv.script.reply_text("four")
+    for text in ("hi", "hello"):
+        usage = oai.chat.completions.create(
+            model="gpt-5.6", messages=[other, {"role": "user", "content": text}]
+        ).usage
+        assert usage is not None and usage.prompt_tokens_details is not None
+        assert usage.prompt_tokens_details.cached_tokens == 0

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from stm_memory.model.rates import model_profile
 from stm_memory.testing.prompt_cache import CACHE_PROFILES, CacheProfile, CacheUsage, PromptCache
 
 from .script import ErrorReply, Reply
@@ -166,10 +167,46 @@ def chunk_json(text: str, size: int = 12) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
+def cache_for(ctx: WireContext, api: str, body: dict[str, Any]) -> PromptCache:
+    """The prompt cache that bills ``body``: its provider's, or, for a model whose cache
+    works otherwise (OpenAI's gpt-5.6 family and later, matched at breakpoints, its
+    writes billed), that family's, chosen from the model's name as the service does."""
+    provider = "anthropic" if api == "anthropic" else "openai"
+    family = model_profile(str(body.get("model", "")))
+    if provider == "openai" and family is not None and family.breakpoints:
+        with ctx.lock:
+            return ctx.caches.setdefault(family.name, PromptCache(family))
+    return ctx.caches[provider]
+
+
+def refuse_breakpoints(body: dict[str, Any], items: Iterable[Any], param: str) -> None:
+    """OpenAI refuses explicit cache breakpoints and ``prompt_cache_options`` from a model
+    before gpt-5.6 (400), as it does ``prompt_cache_options`` beside
+    ``prompt_cache_retention``."""
+    family = model_profile(str(body.get("model", "")))
+    marked = any(
+        isinstance(block, dict) and "prompt_cache_breakpoint" in block
+        for item in items
+        if isinstance(item, dict) and isinstance(item.get("content"), list)
+        for block in item["content"]
+    )
+    if (marked or "prompt_cache_options" in body) and not (family and family.breakpoints):
+        raise WireError(
+            f"Prompt cache breakpoints are not supported with the model '{body.get('model')}'.",
+            param=param,
+            code="unsupported_parameter",
+        )
+    if "prompt_cache_options" in body and "prompt_cache_retention" in body:
+        raise WireError(
+            "prompt_cache_retention cannot be combined with prompt_cache_options.",
+            param="prompt_cache_retention",
+        )
+
+
 def input_usage(ctx: WireContext, api: str, body: dict[str, Any], reply: Reply) -> CacheUsage:
     """The request's input tokens as the provider's prompt cache splits them (the request
     is recorded in the cache); ``reply.input_tokens`` overrides the count, uncached."""
-    cache = ctx.caches["anthropic" if api == "anthropic" else "openai"]
+    cache = cache_for(ctx, api, body)
     usage = cache.observe(body, api=api)
     return usage if reply.input_tokens is None else CacheUsage(reply.input_tokens)
 

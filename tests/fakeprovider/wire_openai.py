@@ -17,6 +17,7 @@ from .wire_common import (
     dumps,
     input_usage,
     json_result,
+    refuse_breakpoints,
     reply_output_tokens,
     sse_result,
 )
@@ -79,6 +80,11 @@ def _call_ids(ctx: WireContext, reply: Reply) -> list[str]:
     return [call.id or ctx.ids.next("call_") for call in reply.tool_calls]
 
 
+def _written(usage: CacheUsage) -> dict[str, int]:
+    """Chat's ``cache_write_tokens``, reported where writes are billed (gpt-5.6 on)."""
+    return {"cache_write_tokens": usage.cache_write_tokens} if usage.cache_write_tokens else {}
+
+
 def _model(body: dict[str, Any]) -> str:
     model = body.get("model")
     return model if isinstance(model, str) else "unknown-model"
@@ -135,6 +141,7 @@ class ChatCompletionsEndpoint:
                 pending_from = i
         if pending:
             raise self._unanswered(pending, pending_from)
+        refuse_breakpoints(body, messages, "messages")
 
     @staticmethod
     def _unanswered(pending: list[Any], index: int) -> WireError:
@@ -205,7 +212,11 @@ class ChatCompletionsEndpoint:
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": cache.cached_tokens, "audio_tokens": 0},
+            "prompt_tokens_details": {
+                "cached_tokens": cache.cached_tokens,
+                "audio_tokens": 0,
+                **_written(cache),
+            },
             "completion_tokens_details": {
                 "reasoning_tokens": 0,
                 "audio_tokens": 0,
@@ -330,6 +341,7 @@ class ResponsesEndpoint:
                 raise WireError(
                     f"No tool output found for function call {item.get('call_id')}.", param="input"
                 )
+        refuse_breakpoints(body, items, "input")
 
     # -- rendering ----------------------------------------------------------------------------
 
