@@ -197,7 +197,7 @@ def _prepared(
     if turn.options.form == "inline" and system is not None:
         system, *messages = prepared.messages
     else:
-        messages = prepared.messages
+        system, messages = prepared.system, prepared.messages
     changed = request.override(
         messages=messages,
         system_message=system,
@@ -420,6 +420,9 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
             whole = [system, *request.messages]
         else:
             whole = list(request.messages)
+            # Kept apart, as the turn sends it (with a cache breakpoint, where the
+            # model takes them).
+            asked["system"] = system
         try:
             # Longer than the model's context: cut to fit and call once more (the turn
             # decides the cut); any other error, or a second, surfaces as raised.

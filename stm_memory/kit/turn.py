@@ -87,8 +87,10 @@ from stm_memory.prompt.tokens import text_tokens
 from stm_memory.tool.call import run_memory_call
 from stm_memory.tool.schema import tool_spec
 from stm_memory.tool.turn import TOOL_NAME, TurnRecord, failure
+from stm_memory.wire import codec_for
 from stm_memory.wire.base import ToolSpec
 from stm_memory.wire.openai_chat import breakpoint_indices, cache_mode, explicit_breakpoints
+from stm_memory.wire.responses import RESPONSES
 
 if TYPE_CHECKING:
     from stm_memory.tool.turn import TurnContext
@@ -608,11 +610,8 @@ class MemoryTurn:
             # A dict's "user_id" (ours, for capture) is not an API field.
             placed = without_speaker_ids(placed)
         if api == "openai" and self._hinted(cache_hints) and self._takes_breakpoints():
-            placed = explicit_breakpoints(
-                placed,
-                breakpoint_indices(messages, placed, transient),
-                part="input_text" if form == "responses" else "text",
-                mode=cache_mode(given),
+            placed_system, placed = self._marked(
+                messages, placed, placed_system, transient, form=form, style=style, settings=given
             )
         tools = self.request_tools(
             placed, api=api, other_tools=other_tools, tool_choice=tool_choice
@@ -666,6 +665,33 @@ class MemoryTurn:
             # Refused without tools; never forcing a tool that is not offered.
             return ToolRequest(offer, None)
         return ToolRequest(offer, tool_choice)
+
+    @staticmethod
+    def _marked(
+        given: Sequence[Any],
+        placed: list[Any],
+        system: Any,
+        transient: Sequence[str],
+        *,
+        form: RequestForm,
+        style: str | None,
+        settings: Mapping[str, Any],
+    ) -> tuple[Any, list[Any]]:
+        """``(system, placed)`` with OpenAI's explicit breakpoints (the rule:
+        :mod:`stm_memory.wire.openai_chat`). A system prompt kept apart as a message (a
+        LangChain agent's) leads the list it is sent ahead of; Responses
+        ``instructions`` (text) take none."""
+        # Responses input is written in its own part type, whatever the list holds.
+        codec = RESPONSES if form == "responses" else codec_for(placed, style)
+        apart = system is not None and not isinstance(system, str)
+        ahead = [system] if apart else []
+        marked = explicit_breakpoints(
+            [*ahead, *placed],
+            breakpoint_indices([*ahead, *given], [*ahead, *placed], transient, codec=codec),
+            codec=codec,
+            mode=cache_mode(settings),
+        )
+        return (marked[0], marked[1:]) if apart else (system, marked)
 
     def _takes_breakpoints(self) -> bool:
         """This turn's model takes OpenAI's explicit cache breakpoints (gpt-5.6 and

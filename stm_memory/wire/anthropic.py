@@ -179,6 +179,9 @@ class AnthropicCodec(DictReader):
         # Messages turns are blocks: the same as prepend and append.
         return self.prepend(message, texts) if before else self.append(message, texts)
 
+    def marked(self, message: Any, marker: Mapping[str, str]) -> Any | None:
+        return None  # OpenAI's breakpoint; Anthropic's are cache_control (see below)
+
 
 ANTHROPIC = AnthropicCodec()
 

@@ -154,6 +154,12 @@ class Codec(Reader, Protocol):
         message and strict user/assistant alternation."""
         ...
 
+    def marked(self, message: Any, marker: Mapping[str, str]) -> Any | None:
+        """``message`` with OpenAI's explicit cache breakpoint ``marker`` on its last
+        text block (text content becomes one block); None when the format or the
+        message takes none (not a system or user message, no text, one already)."""
+        ...
+
 
 def has_block(content: Any, kind: str) -> bool:
     """``content`` is a list of parts with one of type ``kind``."""
@@ -207,3 +213,37 @@ def is_empty(content: Any) -> bool:
     if isinstance(content, list):
         return len(content) == 0
     return False
+
+
+def breakpoints_in(message: Any) -> int:
+    """OpenAI explicit cache breakpoints on ``message``'s content blocks (a dict's or a
+    message object's)."""
+    content = (
+        message.get("content")
+        if isinstance(message, Mapping)
+        else getattr(message, "content", None)
+    )
+    if not isinstance(content, list):
+        return 0
+    return sum(isinstance(b, Mapping) and "prompt_cache_breakpoint" in b for b in content)
+
+
+def marked_content(content: Any, marker: Mapping[str, str], *, part: str) -> list[Any] | None:
+    """``content`` (a string or a list of blocks) with ``marker`` as the
+    ``prompt_cache_breakpoint`` of its last text block; None without text or when a
+    block already has one."""
+    if isinstance(content, str):
+        if not content:
+            return None
+        return [{"type": part, "text": content, "prompt_cache_breakpoint": dict(marker)}]
+    if not isinstance(content, list) or any(
+        isinstance(b, Mapping) and "prompt_cache_breakpoint" in b for b in content
+    ):
+        return None
+    for i in range(len(content) - 1, -1, -1):
+        block = content[i]
+        if isinstance(block, Mapping) and block.get("type") in ("text", "input_text"):
+            blocks = list(content)
+            blocks[i] = {**block, "prompt_cache_breakpoint": dict(marker)}
+            return blocks
+    return None

@@ -10,7 +10,7 @@ tuples or strings), so the dict formats never load LangChain through it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from typing import Any
 
 from langchain_core.messages import (
@@ -28,6 +28,7 @@ from stm_memory.wire.base import (
     Role,
     content_text,
     is_empty,
+    marked_content,
     merged_content,
     normal_role,
 )
@@ -151,6 +152,13 @@ class LangChainCodec:
     def merged(self, message: Any, texts: Sequence[str], *, before: bool = False) -> Any:
         content = merged_content(message.content, texts, before=before)
         return message.model_copy(update={"content": content})
+
+    def marked(self, message: Any, marker: Mapping[str, str]) -> Any | None:
+        # langchain-openai sends a text block's prompt_cache_breakpoint as it is.
+        if not isinstance(message, SystemMessage | HumanMessage):
+            return None
+        content = marked_content(message.content, marker, part="text")
+        return message.model_copy(update={"content": content}) if content is not None else None
 
 
 LANGCHAIN = LangChainCodec()

@@ -19,7 +19,15 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence, Set
 from typing import Any
 
-from stm_memory.wire.base import ToolCall, ToolSpec, is_empty, merged_content
+from stm_memory.wire.base import (
+    Codec,
+    ToolCall,
+    ToolSpec,
+    breakpoints_in,
+    is_empty,
+    marked_content,
+    merged_content,
+)
 from stm_memory.wire.dicts import DictReader
 
 __all__ = [
@@ -42,8 +50,6 @@ BREAKPOINT: Mapping[str, str] = {"mode": "explicit"}
 #: Explicit breakpoints one request writes: the latest three beside the implicit one,
 #: four when ``prompt_cache_options.mode`` is ``"explicit"`` (no implicit one).
 _WRITTEN = {"implicit": 3, "explicit": 4}
-#: Roles whose content parts take a breakpoint (input text: not an assistant's output).
-_MARKABLE = frozenset({"system", "developer", "user"})
 
 
 def tool_call_ids(calls: Any, tool: str) -> set[str]:
@@ -125,6 +131,12 @@ class ChatCodec(DictReader):
         content = merged_content(message.get("content"), texts, part=self.part, before=before)
         return {**message, "content": content}
 
+    def marked(self, message: Any, marker: Mapping[str, str]) -> Any | None:
+        if self.role(message) not in ("system", "user"):
+            return None
+        content = marked_content(message.get("content"), marker, part=self.part)
+        return {**message, "content": content} if content is not None else None
+
 
 CHAT = ChatCodec()
 
@@ -167,74 +179,37 @@ def chat_tool(spec: ToolSpec) -> dict[str, Any]:
     }
 
 
-def _breakpoints_in(message: Any) -> int:
-    content = message.get("content") if isinstance(message, Mapping) else None
-    if not isinstance(content, list):
-        return 0
-    return sum(isinstance(b, Mapping) and "prompt_cache_breakpoint" in b for b in content)
-
-
-def _marked(message: Any, part: str) -> dict[str, Any] | None:
-    """``message`` with a breakpoint on its last text block (string content becomes
-    one block of ``part``); None when it cannot carry one or already does."""
-    if not isinstance(message, Mapping) or message.get("role") not in _MARKABLE:
-        return None
-    content = message.get("content")
-    if isinstance(content, str):
-        if not content:
-            return None
-        return {
-            **message,
-            "content": [
-                {"type": part, "text": content, "prompt_cache_breakpoint": dict(BREAKPOINT)}
-            ],
-        }
-    if not isinstance(content, list) or _breakpoints_in(message):
-        return None
-    for i in range(len(content) - 1, -1, -1):
-        block = content[i]
-        if isinstance(block, Mapping) and block.get("type") in ("text", "input_text"):
-            blocks = list(content)
-            blocks[i] = {**block, "prompt_cache_breakpoint": dict(BREAKPOINT)}
-            return {**message, "content": blocks}
-    return None
-
-
 def explicit_breakpoints(
-    messages: Sequence[Any],
-    at: Sequence[int],
-    *,
-    part: str = "text",
-    mode: str | None = None,
+    messages: Sequence[Any], at: Sequence[int], *, codec: Codec, mode: str | None = None
 ) -> list[Any]:
-    """``messages`` with an explicit breakpoint on each message indexed in ``at`` (in
-    order of value) while the request writes them all: the caller's own are counted
-    first and left alone (``mode``: the caller's ``prompt_cache_options.mode``). A copy;
-    ``part`` is the text block type (``"input_text"`` for Responses)."""
+    """``messages`` (of ``codec``'s format) with an explicit breakpoint on each message
+    indexed in ``at`` (in order of value) while the request writes them all: the
+    caller's own are counted first and left alone (``mode``: the caller's
+    ``prompt_cache_options.mode``). A copy."""
     out = list(messages)
-    room = _WRITTEN.get(mode or "implicit", 3) - sum(_breakpoints_in(m) for m in out)
+    room = _WRITTEN.get(mode or "implicit", 3) - sum(breakpoints_in(m) for m in out)
     for index in at:
         if room <= 0:
             break
         if 0 <= index < len(out):
-            marked = _marked(out[index], part)
+            marked = codec.marked(out[index], BREAKPOINT)
             if marked is not None:
                 out[index] = marked
                 room -= 1
     return out
 
 
-def _leading_system(messages: Sequence[Any]) -> int:
+def _leading_system(messages: Sequence[Any], codec: Codec) -> int:
     n = 0
     for message in messages:
-        if not isinstance(message, Mapping) or message.get("role") not in ("system", "developer"):
+        if codec.role(message) != "system":
             break
         n += 1
     return n
 
 
 def breakpoint_indices(
-    given: Sequence[Any], placed: Sequence[Any], transient: Collection[str]
+    given: Sequence[Any], placed: Sequence[Any], transient: Collection[str], *, codec: Codec
 ) -> list[int]:
     """Where our breakpoints go in ``placed`` (the request as placed from the caller's
     ``given`` messages), in order of value: the last message ahead of the trailing
@@ -244,21 +219,16 @@ def breakpoint_indices(
     message."""
     out: list[int] = []
     end = len(placed)
-    while end > 0 and _text(placed[end - 1]) in transient:
+    while end > 0 and codec.text(placed[end - 1]) in transient:
         end -= 1
     if 0 < end < len(placed):
         out.append(end - 1)
-    caller, ahead = _leading_system(given), _leading_system(placed)
+    caller, ahead = _leading_system(given, codec), _leading_system(placed, codec)
     if ahead > caller:
         out.append(ahead - 1)
     if caller:
         out.append(caller - 1)
     return out
-
-
-def _text(message: Any) -> str | None:
-    content = message.get("content") if isinstance(message, Mapping) else None
-    return content if isinstance(content, str) else None
 
 
 def cache_mode(settings: Mapping[str, Any]) -> str | None:

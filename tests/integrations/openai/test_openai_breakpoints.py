@@ -22,6 +22,7 @@ from stm_memory.kit.loop import TurnResult
 from stm_memory.testing import CACHE_PROFILES, CacheUsage, FrozenClock, PromptCache
 from stm_memory_openai import OpenAIChatLoop, OpenAIResponsesLoop
 from tests.fakeprovider import Script
+from tests.integrations.conftest import ModelSource
 
 SCOPE = Scope(channel_id="c1", user_id="u1", server_id="g1", channel_name="trip")
 #: About 1,600 tokens: the caller's prompt alone is past the 1,024-token minimum.
@@ -115,3 +116,41 @@ def test_an_older_model_is_never_sent_a_breakpoint(
     assert SUMMARY in sent
     assert "prompt_cache_breakpoint" not in sent
     assert "prompt_cache_options" not in sent
+
+
+@pytest.mark.vcr
+@pytest.mark.scripted("openai")
+@pytest.mark.parametrize("model", ["gpt-5.6-sol", "gpt-4.1-mini"])
+def test_chat_openai_with_the_middleware_marks_the_stable_prefix_for_gpt56_only(
+    model: str,
+    openai_source: ModelSource,
+    openai_script: Script,
+    open_memory: Callable[[], ShortTermMemory],
+    stm_clock: FrozenClock,
+) -> None:
+    from langchain.agents import create_agent
+    from langchain_openai import ChatOpenAI
+
+    from stm_memory_langchain import ShortTermMemoryMiddleware
+
+    memory = open_memory()
+    refresh(memory, Scope(channel_id="c1", user_id="u1", server_id="g1"), SUMMARY)
+    sent: list[dict[str, Any]] = []
+    hooks = {"request": [lambda request: sent.append(json.loads(request.read()))]}
+    chat = ChatOpenAI(model=model, **openai_source.openai_options(event_hooks=hooks))
+    agent = create_agent(
+        chat, tools=[], system_prompt=SYSTEM, middleware=[ShortTermMemoryMiddleware(memory)]
+    )
+    config: Any = {"configurable": {"thread_id": "c1", "user_id": "u1", "server_id": "g1"}}
+    openai_script.reply_text("Take the JR Nara line.").reply_text("The Kintetsu line.")
+    for text in ("Which line goes to Nara?", "And a quicker one?"):
+        agent.invoke({"messages": [{"role": "user", "content": text}]}, config)
+    assert len(sent) == 2
+    for body in sent:
+        messages = items(body)
+        memory_at = next(i for i, m in enumerate(messages) if SUMMARY in text_of(m))
+        if model.startswith("gpt-5.6"):
+            assert marked(messages[0]) and messages[0]["role"] == "system"
+            assert marked(messages[memory_at])
+        else:
+            assert not any(marked(m) for m in messages)
