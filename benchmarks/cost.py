@@ -715,6 +715,35 @@ def _busy_metrics(busy: Mapping[tuple[str, str, str], Bill], turns: int) -> list
     return out
 
 
+def _input_cost(bill_: Bill, turns: int | None = None) -> float:
+    """A bill's input cost alone (the receipt leaves output out on both sides)."""
+    return sum(u.cost(bill_.profile) for u in bill_.usage[:turns])
+
+
+def _receipt_metrics(
+    receipts: Sequence[Any], bills: Mapping[tuple[str, str, str], Bill], turns: int
+) -> list[Metric]:
+    """The turns' own receipts (``TurnResult.bill``: the usage the offline provider
+    reported, the full history priced beside it) against the bench's bills of the same
+    requests and of the full-history peer, warm OpenAI."""
+    ours = sum(b.cost for b in receipts if b is not None)
+    full = sum(b.full_cost for b in receipts[:turns] if b is not None)
+    return [
+        Metric(
+            "receipt_vs_bill_ours_warm_openai",
+            ours / _input_cost(bills["ours", "warm", "openai"]),
+            "<=",
+            1.01,
+            note="the receipt's ours against the provider's bill of the same requests",
+        ),
+        Metric(
+            "receipt_full_vs_bill_full_warm_openai",
+            full / _input_cost(bills["full", "warm", "openai"], turns),
+            note="the receipt's full-history estimate against the full-history peer's bill",
+        ),
+    ]
+
+
 def _stretched(log: Sequence[Turn], factor: int) -> list[Turn]:
     """``log`` with the time between its turns multiplied by ``factor`` (the peers'
     requests do not depend on the clock; ours do, and run at that pace)."""
@@ -885,6 +914,7 @@ def run(cfg: Config) -> CaseResult:
             metrics.append(
                 Metric(f"cost_{regime}_ours_vs_best_peer_{provider}", ratio, "<=", target)
             )
+    metrics += _receipt_metrics(loops["warm"]["bills"], bills, turns)
     metrics += _openai56_metrics(
         root,
         texts[:turns],

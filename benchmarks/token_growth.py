@@ -368,6 +368,7 @@ def run_ours_loop(
     log: list[Turn] = []
     minimal: list[int] = []
     updates = 0
+    bills: list[Any] = []
     last_request: dict[str, Any] = {}
     histories: dict[str, list[Any]] = defaultdict(list)
     dialogues: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -408,6 +409,7 @@ def run_ours_loop(
             ]
             last_request = result.requests[0]
             updates += int(result.stm_updated)
+            bills.append(result.bill)
             clock.advance(step)
     client.close()
     return {
@@ -415,6 +417,7 @@ def run_ours_loop(
         "log": log,
         "minimal": minimal,
         "updates": updates,
+        "bills": bills,
         "model_calls": model.calls,
         "last_turn_breakdown": breakdown(last_request) if provider == "openai" else {},
     }

@@ -26,6 +26,7 @@ from stm_memory.model import (
     StoredMessage,
     UserSettings,
 )
+from stm_memory.model.receipt import DayTotals, Savings, TurnBill
 from stm_memory.prompt.quiet import Writing
 from stm_memory.tool.turn import TOOL_NAME, TurnContext
 
@@ -43,10 +44,12 @@ __all__ = [
     "Category",
     "ConfigurationError",
     "DatabaseError",
+    "DayTotals",
     "Limits",
     "MemoryEntry",
     "MemoryTurn",
     "RejectedWriteError",
+    "Savings",
     "Scope",
     "ServerSettings",
     "ShortTermMemory",
@@ -54,6 +57,7 @@ __all__ = [
     "StmError",
     "StorageError",
     "StoredMessage",
+    "TurnBill",
     "TurnContext",
     "TurnOptions",
     "TurnOrderError",

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -39,6 +39,7 @@ from stm_memory.model.dialogue import with_stored_speakers
 from stm_memory.model.erasure import speakers
 from stm_memory.model.kept import left_out, written
 from stm_memory.model.messages import all_dialogue
+from stm_memory.model.receipt import Savings, savings_of
 from stm_memory.prompt.assembly import MemoryContext, assemble_context
 from stm_memory.prompt.quiet import Writing, writing
 from stm_memory.store.base import MemoryStore
@@ -654,7 +655,7 @@ class ShortTermMemory:
             return None
         if turn.updated and turn.shown_form is None:
             return None
-        briefings, epoch = turn.briefings, turn.briefings_epoch
+        briefings, epoch, bill = turn.briefings, turn.briefings_epoch, turn.bill
         shown, base, refreshed, at = turn.shown_form, turn.shown_base, turn.updated, self.now()
 
         def change(entry: MemoryEntry) -> dict[str, Any]:
@@ -666,6 +667,7 @@ class ShortTermMemory:
                 base=base,
                 at=at,
                 refreshed=refreshed,
+                bill=bill,
             )
 
         return change
@@ -897,6 +899,17 @@ class ShortTermMemory:
     ) -> list[MemoryEntry]:
         """Rows of a server or a user as SQL holds them, newest first (administration)."""
         return self._store.list_rows(server_id=server_id, user_id=user_id, limit=limit)
+
+    def savings(
+        self, *, server_id: str | None = None, since: date | None = None, limit: int = 100_000
+    ) -> Savings:
+        """What the memory did to the bill, from the receipts the turns kept (per
+        channel and UTC day, ``since`` that day; a server's channels, or every row
+        read, ``limit`` of them newest first): each turn's input as the API billed it
+        beside the full history's, priced with the same rates
+        (:mod:`stm_memory.model.receipt`)."""
+        rows = self._store.list_rows(server_id=server_id, limit=limit)
+        return savings_of(((r.server_id, r.channel_id, r.receipt) for r in rows), since=since)
 
     def has_queued_writes(self) -> bool:
         """Whether writes or deletes wait in the outbox (the database was unreachable)."""

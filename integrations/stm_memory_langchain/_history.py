@@ -80,6 +80,7 @@ from stm_memory.kit import (
     drive,
     op,
     text_of,
+    usage_of,
 )
 
 from ._dialogue import cut_short, memory_calls, without_invalid_memory_calls
@@ -491,7 +492,8 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         """Capture and end: the turn reads the record's tail it captures (its one
         capture window), and puts the stored messages in front only when the record
         holds no dialogue before this turn."""
-        yield from turn.finish(full, start=start)
+        usage = [u for u in map(usage_of, full[start:]) if u is not None]
+        yield from turn.finish(full, start=start, usage=usage)
 
     # -- factory ---------------------------------------------------------------------------
 

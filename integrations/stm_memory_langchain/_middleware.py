@@ -96,6 +96,7 @@ from stm_memory.kit import (
     text_of,
     tool_name,
     tool_result_text,
+    usage_of,
 )
 
 from ._dialogue import (
@@ -483,7 +484,8 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         self._pop(state.get(STATE_TURN_ID))
         messages: Sequence[Any] = state.get("messages") or []
         start = start_index(messages, state.get(STATE_TURN_START))
-        yield from run.turn.finish(messages, start=start)
+        usage = [u for u in map(usage_of, messages[start:]) if u is not None]
+        yield from run.turn.finish(messages, start=start, usage=usage)
         return {STATE_TURN_ID: None, STATE_TURN_START: None, STATE_TURN_UPDATED: None}
 
     # -- helpers ---------------------------------------------------------------------------

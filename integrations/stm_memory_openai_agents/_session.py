@@ -86,6 +86,7 @@ from stm_memory.kit import (
     PlacedView,
     TurnOptions,
     TurnPhase,
+    Usage,
     adrive,
     answered_then_remembered,
     cache_retention,
@@ -146,6 +147,24 @@ class _OpenRun:
     # run, whose input was placed when it began).
     view: PlacedView | None = None
     sent: bool = True  # agent()'s model sent this turn's last model call (see _answered)
+
+
+def _usage(run: Any) -> list[Usage]:
+    """Each model call's usage, as the run's context recorded it (the SDK's
+    ``request_usage_entries``; none outside a run)."""
+    usage = getattr(run, "usage", None)
+    out: list[Usage] = []
+    for entry in getattr(usage, "request_usage_entries", None) or ():
+        details = getattr(entry, "input_tokens_details", None)
+        out.append(
+            Usage(
+                input_tokens=int(getattr(entry, "input_tokens", 0) or 0),
+                output_tokens=int(getattr(entry, "output_tokens", 0) or 0),
+                cached_input_tokens=int(getattr(details, "cached_tokens", 0) or 0),
+                cache_write_tokens=int(getattr(details, "cache_write_tokens", 0) or 0),
+            )
+        )
+    return out
 
 
 def _role(item: Any) -> Any:
@@ -571,7 +590,7 @@ class ShortTermMemorySession(OptionsView):
             log.exception("stm-memory: reading the session failed; the dialogue is not captured")
             await adrive(turn.abandon())
             return
-        await adrive(turn.finish(items, start=start))
+        await adrive(turn.finish(items, start=start, usage=_usage(state.run)))
 
     async def _dialogue(self, turn: MemoryTurn, added: int) -> tuple[list[Any], int]:
         """The record's tail for capture, read as the turn's capture window says, and

@@ -15,9 +15,11 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
 from typing import Annotated, Any
 
 try:
@@ -44,6 +46,7 @@ from stm_memory.engine import ShortTermMemory
 from stm_memory.errors import ConfigurationError, StmError, StorageError, ValidationError
 from stm_memory.model import Category, MemoryEntry, Scope, ServerSettings
 from stm_memory.model.kept import left_out, written
+from stm_memory.model.receipt import DayTotals
 from stm_memory.prompt.quiet import NUDGE_TRIES, Writing, nudges_sent, writing
 
 __all__ = ["app", "main"]
@@ -451,6 +454,94 @@ def stats(as_json: JsonOpt = False) -> None:
     for name, count in data["expiry"].items():
         table.add_row(f"expiry {name}", str(count))
     console.print(table)
+
+
+def savings_verdict(total: DayTotals) -> str:
+    """One sentence on what the memory did to the bill, said plainly either way."""
+    if total.turns == 0:
+        return "no turn was billed through the memory yet"
+    if total.full_cost <= 0:
+        return f"{total.turns} turn(s) billed; no full-history price to compare"
+    ratio = total.cost / total.full_cost
+    if total.saved >= 0:
+        return (
+            f"the memory saved {total.saved:,.0f} input-token units over {total.turns} "
+            f"turn(s): {ratio:.2f}x the full history's bill"
+        )
+    return (
+        f"the memory cost {-total.saved:,.0f} input-token units more than the full "
+        f"history over {total.turns} turn(s) ({ratio:.2f}x its bill)"
+    )
+
+
+@app.command()
+def savings(
+    server: Annotated[str | None, typer.Option("--server", "-s", help="One server.")] = None,
+    since: Annotated[str | None, typer.Option(help="From this UTC day on (YYYY-MM-DD).")] = None,
+    plot: Annotated[
+        Path | None, typer.Option(help="Save a chart of the bill per day (the plot extra).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """What the memory did to the bill: each turn's input as the API billed it, beside
+    the full history's priced with the same rates, per day and channel (units: one
+    uncached input token)."""
+    try:
+        first = date.fromisoformat(since) if since else None
+    except ValueError:
+        raise _fail(f"--since must be a day as YYYY-MM-DD, got {since!r}") from None
+    with _memory() as mem:
+        report = mem.savings(server_id=server, since=first)
+    days, total = report.by_day(), report.total
+    if as_json:
+        data = {
+            "days": {day: t.to_dict() for day, t in days.items()},
+            "channels": [
+                {"server_id": s, "channel_id": c, **t.to_dict()}
+                for (s, c), t in report.by_channel().items()
+            ],
+            "total": total.to_dict(),
+            "verdict": savings_verdict(total),
+        }
+        console.print_json(json.dumps(data))
+    else:
+        table = Table(title="stm-memory savings" + (f" ({server})" if server else ""))
+        for column in ("day", "turns", "ours, billed", "full history", "saved", "ratio"):
+            table.add_column(column, justify="left" if column == "day" else "right")
+        for day, t in [*days.items(), ("total", total)]:
+            ratio = f"{t.cost / t.full_cost:.2f}x" if t.full_cost else "-"
+            table.add_row(
+                day, str(t.turns), f"{t.cost:,.0f}", f"{t.full_cost:,.0f}", f"{t.saved:,.0f}", ratio
+            )
+        console.print(table)
+        console.print(savings_verdict(total))
+    if plot is not None:
+        try:
+            plot_savings(days, plot)
+        except ImportError:
+            raise _fail("--plot needs the plot extra: pip install 'stm-memory[plot]'") from None
+        err_console.print(f"chart: {plot}")
+
+
+def plot_savings(days: Mapping[str, DayTotals], path: Path) -> None:
+    """Ours as billed and the full history's price, per day, as bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = list(days)
+    fig, ax = plt.subplots(figsize=(max(6.0, len(labels) * 0.6), 3.6))
+    xs = range(len(labels))
+    ax.bar([x - 0.2 for x in xs], [d.full_cost for d in days.values()], 0.4, label="full history")
+    ax.bar([x + 0.2 for x in xs], [d.cost for d in days.values()], 0.4, label="stm-memory")
+    ax.set_xticks(list(xs), labels, rotation=45, ha="right")
+    ax.set_ylabel("input-token units")
+    ax.set_title("The bill per day, as billed and as the full history's")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 @categories_app.command("get")

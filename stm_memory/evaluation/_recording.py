@@ -20,7 +20,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, convert_to_openai_messages
 from langchain_core.outputs import LLMResult
 
-from stm_memory.kit import Usage
+from stm_memory.kit import Usage, usage_of
 from stm_memory.testing.prompt_cache import count_text_tokens
 
 __all__ = [
@@ -69,14 +69,7 @@ def output_tokens_of(text: str, tool_arguments: Sequence[Any] = ()) -> int:
 
 def usage_of_message(message: Any) -> Usage:
     """A LangChain ``AIMessage``'s ``usage_metadata`` as :class:`Usage` (zero without)."""
-    meta = getattr(message, "usage_metadata", None) or {}
-    details = meta.get("input_token_details") or {}
-    return Usage(
-        input_tokens=int(meta.get("input_tokens") or 0),
-        output_tokens=int(meta.get("output_tokens") or 0),
-        cached_input_tokens=int(details.get("cache_read") or 0),
-        cache_write_tokens=int(details.get("cache_creation") or 0),
-    )
+    return usage_of(message) or Usage()
 
 
 def chat_body(model: str, messages: Sequence[BaseMessage], tools: Sequence[Any]) -> dict[str, Any]:

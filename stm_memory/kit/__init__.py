@@ -71,7 +71,7 @@ from stm_memory.kit.loop import (
     run_turn_steps,
 )
 from stm_memory.kit.options import OptionsView, TurnOption, TurnOptions
-from stm_memory.kit.replies import answered_then_remembered
+from stm_memory.kit.replies import answered_then_remembered, usage_of
 from stm_memory.kit.requests import (
     current_user_index,
     current_user_text,
@@ -238,6 +238,7 @@ __all__ = [
     "tool_choice_none",
     "tool_name",
     "tool_result_text",
+    "usage_of",
     "wire_messages",
     "without_speaker_ids",
 ]

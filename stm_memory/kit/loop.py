@@ -142,18 +142,19 @@ def run_turn_steps(
         # Close the turn cleanly, then let the provider's error surface as-is.
         yield from turn.abandon()
         raise
-    yield from turn.finish(transcript, start=current_turn_index(messages))
-    text, usage, steps, requests = outcome
+    text, usages, steps, requests = outcome
+    yield from turn.finish(transcript, start=current_turn_index(messages), usage=usages)
     status = turn.status
     return TurnResult(
         text,
         transcript,
         status.updated,
-        usage,
+        sum(usages, Usage()),
         steps,
         requests,
         decision=status.decision,
         writing=status.writing,
+        bill=status.bill,
     )
 
 
@@ -165,11 +166,12 @@ def _model_steps(
     tools: Sequence[Any],
     handlers: Mapping[str, ToolHandler],
     max_steps: int,
-) -> Generator[Op, Any, tuple[str, Usage, int, list[dict[str, Any]]]]:
+) -> Generator[Op, Any, tuple[str, list[Usage], int, list[dict[str, Any]]]]:
     """Model calls and tool calls until a plain answer (or ``max_steps``); extends
-    ``transcript`` in place. Returns the answer's text, the usage, the steps taken and
-    the requests sent."""
-    usage, text = Usage(), ""
+    ``transcript`` in place. Returns the answer's text, each call's usage, the steps
+    taken and the requests sent."""
+    usage: list[Usage] = []
+    text = ""
 
     def build() -> dict[str, Any]:
         # The adapter writes the request the turn prepares (the nudge only while the
@@ -178,8 +180,9 @@ def _model_steps(
         return adapter.build_request(transcript, system, tools, turn)
 
     def after(reply: ModelReply) -> Generator[Op, Any, bool]:
-        nonlocal usage, text
-        usage, text = usage + reply.usage, reply.text
+        nonlocal text
+        usage.append(reply.usage)
+        text = reply.text
         transcript.extend(reply.transcript)
         if not reply.tool_calls:
             return False

@@ -8,16 +8,17 @@ module (:mod:`stm_memory.wire`), where it lives.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from stm_memory.model.receipt import TurnBill
 from stm_memory.prompt.quiet import Writing
 from stm_memory.prompt.swap import SwapDecision
 from stm_memory.tool.turn import TOOL_NAME
 from stm_memory.wire.base import ToolCall
 
-__all__ = ["ModelReply", "ToolCall", "TurnResult", "Usage", "answered_then_remembered"]
+__all__ = ["ModelReply", "ToolCall", "TurnResult", "Usage", "answered_then_remembered", "usage_of"]
 
 
 def answered_then_remembered(text: str, call_names: Sequence[str]) -> bool:
@@ -57,6 +58,21 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
 
+def usage_of(message: Any) -> Usage | None:
+    """A LangChain ``AIMessage``'s ``usage_metadata`` as :class:`Usage` (None: a message
+    that reports none, or not a model's)."""
+    meta = getattr(message, "usage_metadata", None)
+    if not isinstance(meta, Mapping):
+        return None
+    details = meta.get("input_token_details") or {}
+    return Usage(
+        input_tokens=int(meta.get("input_tokens") or 0),
+        output_tokens=int(meta.get("output_tokens") or 0),
+        cached_input_tokens=int(details.get("cache_read") or 0),
+        cache_write_tokens=int(details.get("cache_creation") or 0),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class ModelReply:
     """What an adapter parsed from one model response."""
@@ -84,3 +100,7 @@ class TurnResult:
     #: ``not_writing`` once its model ignored the nudges; docs/open-models.md); None
     #: when memory was off.
     writing: Writing | None = None
+    #: What the turn's requests were billed (the API's usage) and what the full
+    #: history would have been, priced alike (:class:`~stm_memory.TurnBill`:
+    #: ``saved``); None when memory was off or the API reported no usage.
+    bill: TurnBill | None = None

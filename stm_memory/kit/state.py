@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Final
 from stm_memory.errors import TurnOrderError
 
 if TYPE_CHECKING:
+    from stm_memory.model.receipt import TurnBill
     from stm_memory.prompt.placement import MemoryContext
     from stm_memory.prompt.quiet import Writing
     from stm_memory.prompt.swap import SwapDecision
@@ -87,6 +88,10 @@ class TurnStatus:
     decision: SwapDecision | None
     #: The assembled memory context (empty before ``assemble`` or when off).
     context: MemoryContext
+    #: What the turn's requests were billed, from the usage the API reported, and the
+    #: full history's priced beside it (:class:`~stm_memory.TurnBill`), once
+    #: ``finish`` was given the usage; None before, or when memory is off.
+    bill: TurnBill | None = None
 
 
 class TurnEvent(enum.Enum):

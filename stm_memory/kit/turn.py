@@ -41,7 +41,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Generator, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -72,22 +72,24 @@ from stm_memory.kit.prepared import (
     ToolOffer,
     ToolRequest,
 )
+from stm_memory.kit.replies import Usage
 from stm_memory.kit.requests import forces_tool, has_tool_traffic, text_of
 from stm_memory.kit.state import ORDER, TurnEvent, TurnPhase, TurnStatus, advance
 from stm_memory.model import Scope, StoredMessage
 from stm_memory.model.kept import kept_details
 from stm_memory.model.messages import without_speaker_ids
-from stm_memory.model.rates import model_profile, profile_for
+from stm_memory.model.rates import CacheProfile, model_profile, profile_for
+from stm_memory.model.receipt import TurnBill, bill_turn
 from stm_memory.prompt.cut import earlier_turns, kept_turns, turn_tokens
 from stm_memory.prompt.placement import MemoryContext
 from stm_memory.prompt.quiet import NUDGE_TRIES, ToolStep, Writing, tool_step
 from stm_memory.prompt.render import CONTENT_HEADER, nudge_text
 from stm_memory.prompt.swap import SwapDecision, choose, newest
-from stm_memory.prompt.tokens import text_tokens
+from stm_memory.prompt.tokens import PER_MESSAGE_TOKENS, text_tokens
 from stm_memory.tool.call import run_memory_call
 from stm_memory.tool.schema import tool_spec
 from stm_memory.tool.turn import TOOL_NAME, TurnRecord, failure
-from stm_memory.wire import codec_for
+from stm_memory.wire import codec_for, message_role
 from stm_memory.wire.base import ToolSpec
 from stm_memory.wire.openai_chat import breakpoint_indices, cache_mode, explicit_breakpoints
 from stm_memory.wire.responses import RESPONSES
@@ -186,12 +188,67 @@ def _unplaced(messages: Sequence[Any], view: PlacedView) -> list[Any]:
     return [item for item in whole if item not in added]
 
 
+#: Decisions whose request extends the channel's last one: a warm cache serves its prefix.
+_EXTENDS = frozenset({"hold", "unchanged"})
+
+
+def _estimate(messages: Sequence[Any], system: Any) -> int:
+    """Estimated tokens of ``messages`` and a ``system`` prompt kept apart: the same
+    estimate on both sides of a difference (stm_memory.model.receipt)."""
+    total = sum(text_tokens(text_of(m)) + PER_MESSAGE_TOKENS for m in messages)
+    if isinstance(system, str):
+        return total + text_tokens(system)
+    if system is not None:
+        return total + text_tokens(text_of(system)) + PER_MESSAGE_TOKENS
+    return total
+
+
+def _previous_request_end(messages: Sequence[Any]) -> int:
+    """Where a full-history caller's previous request ended in ``messages``: after the
+    turn before the current one (what it has sent since is new)."""
+    users = [i for i, m in enumerate(messages) if message_role(m) == "user"]
+    return users[-2] + 1 if len(users) >= 2 else 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Billing:
+    """What a turn's bill is priced from: the rates and the prediction (settle), the
+    caller's dialogue less what the first request carried, and the dialogue new since
+    the caller's previous request (the first request)."""
+
+    profile: CacheProfile | None = None
+    warm: bool = False
+    predicted_hit: bool | None = None
+    delta: int | None = None
+    new: int = 0
+
+    def bill(self, usage: Sequence[Usage]) -> TurnBill | None:
+        if self.profile is None or not usage or self.delta is None:
+            return None
+        total = sum(usage, Usage())
+        if not total.input_tokens:
+            return None  # the API reported no usage: nothing to bill
+        return bill_turn(
+            profile=self.profile,
+            calls=len(usage),
+            input_tokens=total.input_tokens,
+            cached_tokens=total.cached_input_tokens,
+            written_tokens=total.cache_write_tokens,
+            placed_delta=self.delta,
+            new_tokens=self.new,
+            warm=self.warm,
+            predicted_hit=self.predicted_hit,
+            first_cached=usage[0].cached_input_tokens if usage[0].input_tokens else None,
+        )
+
+
 class MemoryTurn:
     """One responding turn's memory (see the module docstring). Build it with
     :meth:`begin`; a turn whose scope is ``None`` or whose beginning failed is *off*
     (``status.active`` False): it places nothing, offers no tool and writes nothing."""
 
     __slots__ = (
+        "_billing",
         "_context",
         "_decision",
         "_lock",
@@ -237,6 +294,8 @@ class MemoryTurn:
         # (stm_memory.prompt.quiet.tool_step), decided with the form at settle.
         self._withdrawn = False
         self._spec: ToolSpec | None = None  # the memory tool, described once per turn
+        # How the turn's bill is priced: set at settle and by its first request.
+        self._billing = _Billing()
         #: What an integration keeps for this turn, under a key of its own (the LangChain
         #: tool object: stm_memory_langchain._tool); the kit knows no framework.
         self.kept: dict[str, Any] = {}
@@ -304,6 +363,7 @@ class MemoryTurn:
                 writing=context.writing if self.state is not None and context is not None else None,
                 decision=self._decision,
                 context=context if context is not None else MemoryContext(),
+                bill=self.state.bill if self.state is not None else None,
             )
 
     def _offered(self) -> bool:
@@ -374,6 +434,13 @@ class MemoryTurn:
             chosen = self._tool_step(chosen, fresh=cold)
             self._context = chosen
             self._decision = decision
+            lapsed = context.missed or (context.idle is not None and context.idle >= profile.ttl)
+            warm = context.idle is not None and not lapsed
+            # A held form extends the channel's last request: its prefix is cached.
+            predicted = True if warm and decision.rule in _EXTENDS else None
+            self._billing = replace(
+                self._billing, profile=profile, warm=warm, predicted_hit=predicted
+            )
         if self.state is not None and chosen.ledger is not None:
             self.state.note_briefings(
                 chosen.ledger, chosen.ledger_epoch, shown=chosen.shown, base=chosen.shown_base
@@ -606,6 +673,12 @@ class MemoryTurn:
             # Nothing placed: the caller's messages, as the API takes them (Messages
             # turns strictly alternate).
             placed = as_sent(messages, form=form)
+        if self._billing.delta is None and self.state is not None:
+            self._billing = replace(
+                self._billing,
+                delta=_estimate(messages, system) - _estimate(placed, placed_system),
+                new=_estimate(messages[_previous_request_end(messages) :], None),
+            )
         if rules.strips_speaker_ids:
             # A dict's "user_id" (ours, for capture) is not an API field.
             placed = without_speaker_ids(placed)
@@ -806,14 +879,18 @@ class MemoryTurn:
         m = self.memory
         yield from attempt(op(m.commit, m.acommit, record), what)
 
-    def finish(self, messages: Sequence[Any], *, start: int) -> Generator[Op, Any, None]:
+    def finish(
+        self, messages: Sequence[Any], *, start: int, usage: Sequence[Usage] = ()
+    ) -> Generator[Op, Any, None]:
         """Capture the recent dialogue and end the turn (once; later calls do nothing).
 
         ``messages`` is the dialogue as the caller keeps it (the whole record will do:
         only the capture window is read, :meth:`capture_window`), this turn's messages
         from ``start``. Capture replaces the channel's recent messages, so when nothing
         before ``start`` is dialogue (a caller that passes only the new message) the
-        stored ones go in front; stored messages keep their speakers."""
+        stored ones go in front; stored messages keep their speakers. ``usage``: what
+        the API reported for each of the turn's model calls, in order: the turn's bill
+        (``status.bill``), kept in the channel's receipt with the turn's count."""
         with self._lock:
             move = advance(self._phase, TurnEvent.FINISH)
             if not move.runs:
@@ -821,6 +898,14 @@ class MemoryTurn:
             self._phase = move.to
         if self.state is None or self.scope is None:
             return
+        bill = self.state.bill = self._billing.bill(usage)
+        if bill is not None and bill.missed:
+            log.info(
+                "stm-memory: %s: the provider billed no cached input where the turn's "
+                "request extended the last one within the cache's retention (evicted, or "
+                "routed to another machine); the next decision counts the cache as lapsed",
+                self.scope.live_key,
+            )
         m, scope = self.memory, self.scope
         start = max(0, min(start, len(messages)))
         # The one capture window: enough dialogue before this turn, never a long walk.

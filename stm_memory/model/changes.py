@@ -19,6 +19,7 @@ from stm_memory.model.dialogue import StoredMessage
 from stm_memory.model.entry import MemoryEntry
 from stm_memory.model.erasure import without_kept_of
 from stm_memory.model.kept import Reconciled, just_before, reconcile, rewritten, written
+from stm_memory.model.receipt import TurnBill, add_to_receipt
 from stm_memory.model.shown import ShownState
 
 __all__ = ["UNCHECKED_KEPT", "captured", "counted", "refreshed"]
@@ -216,6 +217,7 @@ def counted(
     base: int = 0,
     at: datetime | None = None,
     refreshed: bool = False,
+    bill: TurnBill | None = None,
 ) -> dict[str, Any]:
     """One more turn passed (without a refresh, unless ``refreshed``: that turn's write
     restarted the counter already). ``shown``: the form its requests showed, read
@@ -223,7 +225,9 @@ def counted(
     stored form moved on meanwhile — another process swapped, or an erasure did — when
     the stored one wins and only counts the turn: every process then follows one
     form. ``briefings``: the copies the requests carried, for swap ``epoch``; kept only
-    with the form they were planned for."""
+    with the form they were planned for. ``bill``: what the turn's requests were
+    billed, added to the day's receipt; a miss where a hit was predicted is kept on the
+    form, for the next decision."""
     fields: dict[str, Any] = {}
     if not refreshed:
         fields["turns_since_refresh"] = entry.turns_since_refresh + 1
@@ -233,7 +237,17 @@ def counted(
     if shown is not None:
         after = shown if ours else stored
         if after is not None:
-            fields["shown"] = after.later(at or entry.last_updated)
+            # A miss counts only from a provider seen to report its cache reads on
+            # this channel: one that reports none would read as a miss at every turn.
+            missed = (
+                ours
+                and bill is not None
+                and bill.missed
+                and any(day.cached_tokens for day in entry.receipt.values())
+            )
+            fields["shown"] = after.later(at or entry.last_updated, missed=missed)
+    if bill is not None:
+        fields["receipt"] = add_to_receipt(entry.receipt, (at or entry.last_updated).date(), bill)
     if briefings is not None and (
         ours if shown is not None else epoch == entry.last_refreshed_turn
     ):

@@ -11,6 +11,7 @@ from stm_memory.model import _codec
 from stm_memory.model._codec import check_fields
 from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.dialogue import StoredMessage
+from stm_memory.model.receipt import DayTotals
 from stm_memory.model.scope import Scope, ScopeKind
 from stm_memory.model.shown import ShownState
 
@@ -77,6 +78,9 @@ class MemoryEntry:
     # older snapshot, so writes that reach SQL out of order, twice, or late from an
     # outbox replay can never overwrite what the live cache holds.
     rev: int = 0
+    # What the memory did to this channel's bill, per UTC day (ISO date → totals; live
+    # key only; stm_memory/model/receipt.py): the turn's count writes it.
+    receipt: Mapping[str, DayTotals] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, scope: Scope, key: str, now: datetime) -> MemoryEntry:

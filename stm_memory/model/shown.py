@@ -51,9 +51,14 @@ class ShownState:
     #: the turns since the write when it was withdrawn (the retry waits for twice).
     withdrawn_for: str | None = None
     withdrawn_at: int = 0
+    #: The provider billed the last request as a cache miss where the turn predicted a
+    #: hit (stm_memory/model/receipt.py): its cache is gone whatever the clock says,
+    #: and the next decision counts it as lapsed.
+    missed: bool = False
 
-    def later(self, at: datetime) -> ShownState:
-        """The state after one more turn that ended at ``at``."""
+    def later(self, at: datetime, *, missed: bool = False) -> ShownState:
+        """The state after one more turn that ended at ``at`` (``missed``: billed as a
+        miss where a hit was predicted)."""
         return ShownState(
             epoch=self.epoch,
             summary=self.summary,
@@ -64,6 +69,7 @@ class ShownState:
             at=at,
             withdrawn_for=self.withdrawn_for,
             withdrawn_at=self.withdrawn_at,
+            missed=missed,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -80,6 +86,7 @@ class ShownState:
                 if self.withdrawn_for is not None
                 else {}
             ),
+            **({"missed": True} if self.missed else {}),
         }
 
     @classmethod
@@ -95,6 +102,7 @@ class ShownState:
             at=datetime.fromisoformat(at) if at else None,
             withdrawn_for=_text_or_none(data.get("withdrawn_for")),
             withdrawn_at=int(data.get("withdrawn_at") or 0),
+            missed=data.get("missed") is True,
         )
 
 

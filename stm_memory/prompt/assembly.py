@@ -452,7 +452,7 @@ def build_memory_context(
         # words its fresh briefing (the last few turns) no longer shows: shedding it
         # is forgetting (a model that never writes its memory lost every fact from
         # another channel that way). The set restarts only at its bounds.
-        return replace(held, idle=idle)
+        return replace(held, idle=idle, missed=stored.missed)
     # A newer memory: without a decision (the engine's own API: build_context, then
     # apply) it shows at once; the turn decides between it and the held form on the
     # dialogue it sends (MemoryTurn.settle).
@@ -461,6 +461,7 @@ def build_memory_context(
         fresh,
         alternative=held,
         idle=idle,
+        missed=stored.missed,
         head_idle=head,
         # Whose words the turn may see: either form's (a wider provenance only means
         # an erasure reaches the update, never that it misses it).

@@ -220,6 +220,9 @@ class MemoryContext:
     shown_base: int = field(default=0, compare=False, repr=False)
     alternative: MemoryContext | None = field(default=None, compare=False, repr=False)
     idle: timedelta | None = field(default=None, compare=False, repr=False)
+    # The provider billed the channel's last request as a miss where a hit was
+    # predicted: its cached prefix counts as lapsed whatever ``idle`` says.
+    missed: bool = field(default=False, compare=False, repr=False)
     # How long since any channel sharing this one's cached head (tools, system prompt)
     # sent a request: the tool list may change for free only when it is cold too.
     head_idle: timedelta | None = field(default=None, compare=False, repr=False)

@@ -11,9 +11,10 @@ block on, at the cache-write rate. :func:`decide` swaps when that pays:
    restart, an erasure): the newest form, there is no cached prefix to keep.
 2. ``lapsed`` — the cached prefix has expired (the channel's last request is older
    than the retention in force: OpenAI's in-memory minutes or ``24h``, Anthropic's
-   TTL), so the swap re-bills nothing that would not be re-billed anyway: the
-   request takes the smallest form of what is written now (the newest memory, the
-   least overlap, fresh briefings).
+   TTL; or the provider billed it as a miss where a hit was predicted), so the swap
+   re-bills nothing that would not be re-billed anyway: the request takes the
+   smallest form of what is written now (the newest memory, the least overlap,
+   fresh briefings).
 3. ``budget`` — the held form outgrew the token budget (``history_token_budget``):
    holding would drop turns anyway, which changes the prefix too.
 4. ``pays`` — over the turns expected ahead, the tokens the swap stops re-reading
@@ -95,6 +96,8 @@ class SwapInputs:
     age: int = 0
     #: The hard budget of the held form's tokens (None: none).
     budget: int | None = None
+    #: The provider billed the last request as a miss where a hit was predicted.
+    missed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +160,7 @@ def decide(inputs: SwapInputs, profile: CacheProfile) -> SwapDecision:
         return out(True, "first")
     if not inputs.differs:
         return out(False, "unchanged")
-    if inputs.idle is not None and inputs.idle >= profile.ttl:
+    if inputs.missed or (inputs.idle is not None and inputs.idle >= profile.ttl):
         return out(True, "lapsed")
     if inputs.before + held < profile.min_tokens:
         return out(True, "uncached")
@@ -210,7 +213,7 @@ def choose(
     if context.shown is None:
         return context, None  # a context built by hand
     held = context.alternative
-    lapsed = context.idle is not None and context.idle >= profile.ttl
+    lapsed = context.missed or (context.idle is not None and context.idle >= profile.ttl)
     if held is None:
         decision = decide(SwapInputs(known=not _is_swap(context), differs=False), profile)
         if context.nudge is not None or context.early_nudge is None:
@@ -241,6 +244,7 @@ def choose(
             idle=context.idle,
             age=shown.turns if shown is not None else 0,
             budget=budget,
+            missed=context.missed,
         ),
         profile,
     )

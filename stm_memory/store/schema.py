@@ -71,6 +71,8 @@ memories = sa.Table(
     # v5: excerpts of dropped turns the written memory leaves out (a JSON list of
     # turns), so they outlive a restart like the memory (MemoryEntry.kept).
     sa.Column("kept", sa.JSON),
+    # v6: what the memory did to the channel's bill, per day (MemoryEntry.receipt).
+    sa.Column("receipt", sa.JSON),
     sa.Index("ix_stm_updated_at", "updated_at"),
     sa.Index("ix_stm_channel", "channel_id"),
     sa.Index("ix_stm_user", "user_id", "scope_kind"),
@@ -244,6 +246,11 @@ def _v5_kept_details(conn: Connection) -> None:
     _add_columns(conn, ("kept",))
 
 
+def _v6_receipts(conn: Connection) -> None:
+    # Old rows keep NULL: nothing was billed through them yet.
+    _add_columns(conn, ("receipt",))
+
+
 # Append new steps here; never edit a released one.
 MIGRATIONS: tuple[Callable[[Connection], None], ...] = (
     _v1_initial,
@@ -251,6 +258,7 @@ MIGRATIONS: tuple[Callable[[Connection], None], ...] = (
     _v3_history_and_provenance,
     _v4_live_cache_in_sql,
     _v5_kept_details,
+    _v6_receipts,
 )
 
 

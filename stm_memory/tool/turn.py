@@ -11,6 +11,7 @@ from typing import Any
 from stm_memory.model import Category, Scope, ServerSettings, UserSettings
 from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.dialogue import StoredMessage
+from stm_memory.model.receipt import TurnBill
 from stm_memory.model.shown import ShownState
 
 __all__ = ["TOOL_NAME", "TurnContext", "TurnRecord", "failure", "success"]
@@ -100,6 +101,9 @@ class TurnContext:
     # passed alone is captured after them without reading them again; the write
     # checks they are still what the channel holds (ShortTermMemory.commit).
     seen_turns: Sequence[StoredMessage] | None = None
+    # What this turn's requests were billed, and the full history's priced beside it
+    # (MemoryTurn.finish sets it; end_turn adds it to the channel's receipt).
+    bill: TurnBill | None = None
     # Re-entrant: MemoryTurn steps hold it too (one lock per turn) and call in here.
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 

@@ -17,6 +17,7 @@ from stm_memory.model import MemoryEntry, Messages, StoredMessage
 from stm_memory.model._codec import CACHED, EntryCodec, check_fields
 from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.entry import CACHE_ONLY_FIELDS
+from stm_memory.model.receipt import DayTotals
 from stm_memory.model.shown import ShownState
 from stm_memory.store import sql
 from stm_memory.store.sql import ROW, SqlStore, create_sql_engine
@@ -72,6 +73,19 @@ def full_entry() -> MemoryEntry:
             at=T1,
         ),
         rev=123456789,
+        receipt={
+            "2026-01-05": DayTotals(
+                turns=3,
+                calls=4,
+                input_tokens=9000,
+                cached_tokens=6000,
+                written_tokens=100,
+                cost=3725.0,
+                full_tokens=12000,
+                full_cost=4100.5,
+                missed=1,
+            )
+        },
     )
 
 
@@ -130,7 +144,10 @@ def test_the_cached_form_is_unchanged() -> None:
         '"server_id":"g1","text":"briefing","provenance":["u2","u3"],"turn":4}],'
         '"briefings_epoch":5,"shown":{"epoch":6,"summary":"the summary shown",'
         '"categories":{"plot":"x"},"turns":9,"swap":2,'
-        '"at":"2026-01-06T07:08:09.654321+00:00"},"rev":123456789}'
+        '"at":"2026-01-06T07:08:09.654321+00:00"},"rev":123456789,'
+        '"receipt":{"2026-01-05":{"turns":3,"calls":4,"input_tokens":9000,'
+        '"cached_tokens":6000,"written_tokens":100,"cost":3725.0,"full_tokens":12000,'
+        '"full_cost":4100.5,"missed":1}}}'
     )
 
 
@@ -225,6 +242,9 @@ def test_the_stored_row_is_unchanged(store: SqlStore) -> None:
         "provenance": '["u1", "u5", "u9"]',
         "kept": '[{"role": "user", "content": "door code 4821", "timestamp": '
         '"2026-01-05T12:00:01.123456+00:00", "name": null, "user_id": "u1"}]',
+        "receipt": '{"2026-01-05": {"turns": 3, "calls": 4, "input_tokens": 9000, '
+        '"cached_tokens": 6000, "written_tokens": 100, "cost": 3725.0, "full_tokens": 12000, '
+        '"full_cost": 4100.5, "missed": 1}}',
     }
 
 

@@ -62,7 +62,9 @@ __all__ = [
 ]
 
 SYSTEM = "You are the game master of a tabletop campaign played on a chat server."
-OPENAI_MODEL = "gpt-4.1-mini"
+#: The offline model bills its prompt cache as the gpt-5 family does (0.1x reads), as
+#: this name says to the swap rule (stm_memory/model/rates.py).
+OPENAI_MODEL = "gpt-5-mini"
 ANTHROPIC_MODEL = "claude-sonnet-4-5"
 
 #: What an entry point is built with: ``(provider, trim_history)``.

@@ -143,9 +143,16 @@ def test_chat_openai_with_the_middleware_marks_the_stable_prefix_for_gpt56_only(
     )
     config: Any = {"configurable": {"thread_id": "c1", "user_id": "u1", "server_id": "g1"}}
     openai_script.reply_text("Take the JR Nara line.").reply_text("The Kintetsu line.")
+    reported = 0
     for text in ("Which line goes to Nara?", "And a quicker one?"):
-        agent.invoke({"messages": [{"role": "user", "content": text}]}, config)
+        state = agent.invoke({"messages": [{"role": "user", "content": text}]}, config)
+        reported += state["messages"][-1].usage_metadata["input_tokens"]
     assert len(sent) == 2
+    # The middleware read the usage the API reported: the turns' bills, in the receipt.
+    entry = memory.get(Scope(channel_id="c1", user_id="u1", server_id="g1"))
+    assert entry is not None
+    day = next(iter(entry.receipt.values()))
+    assert (day.turns, day.input_tokens) == (2, reported)
     for body in sent:
         messages = items(body)
         memory_at = next(i for i, m in enumerate(messages) if SUMMARY in text_of(m))

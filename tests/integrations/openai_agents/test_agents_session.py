@@ -174,4 +174,7 @@ async def test_one_plain_turn(
     assert record[0] == {"content": "Say hello in one word.", "role": "user"}
     entry = mem.get(SCOPE)
     assert entry is not None and entry.turns_since_refresh + entry.last_refreshed_turn == 1
+    # The run's usage, as the SDK recorded each request, billed in the receipt.
+    (day,) = entry.receipt.values()
+    assert day.turns == 1 and day.calls == len(requests.bodies) and day.input_tokens > 0
     session.close()
