@@ -311,6 +311,12 @@ class FakeProviderServer:
                 raise LookupError("FakeProviderServer has received no request")
             return self._requests[-1]
 
+    def evict_caches(self) -> None:
+        """Forget every cached prompt prefix, as a provider evicts them (the script and
+        the recorded requests stay)."""
+        for cache in self._ctx.caches.values():
+            cache.clear()
+
     def reset(self) -> None:
         """Forget the script, recorded requests, id counters, stored responses and cached
         prompt prefixes."""

@@ -36,7 +36,7 @@ from stm_memory_openai import OpenAIChatLoop
 from tests.fakeprovider import FakeProviderServer
 
 SCOPE = Scope(channel_id="c1", user_id="u1", server_id="g1")
-SYSTEM = "You plan rail journeys in Japan; answer briefly and keep track of every leg. " * 40
+SYSTEM = "You plan rail journeys in Japan; answer briefly and keep track of every leg. " * 60
 OPENAI = CACHE_PROFILES["openai-gpt-5-24h"]
 
 # -- pricing a full-history caller ---------------------------------------------------------
@@ -245,3 +245,15 @@ def test_the_savings_command_reads_the_receipts(
     assert bad.exit_code == 2 and "YYYY-MM-DD" in bad.output
     table = runner.invoke(app, ["savings"], env=env)
     assert table.exit_code == 0 and "full history" in table.output
+
+
+def test_the_savings_command_on_an_empty_store(tmp_path: Path) -> None:
+    env = {
+        "STM_DATABASE_URL": f"sqlite:///{tmp_path / 'stm.db'}",
+        "STM_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    with open_engine(tmp_path, FrozenClock()):
+        pass  # a store with its tables and no row
+    shown = CliRunner().invoke(app, ["savings"], env=env)
+    assert shown.exit_code == 0, shown.output
+    assert "no turn was billed through the memory yet" in shown.output

@@ -100,7 +100,7 @@ def test_gpt56_requests_mark_the_system_prompt_and_the_memory(
 
 @pytest.mark.vcr
 @pytest.mark.scripted("openai")
-@pytest.mark.parametrize("model", ["gpt-5.4", "gpt-4.1-mini"])
+@pytest.mark.parametrize("model", ["gpt-5", "gpt-5.4", "gpt-4.1-mini"])
 def test_an_older_model_is_never_sent_a_breakpoint(
     model: str,
     openai_client: openai.OpenAI,
