@@ -93,6 +93,7 @@ from stm_memory.kit import (
     check_memory_setup,
     current_user_text,
     failure,
+    model_name,
     tool_result_text,
 )
 
@@ -280,6 +281,7 @@ class ShortTermMemorySession(OptionsView):
         # provider's default): it prices the turn's decision of what to show, which
         # the session's view makes before the model is called.
         self._retention: timedelta | None = None
+        self._model_name: str | None = None  # the model of agent()'s agent
 
     # -- the Session protocol ---------------------------------------------------------------
 
@@ -388,6 +390,9 @@ class ShortTermMemorySession(OptionsView):
         model = agent.model
         if isinstance(model, MemoryModel):
             model = model.inner
+        # The model agent() wraps names the rates and the cache hints of its turns (a
+        # RunConfig model replacing it is said once, in _answered).
+        self._model_name = model_name(model)
         if isinstance(model, Model):
             # The memory tool stays routable in every step; the wrapper leaves it out
             # of what the model is sent while the turn does not offer it.
@@ -501,7 +506,9 @@ class ShortTermMemorySession(OptionsView):
             self._open = state
         if old is not None and old.added:
             await self._end(old)  # a run that never finished: its turn still happened
-        state.turn = await adrive(MemoryTurn.begin(self.memory, self.scope, options=self.options))
+        state.turn = await adrive(
+            MemoryTurn.begin(self.memory, self.scope, options=self.options, model=self._model_name)
+        )
         await adrive(state.turn.assemble())
         with self._lock:
             tool = self._tool

@@ -178,3 +178,35 @@ async def test_one_plain_turn(
     (day,) = entry.receipt.values()
     assert day.turns == 1 and day.calls == len(requests.bodies) and day.input_tokens > 0
     session.close()
+
+
+@pytest.mark.scripted("openai")
+@pytest.mark.parametrize("model", ["gpt-5.6-sol", "gpt-5"])
+async def test_agent_marks_the_memory_for_gpt56_only(
+    model: str,
+    client_and_requests: tuple[openai.AsyncOpenAI, Requests],
+    openai_script: Script,
+    open_memory: Callable[[], ShortTermMemory],
+) -> None:
+    """session.agent() names its model to the turn: a gpt-5.6-family model gets an
+    explicit cache breakpoint on the memory block, an older one none (it refuses them)."""
+    from helpers.memory import refresh
+
+    summary = "The heroine owes the harbour master ten coins."
+    client, requests = client_and_requests
+    mem = open_memory()
+    refresh(mem, SCOPE, summary)
+    session = ShortTermMemorySession(mem, SCOPE)
+    agent = session.agent(
+        Agent(name="Mira", instructions=INSTRUCTIONS, model=OpenAIResponsesModel(model, client))
+    )
+    openai_script.reply_text("Noted.")
+    await run(agent, "What do we owe?", session, streamed=False)
+    (body,) = requests.bodies
+    memory = [i for i in body["input"] if summary in json.dumps(i)]
+    assert memory, body["input"]
+    marked = "prompt_cache_breakpoint" in json.dumps(body)
+    assert marked is model.startswith("gpt-5.6")
+    if marked:
+        assert "prompt_cache_breakpoint" in json.dumps(memory[0])
+    session.close()
