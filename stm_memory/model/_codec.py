@@ -20,7 +20,7 @@ from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.dialogue import StoredMessage
-from stm_memory.model.receipt import DayTotals
+from stm_memory.model.receipt import receipt_from_dict, receipt_to_dict
 from stm_memory.model.scope import ScopeKind
 from stm_memory.model.shown import ShownState
 
@@ -194,20 +194,6 @@ def _decode_briefings(raw: Sequence[Mapping[str, Any]] | None) -> tuple[Briefing
     return tuple(BriefingCopy.from_dict(b) for b in raw or ())
 
 
-def _encode_receipt(receipt: Mapping[str, DayTotals]) -> dict[str, Any]:
-    return {day: totals.to_dict() for day, totals in sorted(receipt.items())}
-
-
-def _decode_receipt(raw: Mapping[str, Any] | None) -> dict[str, DayTotals]:
-    if not isinstance(raw, Mapping):
-        return {}
-    return {
-        str(day): DayTotals.from_dict(totals)
-        for day, totals in raw.items()
-        if isinstance(totals, Mapping)
-    }
-
-
 def _encode_shown(shown: ShownState | None) -> dict[str, Any] | None:
     return shown.to_dict() if shown is not None else None
 
@@ -270,7 +256,7 @@ CACHED: dict[str, Cached] = {
     "briefings_epoch": Cached(decode=_optional_int),
     "shown": Cached(_encode_shown, _decode_shown),
     "rev": Cached(decode=_int),
-    "receipt": Cached(_encode_receipt, _decode_receipt),
+    "receipt": Cached(receipt_to_dict, receipt_from_dict),
 }
 
 # The fields cached as another value, for a write's changes.

@@ -32,6 +32,8 @@ __all__ = [
     "add_to_receipt",
     "bill_turn",
     "full_history_cost",
+    "receipt_from_dict",
+    "receipt_to_dict",
     "savings_of",
 ]
 
@@ -178,6 +180,18 @@ class DayTotals:
             if isinstance(value, int | float) and not isinstance(value, bool):
                 out = replace(out, **{f.name: type(getattr(out, f.name))(value)})
         return out
+
+
+def receipt_to_dict(receipt: Mapping[str, DayTotals]) -> dict[str, Any]:
+    """A receipt as JSON (days in order): how the live cache and the SQL row keep it."""
+    return {day: totals.to_dict() for day, totals in sorted(receipt.items())}
+
+
+def receipt_from_dict(raw: object) -> dict[str, DayTotals]:
+    """:func:`receipt_to_dict` read back (anything else: an empty receipt)."""
+    if not isinstance(raw, Mapping):
+        return {}
+    return {str(d): DayTotals.from_dict(t) for d, t in raw.items() if isinstance(t, Mapping)}
 
 
 def add_to_receipt(

@@ -33,7 +33,7 @@ from stm_memory.model import (
 )
 from stm_memory.model.dialogue import StoredMessage
 from stm_memory.model.entry import CACHE_ONLY_FIELDS, check_fields
-from stm_memory.model.receipt import DayTotals
+from stm_memory.model.receipt import DayTotals, receipt_from_dict, receipt_to_dict
 from stm_memory.store.base import MemoryStore
 from stm_memory.store.keys import db_key, is_digest_key
 from stm_memory.store.schema import (
@@ -175,13 +175,8 @@ def _kept(row: Mapping[Any, Any]) -> tuple[StoredMessage, ...]:
     return tuple(StoredMessage.from_dict(m) for m in row["kept"] or ())
 
 
-def _receipt_rows(receipt: Mapping[str, DayTotals]) -> dict[str, Any]:
-    return {day: totals.to_dict() for day, totals in sorted(receipt.items())}
-
-
 def _receipt(row: Mapping[Any, Any]) -> dict[str, DayTotals]:
-    raw = row["receipt"] or {}
-    return {str(day): DayTotals.from_dict(t) for day, t in raw.items() if isinstance(t, dict)}
+    return receipt_from_dict(row["receipt"])
 
 
 def _provenance(row: Mapping[Any, Any]) -> frozenset[str]:
@@ -239,7 +234,7 @@ ROW: dict[str, Column] = {
     "last_updated": Column(stamped=True, read=_last_updated),
     "refreshed_at": Column(stamped=True, read=_refreshed_at),
     "rev": Column(read=_rev),
-    "receipt": Column(write=_receipt_rows, read=_receipt),
+    "receipt": Column(write=receipt_to_dict, read=_receipt),
 }
 
 #: The row's own stamps, of no entry field: created by its first write, last written.

@@ -40,6 +40,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from stm_memory.model.rates import CACHE_PROFILES, CacheProfile
+from stm_memory.wire.base import breakpoints_in
 
 __all__ = [
     "ANTHROPIC_LOOKBACK_BLOCKS",
@@ -125,11 +126,9 @@ def _openai_part(message: Any) -> Part:
     one marked block to carry it is read as the text it was, so a message compares
     the same marked or not. A breakpoint on an earlier block of a message is taken to
     end the message (ours go on its last block)."""
-    content = message.get("content") if isinstance(message, Mapping) else None
-    if not isinstance(content, list) or not any(
-        isinstance(b, Mapping) and "prompt_cache_breakpoint" in b for b in content
-    ):
+    if not isinstance(message, Mapping) or not breakpoints_in(message):
         return _part(message)
+    content = message["content"]
     blocks = [
         {k: v for k, v in b.items() if k != "prompt_cache_breakpoint"}
         if isinstance(b, Mapping)

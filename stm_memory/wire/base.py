@@ -215,6 +215,10 @@ def is_empty(content: Any) -> bool:
     return False
 
 
+def _is_marked(block: Any) -> bool:
+    return isinstance(block, Mapping) and "prompt_cache_breakpoint" in block
+
+
 def breakpoints_in(message: Any) -> int:
     """OpenAI explicit cache breakpoints on ``message``'s content blocks (a dict's or a
     message object's)."""
@@ -225,7 +229,7 @@ def breakpoints_in(message: Any) -> int:
     )
     if not isinstance(content, list):
         return 0
-    return sum(isinstance(b, Mapping) and "prompt_cache_breakpoint" in b for b in content)
+    return sum(_is_marked(b) for b in content)
 
 
 def marked_content(content: Any, marker: Mapping[str, str], *, part: str) -> list[Any] | None:
@@ -236,9 +240,7 @@ def marked_content(content: Any, marker: Mapping[str, str], *, part: str) -> lis
         if not content:
             return None
         return [{"type": part, "text": content, "prompt_cache_breakpoint": dict(marker)}]
-    if not isinstance(content, list) or any(
-        isinstance(b, Mapping) and "prompt_cache_breakpoint" in b for b in content
-    ):
+    if not isinstance(content, list) or any(_is_marked(b) for b in content):
         return None
     for i in range(len(content) - 1, -1, -1):
         block = content[i]
