@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.stm-installed
 SRC    := stm_memory integrations tests benchmarks
 
-.PHONY: install demo test lint typecheck pytest bench record-cassettes clean
+.PHONY: install demo test lint typecheck pytest bench frontier record-cassettes clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,12 @@ $(BENCH_STAMP): $(STAMP)
 
 bench: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks.run
+
+# The cost/recall frontier of refresh_cadence (docs/cost-recall.md), about 15 minutes.
+frontier: $(BENCH_STAMP)
+	$(BIN)/python -m benchmarks.frontier --cadence 3 5 6 7 10 15
+	$(BIN)/python -m benchmarks.frontier --wait 6 8 12
+	$(BIN)/python -m benchmarks.frontier --cadence 8 --wait 12
 
 # Re-record provider cassettes against the real APIs (needs OPENAI_API_KEY / ANTHROPIC_API_KEY).
 record-cassettes: $(STAMP)

@@ -19,13 +19,15 @@ this channel's own memory is rewritten (which re-bills everything after it anywa
   sent on its own, once, only when :data:`WAIT_TURNS` of this channel's turns have
   passed since that source was last delivered — so a source that changes every turn
   (raw turns, a busy channel) costs one delivery per ``WAIT_TURNS`` turns, not one
-  per turn, and no change waits longer than that. Why four, measured: a longer wait
-  bills less (warm, OpenAI, the bench's conversation: 0.866 of the best peer at 4,
-  0.835 at 8, 0.826 at 12) but the news comes too late for the questions asked about
-  it — ``stm-memory eval`` (scripted writer, 200 turns, a day's cache) loses
-  cross-channel recall past four (100 % at 4, 82 % at 12), and a briefing of raw turns
-  shows only its source's last few turns, so a longer wait lets a turn age out of it
-  undelivered (a model that never writes: 71 % at 4, 53 % at 12).
+  per turn, and no change waits longer than that. Why four, measured
+  (``benchmarks/frontier.py``, docs/cost-recall.md): a longer wait bills a little less
+  (warm, OpenAI, the bench's conversation: 0.852 of the best peer at 4, 0.828 at 6,
+  0.838 at 8, 0.829 at 12) but the news comes too late for some questions asked about
+  it — ``stm-memory eval`` (scripted writer, 5 seeds, 120 turns) answers 100 % of the
+  cross-channel questions at 4, 98 % at 6 and 8, 88 % at 12; and a briefing of raw
+  turns shows only its source's last few turns, so a longer wait lets a turn age out of
+  it undelivered. ``refresh_cadence`` moves the bill further for the same recall, so it
+  is the one option along that frontier and this stays a constant.
 - A *quiet* channel (its model never wrote its memory, or ignores the nudges:
   :mod:`stm_memory.prompt.quiet`) is sent nothing on its own, neither a change nor a
   new source: no swap would ever fold those deliveries away, so each would be billed
