@@ -74,8 +74,8 @@ class ResolvedModel:
 def _scripted_chat_class() -> type[Any]:
     from langchain_core.language_models import LangSmithParams
     from langchain_core.outputs import ChatResult
-    from pydantic import Field
 
+    from stm_memory.model.rates import model_profile
     from stm_memory.testing.chat_model import OfflineChatModel
     from stm_memory.testing.prompt_cache import CACHE_PROFILES, PromptCache
 
@@ -83,10 +83,18 @@ def _scripted_chat_class() -> type[Any]:
         """The offline chat model that reports usage as a provider would: its input
         split by a prompt cache of its own (requests back to back), its output."""
 
+        #: The model it stands in for, as ChatOpenAI names its model: "offline", or
+        #: an OpenAI model's name (its requests are then written as that model's, cache
+        #: breakpoints included where it takes them).
+        model_name: str = SCRIPTED_MODEL_NAME
         # Not "cache": BaseChatModel.cache is LangChain's response cache.
-        prompt_cache: Any = Field(
-            default_factory=lambda: PromptCache(CACHE_PROFILES["openai-gpt-5"])
-        )
+        prompt_cache: Any = None
+
+        def model_post_init(self, context: Any, /) -> None:
+            super().model_post_init(context)
+            if self.prompt_cache is None:
+                profile = model_profile(self.model_name) or CACHE_PROFILES["openai-gpt-5"]
+                self.prompt_cache = PromptCache(profile)
 
         @property
         def _llm_type(self) -> str:
@@ -94,9 +102,12 @@ def _scripted_chat_class() -> type[Any]:
 
         def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
             # Its provider, as tracing and stm-memory read it: priced as OpenAI's
-            # gpt-5 (its prompt cache is that profile's), see stm_memory.model.rates.
+            # gpt-5 (its prompt cache is that profile's), see stm_memory.model.rates;
+            # standing in for a named OpenAI model, that model's provider.
             params = super()._get_ls_params(stop=stop, **kwargs)
-            params["ls_provider"] = "stm-scripted"
+            profile = model_profile(self.model_name)
+            named = profile is not None and profile.provider == "openai"
+            params["ls_provider"] = "openai" if named else "stm-scripted"
             return params
 
         def _generate(
@@ -105,7 +116,7 @@ def _scripted_chat_class() -> type[Any]:
             result = super()._generate(messages, stop, run_manager, **kwargs)
             message = result.generations[0].message
             usage = self.prompt_cache.observe(
-                chat_body(SCRIPTED_MODEL_NAME, messages, kwargs.get("tools") or ()),
+                chat_body(self.model_name, messages, kwargs.get("tools") or ()),
                 api="openai_chat",
             )
             calls = getattr(message, "tool_calls", [])
@@ -125,7 +136,9 @@ def _resolve_scripted(kind: ScriptedKind, name: str = SCRIPTED_MODEL_NAME) -> Re
     chat_class = _scripted_chat_class()
 
     def chat(conversation: ConversationSet) -> BaseChatModel:
-        model: BaseChatModel = chat_class(model=ScriptedModel(conversation=conversation, kind=kind))
+        model: BaseChatModel = chat_class(
+            model=ScriptedModel(conversation=conversation, kind=kind), model_name=name
+        )
         return model
 
     def loop(conversation: ConversationSet, memory: ShortTermMemory, **options: Any) -> Any:

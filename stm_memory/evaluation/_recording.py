@@ -22,6 +22,7 @@ from langchain_core.outputs import LLMResult
 
 from stm_memory.kit import Usage, usage_of
 from stm_memory.testing.prompt_cache import count_text_tokens
+from stm_memory.wire.base import breakpoints_in
 
 __all__ = [
     "LangChainRecorder",
@@ -74,7 +75,13 @@ def usage_of_message(message: Any) -> Usage:
 
 def chat_body(model: str, messages: Sequence[BaseMessage], tools: Sequence[Any]) -> dict[str, Any]:
     """LangChain messages and bound tools as the Chat Completions body they stand for."""
-    body: dict[str, Any] = {"model": model, "messages": convert_to_openai_messages(list(messages))}
+    converted = convert_to_openai_messages(list(messages))
+    for message, sent in zip(messages, converted, strict=True):
+        if breakpoints_in(message) and isinstance(message.content, list):
+            # ChatOpenAI sends marked text blocks as they are (convert_to_openai_messages
+            # would drop the mark): the cache breakpoints gpt-5.6 and later are sent.
+            sent["content"] = [dict(b) if isinstance(b, Mapping) else b for b in message.content]
+    body: dict[str, Any] = {"model": model, "messages": converted}
     if tools:
         body["tools"] = [dict(t) if isinstance(t, Mapping) else t for t in tools]
     return body

@@ -148,3 +148,26 @@ def test_a_model_without_usage_is_charged_its_requests_uncached() -> None:
     budget = _Budget(0.0005, CACHE_PROFILES["openai-gpt-5"], Price(1.0, 1.0))
     with pytest.raises(BudgetExceeded):
         budget.charge(turn)  # about 1,000 tokens at $1 per million: above $0.0005
+
+
+def test_under_a_breakpoint_profile_the_middleware_is_recorded_with_its_breakpoints() -> None:
+    # gpt-5.6 and later match a cached prefix only at a breakpoint: the scripted model
+    # stands in for such a model, so create_agent's middleware marks its requests as it
+    # would for ChatOpenAI(model="gpt-5.6"), and the recording keeps the marks (as
+    # ChatOpenAI sends them) for the cache model to bill.
+    from stm_memory.wire.base import breakpoints_in
+
+    report = run_eval(
+        "scripted:perfect",
+        conversation=generate_conversation(seed=7, turns=24),
+        strategies=("stm-loop", "stm-middleware"),
+        cache_profile="openai-gpt-5.6",
+    )
+    loop, middleware = report.strategy("stm-loop"), report.strategy("stm-middleware")
+    for result in (loop, middleware):
+        body = result.turns[-1].requests[0].body
+        assert body["model"] == "gpt-5.6", result.key
+        assert sum(breakpoints_in(m) for m in body["messages"]) >= 1, result.key
+    # Marked alike, billed alike (before, the middleware's unmarked requests missed the
+    # cache the loop's hit: 1.8x the loop at 60 turns).
+    assert middleware.cost.units == pytest.approx(loop.cost.units, rel=0.05)
