@@ -1,13 +1,13 @@
 # Two commands do all set-up on a fresh machine with python3 (>= 3.11) and make:
 #   make demo   — the offline demo on the embedded default (SQLite + diskcache)
-#   make test   — lint, types and the full test suite
+#   make test   — lint, types, the full test suite and the docs site's strict build
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.stm-installed
 SRC    := stm_memory integrations tests benchmarks
 
-.PHONY: install demo test lint typecheck pytest bench frontier record-cassettes clean
+.PHONY: install demo test lint typecheck pytest docs bench frontier record-cassettes clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ $(BENCH_STAMP): $(STAMP)
 bench: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks.run
 
+# The docs site at http://127.0.0.1:8000 (make test builds it strictly).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
 # The cost/recall frontier of refresh_cadence (docs/cost-recall.md), about 15 minutes.
 frontier: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks.frontier --cadence 3 5 6 7 10 15
@@ -52,5 +56,5 @@ record-cassettes: $(STAMP)
 	STM_RECORD_REAL=1 $(BIN)/pytest tests/integrations --record-mode=rewrite
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist site *.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

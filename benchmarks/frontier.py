@@ -17,7 +17,8 @@ trade is one documented option with its measured frontier. Each point is measure
 A point is a server's ``refresh_cadence`` (the option) and the briefings' wait
 (:data:`stm_memory.prompt.briefings.WAIT_TURNS`, pinned here to see what it moves).
 Rows merge into ``benchmarks/results/frontier.json``; the table (``frontier.md``, shown
-in ``docs/cost-recall.md``) and the plot (``frontier.png``) are drawn from all of them::
+in ``docs/cost-recall.md``) and the plot (``docs/assets/frontier.png``) are drawn from all
+of them::
 
     python -m benchmarks.frontier --cadence 3 5 8 10 15 20
     python -m benchmarks.frontier --wait 6 8 12
@@ -62,6 +63,8 @@ SEEDS = (3, 5, 7, 11, 13)
 DEFAULT = (ServerSettings().refresh_cadence, WAIT_TURNS)
 DEFAULT_WAIT = WAIT_TURNS
 RESULTS = Path(__file__).resolve().parent / "results"
+#: The plot lives with the docs page that shows it (the site serves only docs/).
+PLOT = Path(__file__).resolve().parents[1] / "docs" / "assets" / "frontier.png"
 AGENT_PROMPT = Path(__file__).resolve().parents[2] / "shared" / "tools" / "agent_prompt.txt"
 
 
@@ -285,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     (args.out / "frontier.md").write_text(table(rows), "utf-8")
     if DEFAULT in found:
-        plot(args.out / "frontier.png", rows)
+        plot(PLOT, rows)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.frontier import DEFAULT, DEFAULT_WAIT, RESULTS, Row, load, table
+from benchmarks.frontier import DEFAULT, DEFAULT_WAIT, PLOT, RESULTS, Row, load, table
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = load(RESULTS / "frontier.json")
@@ -16,7 +16,7 @@ def test_the_docs_show_the_measured_frontier() -> None:
     page = (ROOT / "docs" / "cost-recall.md").read_text("utf-8")
     assert table(ROWS) in page, "docs/cost-recall.md's table is not frontier.json's"
     assert (RESULTS / "frontier.md").read_text("utf-8") == table(ROWS)
-    assert (RESULTS / "frontier.png").is_file()
+    assert PLOT.is_file()
 
 
 def test_the_default_is_marked_and_keeps_recall() -> None:

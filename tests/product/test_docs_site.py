@@ -1,0 +1,81 @@
+"""The docs site (``mkdocs.yml``, ``docs/``): it builds strictly — a broken link or
+anchor, a page left out of the navigation, an API reference that does not resolve fails
+the build — and every Python block of its pages runs as written (``docs/testing.md``'s
+have their own test, ``tests/testing_kit/test_docs.py``)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers.notebooks import offline_environment
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+FENCE = re.compile(r"^```python\n(?P<body>.*?)^```$", re.M | re.S)
+OWN_TEST = {"testing.md"}
+
+
+def _build(site: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_the_site_builds_strictly(tmp_path: Path) -> None:
+    done = _build(tmp_path / "site")
+    assert done.returncode == 0, done.stderr[-4000:]
+    # The API reference is generated from the docstrings, integrations included.
+    memory = (tmp_path / "site" / "reference" / "memory" / "index.html").read_text("utf-8")
+    assert "begin_turn" in memory and "clear_user" in memory
+    integrations = (tmp_path / "site" / "reference" / "integrations" / "index.html").read_text(
+        "utf-8"
+    )
+    for name in ("OpenAIChatLoop", "AnthropicLoop", "ShortTermMemorySession", "run_turn"):
+        assert name in integrations, name
+
+
+def test_the_build_fails_on_what_it_should() -> None:
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text("utf-8"))
+    assert config["strict"] is True
+    assert set(config["validation"].values()) == {"warn"}  # each one fails a strict build
+    pages = {p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")}
+    in_nav = set(re.findall(r"[\w/.-]+\.md", (ROOT / "mkdocs.yml").read_text("utf-8")))
+    assert pages == in_nav, pages ^ in_nav
+
+
+def _blocks() -> list[tuple[str, str]]:
+    found = []
+    for page in sorted(DOCS.rglob("*.md")):
+        if page.name in OWN_TEST:
+            continue
+        for n, match in enumerate(FENCE.finditer(page.read_text("utf-8"))):
+            found.append((f"{page.relative_to(DOCS)}#{n}", match["body"]))
+    return found
+
+
+@pytest.mark.parametrize(("where", "body"), _blocks(), ids=[w for w, _ in _blocks()])
+def test_each_python_block_of_a_page_runs_as_written(where: str, body: str, tmp_path: Path) -> None:
+    (tmp_path / "block.py").write_text(body, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "block.py"],
+        cwd=tmp_path,
+        env=offline_environment(),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, f"{where}:\n{done.stderr[-3000:]}"
