@@ -9,8 +9,8 @@ trade is one documented option with its measured frontier. Each point is measure
   channels, an agent-sized prefix) over the best peer (full history or
   SummarizationMiddleware), warm (``openai-gpt-5-24h``), as ``make bench``'s
   ``cost_warm_ours_vs_best_peer_openai``;
-- **recall**: ``stm-memory eval``'s cross-channel recall of ``stm-loop`` (the agent
-  prompt, a day's cache), pooled over the seeds: ``scripted:perfect`` and
+- **recall**: ``stm-memory eval``'s cross-channel recall of ``stm-loop`` (behind the
+  same agent-sized system prompt, a day's cache), pooled over the seeds: ``scripted:perfect`` and
   ``scripted:forgetful`` at 200 turns, ``scripted:perfect`` at 120 (questions come
   sooner after the news in a shorter conversation).
 
@@ -63,9 +63,9 @@ SEEDS = (3, 5, 7, 11, 13)
 DEFAULT = (ServerSettings().refresh_cadence, WAIT_TURNS)
 DEFAULT_WAIT = WAIT_TURNS
 RESULTS = Path(__file__).resolve().parent / "results"
+START, END = "<!-- frontier:table:start -->", "<!-- frontier:table:end -->"
 #: The plot lives with the docs page that shows it (the site serves only docs/).
 PLOT = Path(__file__).resolve().parents[1] / "docs" / "assets" / "frontier.png"
-AGENT_PROMPT = Path(__file__).resolve().parents[2] / "shared" / "tools" / "agent_prompt.txt"
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,8 +154,7 @@ def _recall(cadence: int, kind: str, seeds: Sequence[int], turns: int) -> Score:
     correct = total = 0
     for seed in seeds:
         conversation = replace(
-            generate_conversation(seed=seed, turns=turns),
-            system_prompt=AGENT_PROMPT.read_text("utf-8"),
+            generate_conversation(seed=seed, turns=turns), system_prompt=agent_system_prompt()
         )
         report = run_eval(
             f"scripted:{kind}",
@@ -265,6 +264,14 @@ def plot(path: Path, rows: Sequence[Row]) -> None:
     plt.close(fig)
 
 
+def _show(text: str) -> None:
+    """The table into docs/cost-recall.md, between its markers."""
+    page = PLOT.parents[1] / "cost-recall.md"
+    before, rest = page.read_text("utf-8").split(START, 1)
+    after = rest.split(END, 1)[1]
+    page.write_text(f"{before}{START}\n{text}{END}{after}", "utf-8")
+
+
 def load(path: Path) -> list[Row]:
     if not path.exists():
         return []
@@ -287,6 +294,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         json.dumps([asdict(r) for r in rows], indent=2) + "\n", "utf-8"
     )
     (args.out / "frontier.md").write_text(table(rows), "utf-8")
+    if args.out == RESULTS:
+        _show(table(rows))
     if DEFAULT in found:
         plot(PLOT, rows)
 

@@ -101,9 +101,10 @@ def _scripted_chat_class() -> type[Any]:
             return "stm-scripted"
 
         def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
-            # Its provider, as tracing and stm-memory read it: priced as OpenAI's
-            # gpt-5 (its prompt cache is that profile's), see stm_memory.model.rates;
-            # standing in for a named OpenAI model, that model's provider.
+            # Its provider, as tracing and stm-memory read it: standing in for a named
+            # OpenAI model, OpenAI (its requests are written for that model, cache hints
+            # and breakpoints included); "offline" is priced as gpt-5 (the profile of
+            # its own prompt cache), see stm_memory.model.rates.
             params = super()._get_ls_params(stop=stop, **kwargs)
             profile = model_profile(self.model_name)
             named = profile is not None and profile.provider == "openai"
