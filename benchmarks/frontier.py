@@ -52,6 +52,7 @@ from benchmarks.token_growth import (
     run_summarization,
     user_messages,
 )
+from stm_memory.evaluation import Score, StrategyOptions, generate_conversation, run_eval
 from stm_memory.model.settings import ServerSettings
 from stm_memory.prompt.briefings import WAIT_TURNS
 
@@ -66,19 +67,6 @@ RESULTS = Path(__file__).resolve().parent / "results"
 START, END = "<!-- frontier:table:start -->", "<!-- frontier:table:end -->"
 #: The plot lives with the docs page that shows it (the site serves only docs/).
 PLOT = Path(__file__).resolve().parents[1] / "docs" / "assets" / "frontier.png"
-
-
-@dataclass(frozen=True, slots=True)
-class Score:
-    correct: int
-    total: int
-
-    @property
-    def rate(self) -> float:
-        return self.correct / self.total if self.total else 0.0
-
-    def __str__(self) -> str:
-        return f"{100 * self.rate:.0f} % ({self.correct}/{self.total})"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -149,8 +137,6 @@ def _bill(root: Path, texts: Sequence[str], system: str) -> float:
 
 def _recall(cadence: int, kind: str, seeds: Sequence[int], turns: int) -> Score:
     """Cross-channel recall of ``stm-loop`` over ``seeds``, pooled (each probe counts once)."""
-    from stm_memory.evaluation import StrategyOptions, generate_conversation, run_eval
-
     correct = total = 0
     for seed in seeds:
         conversation = replace(
@@ -192,6 +178,14 @@ def measure(points: Sequence[tuple[int, int]], seeds: Sequence[int]) -> list[Row
     return rows
 
 
+def _rate(score: Score) -> float:
+    return score.rate or 0.0
+
+
+def _shown(score: Score) -> str:
+    return f"{100 * _rate(score):.0f} % ({score.correct}/{score.total})"
+
+
 def table(rows: Sequence[Row]) -> str:
     """The markdown table the docs show (docs/cost-recall.md), the default marked."""
     lines = [
@@ -204,7 +198,7 @@ def table(rows: Sequence[Row]) -> str:
         mark = " (default)" if (row.cadence, row.wait) == DEFAULT else ""
         lines.append(
             f"| {row.cadence}{mark} | {row.wait} | {row.warm_vs_best_peer:.3f} | "
-            f"{row.perfect} / {row.forgetful} | {row.perfect_short} |"
+            f"{_shown(row.perfect)} / {_shown(row.forgetful)} | {_shown(row.perfect_short)} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -233,21 +227,21 @@ def plot(path: Path, rows: Sequence[Row]) -> None:
         ):
             ax.plot(
                 [r.warm_vs_best_peer for r in series],
-                [100 * score(r).rate for r in series],
+                [100 * _rate(score(r)) for r in series],
                 style,
                 label=label,
             )
         for r in rows:
             ax.annotate(
                 f"c{r.cadence} w{r.wait}",
-                (r.warm_vs_best_peer, 100 * score(r).rate),
+                (r.warm_vs_best_peer, 100 * _rate(score(r))),
                 textcoords="offset points",
                 xytext=(4, -10 if r.wait != DEFAULT_WAIT else 4),
                 fontsize=7,
             )
         ax.scatter(
             [default.warm_vs_best_peer],
-            [100 * score(default).rate],
+            [100 * _rate(score(default))],
             s=250,
             facecolors="none",
             edgecolors="black",
@@ -294,10 +288,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         json.dumps([asdict(r) for r in rows], indent=2) + "\n", "utf-8"
     )
     (args.out / "frontier.md").write_text(table(rows), "utf-8")
-    if args.out == RESULTS:
+    if args.out == RESULTS:  # a run elsewhere (--out) leaves the docs' table and plot
         _show(table(rows))
-    if DEFAULT in found:
-        plot(PLOT, rows)
+        if DEFAULT in found:
+            plot(PLOT, rows)
 
 
 if __name__ == "__main__":
