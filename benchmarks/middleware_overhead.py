@@ -10,7 +10,7 @@ work a turn needs.
   chat model, same system prompt, same new user message. The model answers in plain
   text (it never calls a tool), so every invoke is one model call; the memory scope
   comes from ``config["configurable"]`` (``thread_id`` → channel, ``user_id``,
-  ``server_id``) as the README shows, and each invoke gets only the new user message
+  ``server_id``) as the docs show, and each invoke gets only the new user message
   (no checkpointer). Four channels of one server take turns, each warm (a summary and
   the last 10 captured messages, which capture keeps at that size), on the embedded
   default (SQLite file + diskcache directory).

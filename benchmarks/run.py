@@ -1,10 +1,10 @@
 """Run the benchmark suite: ``python -m benchmarks.run [--quick] [--only NAME ...]``.
 
-A full run writes ``benchmarks/results/latest.json``, ``latest.md``, ``tokens.png`` and
-``cost.png`` and refreshes the table in ``benchmarks/README.md``. ``--quick`` (smaller
-sizes, a smoke test) and ``--only`` write ``partial.json`` / ``partial.md`` /
-``tokens-partial.png`` / ``cost-partial.png`` instead, so a partial run never replaces
-the committed numbers.
+A full run writes ``benchmarks/results/latest.json`` and ``latest.md``, the plots
+``docs/assets/tokens.png`` and ``cost.png``, and refreshes the table in
+``benchmarks/README.md``. ``--quick`` (smaller sizes, a smoke test) and ``--only`` write
+``partial.json`` / ``partial.md`` / ``tokens-partial.png`` / ``cost-partial.png`` in
+``benchmarks/results`` instead, so a partial run never replaces the committed numbers.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from ._harness import CaseResult, Config, Metric, environment, loadavg
 
 RESULTS = Path(__file__).resolve().parent / "results"
 README = Path(__file__).resolve().parent / "README.md"
+PLOTS = Path(__file__).resolve().parents[1] / "docs" / "assets"  # the site shows them
 
 #: Case name → module, in run order.
 CASES: dict[str, str] = {
@@ -171,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         quick=args.quick,
         workdir=workdir,
         out_dir=RESULTS,
-        png_path=RESULTS / ("tokens-partial.png" if partial else "tokens.png"),
+        png_path=(RESULTS / "tokens-partial.png") if partial else (PLOTS / "tokens.png"),
     )
     env = environment()
     load = env["loadavg_at_start"]

@@ -77,7 +77,7 @@ def note_endpoint(owner: str, base_url: object, memory_role: MemoryRole | None) 
         "the model: it keeps system messages. If that server runs an open model with its "
         "chat template (vLLM, SGLang, TGI, llama.cpp, Ollama), pass memory_role='inline': "
         "many templates refuse a second system message or drop it, and with it the "
-        "memory (README: 'Open models'). memory_role='system' says you chose it.",
+        "memory (docs: open-models.md). memory_role='system' says you chose it.",
         owner,
         host,
     )

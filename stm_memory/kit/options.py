@@ -3,7 +3,7 @@
 Each entry point (the loops, ``ShortTermMemoryMiddleware``, ``ShortTermMemoryHistory``
 and ``with_short_term_memory``, ``ShortTermMemorySession``) takes these as keyword
 arguments and builds one :class:`TurnOptions` from them, so a default or a check is
-written here once; the README's "Options of every entry point" table lists them and
+written here once; ``docs/entry-points/options.md`` lists them and
 ``tests/unit/test_entry_point_options.py`` fails when an entry point drifts.
 
 What is not here, and why: ``max_steps`` bounds *our* tool loop (the provider loops and

@@ -65,7 +65,7 @@ class ServerSettings:
     short_term_memory_enabled: bool = True
     # The staleness bound: the nudge goes at the latest this many turns after a write,
     # earlier when a write pays (stm_memory.prompt.swap.write_pays). 10 bills less and
-    # other channels learn later: measured in README "Trade-offs written down".
+    # other channels learn later: measured in docs/cost-recall.md.
     refresh_cadence: int = 5
     render_mode: RenderMode = "supersede"
     crude_message_count: int = 6

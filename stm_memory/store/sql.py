@@ -671,7 +671,7 @@ class SqlStore(MemoryStore):
 
     def compact(self) -> None:
         if self.dialect != "sqlite" or self.engine.url.database in (None, "", ":memory:"):
-            return  # PostgreSQL: dead tuples stay until VACUUM (see the README)
+            return  # PostgreSQL: dead tuples stay until VACUUM (docs/concepts/erasure.md)
         self._checkpoint()
 
     def _checkpoint(self) -> None:

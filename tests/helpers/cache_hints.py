@@ -334,7 +334,7 @@ class MiddlewareDriver(Driver):
         middleware: list[Any] = [ShortTermMemoryMiddleware(env.memory, cache_hints=setup.hints)]
         if setup.caller == "1h" or setup.caching:
             caching = AnthropicPromptCachingMiddleware(ttl="1h" if setup.caller == "1h" else "5m")
-            # A 1-hour caching middleware goes around ours (as the README says): ours
+            # A 1-hour caching middleware goes around ours (as the prompt-caching page says): ours
             # can only follow the TTL of breakpoints set before it runs.
             outer = setup.caching == "before" or setup.caller == "1h"
             middleware.insert(0 if outer else 1, caching)

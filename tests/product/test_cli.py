@@ -141,7 +141,7 @@ def test_the_cli_default_is_the_librarys_default() -> None:
 def test_the_cli_reads_what_the_quickstart_wrote(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The README's quickstart (from_url defaults), then `stm-memory show` in the same
+    """The core API page's first block (from_url defaults), then `stm-memory show` in the same
     directory with no option and no variable: the same store, and one cache beside it."""
     monkeypatch.chdir(tmp_path)
     scope = Scope(channel_id="c1", user_id="u1", server_id="g1")

@@ -1,7 +1,6 @@
 """The docs site (``mkdocs.yml``, ``docs/``): it builds strictly — a broken link or
 anchor, a page left out of the navigation, an API reference that does not resolve fails
-the build — and every Python block of its pages runs as written (``docs/testing.md``'s
-have their own test, ``tests/testing_kit/test_docs.py``)."""
+the build. Its pages' Python blocks run in ``test_doc_blocks``, with the README's."""
 
 from __future__ import annotations
 
@@ -11,14 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
-from helpers.notebooks import offline_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
-FENCE = re.compile(r"^```python\n(?P<body>.*?)^```$", re.M | re.S)
-OWN_TEST = {"testing.md"}
 
 
 def _build(site: Path) -> subprocess.CompletedProcess[str]:
@@ -54,28 +49,3 @@ def test_the_build_fails_on_what_it_should() -> None:
     pages = {p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")}
     in_nav = set(re.findall(r"[\w/.-]+\.md", (ROOT / "mkdocs.yml").read_text("utf-8")))
     assert pages == in_nav, pages ^ in_nav
-
-
-def _blocks() -> list[tuple[str, str]]:
-    found = []
-    for page in sorted(DOCS.rglob("*.md")):
-        if page.name in OWN_TEST:
-            continue
-        for n, match in enumerate(FENCE.finditer(page.read_text("utf-8"))):
-            found.append((f"{page.relative_to(DOCS)}#{n}", match["body"]))
-    return found
-
-
-@pytest.mark.parametrize(("where", "body"), _blocks(), ids=[w for w, _ in _blocks()])
-def test_each_python_block_of_a_page_runs_as_written(where: str, body: str, tmp_path: Path) -> None:
-    (tmp_path / "block.py").write_text(body, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "block.py"],
-        cwd=tmp_path,
-        env=offline_environment(),
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert done.returncode == 0, f"{where}:\n{done.stderr[-3000:]}"

@@ -1,5 +1,5 @@
-"""What a server shares, as the README says it (section "What a server shares"): the LCEL
-and Agents SDK examples, run for two end users the way the README recommends (no
+"""What a server shares, as the docs say it (``docs/concepts/scopes.md``): the LCEL
+and Agents SDK examples, run for two end users the way the docs recommend (no
 ``server_id``), never show one user's words to the other; the same examples with the
 users' conversations grouped in one server do brief across them (the feature works where
 it is wanted). Offline, through the real frameworks."""
@@ -17,7 +17,7 @@ from stm_memory import Scope, ShortTermMemory
 from stm_memory.testing import OfflineChatModel
 from stm_memory_langchain import ShortTermMemoryHistory, with_short_term_memory
 
-# RunnableWithMessageHistory is deprecated by LangChain; the README's example still uses it.
+# RunnableWithMessageHistory is deprecated by LangChain; the docs' example still uses it.
 pytestmark = pytest.mark.filterwarnings(
     "ignore::langchain_core._api.deprecation.LangChainDeprecationWarning"
 )
@@ -43,7 +43,7 @@ def u1_wrote_its_memory(mem: ShortTermMemory, **scope_fields: Any) -> None:
 
 
 def lcel_prompts(mem: ShortTermMemory, **scope_fields: Any) -> dict[str, list[str]]:
-    """The README's LCEL example, for users u1 and u2 (one conversation each): what the
+    """The docs' LCEL example, for users u1 and u2 (one conversation each): what the
     model was sent in each user's turns."""
     prompt = ChatPromptTemplate.from_messages(
         [("system", "You are a co-writer."), MessagesPlaceholder("history"), ("human", "{input}")]
@@ -69,7 +69,7 @@ def lcel_prompts(mem: ShortTermMemory, **scope_fields: Any) -> dict[str, list[st
 
 
 async def agents_prompts(mem: ShortTermMemory, **scope_fields: Any) -> dict[str, list[str]]:
-    """The README's Agents SDK example, for users u1 and u2: each model input."""
+    """The docs' Agents SDK example, for users u1 and u2: each model input."""
     from agents import Agent, RunConfig, Runner
     from agents.testing import ScriptedModel, assistant_message
 
@@ -129,11 +129,14 @@ async def test_a_server_briefs_its_channels_with_each_other(
     assert SECRET["u2"] in sent["u1"][1]
 
 
-def test_the_readme_examples_are_the_ones_run_here() -> None:
-    from tests.product.test_readme_blocks import section
+def test_the_docs_examples_are_the_ones_run_here() -> None:
+    from tests.product.test_doc_blocks import page, read, section
 
-    chains = section("Chains and sessions: LCEL history and the OpenAI Agents SDK")
-    # The scopes the two examples above run, as the README writes them (no server_id).
-    assert 'ShortTermMemoryHistory.factory(mem, keys=("user_id", "session_id"))' in chains
-    assert 'scope = Scope(channel_id="c1", user_id="u1")\n' in chains
-    assert "## What a server shares" in section("What a server shares")
+    lcel = read(page("docs/entry-points/lcel.md"))
+    agents = read(page("docs/entry-points/agents-sdk.md"))
+    # The scopes the two examples above run, as the pages write them (no server_id).
+    assert 'ShortTermMemoryHistory.factory(mem, keys=("user_id", "session_id"))' in lcel
+    assert 'scope = Scope(channel_id="c1", user_id="u1")\n' in agents
+    assert "# What a server shares" in section(
+        page("docs/concepts/scopes.md"), "What a server shares"
+    )

@@ -1,5 +1,6 @@
 """Every entry point's options: the same names and defaults wherever an option applies,
-and the README's table says which apply where. A signature that drifts fails here."""
+and the docs' table (``docs/entry-points/options.md``) says which apply where. A signature
+that drifts fails here."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from stm_memory_openai import (
 )
 from stm_memory_openai_agents import ShortTermMemorySession
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+OPTIONS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "entry-points" / "options.md"
 
 #: option → its one default, wherever it applies.
 DEFAULTS: dict[str, Any] = {
@@ -40,7 +41,7 @@ DEFAULTS: dict[str, Any] = {
     "tool_calling": True,
     "context_window": None,
 }
-#: README column → the callables it stands for, and the options that apply there.
+#: The table's column → the callables it stands for, and the options that apply there.
 ENTRY_POINTS: dict[str, tuple[list[Callable[..., Any]], set[str]]] = {
     "loops": (
         [
@@ -90,7 +91,7 @@ ENTRY_POINTS: dict[str, tuple[list[Callable[..., Any]], set[str]]] = {
     ),
     "`ShortTermMemoryBuffer`": ([ShortTermMemoryBuffer], {"provider"}),
 }
-#: Where a default differs, and why (the README says so too).
+#: Where a default differs, and why (the table says so too).
 EXCEPTIONS: dict[tuple[str, str], Any] = {}
 
 
@@ -115,9 +116,9 @@ def test_each_entry_point_takes_its_options_with_the_one_default(column: str) ->
                 assert option not in params, f"{target.__name__} takes {option}=: update the table"
 
 
-def _readme_table() -> dict[str, dict[str, str]]:
-    text = README.read_text(encoding="utf-8")
-    section = text.split("## Options of every entry point", 1)[1].split("\n## ", 1)[0]
+def _options_table() -> dict[str, dict[str, str]]:
+    text = OPTIONS_PAGE.read_text(encoding="utf-8")
+    section = text.split("# Options of every entry point", 1)[1].split("\n# ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| ")]  # not |---|
     header = [cell.strip() for cell in rows[0].strip("|").split("|")]
     table: dict[str, dict[str, str]] = {}
@@ -129,8 +130,8 @@ def _readme_table() -> dict[str, dict[str, str]]:
     return table
 
 
-def test_the_readme_table_says_where_each_option_applies() -> None:
-    table = _readme_table()
+def test_the_options_table_says_where_each_option_applies() -> None:
+    table = _options_table()
     columns = {name.split(" (")[0]: name for name in next(iter(table.values()))}
     for column, (_targets, applies) in ENTRY_POINTS.items():
         cells = {option: table[option][columns[column]] for option in DEFAULTS}

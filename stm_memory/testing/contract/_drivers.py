@@ -468,7 +468,7 @@ class BufferDriver(_Driver):
 
 
 class CoreDriver(_Driver):
-    """The core API by hand, as the README's quickstart: the channel's history as
+    """The core API by hand, as docs/entry-points/core-api.md shows: the channel's history as
     dicts with ``user_id``, captured whole after each turn."""
 
     # The developer places the memory (``context.apply``) and sees its errors raised;
