@@ -4,6 +4,11 @@ Offline by default: the OpenAI Chat Completions loop runs against a real ``opena
 client whose transport is answered in-process by the deterministic offline model, a
 stand-in that calls ``update_short_term_memory`` when the memory nudge asks it to.
 
+It shows first what the memory is for: questions asked after the conversation about a
+detail settled in another channel (one after a restart), answered from the request the
+full history sends and from the one stm-memory sends; then what it costs, priced in the
+regimes that decide it (warm, lapsed, a long conversation).
+
 Everything the demo prints is computed from the run it describes: :func:`run_demo`
 returns a :class:`DemoReport` with every request body, and each sentence is chosen by
 the numbers (``tests/product/test_demo.py`` recomputes them from the bodies and fails
@@ -35,7 +40,7 @@ from stm_memory.model import Scope
 from stm_memory.model.messages import message_text
 from stm_memory.prompt.render import CONTENT_HEADER, OTHER_CHANNELS, THIS_CHANNEL
 from stm_memory.testing.clock import FrozenClock
-from stm_memory.testing.offline import OfflineModel
+from stm_memory.testing.offline import OfflineModel, OfflineReply
 from stm_memory.testing.prompt_cache import (
     CACHE_PROFILES,
     CacheUsage,
@@ -47,12 +52,22 @@ from stm_memory.tool.turn import TOOL_NAME
 
 __all__ = [
     "AGENT_SYSTEM",
+    "LONG_TURNS",
+    "QUESTIONS",
+    "Answer",
     "Bill",
+    "Conversation",
     "DemoReport",
     "DemoTurn",
     "Figures",
+    "Question",
+    "Regime",
+    "ask",
     "bills",
+    "cost_story",
     "measure",
+    "recall_story",
+    "regimes",
     "request_tokens",
     "run_conversation",
     "run_demo",
@@ -210,7 +225,7 @@ _LINES = {
         "Midpoint: the ship is attacked by the Guild fleet and Ketch sides with them.",
         "Mira escapes in a lifeboat with only half the map, the other half with Ketch.",
         "Chapter nine: Tavin reappears, freed by a sympathetic archivist named Oren.",
-        "Climax in Ost's flooded library, where both halves of the map are needed.",
+        "The heist itself happens on the night of the Lantern Fair, under the fireworks.",
         "Ending: Mira burns the map so nobody can find Ost again. Bittersweet.",
     ],
     "worldbuilding": [
@@ -270,6 +285,81 @@ def _answer(user_text: str) -> str:
         "whether each character's motivation stays believable. Want me to sketch the next "
         "beat, or should we keep brainstorming first?"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """A question asked after the conversation about a detail settled in another channel:
+    what a user gets for the memory's bill."""
+
+    asked_in: str
+    settled_in: str
+    text: str
+    answer: str  # the detail as it was said
+    after_restart: bool = False
+
+
+#: Each detail is said in one channel only and is in neither system prompt, so the full
+#: history of the channel asking cannot hold it; one question comes after a restart.
+QUESTIONS = (
+    Question("worldbuilding", "off-topic", "When is the writing sprint?", "Saturday, 9am"),
+    Question(
+        "off-topic",
+        "plot-planning",
+        "When does the heist happen?",
+        "the night of the Lantern Fair",
+        after_restart=True,
+    ),
+)
+UNKNOWN = "I don't know; it is not in what I can see."
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One question, answered by the same stand-in from each request."""
+
+    question: Question
+    memory: str  # from the request stm-memory built
+    full: str  # from the request with the channel's full history
+    said: bool  # the detail had been said in the conversation by then
+    memory_request: dict[str, Any] = field(default_factory=dict)
+    full_request: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def memory_knew(self) -> bool:
+        return _says(self.memory, self.question.answer)
+
+    @property
+    def full_knew(self) -> bool:
+        return _says(self.full, self.question.answer)
+
+
+def _says(answer: str, detail: str) -> bool:
+    return " ".join(detail.casefold().split()) in " ".join(answer.casefold().split())
+
+
+@dataclass
+class _Reader(OfflineModel):
+    """The offline stand-in, which also answers the demo's questions as a careful reader
+    would: with the detail when the request it was sent holds it (its own replies and
+    tool results are not evidence), else that it does not know."""
+
+    questions: tuple[Question, ...] = QUESTIONS
+
+    def respond(
+        self,
+        dialogue: Sequence[tuple[str, str]],
+        *,
+        tools: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> OfflineReply:
+        users = [text for role, text in dialogue if role == "user"]
+        asked = next((q for q in self.questions if users and q.text in users[-1]), None)
+        if asked is None:
+            return super().respond(dialogue, tools=tools)
+        self.calls += 1
+        seen = "\n".join(text for role, text in dialogue if role not in ("assistant", "tool"))
+        said = seen.replace(asked.text, "")
+        return OfflineReply(f"It is {asked.answer}." if _says(said, asked.answer) else UNKNOWN)
 
 
 def _client(provider: str, offline: OfflineModel) -> tuple[Any, str]:
@@ -366,6 +456,42 @@ class DemoTurn:
     decision: str | None = None
 
 
+@dataclass
+class Conversation:
+    """One run of the script: its turns, and what a caller holds afterwards (the open
+    memory, each channel's transcript with memory and without) to ask questions of."""
+
+    rows: list[DemoTurn]
+    mem: ShortTermMemory
+    clock: FrozenClock
+    provider: str
+    client: Any
+    model_name: str
+    system: str
+    request_options: Mapping[str, Any]
+    # The caller keeps each channel's whole transcript (result.messages fed back, as a
+    # chat app does); the loop sends only what the memory does not cover.
+    transcripts: dict[str, list[Any]] = field(default_factory=dict)
+    # What a caller without memory sends: every message said so far.
+    plain: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    model: OfflineModel | None = None  # the offline stand-in, when offline
+
+    @property
+    def api(self) -> str:
+        return _api(self.provider)
+
+
+def _scope(channel: str, uid: str, name: str) -> Scope:
+    return Scope(
+        channel_id=channel,
+        user_id=uid,
+        server_id=SERVER,
+        channel_name=channel,
+        server_name="Demo Guild",
+        user_name=name,
+    )
+
+
 def run_conversation(
     workdir: Path,
     *,
@@ -374,37 +500,42 @@ def run_conversation(
     model: str | None = None,
     system: str = SYSTEM,
     request_options: Mapping[str, Any] | None = None,
-) -> tuple[list[DemoTurn], ShortTermMemory, FrozenClock]:
-    """Run the scripted conversation behind ``system``; returns per-turn figures and
-    the (open) memory. ``request_options``: the loop's extra request settings (the
-    warm row's run asks for ``prompt_cache_retention="24h"``, as its price assumes)."""
+) -> Conversation:
+    """Run the scripted conversation behind ``system``; returns per-turn figures, the
+    (open) memory and the transcripts. ``request_options``: the loop's extra request
+    settings (a warm run asks for ``prompt_cache_retention="24h"``, as its price assumes)."""
     clock = FrozenClock(datetime(2026, 3, 2, 18, 0, tzinfo=UTC))
     mem = ShortTermMemory.from_url(
         f"sqlite:///{workdir / 'stm.db'}", cache_dir=workdir / "cache", clock=clock
     )
     # supersede: once a channel has a summary, other channels see only the summary.
     mem.configure_server(SERVER, refresh_cadence=4, render_mode="supersede")
-    offline = OfflineModel(answers=_answer)
+    offline = _Reader(answers=_answer)
     client, default_model = _client(provider, offline)
-    model_name = model or default_model
-    loop = _loop(provider, client, mem, model_name, request_options or {})
-    api = _api(provider)
-    # The caller keeps each channel's whole transcript (result.messages fed back, as a
-    # chat app does); the loop sends only what the memory does not cover.
-    transcripts: dict[str, list[Any]] = {c: [] for c in CHANNELS}
-    # What a caller without memory would send: every message said so far.
-    plain: dict[str, list[dict[str, Any]]] = {c: [] for c in CHANNELS}
-    rows: list[DemoTurn] = []
+    run = Conversation(
+        rows=[],
+        mem=mem,
+        clock=clock,
+        provider=provider,
+        client=client,
+        model_name=model or default_model,
+        system=system,
+        request_options=request_options or {},
+        transcripts={c: [] for c in CHANNELS},
+        plain={c: [] for c in CHANNELS},
+        model=offline if provider == "offline" else None,
+    )
+    model_name, api, transcripts, plain, rows = (
+        run.model_name,
+        run.api,
+        run.transcripts,
+        run.plain,
+        run.rows,
+    )
+    loop = _loop(provider, client, mem, model_name, run.request_options)
     for number, (channel, uid, name, text) in enumerate(script(turns), start=1):
         clock.advance(minutes=3)
-        scope = Scope(
-            channel_id=channel,
-            user_id=uid,
-            server_id=SERVER,
-            channel_name=channel,
-            server_name="Demo Guild",
-            user_name=name,
-        )
+        scope = _scope(channel, uid, name)
         message = {"role": "user", "content": text, "name": name}
         passed = [*transcripts[channel], message]
         result = loop.run_turn(scope, passed, system=system)
@@ -434,7 +565,40 @@ def run_conversation(
                 decision=str(result.decision) if result.decision is not None else None,
             )
         )
-    return rows, mem, clock
+    return run
+
+
+def ask(run: Conversation, question: Question, *, mem: ShortTermMemory | None = None) -> Answer:
+    """``question`` asked by Ann in its channel, once through stm-memory (on ``mem``, a
+    restarted memory, else the run's) and once with the channel's full history, the
+    caller's transcripts kept in both; the offline stand-in answers each request."""
+    if run.model is None:
+        raise ConfigurationError("the demo's questions are answered by the offline stand-in")
+    run.clock.advance(minutes=3)
+    channel = question.asked_in
+    message = {"role": "user", "content": question.text, "name": "Ann"}
+    loop = _loop(run.provider, run.client, mem or run.mem, run.model_name, run.request_options)
+    result = loop.run_turn(
+        _scope(channel, "ann", "Ann"), [*run.transcripts[channel], message], system=run.system
+    )
+    full = _full_request(run.api, run.model_name, run.system, [*run.plain[channel], message])
+    said = any(
+        r.channel == question.settled_in and _says(r.text, question.answer) for r in run.rows
+    )
+    return Answer(
+        question,
+        memory=result.text,
+        full=run.model.respond(_pairs(full)).text,
+        said=said,
+        memory_request=result.requests[0],
+        full_request=full,
+    )
+
+
+def _pairs(body: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A request body as the offline model reads it: (role, text) pairs."""
+    out = [("system", message_text(body["system"]))] if "system" in body else []
+    return out + [(str(m["role"]), message_text(m.get("content"))) for m in body["messages"]]
 
 
 def _full_request(
@@ -638,10 +802,19 @@ def _change(ours: float, full: float) -> str:
     return f"{ours / full - 1:.0%} more"
 
 
-def story(f: Figures, *, stand_in: bool, written: str | None, read_back: str | None) -> list[str]:
-    """The demo's account of the run: every sentence chosen and filled by ``f``, and by
-    #plot-planning's summary as ``written`` and as ``read_back`` after the restart."""
-    out = [
+def story(
+    f: Figures,
+    *,
+    stand_in: bool,
+    written: str | None,
+    read_back: str | None,
+    answers: Sequence[Answer] = (),
+) -> list[str]:
+    """The demo's account of the run: every sentence chosen and filled by ``f``, by
+    #plot-planning's summary as ``written`` and as ``read_back`` after the restart, and,
+    first, by the ``answers`` to the questions asked after it."""
+    out = recall_story(answers)[:1]
+    out += [
         f"Across {f.turns} turns the requests carried {f.ours:,} tokens with stm-memory "
         f"(the memory tool's schema included: {f.tool_schema:,} of them) and {f.full:,} with "
         f"the full history: {_change(f.ours, f.full)}."
@@ -715,19 +888,28 @@ def story(f: Figures, *, stand_in: bool, written: str | None, read_back: str | N
 
 
 @dataclass(frozen=True, slots=True)
+class Regime:
+    """One way the same turns are billed, priced: a run behind :data:`AGENT_SYSTEM` and
+    the cache profile it is billed under."""
+
+    label: str  # says the regime: the conversation's length and the cache's state
+    rows: list[DemoTurn]
+    bill: Bill
+
+    @property
+    def ratio(self) -> float:
+        return self.bill.ours / self.bill.full
+
+
+@dataclass(frozen=True, slots=True)
 class DemoReport:
-    """One ``stm-memory demo``: the run, and the run again behind :data:`AGENT_SYSTEM`
-    (offline only), with what was printed about them."""
+    """One ``stm-memory demo``: the run, the questions after it, and (offline only) the
+    same turns behind :data:`AGENT_SYSTEM` priced in each regime, with what was printed."""
 
     rows: list[DemoTurn]
     figures: Figures
-    agent_rows: list[DemoTurn] = field(default_factory=list)
-    bills: list[Bill] = field(default_factory=list)  # the run, priced
-    agent_bills: list[Bill] = field(default_factory=list)  # behind the agent-sized prompt
-    # The same runs by a caller that asked for the day's retention: what the warm
-    # rows price (our turns decide what to show by the retention in force).
-    warm_rows: list[DemoTurn] = field(default_factory=list)
-    agent_warm_rows: list[DemoTurn] = field(default_factory=list)
+    answers: tuple[Answer, ...] = ()
+    regimes: tuple[Regime, ...] = ()
     shown: DemoTurn | None = None  # the turn whose request is printed whole
     hydrated: str | None = None  # #plot-planning's summary read back after the restart
 
@@ -805,31 +987,50 @@ def _request_panel(row: DemoTurn) -> Panel:
     )
 
 
+#: The long conversation's length: long enough that the history a full-history caller
+#: re-sends outweighs what the memory adds, warm cache or not.
+LONG_TURNS = 300
+
+
+def regimes(turns: int, workdir: Path) -> tuple[Regime, ...]:
+    """The same turns behind :data:`AGENT_SYSTEM`, priced where it matters: a warm cache
+    (the caller asked for the day's retention, and our turns decide by it), the default
+    5-minute cache lapsing between a channel's turns, no cache, and a long conversation
+    (:data:`LONG_TURNS`) on a warm cache."""
+    warm = {"prompt_cache_retention": "24h"}
+    runs: dict[str, list[DemoTurn]] = {}
+    plan = [("warm", turns, warm), ("default", turns, {})]
+    if turns < LONG_TURNS:
+        plan.append(("long", LONG_TURNS, warm))
+    for name, n, options in plan:
+        (workdir / name).mkdir()
+        run = run_conversation(
+            workdir / name, turns=n, system=AGENT_SYSTEM, request_options=options
+        )
+        run.mem.close()
+        runs[name] = run.rows
+    [warm_bill] = bills(runs["warm"], (WARM,))
+    five, cold = bills(runs["default"], (FIVE_MINUTES, COLD))
+    out = [
+        Regime(f"{turns} turns, cache warm (24 h)", runs["warm"], warm_bill),
+        Regime(f"{turns} turns, cache lapsed (5 minutes)", runs["default"], five),
+        Regime(f"{turns} turns, no cache", runs["default"], cold),
+    ]
+    if "long" in runs:
+        [long_bill] = bills(runs["long"], (WARM,))
+        out.append(Regime(f"{LONG_TURNS} turns, cache warm (24 h)", runs["long"], long_bill))
+    return tuple(out)
+
+
 def _cost_panel(report: DemoReport) -> Panel:
     table = Table(box=None, pad_edge=False)
-    table.add_column("system prompt")
-    table.add_column("cache")
+    table.add_column("regime")
     table.add_column("stm-memory", justify="right")
     table.add_column("full history", justify="right")
     table.add_column("ratio", justify="right")
-    runs = (
-        (f"one line ({_system_tokens(report.rows):,} tok)", report.rows, report.bills),
-        (
-            f"agent ({_system_tokens(report.agent_rows):,} tok)",
-            report.agent_rows,
-            report.agent_bills,
-        ),
-    )
-    for label, _, priced in runs:
-        for b in priced:
-            table.add_row(
-                label,
-                PROFILE_LABELS.get(b.profile, b.profile),
-                f"{b.ours:,.0f}",
-                f"{b.full:,.0f}",
-                f"{b.ours / b.full:.2f}x",
-            )
-    return Panel(Group(table, Text("\n".join(cost_story(report)))), title="effective input cost")
+    for r in report.regimes:
+        table.add_row(r.label, f"{r.bill.ours:,.0f}", f"{r.bill.full:,.0f}", f"{r.ratio:.2f}x")
+    return Panel(Group(table, Text("\n".join(cost_story(report)))), title="what it costs")
 
 
 def _system_tokens(rows: Sequence[DemoTurn]) -> int:
@@ -840,45 +1041,91 @@ def _system_tokens(rows: Sequence[DemoTurn]) -> int:
     return tokens if role == "system" else 0
 
 
-def _cached_requests(rows: Sequence[DemoTurn], *, ours: bool, minimum: int) -> tuple[int, int]:
-    """(requests at or above the provider's caching minimum, requests) of one approach."""
-    if ours:
-        sizes = [request_tokens(b, r.api) for r in rows for b in r.requests]
-    else:
-        sizes = [r.tokens_full for r in rows if r.full_request is not None]
-    return sum(s >= minimum for s in sizes), len(sizes)
-
-
 def cost_story(report: DemoReport) -> list[str]:
-    """What the cost panel says, chosen by its numbers."""
+    """What the cost panel says, chosen by its numbers: each verdict names its regime."""
     minimum = CACHE_PROFILES[WARM].min_tokens
-    written = sorted({measure(rows).memory_output for rows in (report.rows, report.agent_rows)})
-    output = " and ".join(f"{n:,}" for n in written)
     out = [
         "Input priced as OpenAI bills it (a cached prefix at 0.1x, from "
-        f"{minimum:,} tokens), in input-token units; stm-memory also pays for the memory "
-        f"the model writes ({output} output tokens at 4x). The same "
-        f"{report.figures.turns} turns ran twice: behind this demo's one-line system "
-        "prompt, and behind an agent-sized one."
+        f"{minimum:,} tokens), in input-token units, for the same turns sent behind an "
+        f"agent-sized system prompt ({_system_tokens(report.regimes[0].rows):,} tokens, as a "
+        "production agent sends); stm-memory also pays for the memory the model writes "
+        "(its output at 4x)."
     ]
-    for label, rows, priced in (
-        ("one-line", report.rows, report.bills),
-        ("agent-sized", report.agent_rows, report.agent_bills),
-    ):
-        ours_big, ours_n = _cached_requests(rows, ours=True, minimum=minimum)
-        full_big, full_n = _cached_requests(rows, ours=False, minimum=minimum)
-        verdicts = []
-        for b in priced:
-            cheaper = "stm-memory" if b.ours < b.full else "the full history"
-            cache = PROFILE_LABELS.get(b.profile, b.profile)
-            share = f"; {b.cached_share:.0%} of ours read from the cache" if b.cached_share else ""
-            verdicts.append(f"{cache}: {cheaper} cost less ({b.ours / b.full:.2f}x{share})")
+    for r in report.regimes:
+        if r.bill.ours < r.bill.full:
+            out.append(f"{r.label}: stm-memory costs less ({r.ratio:.2f}x).")
+        else:
+            out.append(f"{r.label}: stm-memory costs more ({r.ratio:.2f}x).")
+    dearer = [r.label for r in report.regimes if r.bill.ours >= r.bill.full]
+    bought = [a for a in report.answers if a.memory_knew and not a.full_knew]
+    if dearer and bought:
         out.append(
-            f"Behind the {label} prompt {ours_big} of our {ours_n} requests and {full_big} of "
-            f"the full history's {full_n} reached the {minimum:,}-token caching minimum. "
-            "Cache " + "; ".join(verdicts) + "."
+            f"Where it costs more ({'; '.join(dearer)}), the bill bought the answers above: "
+            f"stm-memory answered {len(bought)} of the {len(report.answers)} questions that "
+            "the full history could not."
         )
+    elif dearer:
+        out.append(
+            f"Where it costs more ({'; '.join(dearer)}), it bought no answer here that the "
+            "full history lacked."
+        )
+    else:
+        out.append("It costs less in every regime priced here.")
     return out
+
+
+def recall_story(answers: Sequence[Answer]) -> list[str]:
+    """What the recall panel says, chosen by the answers: the demo's first verdict."""
+    if not answers:
+        return []
+    ours = sum(a.memory_knew for a in answers)
+    full = sum(a.full_knew for a in answers)
+    out = [
+        f"Asked about details settled in another channel, stm-memory answered {ours} of "
+        f"{len(answers)} and the full history {full} of {len(answers)}."
+    ]
+    for a in answers:
+        q = a.question
+        if a.memory_knew and not a.full_knew:
+            verdict = (
+                "only stm-memory knew: it briefs each channel with the others' memory, and "
+                "this channel's full history never held the answer"
+            )
+        elif a.memory_knew:
+            verdict = "both knew"
+        elif a.full_knew:
+            verdict = "only the full history knew"
+        elif a.said:
+            verdict = "neither knew"
+        else:
+            verdict = "neither knew: it had not been said yet"
+        said = f"asked in #{q.asked_in} what was settled in #{q.settled_in}, {verdict}."
+        if q.after_restart:
+            out.append(
+                f"After a restart (a new process: the same database, an empty cache), {said}"
+            )
+        else:
+            out.append(said[0].upper() + said[1:])
+    return out
+
+
+def _recall_panel(answers: Sequence[Answer]) -> Panel:
+    table = Table(box=None, pad_edge=False)
+    table.add_column("question")
+    table.add_column("full history")
+    table.add_column("stm-memory")
+    for a in answers:
+        q = a.question
+        restart = ", after a restart" if q.after_restart else ""
+        table.add_row(
+            Text(f"#{q.asked_in}: {q.text} (settled in #{q.settled_in}{restart})"),
+            Text(a.full),
+            Text(a.memory),
+        )
+    return Panel(
+        Group(table, Text(""), Text(" ".join(recall_story(answers)))),
+        title="what the memory is for: a question about another channel",
+    )
 
 
 def _plot(rows: list[DemoTurn], path: str) -> None:
@@ -915,20 +1162,44 @@ def _intro(provider: str, model: str | None, turns: int) -> Panel:
             "The model is an offline stand-in (stm_memory.testing.OfflineModel) behind a real "
             "openai client: it answers from a script and, when the nudge asks, calls "
             "update_short_term_memory with the first sentences of the last five user "
-            "messages. A real model writes a real summary, of another length."
+            "messages (a real model writes a real summary, of another length). Asked a "
+            "question after the conversation, it answers like a careful reader: with the "
+            "detail if the request it was sent holds it, else that it does not know."
         )
     else:
         who = f"The model is {model or 'the default model'} on the {provider} API."
     return Panel(
         Text(
             f"{turns} turns in 3 channels of one server, two users, a turn every 3 minutes, "
-            "through OpenAIChatLoop (the shipped loop; AnthropicLoop with --provider "
-            f"anthropic). {who} Columns: full = tokens of the request a caller without "
-            "memory sends (system prompt and every message so far); sent = tokens of the "
-            "request(s) with memory, the memory tool's schema included."
+            "sent two ways: with each channel's full history, and through stm-memory's "
+            "OpenAIChatLoop (AnthropicLoop with --provider anthropic), the caller keeping "
+            f"every transcript in both. {who} Columns: full = tokens of the request with the "
+            "full history (system prompt and every message so far); sent = tokens of the "
+            "request(s) through stm-memory, the memory tool's schema included."
         ),
         title="stm-memory demo",
     )
+
+
+def _turn_table(rows: Sequence[DemoTurn], turns: int, provider: str) -> Table:
+    # Fits an 80-column terminal: the numbers are what the demo is about.
+    table = Table(title=f"{turns} turns, 3 channels ({provider})")
+    table.add_column("#", justify="right")
+    table.add_column("channel")
+    table.add_column("user says", max_width=24, no_wrap=True, overflow="ellipsis")
+    table.add_column("full", justify="right")
+    table.add_column("sent", justify="right")
+    table.add_column("memory")
+    for r in rows:
+        table.add_row(
+            str(r.number),
+            r.channel,
+            Text(r.text),
+            str(r.tokens_full),
+            str(r.tokens_memory),
+            "written" if r.tool_called else "",
+        )
+    return table
 
 
 def run_demo(
@@ -939,51 +1210,40 @@ def run_demo(
     turns: int = 60,
     model: str | None = None,
 ) -> DemoReport:
+    offline = provider == "offline"
     with tempfile.TemporaryDirectory(prefix="stm-demo-") as tmp:
         workdir = Path(tmp)
         (workdir / "run").mkdir()
-        rows, mem, clock = run_conversation(
-            workdir / "run", turns=turns, provider=provider, model=model
-        )
-        console.print(_intro(provider, model, turns))
-        # Fits an 80-column terminal: the numbers are what the demo is about.
-        table = Table(title=f"{turns} turns, 3 channels ({provider})")
-        table.add_column("#", justify="right")
-        table.add_column("channel")
-        table.add_column("user says", max_width=24, no_wrap=True, overflow="ellipsis")
-        table.add_column("full", justify="right")
-        table.add_column("sent", justify="right")
-        table.add_column("memory")
-        for r in rows:
-            table.add_row(
-                str(r.number),
-                r.channel,
-                Text(r.text),
-                str(r.tokens_full),
-                str(r.tokens_memory),
-                "written" if r.tool_called else "",
-            )
-        console.print(table)
-        shown = _shown_turn(rows)
-        if shown.requests:
-            console.print(_request_panel(shown))
-        writer = "the offline stand-in" if provider == "offline" else "the model"
-        latest = {r.channel: r.memory for r in rows if r.memory}
-        for channel, text in latest.items():
-            console.print(Panel(Text(text), title=f"#{channel}: memory written by {writer}"))
-        mem.close()
+        run = run_conversation(workdir / "run", turns=turns, provider=provider, model=model)
+        rows = run.rows
+        # The questions need a reader that sees its request: the offline stand-in.
+        asked = [q for q in QUESTIONS if offline]
+        answers = [ask(run, q) for q in asked if not q.after_restart]
+        run.mem.close()
 
         # A restart: a new process would see only the SQL rows (fresh cache directory).
-        clock.advance(minutes=5)
+        run.clock.advance(minutes=5)
         restarted = ShortTermMemory.from_url(
             f"sqlite:///{workdir / 'run' / 'stm.db'}",
             cache_dir=workdir / "cache-after-restart",
-            clock=clock,
+            clock=run.clock,
         )
         with restarted:
-            scope = Scope(channel_id=CHANNELS[0], user_id="ann", server_id=SERVER)
-            entry = restarted.get(scope)
+            entry = restarted.get(Scope(channel_id=CHANNELS[0], user_id="ann", server_id=SERVER))
             hydrated = entry.summary if entry and entry.summary else None
+            answers += [ask(run, q, mem=restarted) for q in asked if q.after_restart]
+
+        console.print(_intro(provider, model, turns))
+        console.print(_turn_table(rows, turns, provider))
+        if answers:
+            console.print(_recall_panel(answers))
+        shown = _shown_turn(rows)
+        if shown.requests:
+            console.print(_request_panel(shown))
+        writer = "the offline stand-in" if offline else "the model"
+        latest = {r.channel: r.memory for r in rows if r.memory}
+        for channel, text in latest.items():
+            console.print(Panel(Text(text), title=f"#{channel}: memory written by {writer}"))
         console.print(
             Panel(
                 Text(hydrated or "(no summary yet)"),
@@ -994,40 +1254,25 @@ def run_demo(
             _plot(rows, plot)
             console.print(f"plot written to {plot}")
         figures = measure(rows)
-        report = DemoReport(rows=rows, figures=figures, shown=shown, hydrated=hydrated)
-        if provider == "offline":
-            # Priced behind an agent-sized system prompt too, the regime users are billed
-            # in: a second run of the same turns (a real API would bill it, so offline only).
-            # The warm rows are priced from runs whose caller asked for the day's
-            # retention, as a careful user would for that price (our turns read it).
-            warm = {"prompt_cache_retention": "24h"}
-            runs = {}
-            for name, prompt, options in (
-                ("warm", SYSTEM, warm),
-                ("agent", AGENT_SYSTEM, {}),
-                ("agent-warm", AGENT_SYSTEM, warm),
-            ):
-                (workdir / name).mkdir()
-                runs[name], extra_mem, _ = run_conversation(
-                    workdir / name, turns=turns, system=prompt, request_options=options
-                )
-                extra_mem.close()
-            agent_rows = runs["agent"]
-            report = DemoReport(
-                rows=rows,
-                figures=figures,
-                agent_rows=agent_rows,
-                bills=bills(rows, warm_rows=runs["warm"]),
-                agent_bills=bills(agent_rows, warm_rows=runs["agent-warm"]),
-                warm_rows=runs["warm"],
-                agent_warm_rows=runs["agent-warm"],
-                shown=shown,
-                hydrated=hydrated,
-            )
+        # Priced behind an agent-sized system prompt, the regime users are billed in: more
+        # runs of the same turns (a real API would bill them, so offline only).
+        report = DemoReport(
+            rows=rows,
+            figures=figures,
+            answers=tuple(answers),
+            regimes=regimes(turns, workdir) if offline else (),
+            shown=shown,
+            hydrated=hydrated,
+        )
+        if report.regimes:
             console.print(_cost_panel(report))
         written = next((r.memory for r in reversed(rows) if r.channel == CHANNELS[0]), "")
         sentences = story(
-            figures, stand_in=provider == "offline", written=written or None, read_back=hydrated
+            figures,
+            stand_in=offline,
+            written=written or None,
+            read_back=hydrated,
+            answers=report.answers,
         )
         console.print(Panel(Text(" ".join(sentences)), title="what happened"))
         return report

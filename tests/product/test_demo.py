@@ -24,7 +24,11 @@ from stm_memory.cli.demo import (
     AGENT_SYSTEM,
     CHANNELS,
     COLD,
+    FIVE_MINUTES,
+    QUESTIONS,
+    UNKNOWN,
     WARM,
+    Answer,
     DemoReport,
     DemoTurn,
     bills,
@@ -141,34 +145,55 @@ def priced(rows: Sequence[DemoTurn], profile: str) -> tuple[float, float]:
 
 
 def cost_claims_disagreeing(printed: str, report: DemoReport) -> list[str]:
+    """Each regime's row and verdict, recomputed from its run's request bodies."""
     text = flat(printed)
     problems = []
-    for label, rows, warm_rows, billed in (
-        ("one line", report.rows, report.warm_rows, report.bills),
-        ("agent", report.agent_rows, report.agent_warm_rows, report.agent_bills),
-    ):
+    for regime in report.regimes:
+        ours, full = priced(regime.rows, regime.bill.profile)
+        row = f"{regime.label} {ours:,.0f} {full:,.0f} {ours / full:.2f}x"
+        if row not in text:
+            problems.append(f"no row {row!r}")
+        verdict = "costs less" if ours < full else "costs more"
+        if f"{regime.label}: stm-memory {verdict} ({ours / full:.2f}x)." not in text:
+            problems.append(f"{regime.label}: the verdict is not {verdict!r}")
+    return problems
 
-        def run_of(profile: str, rows: Sequence[DemoTurn] = rows, warm: Any = warm_rows) -> Any:
-            # The warm row prices the run whose caller asked for the day's retention.
-            return warm if profile == WARM else rows
 
-        for bill in billed:
-            ours, full = priced(run_of(bill.profile), bill.profile)
-            row = f"{ours:,.0f} {full:,.0f} {ours / full:.2f}x"
-            if not re.search(rf"{label} \(\S+ tok\) [^│]*? {re.escape(row)}", text):
-                problems.append(f"{label}/{bill.profile}: no row {row!r}")
-        winners = [
-            "stm-memory cost less" if o < f else "the full history cost less"
-            for o, f in (priced(run_of(b.profile), b.profile) for b in billed)
-        ]
-        sentence = text[
-            text.index(
-                f"Behind the {'one-line' if label == 'one line' else 'agent-sized'} prompt"
-            ) :
-        ]
-        found = re.findall(r"(stm-memory cost less|the full history cost less)", sentence)
-        if found[: len(winners)] != winners:
-            problems.append(f"{label}: says {found[: len(winners)]}, measured {winners}")
+def knew(answer: str, detail: str) -> bool:
+    return detail.casefold() in answer.casefold()
+
+
+def held(body: Mapping[str, Any], detail: str) -> bool:
+    """Whether the request put ``detail`` before the model (its own replies aside)."""
+    said = [
+        t
+        for m, t in zip(body["messages"], texts(body), strict=True)
+        if m.get("role") not in ("assistant", "tool")
+    ]
+    return detail.casefold() in " ".join(" ".join(said).split()).casefold()
+
+
+def recall_claims_disagreeing(printed: str, report: DemoReport) -> list[str]:
+    """The recall panel and the first verdict, recomputed from the answers' requests."""
+    text = flat(printed)
+    problems = []
+    ours = full = 0
+    for a in report.answers:
+        detail = a.question.answer
+        # The stand-in answers from what its request held, and from nothing else.
+        for request, answer in ((a.memory_request, a.memory), (a.full_request, a.full)):
+            expected = f"It is {detail}." if held(request, detail) else UNKNOWN
+            if answer != expected:
+                problems.append(f"{a.question.text}: answered {answer!r}, held {expected!r}")
+        ours += knew(a.memory, detail)
+        full += knew(a.full, detail)
+    n = len(report.answers)
+    first = f"stm-memory answered {ours} of {n} and the full history {full} of {n}."
+    if first not in text:
+        problems.append(f"no {first!r}")
+    story = text.split(" what happened ", 1)[1].lstrip("─╮ ")
+    if not story.startswith("Asked about details settled in another channel"):
+        problems.append("the first verdict is not about recall")
     return problems
 
 
@@ -186,7 +211,8 @@ def test_script_is_multi_channel_and_sized() -> None:
 
 
 def test_conversation_updates_memory_and_saves_tokens_late(tmp_path: Path) -> None:
-    rows, mem, _clock = run_conversation(tmp_path, turns=45)
+    run = run_conversation(tmp_path, turns=45)
+    rows, mem = run.rows, run.mem
     try:
         updates = [r for r in rows if r.tool_called]
         # refresh_cadence=4: the model is nudged and updates every few turns per channel.
@@ -211,8 +237,9 @@ def test_conversation_updates_memory_and_saves_tokens_late(tmp_path: Path) -> No
 
 
 def test_every_request_counts_the_tool_schema(tmp_path: Path) -> None:
-    rows, mem, _clock = run_conversation(tmp_path, turns=6)
-    mem.close()
+    run = run_conversation(tmp_path, turns=6)
+    rows = run.rows
+    run.mem.close()
     for r in rows:
         [body] = r.requests
         assert TOOL_NAME in json.dumps(body["tools"])
@@ -239,14 +266,45 @@ def test_a_claim_the_run_does_not_bear_out_is_caught(printed_run: tuple[str, Dem
 
 def test_the_cost_panel_is_the_runs_bill(printed_run: tuple[str, DemoReport]) -> None:
     printed, report = printed_run
-    assert "effective input cost" in printed
+    assert "what it costs" in printed
     assert cost_claims_disagreeing(printed, report) == []
-    # Behind the agent-sized prompt (over 2,000 tokens) every request is cacheable.
-    first = report.agent_rows[0].full_request
-    assert first is not None and first["messages"][0]["content"] == AGENT_SYSTEM
+    # Priced behind the agent-sized prompt (over 2,000 tokens): every request cacheable.
+    for regime in report.regimes:
+        first = regime.rows[0].full_request
+        assert first is not None and first["messages"][0]["content"] == AGENT_SYSTEM
     assert count_text_tokens(AGENT_SYSTEM) >= 2000
-    n = len(report.agent_rows)
-    assert f"Behind the agent-sized prompt {n} of our {n} requests and {n} of" in flat(printed)
+    # The regimes that decide the bill, each verdict naming its own.
+    labels = [r.label for r in report.regimes]
+    n = len(report.rows)
+    assert labels == [
+        f"{n} turns, cache warm (24 h)",
+        f"{n} turns, cache lapsed (5 minutes)",
+        f"{n} turns, no cache",
+        "300 turns, cache warm (24 h)",
+    ]
+    assert [r.bill.profile for r in report.regimes] == [WARM, FIVE_MINUTES, COLD, WARM]
+    assert len(report.regimes[-1].rows) == 300
+
+
+def test_where_it_costs_more_it_says_what_it_bought(
+    printed_run: tuple[str, DemoReport],
+) -> None:
+    printed, report = printed_run
+    text = flat(printed)
+    dearer = [r.label for r in report.regimes if r.bill.ours >= r.bill.full]
+    bought = sum(
+        knew(a.memory, a.question.answer) and not knew(a.full, a.question.answer)
+        for a in report.answers
+    )
+    if dearer and bought:
+        assert f"Where it costs more ({'; '.join(dearer)}), the bill bought" in text
+        assert f"stm-memory answered {bought} of the {len(report.answers)} questions" in text
+    elif dearer:
+        assert "it bought no answer here that the full history lacked" in text
+    else:
+        assert "It costs less in every regime priced here." in text
+    # A long conversation is where the memory pays, warm cache or not.
+    assert report.regimes[-1].ratio < 1
 
 
 def test_more_caching_never_costs_more(printed_run: tuple[str, DemoReport]) -> None:
@@ -254,13 +312,47 @@ def test_more_caching_never_costs_more(printed_run: tuple[str, DemoReport]) -> N
     # The same requests priced with more caching never cost more. (The printed warm
     # row prices another run, whose caller asked for the day's retention: its turns
     # decided what to show by it, so its requests differ.)
-    for billed in (bills(report.rows), bills(report.agent_rows)):
-        warm, five, cold = billed
-        assert (warm.profile, five.profile, cold.profile)[2] == COLD
-        assert 0 < warm.ours <= five.ours <= cold.ours
-        assert 0 < warm.full <= five.full <= cold.full
-        assert 0.0 == cold.cached_share <= five.cached_share <= warm.cached_share <= 1.0
-    assert bills(report.rows, warm_rows=report.warm_rows) == report.bills
+    warm, five, cold = bills(report.regimes[1].rows)
+    assert cold.profile == COLD
+    assert 0 < warm.ours <= five.ours <= cold.ours
+    assert 0 < warm.full <= five.full <= cold.full
+    assert 0.0 == cold.cached_share <= five.cached_share <= warm.cached_share <= 1.0
+    for regime in report.regimes:
+        assert bills(regime.rows, (regime.bill.profile,)) == [regime.bill]
+
+
+def test_the_recall_part_is_the_runs_answers(printed_run: tuple[str, DemoReport]) -> None:
+    printed, report = printed_run
+    assert [a.question for a in report.answers] == list(QUESTIONS)
+    assert recall_claims_disagreeing(printed, report) == []
+    # First: the recall panel comes before the cost panel.
+    assert printed.index("what the memory is for") < printed.index("what it costs")
+    if len(report.rows) >= 60:
+        # By then both details were said, in one channel each: only the memory knows.
+        for a in report.answers:
+            assert knew(a.memory, a.question.answer), a
+            assert not knew(a.full, a.question.answer), a
+
+
+def test_a_recall_claim_the_run_does_not_bear_out_is_caught(
+    printed_run: tuple[str, DemoReport],
+) -> None:
+    printed, report = printed_run
+    ours = sum(knew(a.memory, a.question.answer) for a in report.answers)
+    said = f"stm-memory answered {ours} of"
+    assert recall_claims_disagreeing(
+        printed.replace(said, f"stm-memory answered {ours + 1} of"), report
+    )
+    wrong = Answer(
+        report.answers[0].question,
+        memory=report.answers[0].full,
+        full=report.answers[0].memory,
+        said=True,
+        memory_request=report.answers[0].memory_request,
+        full_request=report.answers[0].full_request,
+    )
+    swapped = DemoReport(report.rows, report.figures, answers=(wrong, *report.answers[1:]))
+    assert recall_claims_disagreeing(printed, swapped) != []
 
 
 def test_one_late_request_is_shown_as_sent(printed_run: tuple[str, DemoReport]) -> None:
