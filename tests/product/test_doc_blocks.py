@@ -340,7 +340,17 @@ def test_the_cli_block_names_real_commands() -> None:
     assert used <= commands, f"no such command: {sorted(used - commands)}"
 
 
-def test_the_site_names_every_notebook() -> None:
-    shown = read(page("docs/get-started/notebooks.md"))
-    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        assert f"notebooks/{path.name}" in shown, f"the Notebooks page omits {path.name}"
+def test_every_notebook_sits_in_the_site_section_it_walks_through() -> None:
+    """The Notebooks page assigns each notebook to pages of the site; those pages name it."""
+    listing = page("docs/get-started/notebooks.md")
+    rows = {}
+    for row in section(listing, "Notebooks").splitlines()[2:]:
+        cells = re.split(r"(?<!\\) \| ", row.strip("| "))
+        if len(cells) == 3 and (name := re.search(r"`(notebooks/[\w.]+\.ipynb)`", cells[1])):
+            rows[name[1]] = re.findall(r"\]\(([^)#]+)\)", cells[0])
+    shipped = {f"notebooks/{p.name}" for p in (ROOT / "notebooks").glob("*.ipynb")}
+    assert set(rows) == shipped, f"the Notebooks page lists {sorted(rows)}"
+    for name, pages in rows.items():
+        assert pages, f"{name} is in no section"
+        for target in pages:
+            assert name in read((listing.parent / target).resolve()), f"{target} omits {name}"
