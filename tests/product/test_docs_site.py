@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,3 +50,30 @@ def test_the_build_fails_on_what_it_should() -> None:
     pages = {p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")}
     in_nav = set(re.findall(r"[\w/.-]+\.md", (ROOT / "mkdocs.yml").read_text("utf-8")))
     assert pages == in_nav, pages ^ in_nav
+
+
+#: Issue #50's new user, from the navigation alone: the task → the nav label that leads to
+#: it and what the page must show to do it.
+TASKS = {
+    "add memory to a create_agent agent": ("create_agent", "middleware=[ShortTermMemoryMiddleware"),
+    "keep two customers apart": ("customers kept apart", "(no `server_id`)"),
+    "delete a user": ("forget a user", "`clear_user` is erasure"),
+    "run on PostgreSQL + Redis": ("PostgreSQL, Redis", 'redis_url="redis://'),
+    "evaluate on your own model": ("evaluate your own model", "stm-memory eval --model"),
+}
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_the_navigation_leads_to_each_task(task: str) -> None:
+    label, shown = TASKS[task]
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text("utf-8"))["nav"]
+    pages = [
+        page
+        for section in nav
+        for entries in section.values()
+        for entry in (entries if isinstance(entries, list) else [{"": entries}])
+        for title, page in entry.items()
+        if label in title
+    ]
+    assert len(pages) == 1, f"{task}: no single nav entry names {label!r}"
+    assert shown in (DOCS / pages[0]).read_text("utf-8"), f"{task}: {pages[0]} lacks {shown!r}"
