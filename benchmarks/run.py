@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,10 @@ CASES: dict[str, str] = {
 
 README_START = "<!-- bench:table:start -->"
 README_END = "<!-- bench:table:end -->"
+#: The docs site's benchmarks page: the keys with a target, from the last full run.
+DOCS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "evaluate" / "benchmarks.md"
+TARGETS_START = "<!-- bench:targets:start -->"
+TARGETS_END = "<!-- bench:targets:end -->"
 
 
 def _fmt(value: float) -> str:
@@ -122,16 +126,36 @@ def write_outputs(
     return json_path, md_path
 
 
-def update_readme(table: str) -> None:
-    """Replace the table between the markers of ``benchmarks/README.md``."""
-    if not README.exists():
+def targets_table(payload: Mapping[str, Any]) -> str:
+    """Every key with a target, from a run's JSON (``latest.json``): what the docs'
+    benchmarks page shows, misses included, so the page never holds a figure by hand."""
+    lines = ["| case | key | value | target | result |", "| --- | --- | ---: | --- | --- |"]
+    for case, data in payload["cases"].items():
+        for key, m in data["metrics"].items():
+            if m.get("passed") is None:
+                continue
+            value = _fmt(m["value"]) + (f" {m['unit']}" if m.get("unit") else "")
+            aim = f" ({m['note']})" if str(m.get("note", "")).startswith("aim") else ""
+            result = "pass" if m["passed"] else "**miss**"
+            lines.append(f"| {case} | `{key}` | {value} | {m['target']}{aim} | {result} |")
+    env = payload["environment"]
+    footer = (
+        f"\nFrom `benchmarks/results/latest.json`: the run of {env['when']} on commit "
+        f"`{env['commit']}`, {env['cpu_count']} × {env['cpu']}."
+    )
+    return "\n".join(lines) + "\n" + footer + "\n"
+
+
+def replace_between(path: Path, start: str, end: str, table: str) -> None:
+    """Replace what is between the markers ``start`` and ``end`` of ``path``."""
+    if not path.exists():
         return
-    text = README.read_text()
-    if README_START not in text or README_END not in text:
+    text = path.read_text()
+    if start not in text or end not in text:
         return
-    head, rest = text.split(README_START, 1)
-    _, tail = rest.split(README_END, 1)
-    README.write_text(f"{head}{README_START}\n{table}{README_END}{tail}")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    path.write_text(f"{head}{start}\n{table}{end}{tail}")
 
 
 def run_case(name: str, cfg: Config) -> CaseResult:
@@ -199,7 +223,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     env["seconds_total"] = round(time.perf_counter() - total, 1)
     json_path, md_path = write_outputs(results, env, stem=stem, quick=args.quick)
     if not partial:
-        update_readme(markdown_table(results, env, quick=False))
+        replace_between(README, README_START, README_END, markdown_table(results, env, quick=False))
+        payload = json.loads(json_path.read_text())
+        replace_between(DOCS_PAGE, TARGETS_START, TARGETS_END, targets_table(payload))
     print(f"[bench] wrote {json_path} and {md_path} in {env['seconds_total']} s")
     failed = [r.name for r in results if "error" in r.details]
     if failed:

@@ -4,6 +4,7 @@ the build. Its pages' Python blocks run in ``test_doc_blocks``, with the README'
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -77,3 +78,18 @@ def test_the_navigation_leads_to_each_task(task: str) -> None:
     ]
     assert len(pages) == 1, f"{task}: no single nav entry names {label!r}"
     assert shown in (DOCS / pages[0]).read_text("utf-8"), f"{task}: {pages[0]} lacks {shown!r}"
+
+
+def test_the_benchmarks_page_holds_the_last_runs_targets() -> None:
+    """No figure of the page's table is written by hand: it is the last full run's."""
+    from benchmarks.run import TARGETS_END, TARGETS_START, targets_table
+
+    payload = json.loads((ROOT / "benchmarks" / "results" / "latest.json").read_text("utf-8"))
+    text = (DOCS / "evaluate" / "benchmarks.md").read_text("utf-8")
+    shown = text.split(TARGETS_START, 1)[1].split(TARGETS_END, 1)[0]
+    assert shown == "\n" + targets_table(payload)
+    # Every key with a target is there, misses included.
+    for data in payload["cases"].values():
+        for key, metric in data["metrics"].items():
+            if metric.get("passed") is not None:
+                assert f"`{key}`" in shown
