@@ -84,7 +84,6 @@ WARM, FIVE_MINUTES = "openai-gpt-5-24h", "openai-gpt-5"
 #: No cache hit at all (every prefix lapsed, or a provider without caching): the raw
 #: input tokens, priced with the 5-minute profile's multipliers and no read.
 COLD = "cold"
-PROFILE_LABELS = {WARM: "24 h (warm)", FIVE_MINUTES: "5 minutes", COLD: "none (cold)"}
 
 #: An agent-sized system prompt (about 2,000 tokens) for the cost panel: behind a prompt
 #: this size every request passes the providers' caching minimum, as in production.
@@ -456,7 +455,7 @@ class DemoTurn:
     decision: str | None = None
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Conversation:
     """One run of the script: its turns, and what a caller holds afterwards (the open
     memory, each channel's transcript with memory and without) to ask questions of."""
@@ -471,10 +470,10 @@ class Conversation:
     request_options: Mapping[str, Any]
     # The caller keeps each channel's whole transcript (result.messages fed back, as a
     # chat app does); the loop sends only what the memory does not cover.
-    transcripts: dict[str, list[Any]] = field(default_factory=dict)
+    transcripts: dict[str, list[Any]]
     # What a caller without memory sends: every message said so far.
-    plain: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    model: OfflineModel | None = None  # the offline stand-in, when offline
+    plain: dict[str, list[dict[str, Any]]]
+    model: OfflineModel | None  # the offline stand-in, when offline
 
     @property
     def api(self) -> str:
@@ -512,27 +511,13 @@ def run_conversation(
     mem.configure_server(SERVER, refresh_cadence=4, render_mode="supersede")
     offline = _Reader(answers=_answer)
     client, default_model = _client(provider, offline)
-    run = Conversation(
-        rows=[],
-        mem=mem,
-        clock=clock,
-        provider=provider,
-        client=client,
-        model_name=model or default_model,
-        system=system,
-        request_options=request_options or {},
-        transcripts={c: [] for c in CHANNELS},
-        plain={c: [] for c in CHANNELS},
-        model=offline if provider == "offline" else None,
-    )
-    model_name, api, transcripts, plain, rows = (
-        run.model_name,
-        run.api,
-        run.transcripts,
-        run.plain,
-        run.rows,
-    )
-    loop = _loop(provider, client, mem, model_name, run.request_options)
+    model_name = model or default_model
+    options = request_options or {}
+    loop = _loop(provider, client, mem, model_name, options)
+    api = _api(provider)
+    transcripts: dict[str, list[Any]] = {c: [] for c in CHANNELS}
+    plain: dict[str, list[dict[str, Any]]] = {c: [] for c in CHANNELS}
+    rows: list[DemoTurn] = []
     for number, (channel, uid, name, text) in enumerate(script(turns), start=1):
         clock.advance(minutes=3)
         scope = _scope(channel, uid, name)
@@ -565,7 +550,19 @@ def run_conversation(
                 decision=str(result.decision) if result.decision is not None else None,
             )
         )
-    return run
+    return Conversation(
+        rows=rows,
+        mem=mem,
+        clock=clock,
+        provider=provider,
+        client=client,
+        model_name=model_name,
+        system=system,
+        request_options=options,
+        transcripts=transcripts,
+        plain=plain,
+        model=offline if provider == "offline" else None,
+    )
 
 
 def ask(run: Conversation, question: Question, *, mem: ShortTermMemory | None = None) -> Answer:
@@ -1043,6 +1040,8 @@ def _system_tokens(rows: Sequence[DemoTurn]) -> int:
 
 def cost_story(report: DemoReport) -> list[str]:
     """What the cost panel says, chosen by its numbers: each verdict names its regime."""
+    if not report.regimes:
+        return []
     minimum = CACHE_PROFILES[WARM].min_tokens
     out = [
         "Input priced as OpenAI bills it (a cached prefix at 0.1x, from "
