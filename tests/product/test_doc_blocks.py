@@ -7,7 +7,9 @@ this interpreter, as ``python block.py``, with provider keys removed and provide
 URLs pointing at a closed port (``conftest.offline_environment``): a block that needed a
 key or the network would fail here, so the offline swap has to be on the page. A block
 whose text just before it is ``<!-- doc-test: pytest (reason) -->`` is a test module
-and runs under pytest instead; ``<!-- doc-test: skip (reason) -->`` skips it, with the
+and runs under pytest instead; ``<!-- doc-test: services (reason) -->`` runs it with
+``STM_DATABASE_URL`` and ``STM_REDIS_URL`` naming the suite's PostgreSQL (a fresh schema) and
+Redis (a database of its own); ``<!-- doc-test: skip (reason) -->`` skips it, with the
 reason shown. ``docs/testing.md``'s blocks are files of one project and have their own
 test (``tests/testing_kit/test_docs.py``); the site's strict build is ``test_docs_site``.
 """
@@ -38,7 +40,7 @@ DOCS = ROOT / "docs"
 OWN_TEST = {DOCS / "testing.md"}
 DOCUMENTS = [README, *(p for p in sorted(DOCS.rglob("*.md")) if p not in OWN_TEST)]
 FENCE = re.compile(r"^```(?P<lang>[\w-]*)\n(?P<body>.*?)^```$", re.M | re.S)
-MARK = re.compile(r"<!-- doc-test: (?P<how>pytest|skip) \((?P<reason>[^)]+)\) -->\n\Z")
+MARK = re.compile(r"<!-- doc-test: (?P<how>pytest|services|skip) \((?P<reason>[^)]+)\) -->\n\Z")
 HEADING = re.compile(r"^(#{1,6}) (.+)$", re.M)
 BLOCK_TIMEOUT = 180  # seconds; a block takes a few (mostly importing LangChain)
 README_MAX_LINES = 250  # issue #50: a README that fits on a screen or three
@@ -50,7 +52,7 @@ class Block:
     heading: str  # the section it is in
     line: int  # where it starts in its file
     body: str
-    how: str  # "script", "pytest" or "skip"
+    how: str  # "script", "pytest", "services" or "skip"
     reason: str = ""
 
     @property
@@ -58,11 +60,12 @@ class Block:
         return f"{self.where}:L{self.line}"
 
 
-def run_block(block: Block, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``python block.py`` in ``cwd``, offline, warnings shown as a newcomer sees them."""
+def run_block(block: Block, cwd: Path, **variables: str) -> subprocess.CompletedProcess[str]:
+    """``python block.py`` in ``cwd``, offline, warnings shown as a newcomer sees them;
+    ``variables`` added to its environment."""
     script = cwd / "block.py"
     script.write_text(block.body, encoding="utf-8")
-    env = offline_environment()
+    env = offline_environment() | variables
     env["PYTHONWARNINGS"] = "default"
     return subprocess.run(
         [sys.executable, script.name],
@@ -110,8 +113,9 @@ BLOCKS = [b for path in DOCUMENTS for b in blocks_of(path)]
 _FIRST: dict[str, Block] = {}
 for _b in BLOCKS:
     _FIRST.setdefault(_b.body, _b)
-SCRIPTS = [b for b in _FIRST.values() if b.how != "pytest"]
+SCRIPTS = [b for b in _FIRST.values() if b.how in ("script", "skip")]
 TEST_MODULES = [b for b in _FIRST.values() if b.how == "pytest"]
+ON_SERVICES = [b for b in _FIRST.values() if b.how == "services"]
 
 
 def page(name: str) -> Path:
@@ -192,6 +196,17 @@ def test_the_block_runs_as_written(block: Block, tmp_path: Path) -> None:
         if "Warning" in line:
             assert "LangChainDeprecationWarning" in line, f"{where} warned: {line}"
             assert "deprecate" in block.body, f"{where} warns without saying so"
+
+
+@pytest.mark.parametrize("block", ON_SERVICES, ids=lambda b: b.id)
+def test_the_block_runs_on_the_servers(
+    block: Block, tmp_path: Path, postgres_url: str, redis_url: str
+) -> None:
+    """A deployment block, as written, with the servers' URLs in the variables it reads."""
+    done = run_block(block, tmp_path, STM_DATABASE_URL=postgres_url, STM_REDIS_URL=redis_url)
+    assert done.returncode == 0, f"{block.id} failed:\n{done.stderr}"
+    assert done.stdout.strip(), f"{block.id} prints nothing"
+    assert "Warning" not in done.stderr, done.stderr
 
 
 def test_the_cli_shows_what_the_core_api_block_wrote(
