@@ -356,7 +356,8 @@ def test_the_cli_block_names_real_commands() -> None:
 
 
 def test_every_notebook_sits_in_the_site_section_it_walks_through() -> None:
-    """The Notebooks page assigns each notebook to pages of the site; those pages name it."""
+    """The Notebooks page assigns each notebook to pages of the site; those pages name it,
+    and it links them."""
     listing = page("docs/get-started/notebooks.md")
     rows = {}
     for row in section(listing, "Notebooks").splitlines()[2:]:
@@ -367,5 +368,10 @@ def test_every_notebook_sits_in_the_site_section_it_walks_through() -> None:
     assert set(rows) == shipped, f"the Notebooks page lists {sorted(rows)}"
     for name, pages in rows.items():
         assert pages, f"{name} is in no section"
+        opening = "".join(json.loads(read(ROOT / name))["cells"][0]["source"])
         for target in pages:
-            assert name in read((listing.parent / target).resolve()), f"{target} omits {name}"
+            shown = (listing.parent / target).resolve()
+            assert name in read(shown), f"{target} omits {name}"
+            # ... and the notebook's first cell links back to it.
+            back = f"(../docs/{shown.relative_to(DOCS).as_posix()})"
+            assert back in opening, f"{name} does not link {back}"

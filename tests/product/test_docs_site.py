@@ -59,7 +59,7 @@ TASKS = {
     "add memory to a create_agent agent": ("create_agent", "middleware=[ShortTermMemoryMiddleware"),
     "keep two customers apart": ("customers kept apart", "(no `server_id`)"),
     "delete a user": ("forget a user", "`clear_user` is erasure"),
-    "run on PostgreSQL + Redis": ("PostgreSQL, Redis", 'redis_url="redis://'),
+    "run on PostgreSQL + Redis": ("PostgreSQL, Redis", 'redis_url=os.environ["STM_REDIS_URL"]'),
     "evaluate on your own model": ("evaluate your own model", "stm-memory eval --model"),
 }
 
