@@ -45,6 +45,7 @@ from benchmarks.cost import (
     chat_tools,
     langchain_tools,
 )
+from benchmarks.run import replace_between
 from benchmarks.token_growth import (
     Turn,
     run_full,
@@ -258,14 +259,6 @@ def plot(path: Path, rows: Sequence[Row]) -> None:
     plt.close(fig)
 
 
-def _show(text: str) -> None:
-    """The table into docs/cost-recall.md, between its markers."""
-    page = PLOT.parents[1] / "cost-recall.md"
-    before, rest = page.read_text("utf-8").split(START, 1)
-    after = rest.split(END, 1)[1]
-    page.write_text(f"{before}{START}\n{text}{END}{after}", "utf-8")
-
-
 def load(path: Path) -> list[Row]:
     if not path.exists():
         return []
@@ -289,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     (args.out / "frontier.md").write_text(table(rows), "utf-8")
     if args.out == RESULTS:  # a run elsewhere (--out) leaves the docs' table and plot
-        _show(table(rows))
+        replace_between(PLOT.parents[1] / "cost-recall.md", START, END, table(rows))
         if DEFAULT in found:
             plot(PLOT, rows)
 
