@@ -94,6 +94,7 @@ from stm_memory.kit import (
     current_user_text,
     failure,
     model_name,
+    request_hints,
     tool_result_text,
 )
 
@@ -413,8 +414,8 @@ class ShortTermMemorySession(OptionsView):
         ask for is noted for the turns' views."""
         asked = {"prompt_cache_retention": settings.prompt_cache_retention}
         self._retention = cache_retention({**asked, **(settings.extra_args or {})})
-        hints = MemoryTurn(self.memory, self.scope, options=self.options).hints(
-            settings.extra_args or {}, api="openai"
+        hints = request_hints(
+            self.scope, settings.extra_args or {}, api="openai", send=self.options.cache_hints
         )
         if not hints:
             return settings

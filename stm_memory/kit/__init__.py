@@ -26,6 +26,7 @@ only (``tests/unit/test_kit_imports.py``).
 """
 
 from stm_memory._ops import Op, adrive, drive, op
+from stm_memory.kit.apis import request_hints
 from stm_memory.kit.cache_hints import (
     OPENAI_PROVIDERS,
     RequestApi,
@@ -229,6 +230,7 @@ __all__ = [
     "refuse_async_callables",
     "refuse_reserved",
     "refuse_wrong_client",
+    "request_hints",
     "responses_tool",
     "responses_tool_results",
     "run_turn_steps",

@@ -12,12 +12,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Final
+from typing import Any, Final
 
-from stm_memory.kit.cache_hints import RequestApi, api_of
+from stm_memory.kit.cache_hints import RequestApi, api_of, prompt_cache_key
 from stm_memory.kit.placing import RequestForm
+from stm_memory.model import Scope
 
-__all__ = ["ANTHROPIC", "CONVERTED", "FORM_API", "OPENAI", "ApiRules", "rules_for"]
+__all__ = [
+    "ANTHROPIC",
+    "CONVERTED",
+    "FORM_API",
+    "OPENAI",
+    "ApiRules",
+    "request_hints",
+    "rules_for",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,3 +89,19 @@ def rules_for(api: RequestApi | None, *, provider: str | None = None) -> ApiRule
     if not native.tool_blocks_need_a_tool:
         return rules
     return replace(rules, tool_blocks_need_a_tool=True)
+
+
+def request_hints(
+    scope: Scope | None, settings: Mapping[str, Any], *, api: RequestApi | None, send: bool
+) -> dict[str, Any]:
+    """The request settings a scope's requests add for ``api``: OpenAI's
+    ``prompt_cache_key`` (one per server, :func:`~stm_memory.kit.prompt_cache_key`) when
+    ``send`` (the options' ``cache_hints``) and the caller's ``settings`` hold no key of
+    their own (the caller's wins); else nothing. Every request of a turn carries it
+    (``PreparedRequest.hints``); an entry point that sets model settings once for every
+    turn (the Agents SDK session's ``agent()``) asks here, without a turn."""
+    if not send or scope is None or not rules_for(api).cache_key:
+        return {}
+    if "prompt_cache_key" in settings:
+        return {}
+    return {"prompt_cache_key": prompt_cache_key(scope)}

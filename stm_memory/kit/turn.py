@@ -26,7 +26,7 @@ Each model request is decided here, whole (:meth:`MemoryTurn.prepare`, a
 :class:`PreparedRequest`): the messages and system prompt with the memory placed, the
 memory tool offered, described or left out with the ``tool_choice`` that goes with it
 (:meth:`MemoryTurn.request_tools`, one policy), and the cache hints
-(:meth:`MemoryTurn.hints`, :class:`Breakpoints`). An integration maps it onto its
+(:func:`~stm_memory.kit.request_hints`, :class:`Breakpoints`). An integration maps it onto its
 framework's types; it writes no hint and offers no tool of its own
 (``tests/unit/test_kit_imports.py``).
 
@@ -48,12 +48,11 @@ from typing import TYPE_CHECKING, Any
 from stm_memory._ops import Op, attempt, op
 from stm_memory.errors import TurnOrderError, ValidationError
 from stm_memory.kit._engine import TurnEngine
-from stm_memory.kit.apis import FORM_API, rules_for
+from stm_memory.kit.apis import FORM_API, request_hints, rules_for
 from stm_memory.kit.cache_hints import (
     OPENAI_PROVIDERS,
     RequestApi,
     cache_retention,
-    prompt_cache_key,
 )
 from stm_memory.kit.capture import (
     MARGIN,
@@ -630,7 +629,7 @@ class MemoryTurn:
         the items the view added are taken out). The memory tool and
         ``tool_choice`` (:meth:`request_tools`, on the messages as placed:
         ``other_tools`` says the request carries tools of the caller's,
-        ``tool_choice`` is the caller's); and the cache hints (:meth:`hints`,
+        ``tool_choice`` is the caller's); and the cache hints (:func:`request_hints`,
         :class:`Breakpoints`) for ``api``, the API the request is written for
         (default: the form's, ``"anthropic"`` or ``"responses"`` → OpenAI's;
         ``"messages"`` names none; for OpenAI's, a message's ``user_id``, ours,
@@ -698,7 +697,7 @@ class MemoryTurn:
             transient,
             tools.tool,
             tools.tool_choice,
-            self.hints(given, api=api, cache_hints=cache_hints),
+            request_hints(self.scope, given, api=api, send=self._hinted(cache_hints)),
             breakpoints,
             self.tool_spec() if tools.tool else None,
         )
@@ -780,25 +779,6 @@ class MemoryTurn:
     def _hinted(self, cache_hints: bool | None) -> bool:
         """This request sends cache hints: ``cache_hints`` when given, else the options'."""
         return self.options.cache_hints if cache_hints is None else cache_hints
-
-    def hints(
-        self,
-        settings: Mapping[str, Any],
-        *,
-        api: RequestApi | None,
-        cache_hints: bool | None = None,
-    ) -> dict[str, Any]:
-        """The request settings this turn's requests add for ``api``: OpenAI's
-        ``prompt_cache_key`` (one per server, :func:`~stm_memory.kit.prompt_cache_key`)
-        while the options send hints (``cache_hints`` overrides them) and the caller's
-        ``settings`` have none of their own; else nothing. No I/O and no phase: an
-        entry point that sets model settings once for every turn (the Agents SDK
-        session's ``agent()``) asks a turn that is off."""
-        if not self._hinted(cache_hints) or not rules_for(api).cache_key or self.scope is None:
-            return {}
-        if "prompt_cache_key" in settings:
-            return {}  # the caller's own key wins
-        return {"prompt_cache_key": prompt_cache_key(self.scope)}
 
     def view(
         self,

@@ -5,7 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from stm_memory.kit.apis import ANTHROPIC, CONVERTED, FORM_API, OPENAI, ApiRules, rules_for
+from stm_memory import Scope
+from stm_memory.kit import prompt_cache_key
+from stm_memory.kit.apis import (
+    ANTHROPIC,
+    CONVERTED,
+    FORM_API,
+    OPENAI,
+    ApiRules,
+    request_hints,
+    rules_for,
+)
 
 
 @pytest.mark.parametrize(
@@ -57,3 +67,27 @@ def test_the_none_choice_is_a_fresh_copy() -> None:
     first["type"] = "auto"  # a caller editing its request
     assert ANTHROPIC.no_tool_choice() == {"type": "none"}
     assert isinstance(ANTHROPIC, ApiRules)
+
+
+_SCOPE = Scope(channel_id="c-1", user_id="u-1", server_id="g-1")
+
+
+@pytest.mark.parametrize(
+    ("scope", "settings", "api", "send", "hinted"),
+    [
+        (_SCOPE, {}, "openai", True, True),
+        (_SCOPE, {}, "openai", False, False),  # the options send no hints
+        (_SCOPE, {"prompt_cache_key": "mine"}, "openai", True, False),  # the caller's wins
+        (_SCOPE, {}, "anthropic", True, False),  # breakpoints, not a key
+        (_SCOPE, {}, None, True, False),  # a converted request: no hint of ours
+        (None, {}, "openai", True, False),  # no scope: nothing to key
+    ],
+)
+def test_request_hints_are_the_key_of_the_scopes_server(
+    scope: Scope | None, settings: dict[str, str], api: str | None, send: bool, hinted: bool
+) -> None:
+    hints = request_hints(scope, settings, api=api, send=send)  # type: ignore[arg-type]
+    assert hints == ({"prompt_cache_key": prompt_cache_key(_SCOPE)} if hinted else {})
+    other = Scope(channel_id="c-2", user_id="u-2", server_id="g-1")
+    if hinted:  # one key per server: another channel and user of it share the cache
+        assert request_hints(other, settings, api=api, send=send) == hints  # type: ignore[arg-type]
