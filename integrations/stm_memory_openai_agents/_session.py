@@ -440,13 +440,13 @@ class ShortTermMemorySession(OptionsView):
         # Here the list is what the model is sent, and run_streamed builds it before any
         # other hook sees the run's input: the turn learns its user message now.
         self._learn_input(state, getattr(ctx, "turn_input", None))
-        # The turn decides (MemoryTurn.tool_listed). What only the session knows: a
+        # The turn decides (TurnStatus.tool_listed). What only the session knows: a
         # plain agent was sent this turn's nudge (placed in the view, before the user's
         # message was known); agent()'s hooks take the nudge out instead (_before_model).
         hooks = getattr(agent, "hooks", None)
         hooked = isinstance(hooks, MemoryHooks) and hooks.observer.session is self
         nudged = state.view is not None and state.view.nudge is not None
-        return state.turn.tool_listed(nudged=nudged and not hooked)
+        return state.turn.status.tool_listed(nudged=nudged and not hooked)
 
     def _routes(self, agent: Any) -> bool:
         """``agent`` came from :meth:`agent` over a ``Model``: its tool list always has

@@ -93,6 +93,15 @@ class TurnStatus:
     #: ``finish`` was given the usage; None before, or when memory is off.
     bill: TurnBill | None = None
 
+    def tool_listed(self, *, nudged: bool) -> bool:
+        """Whether a tool list a framework builds apart from the request (the Agents
+        SDK's ``is_enabled`` on a plain agent, which is both what the model is sent and
+        what a call can reach) lists the memory tool: while it is offered; and, when
+        the request already carried the nudge (``nudged``: placed before a guard came
+        to hide the tool), still, so a call the nudge asked for gets the guard's failed
+        result from the turn instead of the framework's "tool not found"."""
+        return self.tool_offered or (nudged and self.active)
+
 
 class TurnEvent(enum.Enum):
     """A step of the turn; its value is the method an error names."""

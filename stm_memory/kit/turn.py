@@ -813,15 +813,6 @@ class MemoryTurn:
             return None
         return PlacedView(tuple(items), tuple(earlier), context.nudge)
 
-    def tool_listed(self, *, nudged: bool) -> bool:
-        """Whether a tool list a framework builds apart from the request (the Agents
-        SDK's ``is_enabled`` on a plain agent, which is both what the model is sent and
-        what a call can reach) lists the memory tool: while it is offered; and, when
-        the request already carried the nudge (``nudged``: placed before a guard came
-        to hide the tool), still, so a call the nudge asked for gets the guard's failed
-        result from the turn instead of the framework's "tool not found"."""
-        return self._offered() or (nudged and self.state is not None)
-
     def _tool_offer(self, *, other_tools: bool, tool_traffic: bool) -> ToolOffer:
         """How a request carries the memory tool, the one policy every request of every
         entry point goes by (through :meth:`prepare` / :meth:`request_tools`; no

@@ -260,13 +260,13 @@ def test_a_tool_list_built_apart_keeps_the_tool_a_sent_nudge_asked_for(
     mem: ShortTermMemory,
 ) -> None:
     offered = begin(mem)
-    assert offered.tool_listed(nudged=False) and offered.tool_listed(nudged=True)
+    assert offered.status.tool_listed(nudged=False) and offered.status.tool_listed(nudged=True)
     hidden = begin(mem, user_message="Remember this permanently: I am vegetarian.")
     assert not hidden.status.tool_offered
-    assert not hidden.tool_listed(nudged=False)
-    assert hidden.tool_listed(nudged=True)  # its call gets the guard's failed result
+    assert not hidden.status.tool_listed(nudged=False)
+    assert hidden.status.tool_listed(nudged=True)  # its call gets the guard's failed result
     off = begin(mem, None)
-    assert not off.tool_listed(nudged=True)
+    assert not off.status.tool_listed(nudged=True)
 
 
 def test_the_async_driver_runs_the_same_steps(mem: ShortTermMemory) -> None:
