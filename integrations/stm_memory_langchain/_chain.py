@@ -412,7 +412,7 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         memory calls, as stored, and the calls' results)."""
         exchange: list[BaseMessage] = []
         turn = plan.state.turn
-        turn.model = turn.model or model_name(base_model(self.model))
+        turn.name_model(model_name(base_model(self.model)))
 
         def transcript() -> list[BaseMessage]:
             return [*plan.messages, *exchange]

@@ -195,7 +195,7 @@ def _prepared(
     the tools, ``tool_choice`` and the cache hints, sent unedited."""
     prepared = turn.prepare(whole, **asked)
     system = request.system_message
-    if turn.options.form == "inline" and system is not None:
+    if "system" not in asked and system is not None:  # joined as the first message
         system, *messages = prepared.messages
     else:
         system, messages = prepared.system, prepared.messages
@@ -391,15 +391,15 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         yield from turn.assemble()  # once per turn; an off turn places nothing
         # prepare() derives this request's context: the nudge only while the tool is offered.
         wire = provider_of(request.model)  # asked once: LangChain builds its params each time
-        turn.model = turn.model or model_name(request.model)
+        options = turn.name_model(model_name(request.model))
         # Placement writes for the model's own provider (what the request is); the
         # ``provider`` option names the engine's exclusion, and stands in only for a
         # model that names none.
-        provider = wire or turn.options.provider
+        provider = wire or options.provider
         if provider == "openai":  # ChatOpenAI(base_url=...) may serve an open model
             # With no form named, the host settles it (the portable form for any host
             # but OpenAI's); the same for every request of the turn.
-            turn.options = turn.options.for_host(getattr(request.model, "openai_api_base", None))
+            options = turn.name_model(None, host=getattr(request.model, "openai_api_base", None))
         system = request.system_message
         settings = request.model_settings or {}
         # The caller's settings (its own cache hints; the cache retention they ask for,
@@ -415,7 +415,7 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
             "tool_choice": request.tool_choice,
             "settings": given,
         }
-        if turn.options.form == "inline" and system is not None:
+        if options.form == "inline" and system is not None:
             # The portable form joins the memory to the caller's system prompt, which
             # create_agent keeps outside the messages: placed as their first, taken back.
             whole = [system, *request.messages]

@@ -51,7 +51,7 @@ def turn_tool(turn: MemoryTurn, *, hidden: bool = False) -> BaseTool | None:
             tool = turn.kept[KEY] = TurnMemoryTool(
                 description=spec.description,
                 args_schema=schema,
-                memory=turn.memory,
+                memory=None,  # the turn runs the call (_steps), with its engine
                 turn=turn,
             )
         return tool

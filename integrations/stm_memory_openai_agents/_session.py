@@ -555,7 +555,7 @@ class ShortTermMemorySession(OptionsView):
         state.sent = False  # until agent()'s model sends it (_request_tools)
         # Ahead of the nudge's placing and of the model's tool list (_request_tools).
         self._learn_input(state, run_input)
-        inline = state.turn.options.form == "inline"
+        inline = self.options.form == "inline"
         if not inline and state.view is None:
             # Nothing placed in this turn's view, or a run resumed from its state, whose
             # input was placed when it began: it goes as it is (placing again would add
@@ -584,7 +584,7 @@ class ShortTermMemorySession(OptionsView):
         status = turn.status
         if not status.active or status.phase is TurnPhase.FINISHED:
             return
-        if turn.options.form == "inline" and state.run is not None and not state.placed:
+        if self.options.form == "inline" and state.run is not None and not state.placed:
             log.warning(
                 "stm-memory: memory_role='inline' places the memory at each model call, "
                 "through session.agent(agent); this run's agent was not, so its model was "

@@ -111,6 +111,8 @@ __all__ = [
 log = logging.getLogger("stm_memory")
 
 _UNAVAILABLE = "Short-term memory is not available in this conversation."
+#: ``name_model``'s host when the client is not OpenAI-style (None is OpenAI's own).
+_NO_HOST: Any = object()
 
 
 #: The share of a refused request's stated limit a refit aims for.
@@ -251,13 +253,13 @@ class MemoryTurn:
         "_context",
         "_decision",
         "_lock",
+        "_memory",
+        "_model",
+        "_options",
         "_phase",
         "_spec",
         "_withdrawn",
         "kept",
-        "memory",
-        "model",
-        "options",
         "scope",
         "state",
     )
@@ -274,15 +276,14 @@ class MemoryTurn:
         ``state`` it is *off* (no I/O): a placeholder for a turn not begun yet, or what
         a framework asks for the scope's tool description and cache hints before a
         turn exists."""
-        #: The engine (:class:`~stm_memory.ShortTermMemory`), as the turn drives it.
-        self.memory = memory
+        self._memory = memory  # the engine, as the turn drives it
         self.scope = scope
         #: The engine's per-turn state (guards, snapshot, the one update); None: off.
         self.state = state
-        self.options = options or TurnOptions()
-        #: The model's name, where the entry point knows it (set before the first
-        #: request: a framework names its model only then).
-        self.model: str | None = None
+        self._options = options or TurnOptions()
+        # The model's name, where the entry point knows it (name_model: a framework
+        # names its model only at its call, before the first request).
+        self._model: str | None = None
         self._phase = TurnPhase.BEGUN  # moves forward only, under the lock
         self._context: MemoryContext | None = None  # set with ASSEMBLED, kept after
         # What the turn shows, decided at its first request (stm_memory.prompt.swap).
@@ -342,7 +343,7 @@ class MemoryTurn:
         if state is not None and updated:
             state.claim_update()
         turn = cls(memory, scope, state, options=options)
-        turn.model = model
+        turn._model = model
         return turn
 
     # -- what the turn knows --------------------------------------------------------------
@@ -364,6 +365,19 @@ class MemoryTurn:
                 context=context if context is not None else MemoryContext(),
                 bill=self.state.bill if self.state is not None else None,
             )
+
+    def name_model(self, name: str | None, *, host: object = _NO_HOST) -> TurnOptions:
+        """The entry point names the turn's model once it knows it (a framework names
+        its model only at its call), before the turn's first request: its ``name`` (a
+        name given before stays: the turn's model does not change) and, for an
+        OpenAI-style client, the base URL it is served from (``host``; None: the SDK's
+        default, OpenAI's): with no form named, the host settles it
+        (:meth:`TurnOptions.for_host`). Returns the options the turn's requests go by."""
+        with self._lock:
+            self._model = self._model or name
+            if host is not _NO_HOST:
+                self._options = self._options.for_host(host)
+            return self._options
 
     def _offered(self) -> bool:
         return self.state is not None and self.state.tool_offered and not self._withdrawn
@@ -394,19 +408,19 @@ class MemoryTurn:
             context = self._context
             # The model's context window (named, found on its server, or in the table
             # of hosted models) bounds the history budget: known by now, as the model is.
-            window = self.options.context_window or (
-                hosted_window(self.model) if self.model else None
+            window = self._options.context_window or (
+                hosted_window(self._model) if self._model else None
             )
             if window is not None:
                 context = _budgeted(context, history_budget(window))
             profile = profile_for(
-                provider or self.options.provider,
-                self.memory.limits.cache_profile,
-                model=self.model,
+                provider or self._options.provider,
+                self._memory.limits.cache_profile,
+                model=self._model,
                 retention=retention,
             )
             if context.alternative is not None and (
-                messages is None or not self.options.trim_history or context.history is None
+                messages is None or not self._options.trim_history or context.history is None
             ):
                 # No dialogue of ours to hold (a buffer), or the caller windows its own
                 # history (untrimmed): nothing a held form saves, the newest shows.
@@ -417,7 +431,7 @@ class MemoryTurn:
                         context,
                         messages or (),
                         profile=profile,
-                        budget=_budget_of(context, self.memory.limits.history_token_budget),
+                        budget=_budget_of(context, self._memory.limits.history_token_budget),
                     )
                 except Exception:
                     log.exception("stm-memory: deciding what to show failed; showing the newest")
@@ -453,7 +467,7 @@ class MemoryTurn:
         shown, status = chosen.shown, chosen.writing
         if shown is None or status is None or self.state is None:
             return chosen
-        model = self.model
+        model = self._model
         if status is Writing.NOT_WRITING:
             _warn_not_writing(model, self.scope)
         step = tool_step(
@@ -556,8 +570,8 @@ class MemoryTurn:
             if state is None:
                 if self.scope is None:
                     raise ValidationError("a turn without a scope has no memory tool")
-                state = self.memory.default_turn(self.scope, provider=self.options.provider)
-            spec = self._spec = tool_spec(state, limit=self.memory.limits.max_summary_length)
+                state = self._memory.default_turn(self.scope, provider=self._options.provider)
+            spec = self._spec = tool_spec(state, limit=self._memory.limits.max_summary_length)
         return spec
 
     def note_user_message(self, text: str | None) -> None:
@@ -565,7 +579,7 @@ class MemoryTurn:
         long-term-intent guard sees it before the tool is offered or runs (no I/O)."""
         advance(self._phase, TurnEvent.NOTE_USER)
         if self.state is not None:
-            self.memory.note_user_message(self.state, text)
+            self._memory.note_user_message(self.state, text)
 
     # -- the request ------------------------------------------------------------------------
 
@@ -575,7 +589,7 @@ class MemoryTurn:
         if move.runs:
             built: Any = None
             if self.state is not None:
-                m = self.memory
+                m = self._memory
                 built = yield from attempt(
                     op(m.build_context, m.abuild_context, self.state), "assembling memory"
                 )
@@ -597,7 +611,7 @@ class MemoryTurn:
             raise TurnOrderError(f"prepare() before assemble(): {ORDER}")
         offered = self._offered() if nudge is None else nudge and self._offered()
         return context.for_request(
-            role=self.options.form, trim=self.options.trim_history, nudge=offered
+            role=self._options.form, trim=self._options.trim_history, nudge=offered
         )
 
     def prepare(
@@ -658,7 +672,7 @@ class MemoryTurn:
         # names that: its exclusion, its prices, its API's rules for the tool; how
         # memory is written is ``memory_role``'s). Without an API (LangChain messages),
         # the model's provider, which its chat model converts them for.
-        style = provider if provider is not None else (api or self.options.provider)
+        style = provider if provider is not None else (api or self._options.provider)
         if not context.is_empty:
             try:
                 placed_system, placed = place_request(
@@ -718,7 +732,7 @@ class MemoryTurn:
         in front of Anthropic refuses what Anthropic refuses). :meth:`prepare` calls it;
         an entry point that builds its tool list apart from its messages (the Agents
         SDK's model) calls it there."""
-        rules = rules_for(api, provider=self.options.provider)
+        rules = rules_for(api, provider=self._options.provider)
         # Tool traffic matters only where the tool may be described (every request
         # reads it otherwise: a walk over the whole input, on the hot path).
         traffic = (
@@ -769,16 +783,16 @@ class MemoryTurn:
         """This turn's model takes OpenAI's explicit cache breakpoints (gpt-5.6 and
         later, by its name; never one that refuses them, whatever profile prices it),
         served by OpenAI itself: an OpenAI-compatible server renders what it is sent."""
-        if self.scope is None or not self.model:
+        if self.scope is None or not self._model:
             return False
-        if (self.options.provider or "openai") not in OPENAI_PROVIDERS:
+        if (self._options.provider or "openai") not in OPENAI_PROVIDERS:
             return False
-        profile = model_profile(self.model)
+        profile = model_profile(self._model)
         return profile is not None and profile.breakpoints
 
     def _hinted(self, cache_hints: bool | None) -> bool:
         """This request sends cache hints: ``cache_hints`` when given, else the options'."""
-        return self.options.cache_hints if cache_hints is None else cache_hints
+        return self._options.cache_hints if cache_hints is None else cache_hints
 
     def view(
         self,
@@ -806,7 +820,7 @@ class MemoryTurn:
             return None
         try:
             items = place_view(
-                context, earlier, stand_in, form=form, provider=provider or self.options.provider
+                context, earlier, stand_in, form=form, provider=provider or self._options.provider
             )
         except Exception:
             log.exception("stm-memory: placing memory in the view failed; sending without")
@@ -835,7 +849,9 @@ class MemoryTurn:
         advance(self._phase, TurnEvent.MEMORY_CALL)
         if self.state is None:
             return failure(_UNAVAILABLE)
-        return (yield from run_memory_call(self.memory, self.state, arguments, truncated=truncated))
+        return (
+            yield from run_memory_call(self._memory, self.state, arguments, truncated=truncated)
+        )
 
     # -- the end ------------------------------------------------------------------------------
 
@@ -847,7 +863,7 @@ class MemoryTurn:
             yield from self._commit(TurnRecord(turn=self.state), "ending the turn")
 
     def _commit(self, record: TurnRecord, what: str) -> Generator[Op, Any, None]:
-        m = self.memory
+        m = self._memory
         yield from attempt(op(m.commit, m.acommit, record), what)
 
     def finish(
@@ -877,7 +893,7 @@ class MemoryTurn:
                 "routed to another machine); the next decision counts the cache as lapsed",
                 self.scope.live_key,
             )
-        m, scope = self.memory, self.scope
+        m, scope = self._memory, self.scope
         start = max(0, min(start, len(messages)))
         # The one capture window: enough dialogue before this turn, never a long walk.
         since = capture_start(messages, start, MARGIN * m.limits.messages_kept)
@@ -918,4 +934,4 @@ class MemoryTurn:
         that read returned, ``None`` when the whole record must be read (the window
         held too little dialogue), else ``len(tail)``. The one capture window of every
         entry point (a record in memory is handed to :meth:`finish` whole)."""
-        return capture_read(added, self.memory.limits.messages_kept, tail)
+        return capture_read(added, self._memory.limits.messages_kept, tail)

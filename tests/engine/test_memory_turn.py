@@ -575,3 +575,20 @@ def test_a_lone_message_whose_turns_moved_and_cannot_be_read_again_still_counts(
     assert [m.content for m in entry.messages] == ["first", "bob's"]
     assert entry.turns_since_refresh == 3
     assert any("not captured" in r.getMessage() for r in caplog.records)
+
+
+def test_the_model_is_named_once_and_an_openai_style_host_settles_the_form(
+    mem: ShortTermMemory,
+) -> None:
+    turn = begin(mem)
+    assert turn.name_model("gpt-5").form == "system"  # no host said: the options' form
+    # A framework names its model at each call: the first name stays the turn's.
+    assert turn.name_model("another").form == "system"
+    assert turn._model == "gpt-5"
+    # An OpenAI-style client at a host other than OpenAI's: the portable form, from now.
+    assert turn.name_model(None, host="http://127.0.0.1:8080/v1").form == "inline"
+    assert turn.name_model("gpt-5").form == "inline"
+    assert begin(mem).name_model(None, host=None).form == "system"  # the SDK's default host
+    named = begin(mem, options=TurnOptions(memory_role="system"), model="m")
+    assert named.name_model("x", host="http://127.0.0.1:8080/v1").form == "system"  # named wins
+    assert named._model == "m"
