@@ -1,6 +1,6 @@
 """What :class:`~stm_memory.kit.MemoryTurn` needs of the engine, and nothing more.
 
-``MemoryTurn.memory`` is typed with :class:`TurnEngine`, not with
+The engine a turn drives is typed with :class:`TurnEngine`, not with
 :class:`~stm_memory.ShortTermMemory`: the turn calls a dozen of the engine's methods (the
 sync and async twin of each step it runs), and naming them here says which, keeps the
 turn from reaching for anything else, and lets a test hand it a stand-in. The real
