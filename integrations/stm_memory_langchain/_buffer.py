@@ -105,9 +105,8 @@ class ShortTermMemoryBuffer(BaseMemory):
         stale = self._swap(turn)
         if stale is not None:  # a load without its save (the chain failed): it happened
             drive(stale.abandon())
-        drive(turn.assemble())
         # A buffer's chain sends no dialogue of ours to hold: the newest memory shows.
-        turn.settle(None)
+        drive(turn.assemble(dialogue=False))
         return {self.memory_key: turn.status.context.content or ""}
 
     def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:

@@ -382,7 +382,7 @@ class MemoryTurn:
     def _offered(self) -> bool:
         return self.state is not None and self.state.tool_offered and not self._withdrawn
 
-    def settle(
+    def _settle(
         self,
         messages: Sequence[Any] | None,
         *,
@@ -396,9 +396,8 @@ class MemoryTurn:
         ``trim_history=False``) priced at ``provider``'s rates (``Limits.cache_profile``
         names others) with the cache ``retention`` the request asks for, if it says
         (:func:`~stm_memory.kit.cache_retention`: OpenAI ``prompt_cache_retention``,
-        Anthropic breakpoint TTLs). Every request
-        method settles first; an entry point that reads ``status.context`` alone (a
-        classic memory buffer) calls it."""
+        Anthropic breakpoint TTLs). Every request settles first; an entry point that
+        reads ``status.context`` alone assembles with ``dialogue=False``."""
         context = self._context
         if context is None or self._decision is not None:
             return
@@ -505,7 +504,7 @@ class MemoryTurn:
         turn settled on."""
         if context.alternative is None and context.shown is None:
             return context  # built by hand: nothing to decide
-        self.settle(messages, provider=provider, retention=retention)
+        self._settle(messages, provider=provider, retention=retention)
         chosen = self._context
         if chosen is None or chosen is context:
             return context
@@ -583,8 +582,11 @@ class MemoryTurn:
 
     # -- the request ------------------------------------------------------------------------
 
-    def assemble(self) -> Generator[Op, Any, MemoryContext]:
-        """Read the memory this turn shows (once; later calls return the same)."""
+    def assemble(self, *, dialogue: bool = True) -> Generator[Op, Any, MemoryContext]:
+        """Read the memory this turn shows (once; later calls return the same).
+        ``dialogue=False``: the entry point sends no dialogue of ours, and reads
+        ``status.context`` alone (a classic memory buffer): what its requests show is
+        decided now, the newest memory (nothing a held form would save)."""
         move = advance(self._phase, TurnEvent.ASSEMBLE)
         if move.runs:
             built: Any = None
@@ -599,6 +601,8 @@ class MemoryTurn:
                     self._context = context
                 if self._phase is TurnPhase.BEGUN:  # finish() may have come meanwhile
                     self._phase = move.to
+        if not dialogue:
+            self._settle(None)
         return self._context if self._context is not None else MemoryContext()
 
     def _request_context(self, *, nudge: bool | None = None) -> MemoryContext:
@@ -651,8 +655,8 @@ class MemoryTurn:
         settings: a hint there wins). ``cache_hints`` overrides the options' for
         this request. ``retention`` (default: what ``settings`` and ``system``
         ask for, :func:`~stm_memory.kit.cache_retention`) prices the turn's one
-        decision of what to show (:meth:`settle`). Every entry point sends this,
-        unedited. A placing error is logged and the caller's messages go as they
+        decision of what to show (made at its first request). Every entry point
+        sends this, unedited. A placing error is logged and the caller's messages go as they
         came, without memory (the tool and hints still decided): never a failed
         turn."""
         if api is None:

@@ -450,3 +450,34 @@ def test_two_turns_in_flight_one_swap_wins(
         assert turn.status.decision is not None and not turn.status.decision.swap, (
             turn.status.decision
         )
+
+
+def test_an_entry_point_sending_no_dialogue_of_ours_shows_the_newest(
+    memory: ShortTermMemory, stm_clock: FrozenClock
+) -> None:
+    """A classic buffer reads the memory alone (``assemble(dialogue=False)``): nothing a
+    held form would save, so the newest shows, decided at once; a turn whose requests
+    carry the dialogue holds at the same moment."""
+    loop = OpenAIChatLoop(
+        offline_openai_client(OfflineModel()), memory, model="m", prompt_cache_retention="24h"
+    )
+    history: list[Any] = []
+    for i in range(14):
+        result = loop.run_turn(
+            SCOPE, [*history, {"role": "user", "content": said(i)}], system=SYSTEM
+        )
+        history = list(result.messages)
+        stm_clock.advance(minutes=3)
+        if result.stm_updated:
+            break
+    assert result.stm_updated, "the model never wrote its memory"
+    entry = memory.get(SCOPE)
+    assert entry is not None and entry.summary
+    buffer = drive(MemoryTurn.begin(memory, SCOPE, options=TurnOptions()))
+    context = drive(buffer.assemble(dialogue=False))
+    status = buffer.status
+    assert status.decision is not None and status.decision.rule == "newest"
+    assert status.context is context and entry.summary in (context.content or "")
+    held = loop.run_turn(SCOPE, [*history, {"role": "user", "content": said(99)}], system=SYSTEM)
+    assert held.decision is not None and held.decision.rule == "hold"
+    assert not shows_memory(held.requests[0])  # the form shown before: no memory yet
