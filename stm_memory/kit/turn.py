@@ -257,10 +257,10 @@ class MemoryTurn:
         "_model",
         "_options",
         "_phase",
+        "_scope",
         "_spec",
         "_withdrawn",
         "kept",
-        "scope",
         "state",
     )
 
@@ -277,7 +277,7 @@ class MemoryTurn:
         a framework asks for the scope's tool description and cache hints before a
         turn exists."""
         self._memory = memory  # the engine, as the turn drives it
-        self.scope = scope
+        self._scope = scope
         #: The engine's per-turn state (guards, snapshot, the one update); None: off.
         self.state = state
         self._options = options or TurnOptions()
@@ -457,7 +457,7 @@ class MemoryTurn:
             self.state.note_briefings(
                 chosen.ledger, chosen.ledger_epoch, shown=chosen.shown, base=chosen.shown_base
             )
-        log.debug("stm-memory: %s: %s", self.scope.live_key if self.scope else "-", decision)
+        log.debug("stm-memory: %s: %s", self._scope.live_key if self._scope else "-", decision)
 
     def _tool_step(self, chosen: MemoryContext, *, fresh: bool) -> MemoryContext:
         """``chosen`` with the memory tool's step for this turn (SPEC §6, "no regret":
@@ -468,7 +468,7 @@ class MemoryTurn:
             return chosen
         model = self._model
         if status is Writing.NOT_WRITING:
-            _warn_not_writing(model, self.scope)
+            _warn_not_writing(model, self._scope)
         step = tool_step(
             status=status,
             withdrawn_for=shown.withdrawn_for,
@@ -551,7 +551,7 @@ class MemoryTurn:
         log.warning(
             "stm-memory: %s: the request exceeded the model's context (%s); the oldest "
             "earlier turns are dropped to fit and the request is sent again",
-            self.scope.live_key if self.scope else "-",
+            self._scope.live_key if self._scope else "-",
             f"{requested} > {limit} tokens" if limit and requested else "limit not stated",
         )
         return True
@@ -567,9 +567,9 @@ class MemoryTurn:
         if spec is None:
             state = self.state
             if state is None:
-                if self.scope is None:
+                if self._scope is None:
                     raise ValidationError("a turn without a scope has no memory tool")
-                state = self._memory.default_turn(self.scope, provider=self._options.provider)
+                state = self._memory.default_turn(self._scope, provider=self._options.provider)
             spec = self._spec = tool_spec(state, limit=self._memory.limits.max_summary_length)
         return spec
 
@@ -707,7 +707,7 @@ class MemoryTurn:
             placed, api=api, other_tools=other_tools, tool_choice=tool_choice
         )
         breakpoints = None
-        if self._hinted(cache_hints) and rules.breakpoints and self.scope is not None:
+        if self._hinted(cache_hints) and rules.breakpoints and self._scope is not None:
             breakpoints = Breakpoints.of(transient, system, placed_system)
         return PreparedRequest(
             placed,
@@ -715,7 +715,7 @@ class MemoryTurn:
             transient,
             tools.tool,
             tools.tool_choice,
-            request_hints(self.scope, given, api=api, send=self._hinted(cache_hints)),
+            request_hints(self._scope, given, api=api, send=self._hinted(cache_hints)),
             breakpoints,
             self.tool_spec() if tools.tool else None,
         )
@@ -787,7 +787,7 @@ class MemoryTurn:
         """This turn's model takes OpenAI's explicit cache breakpoints (gpt-5.6 and
         later, by its name; never one that refuses them, whatever profile prices it),
         served by OpenAI itself: an OpenAI-compatible server renders what it is sent."""
-        if self.scope is None or not self._model:
+        if self._scope is None or not self._model:
             return False
         if (self._options.provider or "openai") not in OPENAI_PROVIDERS:
             return False
@@ -840,7 +840,7 @@ class MemoryTurn:
         (``other_tools``) defines one; else not at all."""
         if self._offered():
             return "offer"
-        if tool_traffic and not other_tools and self.scope:
+        if tool_traffic and not other_tools and self._scope:
             return "describe"
         return None
 
@@ -887,7 +887,7 @@ class MemoryTurn:
             if not move.runs:
                 return
             self._phase = move.to
-        if self.state is None or self.scope is None:
+        if self.state is None or self._scope is None:
             return
         bill = self.state.bill = self._billing.bill(usage)
         if bill is not None and bill.missed:
@@ -895,9 +895,9 @@ class MemoryTurn:
                 "stm-memory: %s: the provider billed no cached input where the turn's "
                 "request extended the last one within the cache's retention (evicted, or "
                 "routed to another machine); the next decision counts the cache as lapsed",
-                self.scope.live_key,
+                self._scope.live_key,
             )
-        m, scope = self._memory, self.scope
+        m, scope = self._memory, self._scope
         start = max(0, min(start, len(messages)))
         # The one capture window: enough dialogue before this turn, never a long walk.
         since = capture_start(messages, start, MARGIN * m.limits.messages_kept)

@@ -217,10 +217,13 @@ def test_a_lone_message_follows_the_turns_assembly_read_without_reading_again(
     assert [m.content for m in entry.messages] == ["alice here", "hi", "again", "ok"]
 
 
+ALICE = Scope(channel_id="c1", user_id="alice", server_id="g1")
+
+
 def two_in_flight(mem: ShortTermMemory) -> tuple[MemoryTurn, MemoryTurn]:
     """Alice's and Bob's turns of one channel, both begun and assembled after Alice's
     first turn ("first") was stored: Alice's the slow one, Bob's the fast one."""
-    alice = Scope(channel_id="c1", user_id="alice", server_id="g1")
+    alice = ALICE
     bob = Scope(channel_id="c1", user_id="bob", server_id="g1")
     drive(begin(mem, alice).finish([{"role": "user", "content": "first"}], start=0))
     slow, fast = begin(mem, alice), begin(mem, bob)
@@ -244,7 +247,7 @@ def test_concurrent_lone_messages_on_one_channel_lose_no_turn(mem: ShortTermMemo
             [{"role": "user", "content": "alice's"}, {"role": "assistant", "content": "a"}], start=0
         )
     )
-    entry = mem.get(slow.scope)
+    entry = mem.get(ALICE)
     assert entry is not None
     assert [(m.content, m.user_id) for m in entry.messages] == [
         ("first", "alice"),
@@ -569,7 +572,7 @@ def test_a_lone_message_whose_turns_moved_and_cannot_be_read_again_still_counts(
     with caplog.at_level(logging.ERROR, logger="stm_memory"):
         drive(slow.finish([{"role": "user", "content": "alice's"}], start=0))
     monkeypatch.undo()
-    entry = mem.get(slow.scope)
+    entry = mem.get(ALICE)
     assert entry is not None
     # Bob's turn is not overwritten by Alice's alone; her turn still counts.
     assert [m.content for m in entry.messages] == ["first", "bob's"]

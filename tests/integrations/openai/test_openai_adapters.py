@@ -31,6 +31,7 @@ from stm_memory_openai._responses import ResponsesAdapter
 
 OFFLINE = {"api_key": "test", "base_url": "http://127.0.0.1:9/v1", "max_retries": 0}
 CONTEXT = MemoryContext(content="[memory]", nudge="[nudge]", content_depth=-1, nudge_depth=2)
+SCOPE = Scope(channel_id="c1", user_id="u1", server_id="g1")
 
 
 @pytest.fixture
@@ -46,7 +47,7 @@ def memory(open_memory: Callable[[], ShortTermMemory]) -> ShortTermMemory:
 
 @pytest.fixture
 def turn(memory: ShortTermMemory) -> MemoryTurn:
-    return drive(MemoryTurn.begin(memory, Scope(channel_id="c1", user_id="u1", server_id="g1")))
+    return drive(MemoryTurn.begin(memory, SCOPE))
 
 
 def adapter(kind: type[Any], **options: Any) -> Any:
@@ -194,7 +195,7 @@ def test_chat_request_shape_and_determinism(turn: MemoryTurn) -> None:
         "top_p",
         "prompt_cache_key",
     ]
-    assert request["prompt_cache_key"] == prompt_cache_key(turn.scope)
+    assert request["prompt_cache_key"] == prompt_cache_key(SCOPE)
     assert request["messages"] == [
         {"role": "system", "content": "sys"},
         {"role": "system", "content": "[memory]"},
@@ -218,7 +219,7 @@ def test_chat_streaming_request(turn: MemoryTurn) -> None:
         "tools": [chat.memory_tool(turn.tool_spec())],
         "stream": True,
         "stream_options": {"include_usage": True},
-        "prompt_cache_key": prompt_cache_key(turn.scope),
+        "prompt_cache_key": prompt_cache_key(SCOPE),
     }
 
 
@@ -332,7 +333,7 @@ def test_responses_request_shape(turn: MemoryTurn) -> None:
         # The turn offers the memory tool; the adapter writes it in the API's format.
         "tools": [responses.memory_tool(turn.tool_spec())],
         "store": False,
-        "prompt_cache_key": prompt_cache_key(turn.scope),
+        "prompt_cache_key": prompt_cache_key(SCOPE),
     }
 
 
