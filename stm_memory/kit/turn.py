@@ -43,7 +43,7 @@ import threading
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from stm_memory._ops import Op, attempt, op
 from stm_memory.errors import TurnOrderError, ValidationError
@@ -112,7 +112,7 @@ log = logging.getLogger("stm_memory")
 
 _UNAVAILABLE = "Short-term memory is not available in this conversation."
 #: ``name_model``'s host when the client is not OpenAI-style (None is OpenAI's own).
-_NO_HOST: Any = object()
+_NO_HOST: Final = object()
 
 
 #: The share of a refused request's stated limit a refit aims for.
