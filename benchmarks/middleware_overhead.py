@@ -32,10 +32,11 @@ a captured turn writes by the SPEC (§5: a scope's two keys): per key a raw ``se
 its recency-index upsert, then one transaction upserting both rows — the update
 benchmark's floor (``update_vs_floor``), which the key above counts one half of.
 
-Per round the four sides (with, bare, no-op, raw) run in an order that rotates, and
-turns round every other cycle, so slow drift hits every side alike; the agents run
-``inner`` invokes each, the raw side ``FLOOR_OPS × inner`` writes (a write is ~20×
-shorter than an invoke). Every ratio is the median of its per-round ratios.
+Per round the five sides (with, bare, no-op, raw, the turn's raw) run in an order that
+rotates, and turns round every other cycle, so slow drift hits every side alike; the
+agents run ``inner`` invokes each, the raw side ``FLOOR_OPS × inner`` writes (a write is
+~20× shorter than an invoke; the turn's raw side, about twice as long, half as many).
+Every ratio is the median of its per-round ratios.
 """
 
 from __future__ import annotations

@@ -223,10 +223,9 @@ ALICE = Scope(channel_id="c1", user_id="alice", server_id="g1")
 def two_in_flight(mem: ShortTermMemory) -> tuple[MemoryTurn, MemoryTurn]:
     """Alice's and Bob's turns of one channel, both begun and assembled after Alice's
     first turn ("first") was stored: Alice's the slow one, Bob's the fast one."""
-    alice = ALICE
     bob = Scope(channel_id="c1", user_id="bob", server_id="g1")
-    drive(begin(mem, alice).finish([{"role": "user", "content": "first"}], start=0))
-    slow, fast = begin(mem, alice), begin(mem, bob)
+    drive(begin(mem, ALICE).finish([{"role": "user", "content": "first"}], start=0))
+    slow, fast = begin(mem, ALICE), begin(mem, bob)
     drive(slow.assemble())
     drive(fast.assemble())
     return slow, fast
