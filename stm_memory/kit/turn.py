@@ -274,8 +274,8 @@ class MemoryTurn:
     ) -> None:
         """A turn as it stands: built by :meth:`begin`; built directly without a
         ``state`` it is *off* (no I/O): a placeholder for a turn not begun yet, or what
-        a framework asks for the scope's tool description and cache hints before a
-        turn exists."""
+        a framework asks for the scope's tool description before a turn exists (the
+        cache hints need no turn: :func:`~stm_memory.kit.request_hints`)."""
         self._memory = memory  # the engine, as the turn drives it
         self._scope = scope
         #: The engine's per-turn state (guards, snapshot, the one update); None: off.
