@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from types import TracebackType
@@ -35,11 +36,12 @@ from stm_memory.model import (
 )
 from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.changes import UNCHECKED_KEPT, captured, counted, refreshed
-from stm_memory.model.dialogue import with_stored_speakers
+from stm_memory.model.dialogue import turn_start, with_stored_speakers
 from stm_memory.model.erasure import speakers
 from stm_memory.model.kept import left_out, written
 from stm_memory.model.messages import all_dialogue
 from stm_memory.model.receipt import Savings, savings_of
+from stm_memory.model.tombstones import marked
 from stm_memory.prompt.assembly import MemoryContext, assemble_context
 from stm_memory.prompt.quiet import Writing, writing
 from stm_memory.store.base import MemoryStore
@@ -127,6 +129,8 @@ class ShortTermMemory:
         )
         self._janitor: Janitor | None = None
         self._closed = False
+        self._erasure_key: bytes | None = None
+        self.mark_key()  # read once now; a database that cannot answer is asked again later
         # Start-up: replay what an earlier run queued; then, if a process of this host
         # died holding a writer lease, repair what a kill between a cache write and its
         # SQL write may have left behind (see live.repair and durability.writers).
@@ -607,23 +611,34 @@ class ShortTermMemory:
             # Stored turns are stored as they are: already clean, with their speakers
             # and first timestamps (the write then re-encodes none of them).
             said = (*live_turns, *said)
-        if any(m.role == "user" and m.user_id is None for m in said):
+        current = len(live_turns) if after_stored and live_turns is not None else None
+        if scope.server_id is None:
+            current = 0  # a direct conversation: every word in it is its user's
+        if any(m.user_id is None for m in said):
             # A turn the channel's store already holds keeps the speaker it was stored
-            # with; only new ones are this turn's user's. Read before the atomic write
-            # (the privacy check below needs the speakers), so a capture racing this
-            # one can make a repeated turn count as new: today's attribution, no worse.
+            # with; only this turn's new ones are this turn's user's. Read before the
+            # atomic write (the privacy check below needs the speakers), so a capture
+            # racing this one can make a repeated turn count as new.
             if live_turns is None:
                 live = self.get(scope)
                 live_turns = live.messages if live else ()
-            said = with_stored_speakers(said, live_turns, default=scope.user_id)
+            said = with_stored_speakers(said, live_turns, default=scope.user_id, current=current)
+        key = self.mark_key()
+        if key is not None:
+            said = marked(said, key)
+        # This turn's own messages: never taken for an erased one that said the same.
+        fresh = len(said) - (turn_start(said) if current is None else current)
         voices = speakers(said)
         # A user in full privacy is never stored, whoever's turn this is. (Settings
-        # that cannot be read count as full privacy: SettingsBook fails closed.)
+        # that cannot be read count as full privacy: SettingsBook fails closed.) Nor is
+        # a message nobody can be credited with: erasure could not reach it.
         private = {u for u in voices if u != scope.user_id and self.user_settings(u).full_privacy}
         kept = self.limits.messages_kept
-        window = tuple(m for m in said if m.user_id not in private)[-UNCHECKED_KEPT * kept :]
+        window = tuple(m for m in said if m.user_id is not None and m.user_id not in private)
+        window = window[-UNCHECKED_KEPT * kept :]
         if not window:
             return None
+        fresh = min(fresh, len(window))
 
         def change(entry: MemoryEntry) -> dict[str, Any]:
             return captured(
@@ -633,6 +648,7 @@ class ShortTermMemory:
                 voices=voices,
                 now=now,
                 private=private,
+                fresh=fresh,
             )
 
         return change
@@ -672,6 +688,20 @@ class ShortTermMemory:
 
         return change
 
+    def mark_key(self) -> bytes | None:
+        """The key of the marks erasure keeps (model/tombstones.py): ``STM_ERASURE_KEY``,
+        else the database's own, made once and kept in a table of its own. None while
+        the database cannot be read (messages captured meanwhile carry no mark)."""
+        if self._erasure_key is None:
+            configured = os.environ.get("STM_ERASURE_KEY")
+            try:
+                text = configured or self._store.secret("erasure_key", secrets.token_hex(32))
+            except Exception as exc:
+                log.warning("stm-memory: the erasure key could not be read: %s", exc)
+                return None
+            self._erasure_key = text.encode()
+        return self._erasure_key
+
     # -- reads ---------------------------------------------------------------------------
 
     def get(self, scope: Scope) -> MemoryEntry | None:
@@ -706,7 +736,12 @@ class ShortTermMemory:
         """Memory content and nudge for this turn, with their injection depths. The turn
         records whose words the briefings show, for the provenance of its update."""
         context = assemble_context(
-            turn, entries=self._live, settings=self._settings, limits=self.limits, clock=self.now
+            turn,
+            entries=self._live,
+            settings=self._settings,
+            limits=self.limits,
+            clock=self.now,
+            mark_key=self.mark_key(),
         )
         turn.note_shown(context.sources)
         if context.ledger is not None:
@@ -732,11 +767,15 @@ class ShortTermMemory:
         """Erase a user (see :mod:`stm_memory.model.erasure`): delete their user-scope
         entries in every server, DM, thread and persona; remove their words from every
         other entry and clear the distilled memory of every entry their words may have
-        reached (its provenance); other users' words stay. Queued durably like every
-        delete, and the embedded stores' files are checkpointed afterwards so the words
-        leave the bytes on disk. Returns the SQL rows deleted or cleared now (0 when
-        queued). Cache and rows go in batches; ``progress(phase, done, total)`` is
-        called after each."""
+        reached (its provenance); other users' words stay. The replies of their turns
+        go with their words, and each message removed leaves a mark (a keyed digest,
+        no text, :mod:`stm_memory.model.tombstones`) so that a caller's history that
+        still holds it (a shared checkpointer thread) never has it captured again nor
+        sent. Queued durably like every delete, and the embedded stores' files are
+        checkpointed afterwards so the words leave the bytes on disk. Returns the SQL
+        rows deleted or cleared now (0 when queued; an id nothing holds is logged).
+        Cache and rows go in batches; ``progress(phase, done, total)`` is called
+        after each."""
         check_owner_id("user_id", user_id)
         return self._deletions.clear_user(user_id, progress=progress)
 

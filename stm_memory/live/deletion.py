@@ -48,6 +48,10 @@ def _scope_of(key: str, value: Mapping[str, Any]) -> Scope:
     )
 
 
+def _nothing(entry: MemoryEntry) -> dict[str, Any]:
+    return {}
+
+
 class Deletions:
     """The deletions of one :class:`~stm_memory.ShortTermMemory`."""
 
@@ -100,23 +104,33 @@ class Deletions:
             self._cache.record_deletion("user", user_id)  # before and after: see clear_channel
             # The user's own entries are exactly the keys under this prefix (ids are
             # escaped: an owner id never holds the ":" that ends it).
-            evict_in_batches(
-                self._live.evict, cached_entry_keys(self._cache, key_for("user", user_id, ""))
-            )
+            owned = 0
+
+            def evict(keys: list[str]) -> None:
+                nonlocal owned
+                owned += len(keys)
+                self._live.evict(keys)
+
+            evict_in_batches(evict, cached_entry_keys(self._cache, key_for("user", user_id, "")))
             self._outbox.purge_user(user_id)
             erased = self._erase_from_shared(user_id)
             self._cache.record_deletion("user", user_id)
             count = self._persister.finish_delete(item) or 0
+        if not (owned or erased or count):
+            # A typo'd id erases nothing: say so, rather than let it pass for an erasure.
+            log.info("stm-memory: clear_user(%r): nothing stored holds this user's words", user_id)
         # The erased entries' rows are written after the SQL erasure, behind it in
-        # the outbox if it is queued (a row it cleared refuses an equal revision,
-        # which is right: the row then holds no distilled memory and no one's words).
-        # Each is dated by its own last activity: an erasure is not activity, so the
-        # janitor's clock does not move (as SqlStore.forget_user leaves it). Written
-        # as the cache holds them now: an entry deleted since gets no row back.
+        # the outbox if it is queued. Each is dated by its own last activity: an
+        # erasure is not activity, so the janitor's clock does not move (as
+        # SqlStore.forget_user leaves it). Written as the cache holds them now: an
+        # entry deleted since gets no row back. Their revision is moved on first: the
+        # SQL erasure may have given a row the revision the cache's erasure gave its
+        # entry, and the row must take the marks the entry now carries.
         for batch in batched(erased, CACHE_BATCH):
-            for raw in self._cache.get_many(batch).values():
-                entry = MemoryEntry.from_dict(raw)
-                self._persister.write([entry], entry.last_updated)
+            for key, raw in self._cache.get_many(batch).items():
+                moved = self._live.mutate(_scope_of(key, raw), [key], _nothing, existing_only=True)
+                for entry in moved.values():
+                    self._persister.write([entry], entry.last_updated)
         self._compact()
         return count
 

@@ -257,6 +257,7 @@ CACHED: dict[str, Cached] = {
     "shown": Cached(_encode_shown, _decode_shown),
     "rev": Cached(decode=_int),
     "receipt": Cached(receipt_to_dict, receipt_from_dict),
+    "forgotten": Cached(sorted, _frozenset),
 }
 
 # The fields cached as another value, for a write's changes.

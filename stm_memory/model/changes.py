@@ -184,12 +184,18 @@ def captured(
     now: datetime,
     messages_kept: int | None = None,
     private: Collection[str] = (),
+    fresh: int = 0,
 ) -> dict[str, Any]:
     """The channel's last dialogue turns were captured: the last ``messages_kept`` of
     ``stored`` (all when None), and before them those the channel already held that
     were said since its memory was last written (the next write checks them). The
     excerpts kept beside the memory lose those of ``private`` speakers (users in full
-    privacy), as the captured turns do."""
+    privacy), as the captured turns do. A message erasure removed from the channel
+    (its mark is among ``entry.forgotten``) is not stored again, unless it is one of
+    the last ``fresh`` (this turn's own, said anew)."""
+    if entry.forgotten:
+        last = len(stored) - fresh
+        stored = [m for i, m in enumerate(stored) if i >= last or m.mark not in entry.forgotten]
     # Turns seen before keep their first timestamp: callers pass the whole window every
     # turn, and "recent since the last refresh" depends on it.
     seen = {(m.role, m.content, m.name): m for m in entry.messages}

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal, TypeAlias
 
-__all__ = ["Role", "StoredMessage", "with_stored_speakers"]
+__all__ = ["Role", "StoredMessage", "turn_start", "with_stored_speakers"]
 
 Role: TypeAlias = Literal["user", "assistant"]
 
@@ -21,8 +21,12 @@ class StoredMessage:
     timestamp: datetime
     # Display name, for rendering; two people may share one.
     name: str | None = None
-    # Who said it (user messages): what erasure and full privacy go by.
+    # Who said it (a user message), or whose turn it answered (an assistant message:
+    # a reply is derived from its turn's words): what erasure and full privacy go by.
     user_id: str | None = None
+    # The message's keyed digest as said in its caller's sequence (model/tombstones.py):
+    # what erasure keeps of it, so the caller's copy is recognised later.
+    mark: str | None = None
     # The cached form this turn was decoded from or last encoded as. Why: every capture
     # writes the channel's whole window back, and most of its turns are the ones it
     # read; each keeps its cached dict instead of formatting it again. Not a field of
@@ -42,6 +46,8 @@ class StoredMessage:
                 "name": self.name,
                 "user_id": self.user_id,
             }
+            if self.mark is not None:  # unmarked turns keep the form they always had
+                cached["mark"] = self.mark
             object.__setattr__(self, "_cached", cached)
         return cached
 
@@ -53,10 +59,11 @@ class StoredMessage:
             timestamp=datetime.fromisoformat(data["timestamp"]),
             name=data.get("name"),
             user_id=data.get("user_id"),
+            mark=data.get("mark"),
         )
         if (
             type(data) is dict
-            and data.keys() == _KEYS
+            and (data.keys() == _KEYS or data.keys() == _MARKED)
             and data["role"] == message.role
             and data["content"] is message.content
         ):
@@ -67,6 +74,7 @@ class StoredMessage:
 
 
 _KEYS = {"role", "content", "timestamp", "name", "user_id"}
+_MARKED = {*_KEYS, "mark"}
 
 
 def _same_turn(new: StoredMessage, old: StoredMessage) -> bool:
@@ -130,20 +138,36 @@ def _alignment(
     return pairs
 
 
-def with_stored_speakers(
-    said: Sequence[StoredMessage], stored: Sequence[StoredMessage], *, default: str | None
-) -> tuple[StoredMessage, ...]:
-    """``said`` with a speaker on every user turn that names none: the one it was
-    stored with when the channel's store (``stored``, the live entry's turns) already
-    holds it, else ``default`` (the user whose turn captures it).
+def turn_start(said: Sequence[StoredMessage]) -> int:
+    """Where the last turn of ``said`` begins: the run of user messages before its
+    last replies (a group's several messages before one answer are one turn, as the
+    cut counts turns); 0 when it holds no user message."""
+    i = len(said)
+    while i and said[i - 1].role != "user":
+        i -= 1
+    while i and said[i - 1].role == "user":
+        i -= 1
+    return i
 
-    Whoever's turn captures a transcript again, its earlier turns stay their speakers'
-    words, so erasing a speaker reaches them (SPEC §5). A turn that names its speaker
+
+def with_stored_speakers(
+    said: Sequence[StoredMessage],
+    stored: Sequence[StoredMessage],
+    *,
+    default: str | None,
+    current: int | None = None,
+) -> tuple[StoredMessage, ...]:
+    """``said`` with a speaker on every message: a user message's speaker, an
+    assistant message's whose turn it answered.
+
+    A message the channel's store (``stored``, the live entry's turns) already holds
+    keeps the speaker and mark it was stored with; a new user message from ``current``
+    on (this turn's; None: the last turn of ``said``) is ``default``'s (the user whose
+    turn captures it); a new one before it is nobody's (None): capture cannot tell who
+    said it, and never credits it to this turn's user (SPEC §5, §7). A new assistant
+    message answers the user message before it. A message that names its speaker
     keeps it.
     """
-    unnamed = [i for i, m in enumerate(said) if m.role == "user" and m.user_id is None]
-    if not unnamed:
-        return tuple(said)
     n = len(stored)
     if n and len(said) >= n and all(map(_same_turn, said[:n], stored)):
         # The transcript starts with the stored list, turn for turn (a turn passed alone
@@ -152,11 +176,25 @@ def with_stored_speakers(
         repeats = dict(enumerate(stored))
     else:
         repeats = _alignment(said, stored) if stored else {}
+    if current is None:
+        current = turn_start(said)
     out = list(said)
-    for i in unnamed:
+    owner: str | None = None
+    for i, m in enumerate(said):
         old = repeats.get(i)
-        if old is not None and old.user_id is not None:
-            out[i] = replace(said[i], user_id=old.user_id, name=said[i].name or old.name)
-        else:
-            out[i] = replace(said[i], user_id=default)
+        if old is not None:
+            m = replace(
+                m,
+                user_id=m.user_id or old.user_id,
+                name=m.name or old.name,
+                mark=m.mark or old.mark,
+            )
+        if m.user_id is None:
+            if m.role == "assistant":
+                m = replace(m, user_id=owner)
+            elif i >= current:
+                m = replace(m, user_id=default)
+        if m.role == "user":
+            owner = m.user_id
+        out[i] = m
     return tuple(out)

@@ -81,6 +81,10 @@ class MemoryEntry:
     # What the memory did to this channel's bill, per UTC day (ISO date → totals; live
     # key only; stm_memory/model/receipt.py): the turn's count writes it.
     receipt: Mapping[str, DayTotals] = field(default_factory=dict)
+    # The marks of the messages erasure removed from this channel (model/tombstones.py):
+    # keyed digests, no text, so that the caller's own copy of them is never captured
+    # again nor sent. Kept with the row; a channel's clear drops them with it.
+    forgotten: frozenset[str] = frozenset()
 
     @classmethod
     def empty(cls, scope: Scope, key: str, now: datetime) -> MemoryEntry:

@@ -1,7 +1,8 @@
 """What erasing a user changes in an entry (``clear_user``). Pure.
 
-An entry holds a user's words in three places: the captured turns they spoke (removed
-one by one; other users' turns stay), the briefing copies of other channels whose
+An entry holds a user's words in three places: the captured turns they spoke and the
+replies of their turns (removed one by one, leaving their marks behind; other users'
+turns stay), the briefing copies of other channels whose
 provenance holds them (removed whole), and the distilled memory (summary, categories),
 which the model wrote from a dialogue their words may have been in. Which users that
 may be is the entry's provenance; the distilled memory of an entry whose provenance
@@ -38,6 +39,11 @@ def erase_user(entry: MemoryEntry, user_id: str) -> dict[str, Any] | None:
     # Briefing copies of other channels that may hold the user's words go whole (a
     # copy's provenance is its source's: nothing tells which line is whose).
     changes: dict[str, Any] = {"messages": kept, "briefings": copies}
+    # What leaves (her messages, and the replies of her turns) leaves its mark behind:
+    # the caller's own history may still hold it (model/tombstones.py).
+    marks = {m.mark for m in entry.messages if m.user_id == user_id and m.mark is not None}
+    if marks - entry.forgotten:
+        changes["forgotten"] = entry.forgotten | marks
     if reached:
         changes |= {
             "summary": None,

@@ -12,7 +12,7 @@ from stm_memory.model.text import storage_safe
 from stm_memory.wire.base import ROLE_ALIASES
 from stm_memory.wire.base import content_text as message_text
 
-__all__ = ["all_dialogue", "message_text", "without_speaker_ids"]
+__all__ = ["all_dialogue", "dialogue_of", "message_text", "without_speaker_ids"]
 
 # Dialogue is what users and the assistant say; the one role table decides who is who.
 _DIALOGUE: dict[str, Role] = {
@@ -83,6 +83,17 @@ def all_dialogue(
             )
         )
     return tuple(out)
+
+
+def dialogue_of(message: Any) -> tuple[Role, str] | None:
+    """A message's ``(role, text)`` as :func:`all_dialogue` stores it; None when it is
+    not dialogue (tool traffic, a system prompt, a pure tool call)."""
+    role, content, _, _ = _fields(message)
+    mapped = _DIALOGUE.get(role)
+    if mapped is None:
+        return None
+    text = storage_safe(message_text(content)).strip()
+    return (mapped, text) if text else None
 
 
 def without_speaker_ids(messages: Sequence[Any]) -> list[Any]:

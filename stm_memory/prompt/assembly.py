@@ -48,6 +48,7 @@ from stm_memory.model import (
 )
 from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.shown import ShownState
+from stm_memory.model.tombstones import Forgetting
 from stm_memory.prompt.briefings import briefing_groups, plan_briefings
 from stm_memory.prompt.cut import HistoryWindow
 from stm_memory.prompt.placement import MemoryContext
@@ -112,10 +113,12 @@ def assemble_context(
     settings: SettingsReader,
     limits: Limits,
     clock: Callable[[], datetime],
+    mark_key: bytes | None = None,
 ) -> MemoryContext:
-    """Memory content and nudge for ``turn``; an empty context on any error."""
+    """Memory content and nudge for ``turn``; an empty context on any error.
+    ``mark_key``: the key of erasure's marks, so requests leave erased messages out."""
     try:
-        return _assemble(turn, _Reads(entries, settings, limits, clock()))
+        return _assemble(turn, _Reads(entries, settings, limits, clock(), mark_key))
     except Exception:
         scope = getattr(turn, "scope", None)
         key = getattr(scope, "live_key", "<unknown scope>")
@@ -126,15 +129,21 @@ def assemble_context(
 class _Reads:
     """What one assembly reads from, and the instant it reads at."""
 
-    __slots__ = ("entries", "limits", "now", "settings")
+    __slots__ = ("entries", "limits", "mark_key", "now", "settings")
 
     def __init__(
-        self, entries: EntryReader, settings: SettingsReader, limits: Limits, now: datetime
+        self,
+        entries: EntryReader,
+        settings: SettingsReader,
+        limits: Limits,
+        now: datetime,
+        mark_key: bytes | None,
     ) -> None:
         self.entries = entries
         self.settings = settings
         self.limits = limits
         self.now = now
+        self.mark_key = mark_key
 
     def is_live(self, entry: MemoryEntry) -> bool:
         return self.entries.is_live(entry, self.now)
@@ -152,6 +161,11 @@ def _assemble(turn: TurnContext, reads: _Reads) -> MemoryContext:
     if live is not None and live.briefings:
         _read_copied_sources(reads, turn, live, pool, settings, labels)
     reset = live is None and reads.entries.channel_was_reset(scope.channel_id)
+    forgetting = (
+        Forgetting(reads.mark_key, frozenset(live.forgotten))
+        if live is not None and live.forgotten and reads.mark_key is not None
+        else None
+    )
 
     def window(shown: ShownState | None) -> HistoryWindow:
         return history_window(
@@ -164,6 +178,7 @@ def _assemble(turn: TurnContext, reads: _Reads) -> MemoryContext:
             max_raw_turns=limits.max_raw_turns,
             token_budget=limits.history_token_budget,
             shown=shown,
+            forgetting=forgetting,
         )
 
     return build_memory_context(
@@ -190,6 +205,7 @@ def history_window(
     max_raw_turns: int,
     token_budget: int | None = None,
     shown: ShownState | None = None,
+    forgetting: Forgetting | None = None,
 ) -> HistoryWindow:
     """How many earlier turns the turn may send (see :mod:`stm_memory.prompt.cut`).
 
@@ -218,7 +234,12 @@ def history_window(
                 keep = min(keep, since_reset)
         else:
             keep = since_reset
-    return HistoryWindow(keep_turns=keep, max_raw_turns=max_raw_turns, token_budget=token_budget)
+    return HistoryWindow(
+        keep_turns=keep,
+        max_raw_turns=max_raw_turns,
+        token_budget=token_budget,
+        forgetting=forgetting,
+    )
 
 
 class _Source:

@@ -44,6 +44,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stm_memory.model.messages import dialogue_of
+from stm_memory.model.tombstones import Forgetting
 from stm_memory.prompt.tokens import PER_MESSAGE_TOKENS, message_text, text_tokens
 from stm_memory.tool.turn import TOOL_NAME
 from stm_memory.wire import codec_of, message_role
@@ -53,9 +55,11 @@ __all__ = [
     "HistoryWindow",
     "cut_history",
     "earlier_turns",
+    "forget_erased",
     "kept_turns",
     "split_turns",
     "turn_tokens",
+    "without_forgotten",
 ]
 
 
@@ -67,12 +71,18 @@ class HistoryWindow:
     memory covers the dialogue (then only the budget bounds it).
     ``token_budget``: the most tokens (estimated, about four characters a token) the
     kept earlier turns may hold; ``None``: no budget. ``max_raw_turns``: a cap in turns
-    as well (``0``: none, the default since the budget replaced it).
+    as well (``0``: none, the default since the budget replaced it). ``forgetting``:
+    the marks of erased messages, which no request sends again.
     """
 
     keep_turns: int | None
     max_raw_turns: int = 0
     token_budget: int | None = None
+    # What erasure removed from the channel (model/tombstones.py): left out of the
+    # earlier turns, with the rest of each turn it answered. None: nothing was erased.
+    forgetting: Forgetting | None = None
+    # Erasure is the only bound (an untrimmed request: the caller windows its history).
+    forget_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,13 +184,52 @@ def cut_history(messages: Sequence[Any], window: HistoryWindow) -> HistoryCut:
     if not current:
         return HistoryCut(list(messages), 0, False, 0)
     keep, wanted = kept_turns(earlier, window)
-    kept = [m for turn in earlier[len(earlier) - keep :] for m in turn] if keep else []
+    chosen = earlier[len(earlier) - keep :] if keep else []
+    if window.forgetting:
+        chosen = without_forgotten(earlier, window.forgetting)[len(earlier) - keep :]
+    kept = [m for turn in chosen for m in turn]
     return HistoryCut(
         [*lead, *kept, *current],
         dropped_turns=len(earlier) - keep,
         capped=keep < wanted,
         memory_messages_removed=removed,
     )
+
+
+# -- leaving out what erasure removed ---------------------------------------------------
+
+
+def without_forgotten(turns: Sequence[Sequence[Any]], forgetting: Forgetting) -> list[list[Any]]:
+    """``turns`` (a caller's earlier turns, in order) less the messages erasure removed:
+    an erased user message, and every message of a turn that answered one (or that
+    holds an erased reply) but the other users' messages — so no tool call loses its
+    result and no reply stays without its question. Marks are read over the whole
+    sequence: each message's mark depends on the dialogue said before it."""
+    flat = [m for turn in turns for m in turn]
+    erased = iter(forgetting.forgotten(dialogue_of(m) for m in flat))
+    out: list[list[Any]] = []
+    for turn in turns:
+        gone = [next(erased) for _ in turn]
+        if not any(gone):
+            out.append(list(turn))
+            continue
+        roles = [message_role(m) for m in turn]
+        out.append([m for m, g, r in zip(turn, gone, roles, strict=True) if r == "user" and not g])
+    return out
+
+
+def forget_erased(messages: Sequence[Any], forgetting: Forgetting | None) -> list[Any]:
+    """``messages`` less what erasure removed (:func:`without_forgotten` on the earlier
+    turns, the current turn whole) and nothing else: for a caller that windows its own
+    history, which no erasure may reach past."""
+    items = list(messages)
+    if not forgetting:
+        return items
+    lead, turns = split_turns(items)
+    if len(turns) < 2:
+        return items
+    earlier = without_forgotten(turns[:-1], forgetting)
+    return [*lead, *(m for turn in earlier for m in turn), *turns[-1]]
 
 
 # -- removing the model's own memory-tool calls ----------------------------------------

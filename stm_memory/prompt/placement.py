@@ -68,7 +68,7 @@ from typing import Any, Literal
 from stm_memory.errors import ValidationError
 from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.shown import ShownState
-from stm_memory.prompt.cut import HistoryWindow, cut_history
+from stm_memory.prompt.cut import HistoryWindow, cut_history, forget_erased
 from stm_memory.prompt.quiet import Writing
 from stm_memory.wire import Codec, codec_for, codec_of, message_role
 from stm_memory.wire.anthropic import AnthropicSystem, append_system
@@ -305,10 +305,18 @@ class MemoryContext:
         same_say = nudge == self.nudge_allowed
         if role == self.role and (trim or self.history is None) and same_say:
             return self  # all replace() would copy, field for field (frozen: the same)
+        history = self.history
+        if not trim and history is not None:
+            # Untrimmed, the caller windows its own history; erasure still holds in it.
+            history = (
+                HistoryWindow(keep_turns=None, forgetting=history.forgetting, forget_only=True)
+                if history.forgetting
+                else None
+            )
         return replace(
             self,
             role=role,
-            history=self.history if trim else None,
+            history=history,
             nudge=self.nudge if nudge else None,
             early_nudge=self.early_nudge if nudge else None,
             nudge_allowed=nudge,
@@ -332,6 +340,8 @@ class MemoryContext:
         items = _as_list(messages)
         if self.history is None:
             return items
+        if self.history.forget_only:  # an untrimmed request (see for_request)
+            return forget_erased(items, self.history.forgetting)
         result = cut_history(items, self.history)
         if result.capped and self._warned.first():
             log.warning(
@@ -349,7 +359,11 @@ class MemoryContext:
     ) -> list[Any]:
         """A new list: the history cut (unless ``trim=False``), then content and nudge
         placed (see the module docstring)."""
-        items = self.cut(messages) if trim else _as_list(messages)
+        history = self.history
+        if trim:
+            items = self.cut(messages)
+        else:
+            items = forget_erased(messages, history.forgetting if history else None)
         codec = codec_for(items, provider)
         role = self.role
         if role == "inline":

@@ -133,5 +133,11 @@ class MemoryStore(ABC):
     @abstractmethod
     def put_user_settings(self, user_id: str, settings: UserSettings, at: datetime) -> None: ...
 
+    @abstractmethod
+    def secret(self, name: str, make: str) -> str:
+        """The secret ``name`` of this database: ``make`` stored the first time it is
+        asked for, the stored value ever after (every host reads the same one; two
+        that ask first at once both get the one that was stored)."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""

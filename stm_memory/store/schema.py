@@ -28,6 +28,7 @@ __all__ = [
     "metadata",
     "migrate",
     "schema_version",
+    "secrets",
     "server_settings",
     "user_settings",
 ]
@@ -73,6 +74,9 @@ memories = sa.Table(
     sa.Column("kept", sa.JSON),
     # v6: what the memory did to the channel's bill, per day (MemoryEntry.receipt).
     sa.Column("receipt", sa.JSON),
+    # v7: the marks of the messages erasure removed (a JSON list of keyed digests, no
+    # text), so the caller's copy stays forgotten after a restart (MemoryEntry.forgotten).
+    sa.Column("forgotten", sa.JSON),
     sa.Index("ix_stm_updated_at", "updated_at"),
     sa.Index("ix_stm_channel", "channel_id"),
     sa.Index("ix_stm_user", "user_id", "scope_kind"),
@@ -182,6 +186,15 @@ live_deletions = sa.Table(
     sa.Column("target", sa.Text, nullable=False),
 )
 
+# Secrets the library makes once per database (the erasure key, model/tombstones.py):
+# a table of their own, never beside what they protect.
+secrets = sa.Table(
+    "stm_secrets",
+    metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+)
+
 schema_version = sa.Table(
     "stm_schema_version",
     metadata,
@@ -251,6 +264,12 @@ def _v6_receipts(conn: Connection) -> None:
     _add_columns(conn, ("receipt",))
 
 
+def _v7_tombstones(conn: Connection) -> None:
+    # Old rows keep NULL: nothing was erased through them. The erasure key's table.
+    _add_columns(conn, ("forgotten",))
+    secrets.create(conn, checkfirst=True)
+
+
 # Append new steps here; never edit a released one.
 MIGRATIONS: tuple[Callable[[Connection], None], ...] = (
     _v1_initial,
@@ -259,6 +278,7 @@ MIGRATIONS: tuple[Callable[[Connection], None], ...] = (
     _v4_live_cache_in_sql,
     _v5_kept_details,
     _v6_receipts,
+    _v7_tombstones,
 )
 
 

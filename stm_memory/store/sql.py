@@ -42,6 +42,7 @@ from stm_memory.store.schema import (
     channel_resets,
     memories,
     migrate,
+    secrets,
     server_settings,
     user_settings,
 )
@@ -183,6 +184,10 @@ def _provenance(row: Mapping[Any, Any]) -> frozenset[str]:
     return frozenset(row["provenance"] or ())
 
 
+def _forgotten(row: Mapping[Any, Any]) -> frozenset[str]:
+    return frozenset(row["forgotten"] or ())
+
+
 def _last_updated(row: Mapping[Any, Any]) -> datetime:
     # Rows written before schema v2 have no last_updated of their own.
     return _utc(row["last_updated"] or row["updated_at"])
@@ -235,6 +240,7 @@ ROW: dict[str, Column] = {
     "refreshed_at": Column(stamped=True, read=_refreshed_at),
     "rev": Column(read=_rev),
     "receipt": Column(write=receipt_to_dict, read=_receipt),
+    "forgotten": Column(write=sorted, read=_forgotten),
 }
 
 #: The row's own stamps, of no entry field: created by its first write, last written.
@@ -799,6 +805,18 @@ class SqlStore(MemoryStore):
         with self._tx(None) as conn:
             assert conn is not None
             conn.execute(stmt.on_conflict_do_update(index_elements=["user_id"], set_=values))
+
+    def secret(self, name: str, make: str) -> str:
+        stmt = sa.select(secrets.c.value).where(secrets.c.name == name)
+        value = self._read(lambda c: c.execute(stmt).scalar())
+        if value is not None:
+            return str(value)
+        with self._tx(None) as conn:
+            assert conn is not None
+            conn.execute(
+                self._insert(secrets).values(name=name, value=make).on_conflict_do_nothing()
+            )
+            return str(conn.execute(stmt).scalar_one())
 
     def close(self) -> None:
         if self._raw is not None:

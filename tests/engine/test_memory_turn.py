@@ -184,9 +184,9 @@ def test_finish_puts_the_stored_dialogue_in_front_of_a_lone_message(
     assert entry is not None
     assert [(m.content, m.user_id) for m in entry.messages] == [
         ("alice here", "alice"),
-        ("hi", None),
+        ("hi", "alice"),  # a reply is its turn's user's (erasure takes it with her)
         ("bob here", "bob"),
-        ("yo", None),
+        ("yo", "bob"),
     ]
 
 
@@ -251,9 +251,9 @@ def test_concurrent_lone_messages_on_one_channel_lose_no_turn(mem: ShortTermMemo
     assert [(m.content, m.user_id) for m in entry.messages] == [
         ("first", "alice"),
         ("bob's", "bob"),
-        ("b", None),
+        ("b", "bob"),
         ("alice's", "alice"),
-        ("a", None),
+        ("a", "alice"),
     ]
     assert entry.turns_since_refresh == 3  # every turn counted once
 

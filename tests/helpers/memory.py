@@ -44,10 +44,13 @@ def refresh(mem: ShortTermMemory, scope: Scope, summary: str) -> Any:
     return result
 
 
-def dialogue(n: int, start: int = 1) -> list[dict[str, str]]:
-    """``n`` alternating user/assistant messages numbered from ``start``."""
+def dialogue(n: int, start: int = 1, speaker: str = "u1") -> list[dict[str, str]]:
+    """``n`` alternating user/assistant messages numbered from ``start``, the user's
+    naming ``speaker`` (in a server, earlier turns that name nobody are not captured)."""
     return [
-        {"role": "user" if i % 2 else "assistant", "content": f"message {i}"}
+        {"role": "user", "content": f"message {i}", "user_id": speaker}
+        if i % 2
+        else {"role": "assistant", "content": f"message {i}"}
         for i in range(start, start + n)
     ]
 

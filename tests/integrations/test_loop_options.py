@@ -217,7 +217,7 @@ def test_langchain_messages_carry_the_speaker_in_additional_kwargs(
     assert [(m.name, m.user_id) for m in entry.messages] == [
         ("Sam", "u-sam-2"),
         (None, SCOPE.user_id),  # no id: the turn's user
-        (None, None),  # the assistant
+        (None, SCOPE.user_id),  # the reply: credited to the turn it answered
     ]
 
 

@@ -497,7 +497,8 @@ def _assert_packing_gone_from_the_cache(
 
 # What each deletion leaves of #packing for the next request (as a new copy, after
 # the current user message): clear_channel nothing; clear_summary its raw turns
-# (captured at 12:00); clear_user (u2 spoke only there) the assistant's turn alone.
+# (captured at 12:00); clear_user (u2 spoke only there) nothing: the assistant's reply
+# to her turn is hers too.
 DELETIONS: dict[str, tuple[Callable[[ShortTermMemory], Any], tuple[str, ...]]] = {
     "clear_channel": (lambda m: m.clear_channel("c2"), ()),
     "clear_summary": (
@@ -508,10 +509,7 @@ DELETIONS: dict[str, tuple[Callable[[ShortTermMemory], Any], tuple[str, ...]]] =
             ),
         ),
     ),
-    "clear_user": (
-        lambda m: m.clear_user("u2"),
-        (entry("packing", "2026-01-05 12:00 UTC", 'Assistant: "Noted."'),),
-    ),
+    "clear_user": (lambda m: m.clear_user("u2"), ()),
 }
 
 

@@ -28,10 +28,15 @@ from stm_memory.testing import FrozenClock
 # capture needs — never so little that stored dialogue is replaced with less.
 
 
-def record(turns: int) -> list[dict[str, Any]]:
+def record(turns: int, speaker: str | None = "u1") -> list[dict[str, Any]]:
+    """A channel's record; its user messages name their speaker (an unnamed one from
+    before this turn is nobody's to capture: see the erasure rules below)."""
     out: list[dict[str, Any]] = []
     for i in range(turns):
-        out += [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}]
+        out += [
+            {"role": "user", "content": f"q{i}", "user_id": speaker},
+            {"role": "assistant", "content": f"a{i}"},
+        ]
     return out
 
 
@@ -46,6 +51,20 @@ def test_a_whole_record_is_captured_as_its_last_messages(mem: ShortTermMemory) -
     drive(turn.finish(full, start=len(full) - 2))
     kept = mem.limits.messages_kept
     assert stored(mem) == [m["content"] for m in full[-kept:]]
+
+
+def test_a_record_nobody_can_be_credited_with_is_not_captured_but_this_turn(
+    mem: ShortTermMemory,
+) -> None:
+    # A shared channel's record whose earlier messages name no speaker, with nothing
+    # stored to tell who said them: only this turn's (its user's) is stored, never the
+    # rest under this user's id (SPEC §7: erasure could not reach it then).
+    full = record(30, speaker=None)
+    turn = drive(MemoryTurn.begin(mem, SERVER, user_message="q29"))
+    drive(turn.finish(full, start=len(full) - 2))
+    entry = mem.get(SERVER)
+    assert entry is not None
+    assert [(m.content, m.user_id) for m in entry.messages] == [("q29", "u1"), ("a29", "u1")]
 
 
 def test_a_group_channel_with_unstored_speakers_still_fills_what_is_kept(
@@ -135,8 +154,10 @@ YES_TWICE = [user("yes", "ann"), bot("ok"), user("yes", "bob"), bot("ok")]
 @pytest.mark.parametrize(
     ("said", "stored", "expected"),
     [
-        # Nothing stored: every unnamed user turn is the turn's user's.
+        # Nothing stored: this turn's unnamed user turn is the turn's user's.
         ([user("hi"), bot("hello")], [], ["turn"]),
+        # An unnamed turn before this one, never stored: nobody can tell whose it is.
+        ([user("old"), bot("x"), user("hi")], [], [None, "turn"]),
         # The whole stored list again, then a new turn.
         (
             [user("hi"), bot("hello"), user("hi")],
@@ -151,11 +172,12 @@ YES_TWICE = [user("yes", "ann"), bot("ok"), user("yes", "bob"), bot("ok")]
         ),
         # A window that keeps only the stored list's last turns: the latest "yes" is Bob's.
         ([user("yes"), bot("ok"), user("more")], YES_TWICE, ["bob", "turn"]),
-        # Older history in front of the stored list (the store keeps the last turns only).
+        # Older history in front of the stored list (the store keeps the last turns only):
+        # whose it was is lost with it, and it is not this turn's user's.
         (
             [user("old"), bot("x"), *[user("yes"), bot("ok")] * 2, user("new")],
             YES_TWICE,
-            ["turn", "ann", "bob", "turn"],
+            [None, "ann", "bob", "turn"],
         ),
         # A turn the store dropped (a private speaker's) sits between two stored ones.
         (
@@ -195,6 +217,28 @@ def test_a_legacy_turn_without_a_speaker_is_the_turns_users() -> None:
     assert speakers_of([user("hi")], [user("hi")]) == ["turn"]
 
 
+def test_a_reply_is_credited_to_the_user_whose_turn_it_answered() -> None:
+    # A reply is derived from its turn's words: erasing that user takes it too.
+    out = with_stored_speakers(
+        [user("a"), bot("1"), user("b"), bot("2"), user("c"), bot("3")],
+        [user("a", "ann"), bot("1"), user("b", "bob"), bot("2")],
+        default="cy",
+    )
+    assert [m.user_id for m in out] == ["ann", "ann", "bob", "bob", "cy", "cy"]
+
+
+def test_a_repeated_turn_keeps_its_stored_mark() -> None:
+    stored = [replace(user("hi", "ann"), mark="m1"), replace(bot("hello"), mark="m2")]
+    out = with_stored_speakers([user("hi"), bot("hello"), user("new")], stored, default="bob")
+    assert [m.mark for m in out] == ["m1", "m2", None]
+
+
+def test_a_direct_conversation_is_all_its_users() -> None:
+    # Current from the first message: a DM holds one user's words.
+    out = with_stored_speakers([user("old"), bot("x"), user("hi")], [], default="u", current=0)
+    assert [m.user_id for m in out] == ["u", "u", "u"]
+
+
 # -- the stored turns first, then the new ones (how MemoryTurn.finish captures) ---------
 
 _turns = st.builds(
@@ -221,11 +265,17 @@ def test_a_transcript_led_by_the_stored_turns_is_aligned_as_by_the_run_search(
     ]
     said = [*again, *new]
     repeats = _alignment(said, stored) if stored else {}
+    current = len(again)
     expected = [
         m.user_id
-        if m.role != "user" or m.user_id is not None
-        else (old.user_id if (old := repeats.get(i)) is not None and old.user_id else "turn")
+        if m.user_id is not None
+        else (
+            old.user_id
+            if (old := repeats.get(i)) is not None and old.user_id
+            else ("turn" if i >= current else None)
+        )
         for i, m in enumerate(said)
     ]
-    got = with_stored_speakers(said, stored, default="turn")
-    assert [m.user_id for m in got] == expected
+    got = with_stored_speakers(said, stored, default="turn", current=current)
+    users = [i for i, m in enumerate(said) if m.role == "user"]
+    assert [got[i].user_id for i in users] == [expected[i] for i in users]

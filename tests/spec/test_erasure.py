@@ -66,7 +66,13 @@ def test_the_measured_scenario(make_mem: MemFactory) -> None:
     the_scenario(mem)
     assert PHONE in context_text(mem, BOB_ELSEWHERE)  # Bob is briefed on it elsewhere
     shared = mem.get(ANN)
-    assert shared is not None and {m.user_id for m in shared.messages} == {"u-ann", "u-bob", None}
+    # Each reply is credited to the user whose turn it answered.
+    assert shared is not None and [m.user_id for m in shared.messages] == [
+        "u-ann",
+        "u-ann",
+        "u-bob",
+        "u-bob",
+    ]
     assert shared.provenance == {"u-ann", "u-bob"}
 
     mem.clear_user("u-ann")
@@ -200,7 +206,8 @@ def test_a_stored_speaker_who_chose_full_privacy_is_not_stored_again(
     run_turn(mem, BOB, [said(f"my phone is {PHONE}"), replied("Noted."), said("hi all")])
     entry = mem.get(BOB)
     assert entry is not None
-    assert [m.content for m in entry.messages] == ["Noted.", "hi all"]
+    # The reply to her turn is derived from her words: it goes with them.
+    assert [m.content for m in entry.messages] == ["hi all"]
 
 
 def test_two_users_with_one_display_name(make_mem: MemFactory) -> None:
@@ -332,7 +339,7 @@ def populate(memory: ShortTermMemory) -> None:
     # would stay their first speaker's (u2 repeating u1's turns in c1 captures u1's).
     for i, scope in enumerate((SERVER, OTHER_CHANNEL, OTHER_USER, ELSEWHERE, DM)):
         refresh(memory, scope, f"summary of {scope.live_key}")
-        memory.capture(scope, dialogue(2, start=2 * i + 1))
+        memory.capture(scope, dialogue(2, start=2 * i + 1, speaker=scope.user_id))
 
 
 def all_keys() -> list[str]:

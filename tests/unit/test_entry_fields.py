@@ -86,6 +86,7 @@ def full_entry() -> MemoryEntry:
                 missed=1,
             )
         },
+        forgotten=frozenset({"b" * 32, "a" * 32}),
     )
 
 
@@ -147,7 +148,8 @@ def test_the_cached_form_is_unchanged() -> None:
         '"at":"2026-01-06T07:08:09.654321+00:00"},"rev":123456789,'
         '"receipt":{"2026-01-05":{"turns":3,"calls":4,"input_tokens":9000,'
         '"cached_tokens":6000,"written_tokens":100,"cost":3725.0,"full_tokens":12000,'
-        '"full_cost":4100.5,"missed":1}}}'
+        '"full_cost":4100.5,"missed":1}},'
+        f'"forgotten":["{"a" * 32}","{"b" * 32}"]}}'
     )
 
 
@@ -245,6 +247,7 @@ def test_the_stored_row_is_unchanged(store: SqlStore) -> None:
         "receipt": '{"2026-01-05": {"turns": 3, "calls": 4, "input_tokens": 9000, '
         '"cached_tokens": 6000, "written_tokens": 100, "cost": 3725.0, "full_tokens": 12000, '
         '"full_cost": 4100.5, "missed": 1}}',
+        "forgotten": f'["{"a" * 32}", "{"b" * 32}"]',
     }
 
 

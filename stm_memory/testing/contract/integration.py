@@ -21,6 +21,9 @@ is 2, through an entry point, and asserts at each step what every entry point sh
    neither offered nor nudged, and a memory call the model makes anyway fails;
 6. ``erasure``: after ``clear_user("alice")`` none of alice's words is in the
    channel's memory (any key's entry, the next request's memory block); bob's are.
+   In a thread the two share, which the caller still holds whole, none of her words
+   nor the replies of her turns is sent again or captured again (under any id), and
+   each reply sent still follows its question.
 7. ``prefix``: every request extends the last. Within a turn (a refresh turn whose
    memory call comes alone, so the entry point calls the model again) each step's
    request begins with the previous step's messages, with the same tools; across
@@ -714,6 +717,30 @@ class IntegrationContract:
         assert BOB_AT_MARKET in blocks, blocks  # the market's briefing
         assert not [w for w in ALICE_WORDS if w in blocks], blocks
 
+    def test_erasure_holds_against_the_callers_history(self, dialogue: Dialogue) -> None:
+        # One thread shared by two users, as the caller keeps it (a checkpointer
+        # thread, a session, the messages fed back): it still holds alice's words
+        # after her erasure, and bob goes on talking in it.
+        talk = dialogue.require("erasure")
+        for who, text in ((ALICE, ALICE_1), (BOB, BOB_1), (ALICE, ALICE_2), (BOB, BOB_2)):
+            talk.say(who, text)
+        talk.memory.clear_user("alice")
+        later = [talk.say(BOB, BOB_3), talk.say(BOB, BOB_GATE)]
+        for turn in later:
+            for request in turn.sent:
+                assert not [w for w in ALICE_WORDS if w in request.text], request.text
+                _assert_replies_follow(request, {BOB_1, BOB_2, BOB_3, BOB_GATE})
+        # Captured again under nobody else's id: every word the channel holds is bob's,
+        # the replies of his turns included.
+        for key in BOB.keys:
+            entry = talk.memory.get_key(key)
+            assert entry is not None
+            held = words_of(entry)
+            assert not [w for w in ALICE_WORDS if w in held], (key, held)
+            assert {m.user_id for m in entry.messages} == {"bob"}, entry.messages
+        lobby = {m.content for m in talk.entry(BOB).messages}
+        assert {BOB_3, BOB_GATE} <= lobby
+
     def test_each_step_extends_the_previous_one(self, dialogue: Dialogue) -> None:
         talk = dialogue.require("prefix").require("refresh")
         talk.say(ALICE, ALICE_1)
@@ -823,6 +850,18 @@ class IntegrationContract:
             drive(turn.memory_call({"summary": SUMMARY}))
         with pytest.raises(TurnOrderError):
             drive(turn.assemble())
+
+
+def _assert_replies_follow(request: SentRequest, said: set[str]) -> None:
+    """Each assistant message of ``request`` answers a user message of ``said`` (the
+    last user message before it): no reply stays without its question, and no turn of
+    someone else's is sent."""
+    asked: str | None = None
+    for role, text in request.messages:
+        if role == "user":
+            asked = text
+        elif role == "assistant":
+            assert asked is not None and any(s in asked for s in said), (asked, text)
 
 
 def _first_difference(before: SentRequest, after: SentRequest) -> str:

@@ -177,6 +177,20 @@ class MemoryStoreContract:
         assert row(memory_store, new.server_key or "").summary == "n"
         assert memory_store.load_many([gone.server_key or ""]) == {}  # never inserted
 
+    def test_a_secret_is_made_once_and_read_back(self, memory_store: MemoryStore) -> None:
+        # The erasure key: every host must read the one the first stored.
+        first = memory_store.secret("erasure_key", "made-first")
+        assert first == "made-first"
+        assert memory_store.secret("erasure_key", "made-later") == "made-first"
+        assert memory_store.secret("other", "x") == "x"
+
+    def test_forgotten_marks_reach_the_row_and_come_back(self, memory_store: MemoryStore) -> None:
+        # What erasure keeps of a shared thread's messages outlives the live cache.
+        sc = scope()
+        marks = frozenset({"a" * 32, "b" * 32})
+        memory_store.put_rows([replace(entry(sc), forgotten=marks)], T0)
+        assert row(memory_store, sc.server_key or "").forgotten == marks
+
     def test_json_categories_keep_their_order(self, memory_store: MemoryStore) -> None:
         sc = scope()
         cats = {"zeta": "last letter", "alpha": "first", "mid": "middle", "b": "2"}
