@@ -85,6 +85,7 @@ from stm_memory.kit import (
     PreparedRequest,
     TurnOptions,
     adrive,
+    answer_last,
     api_of,
     cache_retention,
     call_fitted,
@@ -381,7 +382,18 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
             return None
         messages: Sequence[Any] = state.get("messages") or []
         start = start_index(messages, state.get(STATE_TURN_START))
-        return {"jump_to": "end"} if remembered_after_answering(messages, start) else None
+        if not remembered_after_answering(messages, start):
+            return None
+        # The run ends with the answer, not our JSON (what an app shows is the last
+        # message): the reply keeps its memory calls in place (same id), and its text
+        # follows their results as a message of its own.
+        reply = max(
+            i for i in range(start, len(messages)) if getattr(messages[i], "type", "") == "ai"
+        )
+        results = list(messages[reply + 1 :])
+        calls, *rest = answer_last([messages[reply]], results)
+        said = [m.model_copy(update={"id": str(uuid.uuid4())}) for m in rest[len(results) :]]
+        return {"messages": [calls, *said], "jump_to": "end"}
 
     def _model_call(
         self, request: ModelRequest[Any], handler: Callable[[Any], Any]

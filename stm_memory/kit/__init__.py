@@ -72,7 +72,7 @@ from stm_memory.kit.loop import (
     run_turn_steps,
 )
 from stm_memory.kit.options import OptionsView, TurnOption, TurnOptions
-from stm_memory.kit.replies import answered_then_remembered, usage_of
+from stm_memory.kit.replies import answer_last, answered_then_remembered, usage_of
 from stm_memory.kit.requests import (
     current_user_index,
     current_user_text,
@@ -172,6 +172,7 @@ __all__ = [
     "adrive",
     "aemit_text",
     "agreed_ttl",
+    "answer_last",
     "answered_then_remembered",
     "anthropic_breakpoints",
     "anthropic_system",

@@ -23,6 +23,7 @@ from stm_memory.kit.replies import (
     ToolCall,
     TurnResult,
     Usage,
+    answer_last,
     answered_then_remembered,
 )
 from stm_memory.kit.requests import current_user_text
@@ -183,15 +184,20 @@ def _model_steps(
         nonlocal text
         usage.append(reply.usage)
         text = reply.text
+        start = len(transcript)
         transcript.extend(reply.transcript)
         if not reply.tool_calls:
             return False
         results: list[tuple[ToolCall, str]] = []
         for call in reply.tool_calls:
             results.append((call, (yield from _execute(turn, call, handlers))))
-        transcript.extend(adapter.tool_results(results))
-        names = [c.name for c in reply.tool_calls]
-        return not answered_then_remembered(reply.text, names)
+        said = adapter.tool_results(results)
+        if answered_then_remembered(reply.text, [c.name for c in reply.tool_calls]):
+            # The turn ends here: its last message is the answer, not our JSON.
+            transcript[start:] = answer_last(transcript[start:], said)
+            return False
+        transcript.extend(said)
+        return True
 
     _, steps, requests = yield from model_steps(
         turn,

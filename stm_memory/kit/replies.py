@@ -16,9 +16,18 @@ from stm_memory.model.receipt import TurnBill
 from stm_memory.prompt.quiet import Writing
 from stm_memory.prompt.swap import SwapDecision
 from stm_memory.tool.turn import TOOL_NAME
+from stm_memory.wire import codec_of
 from stm_memory.wire.base import ToolCall
 
-__all__ = ["ModelReply", "ToolCall", "TurnResult", "Usage", "answered_then_remembered", "usage_of"]
+__all__ = [
+    "ModelReply",
+    "ToolCall",
+    "TurnResult",
+    "Usage",
+    "answer_last",
+    "answered_then_remembered",
+    "usage_of",
+]
 
 
 def answered_then_remembered(text: str, call_names: Sequence[str]) -> bool:
@@ -28,6 +37,22 @@ def answered_then_remembered(text: str, call_names: Sequence[str]) -> bool:
     already has, and another model call would only cost a request. A reply that also
     called a tool of the caller's goes on: the model must see that tool's result."""
     return bool(text.strip()) and bool(call_names) and all(n == TOOL_NAME for n in call_names)
+
+
+def answer_last(reply: Sequence[Any], results: Sequence[Any]) -> list[Any]:
+    """A turn's last step when it answered and then wrote its memory
+    (:func:`answered_then_remembered`): the reply's memory calls, their ``results``,
+    then what it said. The caller's usual "last message" is then the answer, never the
+    memory tool's JSON; nothing is lost, and what a later turn's cut keeps of it (the
+    text, the memory calls stripped) is the same bytes as before."""
+    ids: set[str] = set()
+    for message in reply:
+        ids |= codec_of(message).memory_call_ids(message, TOOL_NAME)
+    if not ids:
+        return [*reply, *results]
+    calls = [c for m in reply if (c := codec_of(m).only_calls(m, ids)) is not None]
+    said = [s for m in reply if (s := codec_of(m).without_calls(m, ids)) is not None]
+    return [*calls, *results, *said]
 
 
 @dataclass(frozen=True, slots=True)

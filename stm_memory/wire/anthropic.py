@@ -150,6 +150,13 @@ class AnthropicCodec(DictReader):
         rest = [b for b in content if not is_memory_block(b, ids)]
         return {**message, "content": rest} if rest else None
 
+    def only_calls(self, message: Any, ids: Set[str]) -> Any | None:
+        content = message.get("content")
+        if message.get("role") != "assistant" or not isinstance(content, list):
+            return None
+        kept = [b for b in content if is_memory_block(b, ids)]
+        return {**message, "content": kept} if kept else None
+
     def system_at(self, top: bool) -> bool:
         return False  # no system role in the list: top content goes to ``system=``
 

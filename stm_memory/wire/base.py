@@ -116,6 +116,12 @@ class Reader(Protocol):
         when it has none of them); None when nothing of it is left."""
         ...
 
+    def only_calls(self, message: Any, ids: Set[str]) -> Any | None:
+        """The message reduced to the calls with these ids, without its text (what
+        :func:`stm_memory.kit.answer_last` keeps in place of a reply that answered and
+        then wrote the memory); None when it makes none of them."""
+        ...
+
     def follows_reasoning(self, message: Any) -> bool:
         """A reasoning item right before the message belongs to it (and must go with
         it when it is dropped)."""

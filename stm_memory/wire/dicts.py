@@ -3,7 +3,7 @@ a ``role`` key, a ``content`` key, every other key something the model reads too
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from typing import Any
 
 from stm_memory.wire.base import MessageView, Role, content_text, normal_role
@@ -37,6 +37,9 @@ class DictReader:
 
     def user_words(self, message: Any) -> bool:
         return self.role(message) == "user"
+
+    def only_calls(self, message: Any, ids: Set[str]) -> Any | None:
+        return None
 
     def follows_reasoning(self, message: Any) -> bool:
         return False

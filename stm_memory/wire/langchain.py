@@ -125,6 +125,25 @@ class LangChainCodec:
             update={"tool_calls": calls, "content": content, "additional_kwargs": kwargs}
         )
 
+    def only_calls(self, message: Any, ids: Set[str]) -> Any | None:
+        if not isinstance(message, AIMessage):
+            return None
+        calls = [c for c in message.tool_calls if str(c.get("id")) in ids]
+        if not calls:
+            return None
+        content = message.content
+        kept: str | list[Any] = (
+            [b for b in content if is_memory_block(b, ids)] if isinstance(content, list) else ""
+        )
+        kwargs = dict(message.additional_kwargs)
+        raw = kwargs.get("tool_calls")
+        if isinstance(raw, list):
+            kwargs["tool_calls"] = [c for c in raw if c not in calls_without(raw, ids)]
+        # The same id: a LangGraph state update replaces the message in place.
+        return message.model_copy(
+            update={"tool_calls": calls, "content": kept, "additional_kwargs": kwargs}
+        )
+
     def follows_reasoning(self, message: Any) -> bool:
         return False
 

@@ -99,6 +99,13 @@ class ChatCodec(DictReader):
                 return None
         return new
 
+    def only_calls(self, message: Any, ids: Set[str]) -> Any | None:
+        calls = message.get("tool_calls")
+        if message.get("role") != "assistant" or not isinstance(calls, list):
+            return None
+        kept = [c for c in calls if isinstance(c, Mapping) and str(c.get("id")) in ids]
+        return {**message, "content": None, "tool_calls": kept} if kept else None
+
     def system_at(self, top: bool) -> bool:
         return True
 

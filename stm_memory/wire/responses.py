@@ -67,6 +67,11 @@ class ResponsesCodec(ChatCodec):
             return None if str(message.get("call_id")) in ids else message
         return message if is_item(message) else super().without_calls(message, ids)
 
+    def only_calls(self, message: Any, ids: Set[str]) -> Any | None:
+        if message.get("type") in _FUNCTION_ITEMS:
+            return message if str(message.get("call_id")) in ids else None
+        return None if is_item(message) else super().only_calls(message, ids)
+
     def follows_reasoning(self, message: Any) -> bool:
         # The API refuses a reasoning item with nothing after it: dropping the call it
         # preceded drops it too.

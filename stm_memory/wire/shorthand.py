@@ -37,6 +37,9 @@ class ShorthandReader:
     def without_calls(self, message: Any, ids: Set[str]) -> Any | None:
         return message
 
+    def only_calls(self, message: Any, ids: Set[str]) -> Any | None:
+        return None
+
     def follows_reasoning(self, message: Any) -> bool:
         return False
 

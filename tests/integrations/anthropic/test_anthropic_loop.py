@@ -308,8 +308,15 @@ def test_multi_turn_scenario(
         1,
         1,
     )
-    (done,) = tool_results(r5.messages[-1])
+    (done,) = tool_results(r5.messages[-2])
     assert json.loads(done["content"])["status"] == "completed"
+    # The turn's last message is the answer (what an app shows), after the memory call's
+    # result; the call keeps its place before it.
+    assert r5.messages[-1] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "Have a wonderful trip!"}],
+    }
+    assert [b["type"] for b in blocks(r5.messages[-3])] == ["tool_use"]
     assert live(mem).summary == S2
 
     # Turn 6: a restart (a new ShortTermMemory on the same paths) still shows the
@@ -319,8 +326,8 @@ def test_multi_turn_scenario(
     mem2 = open_memory()
     loop = AnthropicLoop(anthropic_client, mem2, model=MODEL, max_tokens=256)
     anthropic_script.reply_text("Welcome back! Still on for Kyoto in April?")
-    # The dialogue ended with the memory call's result; the request drops that call
-    # from the earlier turn (the memory block shows what it wrote).
+    # The dialogue ended with the memory call, its result and the answer; the request
+    # drops that call from the earlier turn (the memory block shows what it wrote).
     history = [*r5.messages, user("I'm back.")]
     r6 = run(history)
     (req,) = r6.requests
@@ -491,7 +498,9 @@ def test_streamed_text_then_memory_call_ends_turn(
     assert result.text == "Autumn moonlight — a worm digs silently into the chestnut."
     assert (result.stm_updated, result.steps) == (True, 1)
     assert live(mem).summary == "Ann said hello and asked for a haiku."
-    assert result.messages[-1]["content"][0]["type"] == "tool_result"
+    # The answer is the last message, after the memory call's result.
+    assert result.messages[-2]["content"][0]["type"] == "tool_result"
+    assert blocks(result.messages[-1]) == [{"type": "text", "text": result.text}]
     check_all([result])
 
 

@@ -336,7 +336,13 @@ def test_answer_then_memory_call_ends_the_run(mem: ShortTermMemory, mode: str) -
     agent = agent_for(mem, model)
     ran = run(agent, mode, "hi")
     assert len(model.seen_messages) == 1  # no second model call
-    assert isinstance(ran.messages[-1], ToolMessage)
+    # The run's last message is the answer (what an app shows), after the memory call
+    # and its result, which keep their place and the reply's id.
+    *_, call, result, answer = ran.messages
+    assert isinstance(answer, AIMessage) and answer.content == "Here is my answer."
+    assert not answer.tool_calls and answer.id != call.id
+    assert isinstance(result, ToolMessage) and result.tool_call_id == call.tool_calls[0]["id"]
+    assert isinstance(call, AIMessage) and call.content == ""
     assert mem.get(SCOPE).summary == "Short."  # type: ignore[union-attr]
     assert [(m.role, m.content) for m in mem.get(SCOPE).messages] == [  # type: ignore[union-attr]
         ("user", "hi"),

@@ -206,9 +206,10 @@ async def test_the_middlewares_memory_calls_are_traced(mem: ShortTermMemory, mod
 
     assert stored_summary(mem) == assert_traced(tools)
     assert inner.names == [TOOL_NAME, TOOL_NAME]  # inner middleware see the calls too
-    # The run ended after the epilogue; its messages are the call and both results.
+    # The run ended after the epilogue; its messages are the call, both results, and
+    # the answer last.
     messages = agent.get_state(config).values["messages"]
-    assert [m.type for m in messages] == ["human", "ai", "tool", "tool"]
+    assert [m.type for m in messages] == ["human", "ai", "tool", "tool", "ai"]
 
 
 # -- the LCEL history with the chain wrapper -------------------------------------------------
