@@ -1,6 +1,7 @@
 # Two commands do all set-up on a fresh machine with python3 (>= 3.11) and make:
 #   make demo   — the offline demo on the embedded default (SQLite + diskcache)
-#   make test   — lint, types, the full test suite and the docs site's strict build
+#   make test   — lint, types and the full test suite (which builds the docs site
+#                 strictly and runs every block of its pages: tests/product)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -26,8 +27,10 @@ $(DEMO_STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[openai,cli]"
 	@touch $(DEMO_STAMP)
 
+# The demo keeps its store in stm-demo/ (made anew each run), so that
+# `stm-memory --database-url sqlite:///stm-demo/run/stm.db savings` reads its receipt.
 demo: $(DEMO_STAMP)
-	$(BIN)/stm-memory demo
+	$(BIN)/stm-memory demo --store stm-demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check $(SRC)
@@ -50,7 +53,8 @@ $(BENCH_STAMP): $(STAMP)
 bench: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks.run
 
-# The docs site at http://127.0.0.1:8000 (make test builds it strictly).
+# The docs site at http://127.0.0.1:8000 (make test builds it strictly: a test in
+# tests/product does, and runs every Python block of its pages).
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 

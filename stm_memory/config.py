@@ -5,16 +5,39 @@ Precedence: explicit constructor argument > environment variable > default.
 
 from __future__ import annotations
 
+import difflib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import timedelta
 from typing import Any
 
 from stm_memory.errors import ConfigurationError
 from stm_memory.model.rates import check_profile
+from stm_memory.model.settings import ServerSettings
 
-__all__ = ["ENV_VARS", "Limits"]
+__all__ = ["ENV_VARS", "Limits", "unknown_options"]
+
+
+def unknown_options(where: str, unknown: Iterable[str], valid: Iterable[str]) -> ConfigurationError:
+    """The one error for options nobody takes: each unknown name (with the nearest
+    known one when it looks like a typo), then every option ``where`` takes."""
+    known = sorted(valid)
+    named = []
+    for name in sorted(unknown):
+        close = difflib.get_close_matches(name, known, n=1)
+        setting = difflib.get_close_matches(name, [f.name for f in fields(ServerSettings)], n=1)
+        if close:
+            named.append(f"{name!r} (did you mean {close[0]!r}?)")
+        elif setting:
+            named.append(
+                f"{name!r} (a server setting? memory.configure_server(server_id, {setting[0]}=...))"
+            )
+        else:
+            named.append(repr(name))
+    return ConfigurationError(
+        f"{where}: unknown option(s) {', '.join(named)}; the options are: {', '.join(known)}"
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,7 +118,7 @@ class Limits:
         base = cls(**values)
         unknown = set(overrides) - {f.name for f in fields(cls)}
         if unknown:
-            raise ConfigurationError(f"unknown limit option(s): {', '.join(sorted(unknown))}")
+            raise unknown_options("Limits", unknown, (f.name for f in fields(cls)))
         given = {k: _coerce(k, v) for k, v in overrides.items() if v is not None}
         return replace(base, **given) if given else base
 

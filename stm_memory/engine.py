@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import secrets
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import fields
 from datetime import UTC, date, datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from stm_memory.bulk import CACHE_BATCH, ProgressCallback, batched, reporting
 from stm_memory.cache.base import LiveCache
-from stm_memory.config import Limits
+from stm_memory.config import Limits, unknown_options
 from stm_memory.durability.outbox import Outbox
 from stm_memory.durability.persister import Persister
 from stm_memory.durability.writers import WriterLease, dead_writers, forget_writers
@@ -91,6 +94,24 @@ def _same_turns(held: Sequence[StoredMessage], seen: Sequence[StoredMessage]) ->
     return held is seen or (len(held) == len(seen) and tuple(held) == tuple(seen))
 
 
+class _OncePer:
+    """Keys seen, bounded: ``add`` is True the first time a key is seen (thread-safe)."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._seen: dict[str, None] = {}
+        self._size = size
+        self._lock = threading.Lock()
+
+    def add(self, key: str) -> bool:
+        with self._lock:
+            if key in self._seen:
+                return False
+            if len(self._seen) >= self._size:
+                self._seen.pop(next(iter(self._seen)))
+            self._seen[key] = None
+            return True
+
+
 class ShortTermMemory:
     """Scoped short-term memory for chat agents: the facade over the live cache, the rows
     store and the outbox (how they fit: ``docs/design.md``)."""
@@ -130,6 +151,7 @@ class ShortTermMemory:
         self._janitor: Janitor | None = None
         self._closed = False
         self._erasure_key: bytes | None = None
+        self._cut_warned = _OncePer()
         self.mark_key()  # read once now; a database that cannot answer is asked again later
         # Start-up: replay what an earlier run queued; then, if a process of this host
         # died holding a writer lease, repair what a kill between a cache write and its
@@ -167,6 +189,11 @@ class ShortTermMemory:
         ``limits`` are the :class:`~stm_memory.Limits` fields (``summary_ttl``,
         ``bare_ttl``, ``max_summary_length``, …) and override their environment variables.
         """
+        unknown = set(limits) - {f.name for f in fields(Limits)}
+        if unknown:
+            own = [p for p in inspect.signature(cls.from_url).parameters if p != "limits"]
+            fields_ = (f.name for f in fields(Limits))
+            raise unknown_options("ShortTermMemory.from_url", unknown, [*own[1:], *fields_])
         limit_values = Limits.from_env(**limits)
         backends = open_backends(
             database_url,
@@ -396,6 +423,16 @@ class ShortTermMemory:
                 turn.scope.live_key,
                 self.limits.detail_budget,
                 ", ".join(gone),
+            )
+        if parsed.cut and self._cut_warned.add(turn.scope.live_key):
+            # The model is told in its result; the developer once per scope (a model
+            # that keeps writing too long would otherwise fill the log).
+            log.warning(
+                "stm-memory: %s: the model wrote %s longer than max_summary_length (%d); "
+                "stored cut to it (later cuts in this channel are not logged)",
+                turn.scope.live_key,
+                ", ".join(repr(n) for n in parsed.cut),
+                self.limits.max_summary_length,
             )
         note = parsed.note(self.limits.max_summary_length)
         return success(note, left_out=left, dropped=gone)

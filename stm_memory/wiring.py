@@ -20,7 +20,7 @@ from stm_memory.cache.memory import InMemoryLiveCache
 from stm_memory.cache.reopen import ReopeningCache
 from stm_memory.cache.sql import SqlLiveCache
 from stm_memory.durability.outbox import Outbox
-from stm_memory.errors import CacheError
+from stm_memory.errors import CacheError, DatabaseError
 from stm_memory.live.replay import evict_deleted
 from stm_memory.model import KEY_PREFIX
 from stm_memory.store.sql import SqlStore, create_sql_engine
@@ -59,10 +59,20 @@ def open_backends(
     diskcache directory beside the database, else process memory for an in-memory
     SQLite database; the outbox beside the database file."""
     engine = create_sql_engine(database_url, timeout=timeout)
-    store = SqlStore(engine, clock=clock, timeout=timeout)
     sqlite = engine.url.get_backend_name() == "sqlite"
     db_path = engine.url.database if sqlite else None
     in_memory_db = sqlite and db_path in (None, "", ":memory:")
+    if db_path and not in_memory_db and cache_dir is None and redis_url is None:
+        folder = Path(db_path).expanduser().parent
+        if not folder.is_dir():
+            # The cache beside the file would make the folder: a typo in a path must
+            # not leave directories behind. (A cache_dir you name is yours to make.)
+            engine.dispose()
+            raise DatabaseError(
+                f"database_url: the folder {str(folder)!r} of {database_url!r} does not "
+                "exist; create it, or name a file in a folder that does"
+            )
+    store = SqlStore(engine, clock=clock, timeout=timeout)
     # Derived paths for a server database: a stable name per URL in the state directory.
     digest = hashlib.sha256(database_url.encode()).hexdigest()[:16]
     cache: LiveCache

@@ -50,6 +50,7 @@ class MessagesLoop(LoopShell[MessagesClient]):
         {"model", "max_tokens", "messages", "system", "tools", "stream"}
     )
     CLIENTS: ClassVar[tuple[type[Any], type[Any]]] = (anthropic.Anthropic, anthropic.AsyncAnthropic)
+    CREATE = "messages.create"
 
     def __init__(
         self,

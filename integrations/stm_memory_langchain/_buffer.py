@@ -91,7 +91,7 @@ class ShortTermMemoryBuffer(BaseMemory):
     def options(self) -> TurnOptions:
         """What this buffer's turns begin with (built from ``provider``, checked as every
         entry point's options are)."""
-        return TurnOptions(provider=self.provider)
+        return TurnOptions.given(self.memory, provider=self.provider)
 
     @property
     def memory_variables(self) -> list[str]:

@@ -63,7 +63,10 @@ class HistoryFactoryBase:
         if scope is None:
             _check_scope_keys(keys, options)
         # Every history gets the same options: checked once, here, as TurnOptions.
-        self.options = TurnOptions(**{k: options.pop(k) for k in _HISTORY_OPTIONS if k in options})
+        self.options = TurnOptions.given(
+            getattr(self, "memory", None),
+            **{k: options.pop(k) for k in _HISTORY_OPTIONS if k in options},
+        )
         self.keys = tuple(keys)
         self.scope = scope
         self.history = history

@@ -51,6 +51,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -78,6 +79,7 @@ from stm_memory.kit import (
     check_memory_setup,
     current_user_text,
     drive,
+    named_options,
     op,
     text_of,
     usage_of,
@@ -147,6 +149,7 @@ def _settled(message: BaseMessage) -> BaseMessage:
     return message
 
 
+@named_options
 class ShortTermMemoryHistory(BaseChatMessageHistory):
     """A ``BaseChatMessageHistory`` whose ``messages`` are what the model should be sent.
 
@@ -191,7 +194,8 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         self.memory = memory
         self.scope = scope
         self.record: BaseChatMessageHistory = history if history is not None else MessageRecord()
-        self.options = TurnOptions(
+        self.options = TurnOptions.given(
+            memory,
             provider=provider,
             trim_history=trim_history,
             memory_role=memory_role,
@@ -387,7 +391,8 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         if provider is not None:
             self._wire = provider
             if self.provider is None:  # the exclusion's default: the model's provider
-                self.provider = provider
+                # Read off the model, whatever name it reports (not a developer's typo).
+                self.options = replace(self.options, provider=provider)
         state = yield from self._open_steps()
         if state.model_called:
             # This history's last run called the model and never reached add_messages:
@@ -563,8 +568,8 @@ class ShortTermMemoryHistoryFactory(HistoryFactoryBase):
         **options: Any,
     ) -> None:
         check_memory_setup(memory)
+        self.memory = memory  # before the options: a provider it excludes is known
         super().__init__(keys=keys, scope=scope, history=history, **options)
-        self.memory = memory
         self._built: OrderedDict[tuple[Any, ...], ShortTermMemoryHistory] = OrderedDict()
         self._lock = threading.Lock()
 

@@ -94,6 +94,7 @@ from stm_memory.kit import (
     drive,
     failure,
     model_name,
+    named_options,
     text_of,
     tool_name,
     tool_result_text,
@@ -225,6 +226,7 @@ def _call(handler: Callable[[Any], Any], request: Any) -> Op:
     return Op(lambda: handler(request), lambda: handler(request), "handler")
 
 
+@named_options
 class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryState, Any, Any]):
     """Short-term memory for ``create_agent`` (see the module docstring).
 
@@ -287,7 +289,8 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         self.scope = scope
         #: What every run's turn begins with; ``provider``, ``trim_history``,
         #: ``memory_role`` and ``cache_hints`` read (and replace) it.
-        self.options = TurnOptions(
+        self.options = TurnOptions.given(
+            memory,
             provider=provider,
             trim_history=trim_history,
             memory_role=memory_role,

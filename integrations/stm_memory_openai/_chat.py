@@ -178,6 +178,7 @@ class ChatCompletionsAdapter(AdapterBase):
 
 class _ChatLoop(OpenAILoop[ClientT]):
     RESERVED = frozenset({"model", "messages", "tools", "stream"})
+    CREATE = "chat.completions.create"
 
     def _adapter(self, on_text: OnText | None) -> ProviderAdapter:
         create = self.client.chat.completions.create

@@ -159,6 +159,7 @@ class _ResponsesLoop(OpenAILoop[ClientT]):
             "conversation",
         }
     )
+    CREATE = "responses.create"
 
     def _adapter(self, on_text: OnText | None) -> ProviderAdapter:
         create = self.client.responses.create

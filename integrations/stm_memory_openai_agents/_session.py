@@ -94,6 +94,7 @@ from stm_memory.kit import (
     current_user_text,
     failure,
     model_name,
+    named_options,
     request_hints,
     tool_result_text,
 )
@@ -206,6 +207,7 @@ def _running_elsewhere(task: asyncio.Task[Any] | None) -> bool:
     return task is not None and task is not _current_task() and not task.done()
 
 
+@named_options
 class ShortTermMemorySession(OptionsView):
     """An Agents SDK ``Session`` whose items, at the start of a run, are what the model
     should be sent (see the module docstring).
@@ -255,7 +257,8 @@ class ShortTermMemorySession(OptionsView):
     ) -> None:
         check_memory_setup(memory, scope=scope)
         #: The memory turns' options, checked here (one place for every entry point).
-        self.options = TurnOptions(
+        self.options = TurnOptions.given(
+            memory,
             provider=provider,
             trim_history=trim_history,
             memory_role=memory_role,

@@ -25,6 +25,7 @@ from typing import Annotated, Any
 try:
     import typer
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -97,16 +98,16 @@ def _root(
         str | None,
         typer.Option(
             envvar="STM_DATABASE_URL",
-            help="SQLAlchemy URL of the store [default: sqlite:///stm.db, in the working "
-            "directory, as ShortTermMemory.from_url()].",
+            help="SQLAlchemy URL of the store (default: sqlite:///stm.db, in the working "
+            "directory, as ShortTermMemory.from_url()).",
         ),
     ] = None,
     cache_dir: Annotated[
         str | None,
         typer.Option(
             envvar="STM_CACHE_DIR",
-            help="diskcache directory of the live cache [default: from_url's, beside the "
-            "SQLite file: stm.db.stm-cache].",
+            help="diskcache directory of the live cache (default: from_url's, beside the "
+            "SQLite file: stm.db.stm-cache).",
         ),
     ] = None,
     redis_url: Annotated[
@@ -119,7 +120,9 @@ def _root(
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {message}")
+    # The message is text, never markup: ``pip install "stm-memory[plot]"`` keeps its
+    # brackets.
+    err_console.print(f"[bold red]error:[/] {escape(message)}")
     return typer.Exit(code)
 
 
@@ -287,7 +290,9 @@ _WRITING_SAID: dict[Writing, str] = {
 
 @app.command()
 def doctor(
-    server: Annotated[str | None, typer.Option("--server", "-s")] = None,
+    server: Annotated[
+        str | None, typer.Option("--server", "-s", help="Only this server's channels.")
+    ] = None,
     limit: Annotated[int, typer.Option(min=1, help="Rows read, newest first.")] = 1000,
     as_json: JsonOpt = False,
 ) -> None:
@@ -362,9 +367,13 @@ def _print_kept(entry: MemoryEntry) -> None:
 
 @app.command("list")
 def list_entries(
-    server: Annotated[str | None, typer.Option("--server", "-s")] = None,
-    user: Annotated[str | None, typer.Option("--user", "-u")] = None,
-    limit: Annotated[int, typer.Option(min=1)] = 100,
+    server: Annotated[
+        str | None, typer.Option("--server", "-s", help="Only this server's entries.")
+    ] = None,
+    user: Annotated[
+        str | None, typer.Option("--user", "-u", help="Only this user's entries.")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, help="Entries shown, newest first.")] = 100,
     as_json: JsonOpt = False,
 ) -> None:
     """List stored rows of a server or a user, newest first."""
@@ -381,7 +390,7 @@ def clear_channel(channel: ChannelArg, quiet: QuietOpt = False) -> None:
     with _memory() as mem:
         with _progress(quiet) as progress:
             rows = mem.clear_channel(channel, progress=progress)
-        console.print(f"cleared channel {channel!r}: {rows} row(s) deleted")
+        console.print(f"cleared channel {channel!r}: {rows} row(s) deleted", markup=False)
 
 
 @app.command("forget-user")
@@ -393,7 +402,7 @@ def forget_user(
     with _memory() as mem:
         with _progress(quiet) as progress:
             rows = mem.clear_user(user, progress=progress)
-        console.print(f"erased user {user!r}: {rows} row(s) deleted or cleared")
+        console.print(f"erased user {user!r}: {rows} row(s) deleted or cleared", markup=False)
 
 
 @app.command("clear-summary")
@@ -404,7 +413,9 @@ def clear_summary(
     scope = _scope(channel, user, server, persona)
     with _memory() as mem:
         rows = mem.clear_summary(scope)
-        console.print(f"cleared the summary of {scope.live_key}: {rows} row(s) updated")
+        console.print(
+            f"cleared the summary of {scope.live_key}: {rows} row(s) updated", markup=False
+        )
 
 
 @app.command()
@@ -520,7 +531,7 @@ def savings(
             plot_savings(days, plot)
         except ImportError:
             raise _fail("--plot needs the plot extra: pip install 'stm-memory[plot]'") from None
-        err_console.print(f"chart: {plot}")
+        err_console.print(f"chart: {plot}", markup=False)
 
 
 def plot_savings(days: Mapping[str, DayTotals], path: Path) -> None:
@@ -545,7 +556,9 @@ def plot_savings(days: Mapping[str, DayTotals], path: Path) -> None:
 
 
 @categories_app.command("get")
-def categories_get(server: Annotated[str, typer.Argument()], as_json: JsonOpt = False) -> None:
+def categories_get(
+    server: Annotated[str, typer.Argument(help="Server id.")], as_json: JsonOpt = False
+) -> None:
     """Show a server's categories."""
     with _memory() as mem:
         cats = mem.categories(server)
@@ -563,7 +576,7 @@ def categories_get(server: Annotated[str, typer.Argument()], as_json: JsonOpt = 
 
 @categories_app.command("set")
 def categories_set(
-    server: Annotated[str, typer.Argument()],
+    server: Annotated[str, typer.Argument(help="Server id.")],
     categories: Annotated[
         list[str] | None,
         typer.Argument(help='"Label: description" items (none restores summary mode).'),
@@ -593,7 +606,9 @@ def _parse_setting(raw: str) -> tuple[str, Any]:
 
 
 @settings_app.command("get")
-def settings_get(server: Annotated[str, typer.Argument()], as_json: JsonOpt = False) -> None:
+def settings_get(
+    server: Annotated[str, typer.Argument(help="Server id.")], as_json: JsonOpt = False
+) -> None:
     """Show a server's settings."""
     with _memory() as mem:
         data = mem.server_settings(server).to_dict()
@@ -610,7 +625,7 @@ def settings_get(server: Annotated[str, typer.Argument()], as_json: JsonOpt = Fa
 
 @settings_app.command("set")
 def settings_set(
-    server: Annotated[str, typer.Argument()],
+    server: Annotated[str, typer.Argument(help="Server id.")],
     assignments: Annotated[list[str], typer.Argument(help="NAME=VALUE (JSON values).")],
 ) -> None:
     """Change server settings, e.g. refresh_cadence=3 render_mode=supersede."""
@@ -628,14 +643,23 @@ def demo(
     provider: Annotated[
         str, typer.Option(help="offline (default), or openai / anthropic with an API key.")
     ] = "offline",
-    turns: Annotated[int, typer.Option(min=4, max=400)] = 60,
+    turns: Annotated[
+        int, typer.Option(min=4, max=400, help="Turns of the scripted conversation.")
+    ] = 60,
     model: Annotated[str | None, typer.Option(help="Model name for a real provider.")] = None,
+    store: Annotated[
+        Path | None,
+        typer.Option(
+            help="Keep the demo's store in this folder (made anew each run), so that "
+            "`stm-memory savings` can read its receipt; default: a temporary folder."
+        ),
+    ] = None,
 ) -> None:
     """A scripted multi-channel conversation showing what the memory saves."""
     from stm_memory.cli.demo import run_demo
 
     try:
-        run_demo(console, plot=plot, provider=provider, turns=turns, model=model)
+        run_demo(console, plot=plot, provider=provider, turns=turns, model=model, store=store)
     except StmError as exc:
         raise _fail(str(exc)) from exc
 
@@ -645,3 +669,10 @@ def main() -> None:
         app()
     except KeyboardInterrupt:  # pragma: no cover
         sys.exit(130)
+    except ImportError as exc:
+        # A command that needs an extra says which, in one line (ours name the
+        # ``pip install`` line: kit.missing_extra); any other import error is a bug.
+        if "pip install" not in str(exc):
+            raise
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
+        sys.exit(2)

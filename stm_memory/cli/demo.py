@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -1208,10 +1210,12 @@ def run_demo(
     provider: str = "offline",
     turns: int = 60,
     model: str | None = None,
+    store: Path | None = None,
 ) -> DemoReport:
+    """The demo; ``store``: the folder it keeps its store in (made anew), else a
+    temporary one that goes with it."""
     offline = provider == "offline"
-    with tempfile.TemporaryDirectory(prefix="stm-demo-") as tmp:
-        workdir = Path(tmp)
+    with _workdir(store) as workdir:
         (workdir / "run").mkdir()
         run = run_conversation(workdir / "run", turns=turns, provider=provider, model=model)
         rows = run.rows
@@ -1274,4 +1278,39 @@ def run_demo(
             answers=report.answers,
         )
         console.print(Panel(Text(" ".join(sentences)), title="what happened"))
+        if store is None:
+            console.print(
+                "To read the receipt of these turns with `stm-memory savings`, keep the "
+                "store: stm-memory demo --store stm-demo (make demo does).",
+                markup=False,
+            )
+        else:
+            url = f"sqlite:///{workdir / 'run' / 'stm.db'}"
+            console.print("The receipt of these turns:", markup=False)
+            # A command to copy stays on one line.
+            console.print(f"stm-memory --database-url {url} savings", markup=False, soft_wrap=True)
         return report
+
+
+#: The file that marks a folder the demo made, so a later run may empty it.
+_MARK = ".stm-demo"
+
+
+@contextmanager
+def _workdir(store: Path | None) -> Iterator[Path]:
+    """Where the demo works: ``store`` made anew (a folder the demo made before is
+    emptied; any other non-empty folder is refused), else a temporary folder."""
+    if store is None:
+        with tempfile.TemporaryDirectory(prefix="stm-demo-") as tmp:
+            yield Path(tmp)
+        return
+    if store.exists() and any(store.iterdir()):
+        if not (store / _MARK).is_file():
+            raise ConfigurationError(
+                f"--store: {str(store)!r} holds files the demo did not make; name a new "
+                "or empty folder"
+            )
+        shutil.rmtree(store)
+    store.mkdir(parents=True, exist_ok=True)
+    (store / _MARK).write_text("made by stm-memory demo; emptied by its next run\n")
+    yield store

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -45,14 +46,16 @@ def _table(report: EvalReport) -> Table:
         "cross",
         "corr.",
         "cost $" if usd else "cost",
+        "vs full",
         "extra",
         "kept",
         "kept tok",
     ):
         table.add_column(name, justify="left" if name == "strategy" else "right")
+    full = _full_cost(report)
     for s in report.strategies:
         if s.skipped:
-            table.add_row(s.key, f"skipped: {s.skipped}", "", "", "", "", "", "", "")
+            table.add_row(s.key, f"skipped: {s.skipped}", "", "", "", "", "", "", "", "")
             continue
         r = s.recall
         cost = f"{s.cost.usd:.4f}" if usd and s.cost.usd is not None else f"{s.cost.units:,.0f}"
@@ -63,11 +66,55 @@ def _table(report: EvalReport) -> Table:
             _pct(r.cross_channel.rate),
             _pct(r.corrected.rate),
             cost,
+            _ratio(s.cost.units, full),
             str(s.extra_calls),
             "—" if s.kept is None else f"{s.kept.details:,}",
             "—" if s.kept is None else f"{s.kept.tokens:,}",
         )
     return table
+
+
+def _full_cost(report: EvalReport) -> float | None:
+    """The full history's cost (the baseline every ratio is against), if it ran."""
+    for s in report.strategies:
+        if s.key == "full-history" and not s.skipped:
+            return float(s.cost.units)
+    return None
+
+
+def _ratio(units: float, full: float | None) -> str:
+    return "—" if not full else f"{units / full:.2f}×"
+
+
+def verdict(report: EvalReport, *, system_prompt: bool) -> str:
+    """One line per memory strategy: its bill against the full history's and what its
+    recall bought, then the regime the figures hold in (a bill depends on it)."""
+    full = _full_cost(report)
+    base = next((s for s in report.strategies if s.key == "full-history"), None)
+    lines = []
+    for s in report.strategies:
+        if s.skipped or not s.key.startswith("stm-") or full is None or base is None:
+            continue
+        ratio = s.cost.units / full
+        recall, theirs = _pct(s.recall.overall.rate), _pct(base.recall.overall.rate)
+        word = "cheaper than" if ratio < 0.995 else "dearer than" if ratio > 1.005 else "as"
+        lines.append(
+            f"{s.key}: {ratio:.2f}× the full history's bill ({word} it) at {recall} recall "
+            f"against its {theirs}."
+        )
+    prompt = "your system prompt" if system_prompt else "no system prompt"
+    lines.append(
+        f"regime: {report.turns} turns, {prompt}, priced as {report.cache_profile} bills "
+        "(a cache that holds between turns bills the repeated prefix at about a tenth). "
+        + (
+            ""
+            if system_prompt and report.turns >= 200
+            else "A short conversation without an agent-sized system prompt is the memory's "
+            "worst case: its block costs more than the little history it replaces; "
+            "--system-prompt and --turns 200 measure the usual one (docs: Evaluate)."
+        )
+    )
+    return "\n".join(lines)
 
 
 def _price(raw: str | None) -> tuple[float, float] | None:
@@ -112,7 +159,7 @@ def _run(
         conversation = replace(conversation, system_prompt=system_prompt.read_text("utf-8"))
 
     def estimated(estimate: CostEstimate) -> None:
-        console.print(f"[bold]{estimate.describe()}[/]")
+        console.print(escape(estimate.describe()), style="bold")
         if max_cost is not None:
             console.print(f"--max-cost: ${max_cost:.2f}")
 
@@ -215,10 +262,10 @@ def eval_command(
             quiet=quiet,
         )
     except BudgetExceeded as exc:
-        err_console.print(f"[bold red]aborted:[/] {exc}")
+        err_console.print(f"[bold red]aborted:[/] {escape(str(exc))}")
         raise typer.Exit(4) from exc
     except StmError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}")
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from exc
     console.print(report.notice)
     # Piped or captured output is not cut to 80 columns: the table fits whole.
@@ -227,13 +274,15 @@ def eval_command(
         f"cost: prompt-cache model ({report.cache_profile}) over the recorded requests"
         + ("" if report.price else ", in units of one uncached input token")
         + "; extra: model calls beyond one per turn; kept: details the memory left out, "
-        "kept beside it as excerpts at the end (kept tok: their tokens; —: no memory)."
+        "kept beside it as excerpts at the end (kept tok: their tokens; —: no memory); "
+        "vs full: the cost against the full history's."
     )
+    console.print(verdict(report, system_prompt=system_prompt is not None), markup=False)
     if out is not None:
         try:
             paths = report.write(out)
         except StmError as exc:  # no matplotlib: the tables are still written
             paths = report.write(out, plot=False)
-            err_console.print(f"[yellow]no plot:[/] {exc}")
+            err_console.print(f"[yellow]no plot:[/] {escape(str(exc))}")
         for kind, path in paths.items():
-            console.print(f"{kind}: {path}")
+            console.print(f"{kind}: {path}", markup=False)

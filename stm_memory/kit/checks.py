@@ -8,16 +8,19 @@ and :class:`~stm_memory.StmError`s, so one ``except`` catches every mistake of o
 
 from __future__ import annotations
 
+import functools
 import inspect
-from collections.abc import Collection, Mapping, Sequence
-from typing import Any, TypeGuard
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any, TypeGuard, TypeVar
 
+from stm_memory.config import unknown_options
 from stm_memory.engine import ShortTermMemory
 from stm_memory.errors import ConfigurationError, ValidationError
 from stm_memory.model import Scope
 from stm_memory.tool.turn import TOOL_NAME
 
 __all__ = [
+    "KNOWN_PROVIDERS",
     "MEMORY_ROLES",
     "as_messages",
     "check_flag",
@@ -29,6 +32,7 @@ __all__ = [
     "check_positive_int",
     "check_provider",
     "check_tools",
+    "named_options",
     "refuse_async_callables",
     "refuse_reserved",
     "refuse_wrong_client",
@@ -77,11 +81,28 @@ def check_model(model: object) -> None:
         raise ConfigurationError("model must be a non-empty string")
 
 
+#: The providers ``provider=`` may name: LangChain's own (``init_chat_model``), the
+#: OpenAI-compatible servers by name, and the providers excluded by default. A name
+#: outside it is refused: a typo would silently change nothing (no exclusion, the
+#: default prices, the default API rules).
+KNOWN_PROVIDERS = frozenset(
+    {
+        *("anthropic", "anthropic_bedrock", "azure", "azure_ai", "azure_openai", "baseten"),
+        *("bedrock", "bedrock_converse", "cohere", "deepseek", "fireworks"),
+        *("google_anthropic_vertex", "google_genai", "google_vertexai", "groq"),
+        *("huggingface", "ibm", "litellm", "meta", "mistralai", "nvidia", "ollama"),
+        *("openai", "openrouter", "perplexity", "together", "upstage", "xai"),
+        *("vllm", "sglang", "tgi", "llamacpp", "lmstudio"),
+        "novelai",
+    }
+)
+
+
 def check_provider(provider: object) -> str | None:
-    """``provider=``, the name memory's provider rules go by (the provider exclusion):
-    None (the integration's own provider) or a non-empty string. Anything else is
-    refused, not read as "no provider", since a provider that cannot be named could
-    never be excluded."""
+    """A provider name memory's provider rules go by (the provider exclusion): None
+    (the integration's own provider) or a non-empty string. Anything else is refused,
+    not read as "no provider", since a provider that cannot be named could never be
+    excluded. (A chat model's own provider name, read off the model, can be any.)"""
     if provider is None:
         return None
     if not isinstance(provider, str) or not provider.strip():
@@ -89,6 +110,47 @@ def check_provider(provider: object) -> str | None:
         raise ConfigurationError(f"provider must be a non-empty string or None, got {shown}")
     # " openai " is the provider the exclusion list names "openai".
     return provider.strip()
+
+
+def check_provider_name(provider: object, *, also: Collection[str] = ()) -> str | None:
+    """``provider=`` as a developer names it: :func:`check_provider`, and one of
+    :data:`KNOWN_PROVIDERS` or ``also`` (the memory's ``excluded_providers``: a name
+    given to be excluded is known). A typo would silently change nothing: no exclusion,
+    the default prices, the default API rules."""
+    name = check_provider(provider)
+    known = KNOWN_PROVIDERS | {p.lower() for p in also}
+    if name is not None and name.lower() not in known:
+        raise ConfigurationError(
+            f"provider: unknown provider {name!r}; the known ones are "
+            f"{', '.join(sorted(known))} (an OpenAI-compatible server is "
+            '"openai", or its own name; a provider you exclude is named in '
+            "ShortTermMemory's excluded_providers; None: the entry point's own)"
+        )
+    return name
+
+
+C = TypeVar("C", bound=type)
+
+
+def named_options(cls: C) -> C:
+    """Make an unknown keyword given to ``cls(...)`` a
+    :class:`~stm_memory.ConfigurationError` naming it, the option it may have meant,
+    and every option ``cls`` takes (not Python's bare ``TypeError``)."""
+    init: Callable[..., None] = getattr(cls, "__init__")  # noqa: B009 - mypy: unsound on a type
+    parameters = inspect.signature(init).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return cls  # takes anything: nothing to check here
+    names = [n for n in parameters if n != "self"]
+
+    @functools.wraps(init)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> None:
+        unknown = set(kwargs) - set(names)
+        if unknown:
+            raise unknown_options(type(self).__name__, unknown, names)
+        init(self, *args, **kwargs)
+
+    setattr(cls, "__init__", checked)  # noqa: B010 - see above
+    return cls
 
 
 def check_flag(name: str, value: object) -> None:

@@ -23,6 +23,7 @@ from stm_memory.kit.checks import (
     check_memory_role,
     check_positive_int,
     check_provider,
+    check_provider_name,
 )
 from stm_memory.kit.endpoints import form_for_host
 from stm_memory.prompt.placement import MemoryRole
@@ -78,6 +79,14 @@ class TurnOptions:
     tool_calling: bool = True
     context_window: int | None = None
 
+    @classmethod
+    def given(cls, memory: object, **options: Any) -> TurnOptions:
+        """The options as a developer gives them to an entry point on ``memory``:
+        checked as any, and ``provider`` must be a provider name stm-memory knows (or
+        one the memory excludes)."""
+        check_provider_name(options.get("provider"), also=_excluded(memory))
+        return cls(**options)
+
     def __post_init__(self) -> None:
         # " openai " is the provider the exclusion list names "openai".
         object.__setattr__(self, "provider", check_provider(self.provider))
@@ -101,6 +110,12 @@ class TurnOptions:
         if self.memory_role is not None:
             return self
         return replace(self, memory_role=form_for_host(None, base_url))
+
+
+def _excluded(memory: object) -> frozenset[str]:
+    """The providers ``memory`` excludes (none for a buffer not bound to one yet)."""
+    found = getattr(memory, "excluded_providers", None)
+    return frozenset(found) if isinstance(found, frozenset | set | tuple | list) else frozenset()
 
 
 class _HasOptions(Protocol):
@@ -135,6 +150,9 @@ class TurnOption(Generic[T]):
         return value
 
     def __set__(self, obj: _HasOptions, value: T) -> None:
+        if self.name == "provider":
+            # The developer names it, as at construction.
+            check_provider_name(value, also=_excluded(getattr(obj, "memory", None)))
         changes: dict[str, Any] = {self.name: value}
         obj.options = replace(obj.options, **changes)
 

@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from stm_memory._ops import Op, adrive, drive
+from stm_memory.config import unknown_options
 from stm_memory.errors import ValidationError
 from stm_memory.kit.checks import (
     as_messages,
@@ -60,6 +61,30 @@ async def aemit_text(on_text: OnText | None, delta: str) -> None:
             await result
 
 
+def refuse_unknown_request_options(
+    loop: LoopShell[Any], client: object, options: Mapping[str, Any]
+) -> None:
+    """A request option the SDK's call does not take either (a typo of one of the loop's
+    own options, ``refresh_cadance``) is a :class:`~stm_memory.ConfigurationError` now,
+    not a ``TypeError`` at the first turn."""
+    if not options or not loop.CREATE:
+        return
+    create: object = client
+    for part in loop.CREATE.split("."):
+        create = getattr(create, part, None)
+    try:
+        taken = inspect.signature(create).parameters  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return  # not an SDK method we can read: the SDK will say
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in taken.values()):
+        return
+    unknown = set(options) - set(taken)
+    if unknown:
+        own = [n for n in inspect.signature(type(loop).__init__).parameters if n != "self"]
+        known = [n for n in (*own, *taken) if n not in loop.RESERVED and n != "request_options"]
+        raise unknown_options(f"{type(loop).__name__} ({loop.CREATE})", unknown, known)
+
+
 class LoopShell(OptionsView, ABC, Generic[ClientT]):
     """Settings, checks and the turn of a provider loop (see the module docstring).
 
@@ -88,6 +113,9 @@ class LoopShell(OptionsView, ABC, Generic[ClientT]):
 
     #: Request keys the loop sets itself.
     RESERVED: ClassVar[frozenset[str]] = frozenset()
+    #: The SDK call the request options go to (``"chat.completions.create"``): an
+    #: option neither the loop nor that call takes is refused when the loop is built.
+    CREATE: ClassVar[str] = ""
     #: The SDK's (sync, async) client classes: the other kind's client is refused.
     CLIENTS: ClassVar[tuple[type[Any], type[Any]]]
     _is_async: ClassVar[bool] = False
@@ -114,12 +142,14 @@ class LoopShell(OptionsView, ABC, Generic[ClientT]):
         check_model(model)
         check_positive_int("max_steps", max_steps)
         refuse_reserved(self._name, request_options, self.RESERVED)
+        refuse_unknown_request_options(self, client, request_options)
         self.client = client
         self.memory = memory
         self.model = model
         self.max_steps = max_steps
         #: The memory turn's options, checked here (one place for every entry point).
-        self.options = TurnOptions(
+        self.options = TurnOptions.given(
+            memory,
             provider=provider,
             trim_history=trim_history,
             memory_role=memory_role,

@@ -91,8 +91,11 @@ def create_sql_engine(url: str, *, timeout: float = 5.0, echo: bool = False) -> 
     try:
         parsed = sa.make_url(url)
     except sa.exc.ArgumentError as exc:
-        raise DatabaseError(f"invalid database URL {url!r}: {exc}") from exc
-    if parsed.get_backend_name() == "sqlite":
+        raise DatabaseError(f"invalid database URL {url!r}: {exc}; {_URL_FORMS}") from exc
+    backend = parsed.get_backend_name()
+    if backend not in ("sqlite", "postgresql"):
+        raise DatabaseError(f"database_url: unknown database {backend!r} in {url!r}; {_URL_FORMS}")
+    if backend == "sqlite":
         memory_db = parsed.database in (None, "", ":memory:")
         engine = sa.create_engine(
             parsed,
@@ -106,13 +109,25 @@ def create_sql_engine(url: str, *, timeout: float = 5.0, echo: bool = False) -> 
     if parsed.get_backend_name() == "postgresql":
         if parsed.drivername == "postgresql":
             parsed = parsed.set(drivername="postgresql+psycopg")
-        return sa.create_engine(
-            parsed,
-            echo=echo,
-            pool_pre_ping=True,
-            connect_args={"connect_timeout": max(1, int(timeout))},
-        )
-    return sa.create_engine(parsed, echo=echo)
+        try:
+            return sa.create_engine(
+                parsed,
+                echo=echo,
+                pool_pre_ping=True,
+                connect_args={"connect_timeout": max(1, int(timeout))},
+            )
+        except ImportError as exc:
+            raise DatabaseError(
+                f"database_url {parsed.drivername!r} needs its driver ({exc.name or exc}): "
+                'pip install "stm-memory[postgres]"'
+            ) from exc
+    raise AssertionError(backend)  # refused above
+
+
+_URL_FORMS = (
+    "the forms are sqlite:///path/to/stm.db (embedded), sqlite:///:memory: and "
+    "postgresql+psycopg://user:password@host/dbname"
+)
 
 
 def _tune_sqlite(engine: sa.Engine, *, timeout: float, wal: bool) -> None:

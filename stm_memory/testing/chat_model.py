@@ -8,13 +8,20 @@ from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LangSmithParams
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    convert_to_openai_messages,
+)
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field, SkipValidation
 
 from stm_memory.model.messages import message_text
+from stm_memory.prompt.tokens import text_tokens
 from stm_memory.testing.offline import OfflineModel
+from stm_memory.testing.prompt_cache import CACHE_PROFILES, PromptCache
 from stm_memory.wire import message_role
 
 __all__ = ["OfflineChatModel", "stream_chunk"]
@@ -39,6 +46,7 @@ def stream_chunk(
         id=message.id,
         chunk_position="last",
         response_metadata=message.response_metadata,
+        usage_metadata=message.usage_metadata,
         tool_call_chunks=[
             {
                 "name": c["name"],
@@ -71,6 +79,12 @@ class OfflineChatModel(BaseChatModel):
     # Provider settings, as ``ChatOpenAI(model_kwargs=...)`` takes them (e.g.
     # ``prompt_cache_retention``, which the middleware prices its swap with); unused here.
     model_kwargs: dict[str, Any] = Field(default_factory=dict)
+    # Its replies report usage as a provider's do (``usage_metadata``: input tokens,
+    # those its prompt cache served, output tokens), priced as OpenAI's gpt-5 caches, so
+    # the turns it answers are billed in the channel's receipt (``stm-memory savings``).
+    prompt_cache: SkipValidation[PromptCache] = Field(
+        default_factory=lambda: PromptCache(CACHE_PROFILES["openai-gpt-5"])
+    )
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -99,7 +113,26 @@ class OfflineChatModel(BaseChatModel):
             {"name": name, "args": args, "id": f"call_{n}_{i}", "type": "tool_call"}
             for i, (name, args) in enumerate(reply.tool_calls)
         ]
-        return AIMessage(content=reply.text, tool_calls=calls, id=f"offline-{n}")
+        body = {
+            "model": "stm-offline",
+            "messages": convert_to_openai_messages(messages),
+            "tools": list(tools),
+        }
+        usage = self.prompt_cache.observe(body, api="openai_chat")
+        output = text_tokens(reply.text) + sum(
+            text_tokens(json.dumps(args)) for _, args in reply.tool_calls
+        )
+        return AIMessage(
+            content=reply.text,
+            tool_calls=calls,
+            id=f"offline-{n}",
+            usage_metadata={
+                "input_tokens": usage.input_tokens,
+                "output_tokens": output,
+                "total_tokens": usage.input_tokens + output,
+                "input_token_details": {"cache_read": usage.cached_tokens},
+            },
+        )
 
     def _generate(
         self,

@@ -191,7 +191,7 @@ def test_bad_turn_and_capture_arguments(memory: ShortTermMemory) -> None:
 
 
 def test_bad_constructor_options(make_mem: MemFactory) -> None:
-    with pytest.raises(ConfigurationError, match=r"unknown limit option.*summary_tll"):
+    with pytest.raises(ConfigurationError, match=r"unknown option.*summary_tll"):
         make_mem(summary_tll=5)
     with pytest.raises(ConfigurationError, match="bare_ttl must be positive"):
         make_mem(bare_ttl=0)

@@ -42,6 +42,15 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     )
     for name in ("OpenAIChatLoop", "AnthropicLoop", "ShortTermMemorySession", "run_turn"):
         assert name in integrations, name
+    # The docstrings' Sphinx roles are rendered (a link, or the name in code), never shown
+    # as text; no page cites a document users do not have.
+    pages = {p: p.read_text("utf-8") for p in (tmp_path / "site").rglob("*.html")}
+    for page, text in pages.items():
+        roles = re.findall(r":(?:class|func|meth|mod|attr|data|exc|obj):`?~?[\w.]+", text)
+        assert not roles, (page, roles[:5])
+        assert "SPEC §" not in text, page
+    links = pages[tmp_path / "site" / "reference" / "integrations" / "index.html"]
+    assert 'href="../memory/#stm_memory.engine.ShortTermMemory"><code>ShortTermMemory' in links
 
 
 def test_the_build_fails_on_what_it_should() -> None:

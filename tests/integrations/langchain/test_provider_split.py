@@ -91,7 +91,7 @@ def test_naming_a_provider_for_the_exclusion_changes_no_request(
     tmp_path: Path, run: Any, ls_provider: str
 ) -> None:
     plain = run(tmp_path / "plain", ls_provider, None)
-    named = run(tmp_path / "named", ls_provider, "my-proxy")
+    named = run(tmp_path / "named", ls_provider, "together")  # excluded by nobody
     assert any("update_short_term_memory" in str(p) for p in plain)  # nudged
     assert any("Other channels:" in str(p) for p in plain)  # briefed
     assert named == plain
