@@ -523,8 +523,11 @@ def run_ours_middleware(
             before = len(recorder.requests)
             state = agent.invoke({"messages": [HumanMessage(text)]}, config)
             requests = recorder.requests[before:]
-            turn_messages = state["messages"][-4:]
-            answer = [m for m in turn_messages if isinstance(m, AIMessage)][-1:]
+            messages = state["messages"]
+            asked = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage))
+            # The turn's model messages: its memory call is no longer the last one (the
+            # answer follows its result), and its output is billed all the same.
+            answer = [m for m in messages[asked + 1 :] if isinstance(m, AIMessage)]
             series.add(
                 channel,
                 requests,
