@@ -82,7 +82,10 @@ Turn = tuple[dict[str, Any], dict[str, Any]]
 class PlainChatModel(OfflineChatModel):
     """The offline chat model answering in plain text: the tools bound to it are not
     shown to the offline model, so it never calls one (one model call per invoke). It
-    keeps no record of its prompts (the benchmark runs thousands of invokes)."""
+    keeps no record of its prompts (the benchmark runs thousands of invokes) and reports
+    no usage (its prompt-cache simulation would be timed as the middleware's)."""
+
+    report_usage: bool = False
 
     def _reply(self, messages: list[BaseMessage], tools: Sequence[Any]) -> AIMessage:
         message = super()._reply(messages, ())

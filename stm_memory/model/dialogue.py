@@ -183,12 +183,11 @@ def with_stored_speakers(
     for i, m in enumerate(said):
         old = repeats.get(i)
         if old is not None:
-            m = replace(
-                m,
-                user_id=m.user_id or old.user_id,
-                name=m.name or old.name,
-                mark=m.mark or old.mark,
-            )
+            kept = (m.user_id or old.user_id, m.name or old.name, m.mark or old.mark)
+            if kept != (m.user_id, m.name, m.mark):
+                # A copy only when something is added: the stored turn keeps its cached
+                # form (capture writes the whole window back every turn).
+                m = replace(m, user_id=kept[0], name=kept[1], mark=kept[2])
         if m.user_id is None:
             if m.role == "assistant":
                 m = replace(m, user_id=owner)

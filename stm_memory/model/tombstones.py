@@ -39,13 +39,14 @@ def mark_of(key: bytes, role: str, content: str, before: str) -> str:
 
 def marked(messages: Sequence[StoredMessage], key: bytes) -> tuple[StoredMessage, ...]:
     """``messages`` (one dialogue, in order) each with its mark; a message that has
-    one keeps it (it was marked where it was first captured)."""
+    one keeps it (it was marked where it was first captured), and one credited to
+    nobody gets none (it is never stored: capture drops it)."""
     out: list[StoredMessage] = []
     before = ""
     for m in messages:
-        out.append(
-            m if m.mark is not None else replace(m, mark=mark_of(key, m.role, m.content, before))
-        )
+        if m.mark is None and m.user_id is not None:
+            m = replace(m, mark=mark_of(key, m.role, m.content, before))
+        out.append(m)
         before = m.content
     return tuple(out)
 

@@ -82,9 +82,12 @@ class OfflineChatModel(BaseChatModel):
     # Its replies report usage as a provider's do (``usage_metadata``: input tokens,
     # those its prompt cache served, output tokens), priced as OpenAI's gpt-5 caches, so
     # the turns it answers are billed in the channel's receipt (``stm-memory savings``).
+    # ``report_usage=False``: no usage, as before (a benchmark that times the
+    # middleware, not the stand-in's cache).
     prompt_cache: SkipValidation[PromptCache] = Field(
         default_factory=lambda: PromptCache(CACHE_PROFILES["openai-gpt-5"])
     )
+    report_usage: bool = True
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -113,6 +116,8 @@ class OfflineChatModel(BaseChatModel):
             {"name": name, "args": args, "id": f"call_{n}_{i}", "type": "tool_call"}
             for i, (name, args) in enumerate(reply.tool_calls)
         ]
+        if not self.report_usage:
+            return AIMessage(content=reply.text, tool_calls=calls, id=f"offline-{n}")
         body = {
             "model": "stm-offline",
             "messages": convert_to_openai_messages(messages),
