@@ -91,6 +91,7 @@ from stm_memory.kit import (
     drive,
     model_name,
     model_steps,
+    named_options,
     note_endpoint,
     op,
     strip_memory_calls,
@@ -556,6 +557,7 @@ def _same(message: BaseMessage, answer: AIMessage) -> bool:
     )
 
 
+@named_options
 def with_short_term_memory(
     chain: Runnable[Any, Any],
     memory: ShortTermMemory | None = None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any, TypeGuard, TypeVar
+from typing import Any, TypeGuard, TypeVar, cast
 
 from stm_memory.config import unknown_options
 from stm_memory.engine import ShortTermMemory
@@ -129,28 +129,41 @@ def check_provider_name(provider: object, *, also: Collection[str] = ()) -> str 
     return name
 
 
-C = TypeVar("C", bound=type)
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-def named_options(cls: C) -> C:
-    """Make an unknown keyword given to ``cls(...)`` a
-    :class:`~stm_memory.ConfigurationError` naming it, the option it may have meant,
-    and every option ``cls`` takes (not Python's bare ``TypeError``)."""
-    init: Callable[..., None] = getattr(cls, "__init__")  # noqa: B009 - mypy: unsound on a type
+def named_options(target: F) -> F:
+    """Make an unknown keyword given to ``target(...)`` (an entry point's class, or a
+    function that builds one) a :class:`~stm_memory.ConfigurationError` naming it, the
+    option it may have meant, and every option ``target`` takes (not Python's bare
+    ``TypeError``)."""
+    init: Callable[..., Any] = getattr(target, "__init__") if isinstance(target, type) else target  # noqa: B009 - mypy: unsound on a type
     parameters = inspect.signature(init).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
-        return cls  # takes anything: nothing to check here
+        return target  # takes anything: nothing to check here
     names = [n for n in parameters if n != "self"]
+
+    def refuse(owner: str, kwargs: Mapping[str, Any]) -> None:
+        unknown = set(kwargs) - set(names)
+        if unknown:
+            raise unknown_options(owner, unknown, names)
+
+    if not isinstance(target, type):
+
+        @functools.wraps(target)
+        def called(*args: Any, **kwargs: Any) -> Any:
+            refuse(target.__name__, kwargs)
+            return target(*args, **kwargs)
+
+        return cast(F, called)
 
     @functools.wraps(init)
     def checked(self: Any, *args: Any, **kwargs: Any) -> None:
-        unknown = set(kwargs) - set(names)
-        if unknown:
-            raise unknown_options(type(self).__name__, unknown, names)
+        refuse(type(self).__name__, kwargs)
         init(self, *args, **kwargs)
 
-    setattr(cls, "__init__", checked)  # noqa: B010 - see above
-    return cls
+    setattr(target, "__init__", checked)  # noqa: B010 - see above
+    return target
 
 
 def check_flag(name: str, value: object) -> None:

@@ -88,6 +88,22 @@ def test_an_unknown_middleware_option_is_a_configuration_error(mem: ShortTermMem
     assert "trim_history" in said  # the options it takes
 
 
+@pytest.mark.parametrize("entry", ["session", "history", "lcel"])
+def test_every_entry_point_names_an_unknown_option(mem: ShortTermMemory, entry: str) -> None:
+    from stm_memory.testing import OfflineChatModel
+    from stm_memory_langchain import ShortTermMemoryHistory, with_short_term_memory
+    from stm_memory_openai_agents import ShortTermMemorySession
+
+    scope = Scope(channel_id="c1", user_id="u1", server_id="g1")
+    build = {
+        "session": lambda: ShortTermMemorySession(mem, scope, trim_histroy=False),
+        "history": lambda: ShortTermMemoryHistory(mem, scope, trim_histroy=False),
+        "lcel": lambda: with_short_term_memory(OfflineChatModel(), mem, trim_histroy=False),
+    }[entry]
+    with pytest.raises(ConfigurationError, match=r"unknown option\(s\) 'trim_histroy'"):
+        build()
+
+
 def test_an_unknown_loop_option_is_refused_when_the_loop_is_built(mem: ShortTermMemory) -> None:
     with pytest.raises(ConfigurationError, match=r"'max_stesp' \(did you mean 'max_steps'\?\)"):
         OpenAIChatLoop(offline_openai_client(), mem, model="m", max_stesp=3)
