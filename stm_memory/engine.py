@@ -102,6 +102,9 @@ class _OncePer:
         self._size = size
         self._lock = threading.Lock()
 
+    def __contains__(self, key: str) -> bool:
+        return key in self._seen
+
     def add(self, key: str) -> bool:
         with self._lock:
             if key in self._seen:
@@ -152,6 +155,9 @@ class ShortTermMemory:
         self._closed = False
         self._erasure_key: bytes | None = None
         self._cut_warned = _OncePer()
+        # Models seen writing tool calls as text (kit.MemoryTurn.text_call): offered no
+        # tool from then on, in every channel of this memory.
+        self._text_callers = _OncePer()
         self.mark_key()  # read once now; a database that cannot answer is asked again later
         # Start-up: replay what an earlier run queued; then, if a process of this host
         # died holding a writer lease, repair what a kill between a cache write and its
@@ -724,6 +730,12 @@ class ShortTermMemory:
             )
 
         return change
+
+    def writes_tools_as_text(self, model: str, *, seen: bool = False) -> bool:
+        """Whether ``model`` writes its tool calls as message text (a small open model
+        behind a server that parses none): its turns are offered no tool. ``seen``: it
+        just did; returns True the first time (the turn warns then)."""
+        return self._text_callers.add(model) if seen else model in self._text_callers
 
     def mark_key(self) -> bytes | None:
         """The key of the marks erasure keeps (model/tombstones.py): ``STM_ERASURE_KEY``,

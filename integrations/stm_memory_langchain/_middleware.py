@@ -448,6 +448,19 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
                 lambda: _prepared(turn, request, whole, asked, settings),
                 lambda changed: _call(handler, changed),
             )
+            reply = next(iter(ai_messages(response)), None)
+            written = None
+            if reply is not None and not reply.tool_calls:
+                written = yield from turn.text_call(text_of(reply))
+            if written is not None:
+                # The reply was the memory write as text, not an answer: asked once
+                # more, without the tool (the turn withdrew it), for the answer.
+                _, response = yield from call_fitted(
+                    turn,
+                    whole,
+                    lambda: _prepared(turn, request, whole, asked, settings),
+                    lambda changed: _call(handler, changed),
+                )
         except GraphBubbleUp:
             raise
         except Exception:

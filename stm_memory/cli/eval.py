@@ -199,7 +199,8 @@ def eval_command(
         typer.Option(
             help="The model: an init_chat_model string (openai:gpt-4.1-mini, "
             "anthropic:claude-haiku-4-5, ...) or scripted:perfect / scripted:forgetful / "
-            "scripted:paraphrase / scripted:recent / scripted:toolless for an offline run "
+            "scripted:paraphrase / scripted:recent / scripted:toolless / scripted:textcalls "
+            "for an offline run "
             "of the harness itself."
         ),
     ] = "scripted:perfect",

@@ -21,6 +21,9 @@ what they write when asked to remember:
   kept), leaving out the older half.
 - ``toolless``: never calls the tool; as a summarizer it writes what ``perfect`` does
   (asked in plain text, it answers in plain text).
+- ``textcalls``: a small open model behind a server that parses no tool calls: offered
+  any tool, it writes the memory call ``perfect`` would make as JSON in its message
+  text, and nothing else; offered none, it answers.
 
 As summarizers, ``forgetful``, ``paraphrase`` and ``recent`` write what they would
 write to the memory.
@@ -29,6 +32,7 @@ write to the memory.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,13 +53,14 @@ __all__ = [
     "paraphrased",
 ]
 
-ScriptedKind = Literal["perfect", "forgetful", "paraphrase", "recent", "toolless"]
+ScriptedKind = Literal["perfect", "forgetful", "paraphrase", "recent", "toolless", "textcalls"]
 SCRIPTED_KINDS: tuple[ScriptedKind, ...] = (
     "perfect",
     "forgetful",
     "paraphrase",
     "recent",
     "toolless",
+    "textcalls",
 )
 UNKNOWN = "I don't know; it is not in what I can see."
 _BLOCK_SPLIT = re.compile(rf"(?=^{re.escape(CONTENT_HEADER)}$)", re.M)
@@ -259,6 +264,12 @@ class ScriptedModel(OfflineModel):
         answer = self._answer_to(user_text, dialogue)
         if any(role == "tool" for role, _ in dialogue[last_user + 1 :]):
             return OfflineReply(answer)  # the memory call already ran this turn
+        if self.kind == "textcalls" and tools:
+            # Every reply the call, as text (the server parses none), whatever was asked.
+            self.memory_writes += 1
+            notes = self._notes(self._evidence(dialogue, this_channel=True))
+            call = {"name": TOOL_NAME, "arguments": {"summary": notes[:1400]}}
+            return OfflineReply(f"```json\n{json.dumps(call)}\n```")
         nudged = any(TOOL_NAME in text for role, text in dialogue if role in ("system", "user"))
         if TOOL_NAME in tools and nudged and self.kind != "toolless":
             self.tool_calls_made += 1

@@ -187,7 +187,12 @@ def _model_steps(
         start = len(transcript)
         transcript.extend(reply.transcript)
         if not reply.tool_calls:
-            return False
+            if (yield from turn.text_call(reply.text)) is None:
+                return False  # the answer
+            # The reply was the memory write as text, not an answer: it goes, and the
+            # model is asked once more, without the tool (the turn withdrew it).
+            del transcript[start:]
+            return True
         results: list[tuple[ToolCall, str]] = []
         for call in reply.tool_calls:
             results.append((call, (yield from _execute(turn, call, handlers))))

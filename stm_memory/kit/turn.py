@@ -87,6 +87,7 @@ from stm_memory.prompt.swap import SwapDecision, choose, newest
 from stm_memory.prompt.tokens import PER_MESSAGE_TOKENS, text_tokens
 from stm_memory.tool.call import run_memory_call
 from stm_memory.tool.schema import tool_spec
+from stm_memory.tool.textcall import text_call
 from stm_memory.tool.turn import TOOL_NAME, TurnRecord, failure
 from stm_memory.wire import codec_for, message_role
 from stm_memory.wire.base import ToolSpec
@@ -119,6 +120,8 @@ _NO_HOST: Final = object()
 _REFIT_MARGIN = 0.85
 #: The ``stm_event`` of the judgement's warning record, for a harness to filter it.
 NOT_WRITING_EVENT = "not_writing"
+#: The ``stm_event`` of the warning that a model writes its tool calls as text.
+TEXT_CALLS_EVENT = "tool_calls_as_text"
 _warned_models: set[str] = set()
 _warned_lock = threading.Lock()
 
@@ -344,6 +347,8 @@ class MemoryTurn:
             state.claim_update()
         turn = cls(memory, scope, state, options=options)
         turn._model = model
+        if memory.writes_tools_as_text(model or ""):
+            turn._withdrawn = True  # it writes calls as text: no tool, no nudge
         return turn
 
     # -- what the turn knows --------------------------------------------------------------
@@ -375,6 +380,8 @@ class MemoryTurn:
         (:meth:`TurnOptions.for_host`). Returns the options the turn's requests go by."""
         with self._lock:
             self._model = self._model or name
+            if self._memory.writes_tools_as_text(self._model or ""):
+                self._withdrawn = True  # it writes calls as text: no tool, no nudge
             if host is not _NO_HOST:
                 self._options = self._options.for_host(host)
             return self._options
@@ -856,6 +863,39 @@ class MemoryTurn:
         return (
             yield from run_memory_call(self._memory, self.state, arguments, truncated=truncated)
         )
+
+    def text_call(self, text: str) -> Generator[Op, Any, dict[str, Any] | None]:
+        """A reply with no tool calls whose ``text`` is a call of the memory tool written
+        as text (:func:`~stm_memory.tool.textcall.text_call`): run it as the model's
+        memory write (every guard checked, as any call), and from now on offer this
+        model no tool, in this turn and every later one: its answers outrank the cached
+        head. Returns the call's result; None when ``text`` is an answer (or the tool
+        was not offered: then nothing the model wrote is ours to run). The entry point
+        then asks once more, without the tool, for the answer the user gets."""
+        if not self._offered():
+            return None
+        arguments = text_call(text)
+        if arguments is None:
+            return None
+        result = yield from self.memory_call(dict(arguments))
+        with self._lock:
+            self._withdrawn = True
+        model = self._model or ""
+        if self._memory.writes_tools_as_text(model, seen=True):
+            log.warning(
+                "stm-memory: model %s wrote its tool call as text (channel %s): the server "
+                "returned no tool_calls, so the reply was JSON, not an answer. stm-memory "
+                "ran it as the memory write, asked once more without the tool, and offers "
+                "this model no tool from now on. To make tool calls work, serve it with "
+                "the model's tool-call parser (vLLM: --enable-auto-tool-choice "
+                "--tool-call-parser hermes, or the model's; llama.cpp: --jinja with a "
+                "template that emits its tool-call tokens); or pass tool_calling=False. "
+                "See docs/open-models.md.",
+                repr(model) if model else "(unnamed)",
+                self._scope.live_key if self._scope is not None else "-",
+                extra={"stm_event": TEXT_CALLS_EVENT},
+            )
+        return result
 
     # -- the end ------------------------------------------------------------------------------
 
