@@ -155,6 +155,7 @@ class ShortTermMemory:
         self._closed = False
         self._erasure_key: bytes | None = None
         self._cut_warned = _OncePer()
+        self._key_warned = _OncePer()
         # Models seen writing tool calls as text (kit.MemoryTurn.text_call): offered no
         # tool from then on, in every channel of this memory.
         self._text_callers = _OncePer()
@@ -195,11 +196,12 @@ class ShortTermMemory:
         ``limits`` are the :class:`~stm_memory.Limits` fields (``summary_ttl``,
         ``bare_ttl``, ``max_summary_length``, …) and override their environment variables.
         """
-        unknown = set(limits) - {f.name for f in fields(Limits)}
-        if unknown:
-            own = [p for p in inspect.signature(cls.from_url).parameters if p != "limits"]
-            fields_ = (f.name for f in fields(Limits))
-            raise unknown_options("ShortTermMemory.from_url", unknown, [*own[1:], *fields_])
+        names = [f.name for f in fields(Limits)]
+        if unknown := set(limits) - set(names):
+            # Named with from_url's own options (Limits alone would name only its fields).
+            own = inspect.signature(cls.from_url).parameters
+            names += [p for p in own if p not in ("database_url", "limits")]
+            raise unknown_options("ShortTermMemory.from_url", unknown, names)
         limit_values = Limits.from_env(**limits)
         backends = open_backends(
             database_url,
@@ -746,7 +748,8 @@ class ShortTermMemory:
             try:
                 text = configured or self._store.secret("erasure_key", secrets.token_hex(32))
             except Exception as exc:
-                log.warning("stm-memory: the erasure key could not be read: %s", exc)
+                if self._key_warned.add("erasure_key"):  # once, not at every capture
+                    log.warning("stm-memory: the erasure key could not be read: %s", exc)
                 return None
             self._erasure_key = text.encode()
         return self._erasure_key

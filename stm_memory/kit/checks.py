@@ -17,10 +17,10 @@ from stm_memory.config import unknown_options
 from stm_memory.engine import ShortTermMemory
 from stm_memory.errors import ConfigurationError, ValidationError
 from stm_memory.model import Scope
+from stm_memory.model.rates import PROVIDER_NAMES
 from stm_memory.tool.turn import TOOL_NAME
 
 __all__ = [
-    "KNOWN_PROVIDERS",
     "MEMORY_ROLES",
     "as_messages",
     "check_flag",
@@ -81,23 +81,6 @@ def check_model(model: object) -> None:
         raise ConfigurationError("model must be a non-empty string")
 
 
-#: The providers ``provider=`` may name: LangChain's own (``init_chat_model``), the
-#: OpenAI-compatible servers by name, and the providers excluded by default. A name
-#: outside it is refused: a typo would silently change nothing (no exclusion, the
-#: default prices, the default API rules).
-KNOWN_PROVIDERS = frozenset(
-    {
-        *("anthropic", "anthropic_bedrock", "azure", "azure_ai", "azure_openai", "baseten"),
-        *("bedrock", "bedrock_converse", "cohere", "deepseek", "fireworks"),
-        *("google_anthropic_vertex", "google_genai", "google_vertexai", "groq"),
-        *("huggingface", "ibm", "litellm", "meta", "mistralai", "nvidia", "ollama"),
-        *("openai", "openrouter", "perplexity", "together", "upstage", "xai"),
-        *("vllm", "sglang", "tgi", "llamacpp", "lmstudio"),
-        "novelai",
-    }
-)
-
-
 def check_provider(provider: object) -> str | None:
     """A provider name memory's provider rules go by (the provider exclusion): None
     (the integration's own provider) or a non-empty string. Anything else is refused,
@@ -114,11 +97,11 @@ def check_provider(provider: object) -> str | None:
 
 def check_provider_name(provider: object, *, also: Collection[str] = ()) -> str | None:
     """``provider=`` as a developer names it: :func:`check_provider`, and one of
-    :data:`KNOWN_PROVIDERS` or ``also`` (the memory's ``excluded_providers``: a name
-    given to be excluded is known). A typo would silently change nothing: no exclusion,
-    the default prices, the default API rules."""
+    :data:`~stm_memory.model.rates.PROVIDER_NAMES` or ``also`` (the memory's
+    ``excluded_providers``: a name given to be excluded is known). A typo would
+    silently change nothing: no exclusion, the default prices, the default API rules."""
     name = check_provider(provider)
-    known = KNOWN_PROVIDERS | {p.lower() for p in also}
+    known = PROVIDER_NAMES | {p.lower() for p in also}
     if name is not None and name.lower() not in known:
         raise ConfigurationError(
             f"provider: unknown provider {name!r}; the known ones are "

@@ -40,6 +40,7 @@ from stm_memory.errors import ConfigurationError
 __all__ = [
     "CACHE_PROFILES",
     "DEFAULT_PROFILES",
+    "PROVIDER_NAMES",
     "CacheProfile",
     "check_profile",
     "model_profile",
@@ -47,6 +48,23 @@ __all__ = [
 ]
 
 log = logging.getLogger("stm_memory")
+
+#: The provider names an entry point's ``provider=`` may take (beside the ones a memory
+#: excludes: kit/checks.py), kept with the providers' prices: LangChain's own
+#: (``init_chat_model``), the OpenAI-compatible servers by name, and the providers
+#: excluded by default. A name outside it is refused: a typo would silently change
+#: nothing (no exclusion, the default prices, the default API rules).
+PROVIDER_NAMES = frozenset(
+    {
+        *("anthropic", "anthropic_bedrock", "azure", "azure_ai", "azure_openai", "baseten"),
+        *("bedrock", "bedrock_converse", "cohere", "deepseek", "fireworks"),
+        *("google_anthropic_vertex", "google_genai", "google_vertexai", "groq"),
+        *("huggingface", "ibm", "litellm", "meta", "mistralai", "nvidia", "ollama"),
+        *("openai", "openrouter", "perplexity", "together", "upstage", "xai"),
+        *("vllm", "sglang", "tgi", "llamacpp", "lmstudio"),
+        "novelai",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,7 @@ whether they agree (the check most multi-process and outage tests end with)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -10,7 +11,7 @@ import sqlalchemy as sa
 from stm_memory import MemoryEntry, ShortTermMemory
 from stm_memory.store.sql import SqlStore
 
-__all__ = ["assert_cache_matches_sql", "cache_entry_keys", "distilled", "raw_rows"]
+__all__ = ["assert_cache_matches_sql", "cache_entry_keys", "distilled", "files_holding", "raw_rows"]
 
 
 def cache_entry_keys(mem: ShortTermMemory) -> set[str]:
@@ -51,3 +52,12 @@ def assert_cache_matches_sql(mem: ShortTermMemory, keys: list[str] | None = None
         if row is None or distilled(row) != distilled(live):
             mismatches.append((key, distilled(live), None if row is None else distilled(row)))
     assert not mismatches, f"cache and SQL disagree (key, cache, sql): {mismatches}"
+
+
+def files_holding(root: Path, needle: bytes) -> list[str]:
+    """The files under ``root`` whose bytes hold ``needle`` (what erasure must leave)."""
+    return [
+        str(path.relative_to(root))
+        for path in root.rglob("*")
+        if path.is_file() and needle in path.read_bytes()
+    ]

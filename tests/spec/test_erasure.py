@@ -4,11 +4,11 @@ entries, rows, briefings, kept excerpts, the bytes on disk), nothing deleted com
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers.factory import MemFactory
+from helpers.inspection import files_holding
 from helpers.memory import DM, SERVER, dialogue, refresh, row, rows, turn
 from helpers.sqlite_lock import SqliteWriteLock
 
@@ -297,14 +297,6 @@ def test_the_cli_forgets_a_user(make_mem: MemFactory, monkeypatch: pytest.Monkey
     entry = after.get(BOB)
     assert entry is not None and entry.summary is None
     assert PHONE not in context_text(after, BOB_ELSEWHERE)
-
-
-def files_holding(root: Path, needle: bytes) -> list[str]:
-    return [
-        str(path.relative_to(root))
-        for path in root.rglob("*")
-        if path.is_file() and needle in path.read_bytes()
-    ]
 
 
 def test_erasure_reaches_the_bytes_on_disk(make_mem: MemFactory) -> None:

@@ -12,11 +12,11 @@ Every shipped driver runs the same rule in the integration contract
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers.factory import MemFactory
+from helpers.inspection import files_holding
 from langchain.agents import create_agent
 from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -70,14 +70,6 @@ class Server:
 
 def hers_in(text: str) -> list[str]:
     return [w for w in HERS if w in text]
-
-
-def files_holding(root: Path, needle: bytes) -> list[str]:
-    return [
-        str(p.relative_to(root))
-        for p in root.rglob("*")
-        if p.is_file() and needle in p.read_bytes()
-    ]
 
 
 def shared_lore(mem: ShortTermMemory) -> Server:
