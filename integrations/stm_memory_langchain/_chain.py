@@ -422,6 +422,10 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
             return _ModelCall.of(*request, config, kwargs)
 
         def after(reply: Any) -> Generator[Op, Any, bool]:
+            if isinstance(reply, AIMessage) and not reply.tool_calls:
+                # A memory write written as text is the turn's to run, not the answer:
+                # then once more, without the tool (the turn withdrew it).
+                return (yield from turn.text_call(text_of(reply))) is not None
             if not isinstance(reply, AIMessage) or not _has_memory_call(reply):
                 return False  # the answer (calls of the caller's own tools are theirs to run)
             stored = without_invalid_memory_calls(reply)

@@ -179,3 +179,19 @@ def test_a_model_that_calls_tools_is_unaffected(make_mem: MemFactory) -> None:
         result = loop.run_turn(SCOPE, [*history, {"role": "user", "content": text}])
         history = list(result.messages)
     assert model.tool_calls_made >= 1 and not mem.writes_tools_as_text("gpt-4.1-mini")
+
+
+def test_the_lcel_wrapper_writes_the_memory_and_answers(make_mem: MemFactory) -> None:
+    from stm_memory_langchain import with_short_term_memory
+
+    mem, model = make_mem(), TextCaller()
+    chain = with_short_term_memory(OfflineChatModel(model=model), mem, scope=SCOPE)
+    history: list[Any] = []
+    for text in ("When do tomatoes go in?", "And the beans?"):
+        history.append(HumanMessage(text))
+        reply = chain.invoke(history)
+        assert str(reply.content).startswith("Understood") and TOOL_NAME not in str(reply.content)
+        history.append(reply)
+    entry = mem.get(SCOPE)
+    assert entry is not None and entry.summary == "Tomatoes go in on May 3."
+    assert model.offered == [True, False, False]
