@@ -439,7 +439,8 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
             # Kept apart, as the turn sends it (with a cache breakpoint, where the
             # model takes them).
             asked["system"] = system
-        try:
+
+        def fitted() -> Generator[Op, Any, Any]:
             # Longer than the model's context: cut to fit and call once more (the turn
             # decides the cut); any other error, or a second, surfaces as raised.
             _, response = yield from call_fitted(
@@ -448,6 +449,10 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
                 lambda: _prepared(turn, request, whole, asked, settings),
                 lambda changed: _call(handler, changed),
             )
+            return response
+
+        try:
+            response = yield from fitted()
             reply = next(iter(ai_messages(response)), None)
             written = None
             if reply is not None and not reply.tool_calls:
@@ -455,12 +460,7 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
             if written is not None:
                 # The reply was the memory write as text, not an answer: asked once
                 # more, without the tool (the turn withdrew it), for the answer.
-                _, response = yield from call_fitted(
-                    turn,
-                    whole,
-                    lambda: _prepared(turn, request, whole, asked, settings),
-                    lambda changed: _call(handler, changed),
-                )
+                response = yield from fitted()
         except GraphBubbleUp:
             raise
         except Exception:

@@ -21,7 +21,7 @@ from stm_memory.cli.commands import app
 from stm_memory.errors import StmError
 
 if TYPE_CHECKING:
-    from stm_memory.evaluation import CostEstimate, EvalReport
+    from stm_memory.evaluation import CostEstimate, EvalReport, StrategyResult
 
 __all__ = ["eval_command"]
 
@@ -52,7 +52,8 @@ def _table(report: EvalReport) -> Table:
         "kept tok",
     ):
         table.add_column(name, justify="left" if name == "strategy" else "right")
-    full = _full_cost(report)
+    base = _full(report)
+    full = float(base.cost.units) if base is not None else None
     for s in report.strategies:
         if s.skipped:
             table.add_row(s.key, f"skipped: {s.skipped}", "", "", "", "", "", "", "", "")
@@ -74,12 +75,9 @@ def _table(report: EvalReport) -> Table:
     return table
 
 
-def _full_cost(report: EvalReport) -> float | None:
-    """The full history's cost (the baseline every ratio is against), if it ran."""
-    for s in report.strategies:
-        if s.key == "full-history" and not s.skipped:
-            return float(s.cost.units)
-    return None
+def _full(report: EvalReport) -> StrategyResult | None:
+    """The full history's result (the baseline every ratio is against), if it ran."""
+    return next((s for s in report.strategies if s.key == "full-history" and not s.skipped), None)
 
 
 def _ratio(units: float, full: float | None) -> str:
@@ -89,13 +87,12 @@ def _ratio(units: float, full: float | None) -> str:
 def verdict(report: EvalReport, *, system_prompt: bool) -> str:
     """One line per memory strategy: its bill against the full history's and what its
     recall bought, then the regime the figures hold in (a bill depends on it)."""
-    full = _full_cost(report)
-    base = next((s for s in report.strategies if s.key == "full-history"), None)
+    base = _full(report)
     lines = []
     for s in report.strategies:
-        if s.skipped or not s.key.startswith("stm-") or full is None or base is None:
+        if s.skipped or not s.key.startswith("stm-") or base is None or not base.cost.units:
             continue
-        ratio = s.cost.units / full
+        ratio = s.cost.units / base.cost.units
         recall, theirs = _pct(s.recall.overall.rate), _pct(base.recall.overall.rate)
         word = "cheaper than" if ratio < 0.995 else "dearer than" if ratio > 1.005 else "as"
         lines.append(
