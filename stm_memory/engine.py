@@ -66,6 +66,8 @@ Clock = Callable[[], datetime]
 
 
 _EXPIRY_BUCKETS = ("expired", "< 1 h", "< 6 h", "< 24 h")
+#: The model note of a model whose server returns its tool calls as message text.
+TOOLS_AS_TEXT = "tools as text"
 
 
 def _expiry_bucket(left: timedelta) -> str:
@@ -114,6 +116,10 @@ class _OncePer:
             self._seen[key] = None
             return True
 
+    def discard(self, key: str) -> None:
+        with self._lock:
+            self._seen.pop(key, None)
+
 
 class ShortTermMemory:
     """Scoped short-term memory for chat agents: the facade over the live cache, the rows
@@ -159,6 +165,7 @@ class ShortTermMemory:
         # Models seen writing tool calls as text (kit.MemoryTurn.text_call): offered no
         # tool from then on, in every channel of this memory.
         self._text_callers = _OncePer()
+        self._read_model_notes()
         self.mark_key()  # read once now; a database that cannot answer is asked again later
         # Start-up: replay what an earlier run queued; then, if a process of this host
         # died holding a writer lease, repair what a kill between a cache write and its
@@ -718,6 +725,7 @@ class ShortTermMemory:
             return None
         briefings, epoch, bill = turn.briefings, turn.briefings_epoch, turn.bill
         shown, base, refreshed, at = turn.shown_form, turn.shown_base, turn.updated, self.now()
+        no_writer = turn.no_writer
 
         def change(entry: MemoryEntry) -> dict[str, Any]:
             return counted(
@@ -729,15 +737,51 @@ class ShortTermMemory:
                 at=at,
                 refreshed=refreshed,
                 bill=bill,
+                no_writer=no_writer,
             )
 
         return change
 
-    def writes_tools_as_text(self, model: str, *, seen: bool = False) -> bool:
+    def writes_tools_as_text(self, model: str) -> bool:
         """Whether ``model`` writes its tool calls as message text (a small open model
-        behind a server that parses none): its turns are offered no tool. ``seen``: it
-        just did; returns True the first time (the turn warns then)."""
-        return self._text_callers.add(model) if seen else model in self._text_callers
+        behind a server that parses none), as a turn of any process of this database
+        saw it do: its turns are offered no tool (``stm-memory doctor`` lists it)."""
+        return model in self._text_callers
+
+    def note_text_caller(self, model: str) -> bool:
+        """``model`` just wrote a tool call as text: kept (in this process at once, in
+        the database for every other that starts). True the first time this process
+        sees it (the turn warns then)."""
+        if not self._text_callers.add(model):
+            return False
+        try:
+            self._store.note_model(model, TOOLS_AS_TEXT, self.now())
+        except Exception as exc:  # this process still knows; the next start asks again
+            log.warning("stm-memory: noting model %r failed: %s", model, exc)
+        return True
+
+    def model_notes(self) -> dict[str, tuple[str, datetime]]:
+        """What turns learnt about models, from the database: each model's note (
+        ``"tools as text"``: it writes its tool calls as message text) and when."""
+        return self._store.model_notes()
+
+    def forget_model(self, model: str) -> bool:
+        """Forget what turns learnt about ``model`` (its server now parses its tool
+        calls): its turns are offered the memory tool again, in processes started from
+        now on and in this one. False when nothing was noted."""
+        forgot = self._store.forget_model(model)
+        self._text_callers.discard(model)
+        return forgot
+
+    def _read_model_notes(self) -> None:
+        try:
+            notes = self._store.model_notes()
+        except Exception as exc:  # a database that cannot answer: learnt again by turns
+            log.warning("stm-memory: reading the model notes failed: %s", exc)
+            return
+        for model, (note, _) in notes.items():
+            if note == TOOLS_AS_TEXT:
+                self._text_callers.add(model)
 
     def mark_key(self) -> bytes | None:
         """The key of the marks erasure keeps (model/tombstones.py): ``STM_ERASURE_KEY``,
@@ -763,16 +807,18 @@ class ShortTermMemory:
     def writing_status(self, scope: Scope) -> Writing:
         """Whether the scope's channel memory is being written (:class:`Writing`), judged
         from its counters as its turns judge them: ``off`` where a guard hides the tool
-        (memory off for the server, the user's full privacy), ``not_writing`` once its
-        model ignored the nudges (docs/open-models.md). An entry point's
-        ``tool_calling=False`` is the turn's to say (``MemoryTurn.status.writing``)."""
+        (memory off for the server, the user's full privacy) or where nobody could
+        write it at the channel's last turn (``tool_calling=False``, or a model that
+        writes its tool calls as text, without ``writer=``), ``not_writing`` once its
+        model ignored the nudges (docs/open-models.md)."""
         _check_scope(scope)
         settings = self.server_settings(scope.server_id) if scope.server_id else ServerSettings()
         private = self.user_settings(scope.user_id).full_privacy
         # The counters outlive expiry (they are bookkeeping): read the entry as cached.
         entry = self._live.get_many([scope.live_key]).get(scope.live_key)
+        nobody = entry is not None and entry.no_writer
         return writing(
-            offered=settings.short_term_memory_enabled and not private,
+            offered=settings.short_term_memory_enabled and not private and not nobody,
             writes=entry.last_refreshed_turn if entry is not None else 0,
             turns_since_refresh=entry.turns_since_refresh if entry is not None else 0,
             cadence=settings.refresh_cadence,
@@ -936,6 +982,9 @@ class ShortTermMemory:
 
     async def awriting_status(self, scope: Scope) -> Writing:
         return await asyncio.to_thread(self.writing_status, scope)
+
+    async def anote_text_caller(self, model: str) -> bool:
+        return await asyncio.to_thread(self.note_text_caller, model)
 
     async def aget(self, scope: Scope) -> MemoryEntry | None:
         return await asyncio.to_thread(self.get, scope)

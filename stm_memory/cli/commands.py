@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -43,7 +43,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from stm_memory.bulk import ProgressCallback
-from stm_memory.engine import ShortTermMemory
+from stm_memory.engine import TOOLS_AS_TEXT, ShortTermMemory
 from stm_memory.errors import ConfigurationError, StmError, StorageError, ValidationError
 from stm_memory.model import Category, MemoryEntry, Scope, ServerSettings
 from stm_memory.model.kept import left_out, written
@@ -294,11 +294,28 @@ def doctor(
         str | None, typer.Option("--server", "-s", help="Only this server's channels.")
     ] = None,
     limit: Annotated[int, typer.Option(min=1, help="Rows read, newest first.")] = 1000,
+    retry_model: Annotated[
+        str | None,
+        typer.Option(
+            "--retry-model",
+            help="Forget that this model writes its tool calls as text (its server now "
+            "parses them): its turns are offered the memory tool again.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List the channels whose model does not write its memory (it ignored the nudges),
+    """List the models that write their tool calls as text (their server parses none),
+    and the channels whose model does not write its memory (it ignored the nudges),
     from the stored rows, newest first. Exit 1 when there is one."""
     with _memory() as mem:
+        if retry_model is not None:
+            forgot = mem.forget_model(retry_model)
+            said = "is offered the memory tool again" if forgot else "had no note"
+            console.print(f"model {escape(retry_model)} {said}")
+            return
+        text_callers = {
+            model: at for model, (note, at) in mem.model_notes().items() if note == TOOLS_AS_TEXT
+        }
         rows = mem.stored_rows(server_id=server, limit=limit)
         found: dict[tuple[str | None, str], tuple[MemoryEntry, Writing, int]] = {}
         for row in rows:
@@ -307,7 +324,7 @@ def doctor(
                 continue  # the newest row of a channel speaks for it
             settings = mem.server_settings(row.server_id) if row.server_id else ServerSettings()
             status = writing(
-                offered=settings.short_term_memory_enabled,
+                offered=settings.short_term_memory_enabled and not row.no_writer,
                 writes=row.last_refreshed_turn,
                 turns_since_refresh=row.turns_since_refresh,
                 cadence=settings.refresh_cadence,
@@ -327,10 +344,20 @@ def doctor(
             }
             for row, cadence in silent
         ]
-        console.print_json(json.dumps({"channels": len(found), "not_writing": listed}))
+        models = [
+            {"model": model, "noted_at": at.isoformat(timespec="seconds")}
+            for model, at in text_callers.items()
+        ]
+        console.print_json(
+            json.dumps(
+                {"channels": len(found), "not_writing": listed, "tool_calls_as_text": models}
+            )
+        )
     elif not silent:
+        _print_text_callers(text_callers)
         console.print(f"{len(found)} channel(s): every model that was asked writes its memory")
     else:
+        _print_text_callers(text_callers)
         table = Table(title=f"{len(silent)} of {len(found)} channel(s): memory not written")
         columns = ("server", "channel", "turns since a write", "writes", "nudges unanswered")
         for column in columns:
@@ -345,8 +372,27 @@ def doctor(
             )
         console.print(table)
         console.print(_WRITING_SAID[Writing.NOT_WRITING])
-    if silent:
+    if silent or text_callers:
         raise typer.Exit(1)
+
+
+def _print_text_callers(models: Mapping[str, datetime]) -> None:
+    if not models:
+        return
+    table = Table(title=f"{len(models)} model(s) write their tool calls as text")
+    for column in ("model", "seen since"):
+        table.add_column(column, overflow="fold")
+    for model, at in models.items():
+        table.add_row(escape(model), at.isoformat(timespec="seconds"))
+    console.print(table)
+    console.print(
+        "Their server returns no tool_calls, so their turns are offered no tool and their "
+        "memory is not written. Serve them with their tool-call parser (vLLM: "
+        "--enable-auto-tool-choice --tool-call-parser …; llama.cpp: --jinja with a "
+        "template that emits the model's tool-call tokens), then run "
+        "`stm-memory doctor --retry-model NAME`; or pass tool_calling=False, or writer= "
+        "(docs/open-models.md)."
+    )
 
 
 def _print_kept(entry: MemoryEntry) -> None:

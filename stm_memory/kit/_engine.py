@@ -65,7 +65,12 @@ class TurnEngine(MemoryWriter, Protocol):
 
     async def acommit(self, record: TurnRecord) -> None: ...
 
-    def writes_tools_as_text(self, model: str, *, seen: bool = False) -> bool:
-        """Whether ``model`` was seen writing its tool calls as text (``seen``: it just
-        was; True the first time it is said)."""
+    def writes_tools_as_text(self, model: str) -> bool:
+        """Whether ``model`` was seen writing its tool calls as text."""
         ...
+
+    def note_text_caller(self, model: str) -> bool:
+        """``model`` just wrote a tool call as text; True the first time it is said."""
+        ...
+
+    async def anote_text_caller(self, model: str) -> bool: ...

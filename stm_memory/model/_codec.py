@@ -258,6 +258,7 @@ CACHED: dict[str, Cached] = {
     "rev": Cached(decode=_int),
     "receipt": Cached(receipt_to_dict, receipt_from_dict),
     "forgotten": Cached(sorted, _frozenset),
+    "no_writer": Cached(decode=bool),
 }
 
 # The fields cached as another value, for a write's changes.

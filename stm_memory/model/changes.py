@@ -101,6 +101,7 @@ def refreshed(
     if entry.key == live_key:
         fields["turns_since_refresh"] = held
         fields["last_refreshed_turn"] = entry.last_refreshed_turn + 1
+        fields["no_writer"] = False  # a write: somebody writes it
         # end_turn does not count a turn that refreshed; this turn still happened
         # since the reset.
         fields |= _one_more_turn_since_reset(entry)
@@ -224,6 +225,7 @@ def counted(
     at: datetime | None = None,
     refreshed: bool = False,
     bill: TurnBill | None = None,
+    no_writer: bool = False,
 ) -> dict[str, Any]:
     """One more turn passed (without a refresh, unless ``refreshed``: that turn's write
     restarted the counter already). ``shown``: the form its requests showed, read
@@ -233,8 +235,11 @@ def counted(
     form. ``briefings``: the copies the requests carried, for swap ``epoch``; kept only
     with the form they were planned for. ``bill``: what the turn's requests were
     billed, added to the day's receipt; a miss where a hit was predicted is kept on the
-    form, for the next decision."""
+    form, for the next decision. ``no_writer``: nobody could write the memory this
+    turn (``MemoryEntry.no_writer``)."""
     fields: dict[str, Any] = {}
+    if no_writer != entry.no_writer:
+        fields["no_writer"] = no_writer
     if not refreshed:
         fields["turns_since_refresh"] = entry.turns_since_refresh + 1
         fields |= _one_more_turn_since_reset(entry)

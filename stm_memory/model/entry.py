@@ -85,6 +85,10 @@ class MemoryEntry:
     # keyed digests, no text, so that the caller's own copy of them is never captured
     # again nor sent. Kept with the row; a channel's clear drops them with it.
     forgotten: frozenset[str] = frozenset()
+    # Nobody could write this memory at the channel's last turn: its model was offered
+    # no tool (``tool_calling=False``, or it writes its tool calls as text) and no
+    # ``writer=`` wrote instead. Its writing status is then ``off``, not ``not_writing``.
+    no_writer: bool = False
 
     @classmethod
     def empty(cls, scope: Scope, key: str, now: datetime) -> MemoryEntry:

@@ -586,7 +586,7 @@ def _form(
         shown_base=base,
         early_nudge=early,
         writing=writing(
-            offered=turn.tool_offered,
+            offered=turn.tool_offered and not turn.unwritten,
             writes=live.last_refreshed_turn if live is not None else 0,
             turns_since_refresh=live.turns_since_refresh if live is not None else 0,
             cadence=settings.refresh_cadence,

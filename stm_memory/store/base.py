@@ -139,5 +139,18 @@ class MemoryStore(ABC):
         asked for, the stored value ever after (every host reads the same one; two
         that ask first at once both get the one that was stored)."""
 
+    @abstractmethod
+    def note_model(self, model: str, note: str, at: datetime) -> None:
+        """Keep what a turn learnt about ``model`` (``note``: ``"tools as text"``), for
+        every process of this database; a model noted before keeps its first note."""
+
+    @abstractmethod
+    def model_notes(self) -> dict[str, tuple[str, datetime]]:
+        """Every model noted: its note and when it was first noted."""
+
+    @abstractmethod
+    def forget_model(self, model: str) -> bool:
+        """Drop ``model``'s note (its server was fixed); False when it had none."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""

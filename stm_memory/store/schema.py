@@ -27,6 +27,7 @@ __all__ = [
     "memories",
     "metadata",
     "migrate",
+    "model_notes",
     "schema_version",
     "secrets",
     "server_settings",
@@ -77,6 +78,8 @@ memories = sa.Table(
     # v7: the marks of the messages erasure removed (a JSON list of keyed digests, no
     # text), so the caller's copy stays forgotten after a restart (MemoryEntry.forgotten).
     sa.Column("forgotten", sa.JSON),
+    # v8: nobody could write the memory at the channel's last turn (MemoryEntry.no_writer).
+    sa.Column("no_writer", sa.Boolean),
     sa.Index("ix_stm_updated_at", "updated_at"),
     sa.Index("ix_stm_channel", "channel_id"),
     sa.Index("ix_stm_user", "user_id", "scope_kind"),
@@ -195,6 +198,16 @@ secrets = sa.Table(
     sa.Column("value", sa.Text, nullable=False),
 )
 
+# What turns learnt about a model, for every process of the database (v8): "tools as
+# text", a model whose server returns its tool calls as message text (kit.MemoryTurn).
+model_notes = sa.Table(
+    "stm_model_notes",
+    metadata,
+    sa.Column("model", sa.String(255), primary_key=True),
+    sa.Column("note", sa.String(32), nullable=False),
+    sa.Column("noted_at", UtcDateTime, nullable=False),
+)
+
 schema_version = sa.Table(
     "stm_schema_version",
     metadata,
@@ -270,6 +283,12 @@ def _v7_tombstones(conn: Connection) -> None:
     secrets.create(conn, checkfirst=True)
 
 
+def _v8_writers(conn: Connection) -> None:
+    # Old rows keep NULL: their model was offered the tool (no_writer is False).
+    _add_columns(conn, ("no_writer",))
+    model_notes.create(conn, checkfirst=True)
+
+
 # Append new steps here; never edit a released one.
 MIGRATIONS: tuple[Callable[[Connection], None], ...] = (
     _v1_initial,
@@ -279,6 +298,7 @@ MIGRATIONS: tuple[Callable[[Connection], None], ...] = (
     _v5_kept_details,
     _v6_receipts,
     _v7_tombstones,
+    _v8_writers,
 )
 
 

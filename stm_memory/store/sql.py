@@ -42,6 +42,7 @@ from stm_memory.store.schema import (
     channel_resets,
     memories,
     migrate,
+    model_notes,
     secrets,
     server_settings,
     user_settings,
@@ -203,6 +204,10 @@ def _forgotten(row: Mapping[Any, Any]) -> frozenset[str]:
     return frozenset(row["forgotten"] or ())
 
 
+def _no_writer(row: Mapping[Any, Any]) -> bool:
+    return bool(row["no_writer"])
+
+
 def _last_updated(row: Mapping[Any, Any]) -> datetime:
     # Rows written before schema v2 have no last_updated of their own.
     return _utc(row["last_updated"] or row["updated_at"])
@@ -256,6 +261,7 @@ ROW: dict[str, Column] = {
     "rev": Column(read=_rev),
     "receipt": Column(write=receipt_to_dict, read=_receipt),
     "forgotten": Column(write=sorted, read=_forgotten),
+    "no_writer": Column(read=_no_writer),
 }
 
 #: The row's own stamps, of no entry field: created by its first write, last written.
@@ -832,6 +838,23 @@ class SqlStore(MemoryStore):
                 self._insert(secrets).values(name=name, value=make).on_conflict_do_nothing()
             )
             return str(conn.execute(stmt).scalar_one())
+
+    def note_model(self, model: str, note: str, at: datetime) -> None:
+        with self._tx(None) as conn:
+            assert conn is not None
+            row = {"model": model, "note": note, "noted_at": self._stamp(at)}
+            conn.execute(self._insert(model_notes).values(**row).on_conflict_do_nothing())
+
+    def model_notes(self) -> dict[str, tuple[str, datetime]]:
+        stmt = sa.select(model_notes.c.model, model_notes.c.note, model_notes.c.noted_at)
+        rows = self._read(lambda c: c.execute(stmt).all())
+        return {str(r.model): (str(r.note), _utc(r.noted_at)) for r in rows}
+
+    def forget_model(self, model: str) -> bool:
+        with self._tx(None) as conn:
+            assert conn is not None
+            gone = conn.execute(sa.delete(model_notes).where(model_notes.c.model == model))
+            return bool(gone.rowcount)
 
     def close(self) -> None:
         if self._raw is not None:

@@ -83,6 +83,9 @@ class TurnContext:
     started_at: datetime
     # False when the model cannot call tools at all: no tool, no same-channel memory.
     tools_available: bool = True
+    # The model writes its tool calls as text and no writer= stands in for it: the
+    # memory is shown, but nobody writes it (MemoryEntry.no_writer).
+    unwritten: bool = False
     updated: bool = False
     ended: bool = False
     # Provenance of the other channels' briefings assembly showed this turn: an update
@@ -163,6 +166,11 @@ class TurnContext:
         if full_privacy:
             return "The user has enabled full privacy; short-term memory is not kept for them."
         return None
+
+    @property
+    def no_writer(self) -> bool:
+        """Nobody can write the memory this turn (its writing status is ``off``)."""
+        return not self.tools_available or self.unwritten
 
     @property
     def tool_offered(self) -> bool:

@@ -234,3 +234,24 @@ def test_show_says_whether_the_memory_is_written(
     assert entry["writing"] == "not_writing"
     said = runner.invoke(app, ["show", "quiet", "-u", "u2", "-s", "g1"], env=env)
     assert "NOT WRITTEN" in said.output and "3 nudge(s) unanswered" in said.output
+
+
+def test_doctor_lists_the_models_that_write_tool_calls_as_text(
+    env: dict[str, str], seeded: Scope, tmp_path: Path
+) -> None:
+    with ShortTermMemory.from_url(env["STM_DATABASE_URL"], cache_dir=tmp_path / "cache") as mem:
+        assert mem.note_text_caller("qwen2.5-coder-1.5b")
+    listed = runner.invoke(app, ["doctor", "--json"], env=env)
+    assert listed.exit_code == 1, listed.output
+    [model] = json.loads(listed.output)["tool_calls_as_text"]
+    assert model["model"] == "qwen2.5-coder-1.5b"
+    table = runner.invoke(app, ["doctor"], env=env)
+    assert table.exit_code == 1 and "qwen2.5-coder-1.5b" in table.output
+    assert "--tool-call-parser" in table.output and "tool_calling=False" in table.output
+    # The server was fixed: the developer says so, and the model is offered the tool again.
+    retried = runner.invoke(app, ["doctor", "--retry-model", "qwen2.5-coder-1.5b"], env=env)
+    assert retried.exit_code == 0 and "offered the memory tool again" in retried.output
+    healthy = runner.invoke(app, ["doctor"], env=env)
+    assert healthy.exit_code == 0, healthy.output
+    with ShortTermMemory.from_url(env["STM_DATABASE_URL"], cache_dir=tmp_path / "cache") as mem:
+        assert not mem.writes_tools_as_text("qwen2.5-coder-1.5b")

@@ -87,6 +87,7 @@ def full_entry() -> MemoryEntry:
             )
         },
         forgotten=frozenset({"b" * 32, "a" * 32}),
+        no_writer=True,
     )
 
 
@@ -149,7 +150,7 @@ def test_the_cached_form_is_unchanged() -> None:
         '"receipt":{"2026-01-05":{"turns":3,"calls":4,"input_tokens":9000,'
         '"cached_tokens":6000,"written_tokens":100,"cost":3725.0,"full_tokens":12000,'
         '"full_cost":4100.5,"missed":1}},'
-        f'"forgotten":["{"a" * 32}","{"b" * 32}"]}}'
+        f'"forgotten":["{"a" * 32}","{"b" * 32}"],"no_writer":true}}'
     )
 
 
@@ -248,6 +249,7 @@ def test_the_stored_row_is_unchanged(store: SqlStore) -> None:
         '"cached_tokens": 6000, "written_tokens": 100, "cost": 3725.0, "full_tokens": 12000, '
         '"full_cost": 4100.5, "missed": 1}}',
         "forgotten": f'["{"a" * 32}", "{"b" * 32}"]',
+        "no_writer": 1,
     }
 
 
