@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     # at import time (tests/unit/test_layers.py); these two load on first use.
     from stm_memory.kit.options import TurnOptions
     from stm_memory.kit.turn import MemoryTurn
+    from stm_memory.kit.writer import Writer, WriteRequest
     from stm_memory.tool.memory_tool import ShortTermMemoryTool
 
 __all__ = [
@@ -63,6 +64,8 @@ __all__ = [
     "TurnOrderError",
     "UserSettings",
     "ValidationError",
+    "WriteRequest",
+    "Writer",
     "Writing",
 ]
 
@@ -73,6 +76,8 @@ _LAZY = {
     "MemoryTurn": "stm_memory.kit.turn",
     "ShortTermMemoryTool": "stm_memory.tool.memory_tool",
     "TurnOptions": "stm_memory.kit.options",
+    "WriteRequest": "stm_memory.kit.writer",
+    "Writer": "stm_memory.kit.writer",
 }
 
 

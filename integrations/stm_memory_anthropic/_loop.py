@@ -21,6 +21,7 @@ from stm_memory.kit import (
     OnText,
     SyncLoop,
     ToolHandler,
+    WriterLike,
     anthropic_system,
     check_message_list,
     check_positive_int,
@@ -66,6 +67,7 @@ class MessagesLoop(LoopShell[MessagesClient]):
         cache_hints: bool = True,
         tool_calling: bool = True,
         context_window: int | None = None,
+        writer: WriterLike | None = None,
         **request_options: Any,
     ) -> None:
         super().__init__(
@@ -79,6 +81,7 @@ class MessagesLoop(LoopShell[MessagesClient]):
             cache_hints=cache_hints,
             tool_calling=tool_calling,
             context_window=context_window,
+            writer=writer,
             **request_options,
         )
         check_positive_int("max_tokens", max_tokens)

@@ -75,6 +75,7 @@ from stm_memory.kit import (
     PreparedRequest,
     TurnOption,
     TurnOptions,
+    WriterLike,
     adrive,
     check_memory_setup,
     current_user_text,
@@ -189,6 +190,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         memory_role: MemoryRole | None = None,
         tool_calling: bool = True,
         context_window: int | None = None,
+        writer: WriterLike | None = None,
     ) -> None:
         check_memory_setup(memory, scope=scope)
         self.memory = memory
@@ -201,6 +203,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
             memory_role=memory_role,
             tool_calling=tool_calling,
             context_window=context_window,
+            writer=writer,
         )
         # The chain's model's own provider (its wire), once a wrapper said it: where
         # placement puts memory goes by what the request is, not by ``provider``, which
@@ -590,6 +593,7 @@ class ShortTermMemoryHistoryFactory(HistoryFactoryBase):
             memory_role=self.options.memory_role,
             tool_calling=self.options.tool_calling,
             context_window=self.options.context_window,
+            writer=self.options.writer,
         )
         with self._lock:
             built = self._built.setdefault(key, history)

@@ -84,6 +84,7 @@ from stm_memory.kit import (
     OptionsView,
     PreparedRequest,
     TurnOptions,
+    WriterLike,
     adrive,
     answer_last,
     api_of,
@@ -283,6 +284,7 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         cache_hints: bool = True,
         tool_calling: bool = True,
         context_window: int | None = None,
+        writer: WriterLike | None = None,
     ) -> None:
         check_memory_setup(memory)
         self.memory = memory
@@ -297,6 +299,7 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
             cache_hints=cache_hints,
             tool_calling=tool_calling,
             context_window=context_window,
+            writer=writer,
         )
         self.strict = strict
         self.end_after_epilogue = end_after_epilogue

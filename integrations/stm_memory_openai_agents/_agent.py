@@ -68,6 +68,15 @@ class RunObserver(Protocol):
     def finishing(self) -> None:
         """The step recorded next is the run's last."""
 
+    async def text_call(self, text: str, sent: Any) -> list[Any] | None:
+        """After a response with no tool calls (``text``, its visible text) to the input
+        ``sent``: a memory call written as text runs as the turn's write; then the
+        input to ask once more with, without the tool (None: ``text`` was an answer)."""
+
+
+def _calls_tools(response: ModelResponse) -> bool:
+    return any(getattr(item, "type", None) == "function_call" for item in response.output)
+
 
 def _response_text(response: ModelResponse) -> str:
     parts: list[str] = []
@@ -163,7 +172,12 @@ class MemoryHooks(AgentHooks[Any]):
         await self._forward("on_llm_start", context, agent, system_prompt, input_items)
 
     async def on_llm_end(self, context: Any, agent: Any, response: ModelResponse) -> None:
-        self.observer.answered(_response_text(response), agent)
+        text = _response_text(response)
+        if not _calls_tools(response):
+            # A streamed reply that was our call as text (agent()'s model runs the
+            # others, and asks again): still the write; this one answer stays its text.
+            await self.observer.text_call(text, None)
+        self.observer.answered(text, agent)
         await self._forward("on_llm_end", context, agent, response)
 
 
@@ -201,12 +215,12 @@ class MemoryModel(Model):
         prompt: ResponsePromptParam | None,
         **kwargs: Any,
     ) -> ModelResponse:
-        tools, model_settings = self.observer.request_tools(tools, handoffs, input, model_settings)
-        return await self.inner.get_response(
+        sent, settings = self.observer.request_tools(tools, handoffs, input, model_settings)
+        response = await self.inner.get_response(
             system_instructions,
             input,
-            model_settings,
-            tools,
+            settings,
+            sent,
             output_schema,
             handoffs,
             tracing,
@@ -215,6 +229,29 @@ class MemoryModel(Model):
             prompt=prompt,
             **kwargs,
         )
+        if _calls_tools(response):
+            return response
+        again = await self.observer.text_call(_response_text(response), input)
+        if again is None:
+            return response
+        # The reply was our tool's call written as text (run as the write): the user
+        # gets an answer from one more call, without the tool; both calls are billed.
+        sent, settings = self.observer.request_tools(tools, handoffs, again, model_settings)
+        answer = await self.inner.get_response(
+            system_instructions,
+            again,
+            settings,
+            sent,
+            output_schema,
+            handoffs,
+            tracing,
+            previous_response_id=previous_response_id,
+            conversation_id=conversation_id,
+            prompt=prompt,
+            **kwargs,
+        )
+        answer.usage.add(response.usage)
+        return answer
 
     def stream_response(
         self,

@@ -87,6 +87,7 @@ from stm_memory.kit import (
     TurnOptions,
     TurnPhase,
     Usage,
+    WriterLike,
     adrive,
     answered_then_remembered,
     cache_retention,
@@ -150,6 +151,9 @@ class _OpenRun:
     # run, whose input was placed when it began).
     view: PlacedView | None = None
     sent: bool = True  # agent()'s model sent this turn's last model call (see _answered)
+    # The last model call's input before the turn placed its memory (_before_model):
+    # what a retry after a text-form memory call is placed on again.
+    unplaced: list[Any] | None = None
 
 
 def _usage(run: Any) -> list[Usage]:
@@ -254,6 +258,7 @@ class ShortTermMemorySession(OptionsView):
         cache_hints: bool = True,
         tool_calling: bool = True,
         context_window: int | None = None,
+        writer: WriterLike | None = None,
     ) -> None:
         check_memory_setup(memory, scope=scope)
         #: The memory turns' options, checked here (one place for every entry point).
@@ -265,6 +270,7 @@ class ShortTermMemorySession(OptionsView):
             cache_hints=cache_hints,
             tool_calling=tool_calling,
             context_window=context_window,
+            writer=writer,
         )
         self.memory = memory
         self.scope = scope
@@ -563,7 +569,9 @@ class ShortTermMemorySession(OptionsView):
             # Nothing placed in this turn's view, or a run resumed from its state, whose
             # input was placed when it began: it goes as it is (placing again would add
             # twice).
+            state.unplaced = None
             return
+        state.unplaced = list(items)
         # The turn builds this request on the whole input, as every entry point does:
         # the portable form joined to the first user message and the user message of
         # each turn (the instructions are the SDK's to send); else the view put back
@@ -628,6 +636,27 @@ class ShortTermMemorySession(OptionsView):
                 "the agent its model before session.agent(agent) instead"
             )
 
+    async def _text_call(self, text: str, sent: Any) -> list[Any] | None:
+        """agent()'s model and hooks, after a response with no tool calls to ``sent``: a
+        memory call written as text runs as the turn's write (``MemoryTurn.text_call``,
+        which also stops offering the tool); the input to ask once more with (this
+        step's, placed again: without the nudge now), or None when ``text`` was an
+        answer (or nothing was sent to ask again with: a streamed reply)."""
+        state = self._current()
+        if state is None or not state.turn.status.active:
+            return None
+        if await adrive(state.turn.text_call(text)) is None or not isinstance(sent, list):
+            return None
+        if state.unplaced is None:  # this step placed nothing: it goes as it was
+            return list(sent)
+        return state.turn.prepare(
+            state.unplaced,
+            view=state.view,
+            form="messages" if self.options.form == "inline" else "responses",
+            provider="openai",
+            nudge=self._tool is not None,
+        ).messages
+
     def _finish_after_memory(self, call_names: Sequence[str]) -> str | None:
         """The answer to end the run with, when the last response answered and called
         only the memory tool (the one epilogue rule; None: the model runs again)."""
@@ -666,3 +695,6 @@ class _Observer:
 
     def finishing(self) -> None:
         self.session._finishing()
+
+    async def text_call(self, text: str, sent: Any) -> list[Any] | None:
+        return await self.session._text_call(text, sent)

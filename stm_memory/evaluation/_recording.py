@@ -21,6 +21,7 @@ from langchain_core.messages import AIMessage, BaseMessage, convert_to_openai_me
 from langchain_core.outputs import LLMResult
 
 from stm_memory.kit import Usage, usage_of
+from stm_memory.kit.writer import WRITER_TAG
 from stm_memory.testing.prompt_cache import count_text_tokens
 from stm_memory.wire.base import breakpoints_in
 
@@ -120,7 +121,9 @@ class LangChainRecorder(BaseCallbackHandler):
         node = (metadata or {}).get("langgraph_node")
         tools = (kwargs.get("invocation_params") or {}).get("tools") or ()
         body = chat_body(self.model_name, messages[0], tools)
-        self._open[run_id] = (RecordedRequest("openai_chat", body), node not in (None, "model"))
+        # A writer= call is made inside the model node, tagged as the writer's.
+        side = node not in (None, "model") or WRITER_TAG in (kwargs.get("tags") or ())
+        self._open[run_id] = (RecordedRequest("openai_chat", body), side)
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
         opened = self._open.pop(run_id, None)

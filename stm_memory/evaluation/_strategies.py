@@ -5,6 +5,9 @@ says what it sent, what came back and what the answer was.
   for an Anthropic model), the caller feeding each channel's ``result.messages`` back.
 - ``stm-middleware``: ours through ``create_agent`` + ``ShortTermMemoryMiddleware``,
   one checkpointer thread per channel.
+- ``stm-writer``: the middleware with ``writer=`` the same chat model (called with a
+  plain prompt at the cadence: its calls are the extra LLM calls), for a model that
+  cannot write through the tool (``scripted:textcalls``); not run unless named.
 - ``full-history``: the system prompt and the channel's whole dialogue every turn.
 - ``full-server``: every channel's dialogue in one prompt (each message tagged with its
   channel), the ceiling for cross-channel recall at the highest cost.
@@ -44,12 +47,14 @@ __all__ = ["DEFAULT_STRATEGIES", "STRATEGIES", "Strategy", "StrategyOptions", "o
 STRATEGIES: Mapping[str, str] = {
     "stm-loop": "stm-memory, provider loop",
     "stm-middleware": "stm-memory, create_agent middleware",
+    "stm-writer": "stm-memory, middleware + writer= (same model)",
     "full-history": "full history (per channel)",
     "full-server": "full history (whole server)",
     "summarization": "LangChain SummarizationMiddleware",
     "window": "last N turns (per channel)",
 }
-DEFAULT_STRATEGIES: tuple[str, ...] = tuple(STRATEGIES)
+#: Every strategy but ``stm-writer`` (an opt-in that makes model calls of its own).
+DEFAULT_STRATEGIES: tuple[str, ...] = tuple(k for k in STRATEGIES if k != "stm-writer")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -310,6 +315,8 @@ def _middleware_strategy(
     workdir: Path,
     clock: FrozenClock,
     options: StrategyOptions,
+    *,
+    writer: bool = False,
 ) -> Strategy:
     from stm_memory_langchain import ShortTermMemoryMiddleware
 
@@ -317,11 +324,16 @@ def _middleware_strategy(
         raise Unavailable("needs a LangChain chat model")
     memory = _open_memory(workdir, clock, conversation, options)
     retention = options.cache_retention if model.provider != "anthropic" else None
+
+    def middleware(chat: Any) -> Any:
+        # writer=: the same model, asked with a plain prompt (its calls are side calls).
+        return ShortTermMemoryMiddleware(memory, writer=chat if writer else None)
+
     return _AgentStrategy(
         conversation,
         model,
-        key="stm-middleware",
-        middleware=lambda _: ShortTermMemoryMiddleware(memory),
+        key="stm-writer" if writer else "stm-middleware",
+        middleware=middleware,
         memory=memory,
         retention=retention,
     )
@@ -390,8 +402,10 @@ def open_strategy(
     cannot serve it."""
     if key == "stm-loop":
         return _LoopStrategy(conversation, model, workdir, clock, options)
-    if key == "stm-middleware":
-        return _middleware_strategy(conversation, model, workdir, clock, options)
+    if key in ("stm-middleware", "stm-writer"):
+        return _middleware_strategy(
+            conversation, model, workdir, clock, options, writer=key == "stm-writer"
+        )
     if key == "summarization":
         return _summarization_strategy(conversation, model, workdir, clock, options)
     if key == "full-history":

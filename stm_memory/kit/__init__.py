@@ -12,6 +12,8 @@
 - the providers' prompt-cache hints (:mod:`.cache_hints`: OpenAI's key, the retention
   a request asks for; Anthropic's breakpoints are its wire module's; which ones a
   request gets is the turn's decision, in its ``PreparedRequest``);
+- ``writer=``'s model, for a turn model that cannot write its memory (:mod:`.writer`:
+  ``Writer``, ``WriteRequest``, ``WriterLike``: what an entry point takes);
 - argument checks raising the library's own errors (:mod:`.checks`) and the import
   guard of an optional SDK (:mod:`.guards`);
 - each API's calls read off a reply and results sent back, from its one wire module
@@ -107,6 +109,7 @@ from stm_memory.kit.turn import (
     TurnPhase,
     TurnStatus,
 )
+from stm_memory.kit.writer import WRITER_TAG, Writer, WriteRequest, WriterLike
 from stm_memory.model.messages import without_speaker_ids
 from stm_memory.prompt.cut import strip_memory_calls
 from stm_memory.prompt.placement import MemoryContext, MemoryRole
@@ -140,6 +143,7 @@ __all__ = [
     "MAX_BREAKPOINTS",
     "MEMORY_ROLES",
     "OPENAI_PROVIDERS",
+    "WRITER_TAG",
     "AsyncLoop",
     "Breakpoints",
     "ContextExceeded",
@@ -170,6 +174,9 @@ __all__ = [
     "TurnResult",
     "TurnStatus",
     "Usage",
+    "WriteRequest",
+    "Writer",
+    "WriterLike",
     "adiscover_window",
     "adrive",
     "aemit_text",

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Generic, Protocol, TypeVar, overload
 
+from stm_memory.errors import ConfigurationError
 from stm_memory.kit.checks import (
     check_flag,
     check_memory_role,
@@ -26,6 +27,7 @@ from stm_memory.kit.checks import (
     check_provider_name,
 )
 from stm_memory.kit.endpoints import form_for_host
+from stm_memory.kit.writer import Writer, as_writer
 from stm_memory.prompt.placement import MemoryRole
 
 __all__ = ["OptionsView", "TurnOption", "TurnOptions"]
@@ -70,6 +72,12 @@ class TurnOptions:
             most ``Limits.history_token_budget``). ``None`` (default): found where it
             can be (an OpenAI-compatible server's own model listing, the table of
             hosted models), else ``Limits.history_token_budget`` alone.
+        writer: a chat model that writes the channel's memory in a call of its own, at
+            the cadence the nudge would ask at, for a turn model that cannot write it
+            (a small open model): a LangChain chat model, a function
+            ``(WriteRequest) -> str`` or a :class:`~stm_memory.kit.writer.Writer`. The
+            turn model is then offered no tool and sent no nudge. ``None`` (default):
+            the turn model writes it, and stm-memory makes no model call of its own.
     """
 
     provider: str | None = None
@@ -78,13 +86,16 @@ class TurnOptions:
     cache_hints: bool = True
     tool_calling: bool = True
     context_window: int | None = None
+    writer: Writer | None = None
 
     @classmethod
     def given(cls, memory: object, **options: Any) -> TurnOptions:
         """The options as a developer gives them to an entry point on ``memory``:
-        checked as any, and ``provider`` must be a provider name stm-memory knows (or
-        one the memory excludes)."""
+        checked as any, ``provider`` must be a provider name stm-memory knows (or one
+        the memory excludes), and ``writer`` is taken in any form it is given in."""
         check_provider_name(options.get("provider"), also=_excluded(memory))
+        if "writer" in options:
+            options["writer"] = as_writer(options["writer"])
         return cls(**options)
 
     def __post_init__(self) -> None:
@@ -97,6 +108,11 @@ class TurnOptions:
         check_flag("tool_calling", self.tool_calling)
         if self.context_window is not None:
             check_positive_int("context_window", self.context_window)
+        if self.writer is not None and not isinstance(self.writer, Writer):
+            raise ConfigurationError(
+                f"writer must be a stm_memory Writer, got {type(self.writer).__name__} "
+                "(an entry point takes a chat model or a function too)"
+            )
 
     @property
     def form(self) -> MemoryRole:
@@ -154,6 +170,8 @@ class TurnOption(Generic[T]):
             # The developer names it, as at construction.
             check_provider_name(value, also=_excluded(getattr(obj, "memory", None)))
         changes: dict[str, Any] = {self.name: value}
+        if self.name == "writer":  # taken in any form, as at construction
+            changes["writer"] = as_writer(changes["writer"])
         obj.options = replace(obj.options, **changes)
 
 
@@ -168,3 +186,4 @@ class OptionsView:
     cache_hints = TurnOption[bool]()
     tool_calling = TurnOption[bool]()
     context_window = TurnOption[int | None]()
+    writer = TurnOption[Writer | None]()

@@ -32,6 +32,7 @@ from stm_memory.kit.checks import (
 )
 from stm_memory.kit.loop import ProviderAdapter, ToolHandler, TurnResult, run_turn_steps
 from stm_memory.kit.options import OptionsView, TurnOptions
+from stm_memory.kit.writer import WriterLike
 from stm_memory.model import Scope
 
 if TYPE_CHECKING:
@@ -133,6 +134,7 @@ class LoopShell(OptionsView, ABC, Generic[ClientT]):
         cache_hints: bool = True,
         tool_calling: bool = True,
         context_window: int | None = None,
+        writer: WriterLike | None = None,
         **request_options: Any,
     ) -> None:
         sync_client, async_client = self.CLIENTS
@@ -156,6 +158,7 @@ class LoopShell(OptionsView, ABC, Generic[ClientT]):
             cache_hints=cache_hints,
             tool_calling=tool_calling,
             context_window=context_window,
+            writer=writer,
         )
         self.request_options = dict(request_options)
         self._window_asked = False

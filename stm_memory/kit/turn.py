@@ -74,14 +74,15 @@ from stm_memory.kit.prepared import (
 from stm_memory.kit.replies import Usage
 from stm_memory.kit.requests import forces_tool, has_tool_traffic, text_of
 from stm_memory.kit.state import ORDER, TurnEvent, TurnPhase, TurnStatus, advance
-from stm_memory.model import Scope, StoredMessage
+from stm_memory.kit.writer import Writer, write_request, written_arguments
+from stm_memory.model import MemoryEntry, Scope, StoredMessage
 from stm_memory.model.kept import kept_details
 from stm_memory.model.messages import without_speaker_ids
 from stm_memory.model.rates import CacheProfile, model_profile, profile_for
 from stm_memory.model.receipt import TurnBill, bill_turn
 from stm_memory.prompt.cut import earlier_turns, kept_turns, turn_tokens
 from stm_memory.prompt.placement import MemoryContext
-from stm_memory.prompt.quiet import NUDGE_TRIES, ToolStep, Writing, tool_step
+from stm_memory.prompt.quiet import NUDGE_TRIES, ToolStep, Writing, nudge_due, tool_step
 from stm_memory.prompt.render import CONTENT_HEADER, nudge_text
 from stm_memory.prompt.swap import SwapDecision, choose, newest
 from stm_memory.prompt.tokens import PER_MESSAGE_TOKENS, text_tokens
@@ -339,7 +340,9 @@ class MemoryTurn:
                     scope,
                     provider=options.provider,
                     user_message=user_message or None,
-                    tools_available=tools_available and options.tool_calling,
+                    # A writer writes where the model cannot: the memory stays on.
+                    tools_available=tools_available
+                    and (options.tool_calling or options.writer is not None),
                 ),
                 "beginning the turn",
             )
@@ -347,9 +350,18 @@ class MemoryTurn:
             state.claim_update()
         turn = cls(memory, scope, state, options=options)
         turn._model = model
+        # With a writer the model is offered no tool and sent no nudge.
+        turn._withdrawn = options.writer is not None
         if memory.writes_tools_as_text(model or ""):
-            turn._withdrawn = True  # it writes calls as text: no tool, no nudge
+            turn._text_caller()
         return turn
+
+    def _text_caller(self) -> None:
+        """The turn's model writes its tool calls as text: no tool, no nudge; and with
+        no writer to stand in, nobody writes the memory (its status says ``off``)."""
+        self._withdrawn = True
+        if self.state is not None and self._options.writer is None:
+            self.state.unwritten = True
 
     # -- what the turn knows --------------------------------------------------------------
 
@@ -365,11 +377,17 @@ class MemoryTurn:
                 active=self.state is not None,
                 tool_offered=self._offered(),
                 updated=self.state is not None and self.state.updated,
-                writing=context.writing if self.state is not None and context is not None else None,
+                writing=self._writing(context),
                 decision=self._decision,
                 context=context if context is not None else MemoryContext(),
                 bill=self.state.bill if self.state is not None else None,
             )
+
+    def _writing(self, context: MemoryContext | None) -> Writing | None:
+        if self.state is None or context is None:
+            return None
+        # Known as a text caller only once the model was named, after assembly.
+        return Writing.OFF if self.state.no_writer else context.writing
 
     def name_model(self, name: str | None, *, host: object = _NO_HOST) -> TurnOptions:
         """The entry point names the turn's model once it knows it (a framework names
@@ -381,7 +399,7 @@ class MemoryTurn:
         with self._lock:
             self._model = self._model or name
             if self._memory.writes_tools_as_text(self._model or ""):
-                self._withdrawn = True  # it writes calls as text: no tool, no nudge
+                self._text_caller()
             if host is not _NO_HOST:
                 self._options = self._options.for_host(host)
             return self._options
@@ -599,6 +617,8 @@ class MemoryTurn:
             built: Any = None
             if self.state is not None:
                 m = self._memory
+                if self._options.writer is not None:
+                    yield from self._write_by_writer(self._options.writer)
                 built = yield from attempt(
                     op(m.build_context, m.abuild_context, self.state), "assembling memory"
                 )
@@ -611,6 +631,42 @@ class MemoryTurn:
         if not dialogue:
             self._settle(None)
         return self._context if self._context is not None else MemoryContext()
+
+    def _write_by_writer(self, writer: Writer) -> Generator[Op, Any, None]:
+        """The ``writer=`` option's write, before the memory is read: when the
+        cadence's nudge would go (:func:`~stm_memory.prompt.quiet.nudge_due`) and a
+        guard lets the memory be written, the writer is asked (one call of its own)
+        and its answer runs as this turn's memory call, through the same guards and
+        the lossy-writer check. A failure is logged; the turn goes on."""
+        state, scope, m = self.state, self._scope, self._memory
+        if state is None or scope is None or not state.tool_offered:
+            return
+        entry = yield from attempt(op(m.get, m.aget, scope), "reading memory for the writer")
+        if not isinstance(entry, MemoryEntry):
+            return
+        if not nudge_due(entry.turns_since_refresh, state.settings.refresh_cadence):
+            return
+        request = write_request(
+            entry,
+            state.categories,
+            summary_mode=state.summary_mode,
+            limit=m.limits.max_summary_length,
+        )
+        if request is None:
+            return
+        where = scope.live_key
+        try:
+            text = yield op(writer.write, writer.awrite, request)
+        except Exception as exc:
+            log.warning("stm-memory: the writer failed for %s: %s", where, exc)
+            return
+        arguments = written_arguments(text if isinstance(text, str) else "", request)
+        if arguments is None:
+            log.warning("stm-memory: the writer answered no memory for %s", where)
+            return
+        result = yield from self.memory_call(arguments)
+        if result.get("status") != "completed":
+            log.warning("stm-memory: the writer's memory for %s was refused: %s", where, result)
 
     def _request_context(self, *, nudge: bool | None = None) -> MemoryContext:
         """What one model request of this turn carries: the options' memory role, the
@@ -879,9 +935,10 @@ class MemoryTurn:
             return None
         result = yield from self.memory_call(dict(arguments))
         with self._lock:
-            self._withdrawn = True
+            self._text_caller()
         model = self._model or ""
-        if self._memory.writes_tools_as_text(model, seen=True):
+        m = self._memory
+        if (yield op(m.note_text_caller, m.anote_text_caller, model)):
             log.warning(
                 "stm-memory: model %s wrote its tool call as text (channel %s): the server "
                 "returned no tool_calls, so the reply was JSON, not an answer. stm-memory "

@@ -8,7 +8,7 @@ conversation set and the strategy's rule, and compare.
 from __future__ import annotations
 
 from stm_memory.evaluation import (
-    STRATEGIES,
+    DEFAULT_STRATEGIES,
     ConversationSet,
     EvalReport,
     Probe,
@@ -29,7 +29,7 @@ def _last_change(conversation: ConversationSet, probe: Probe) -> int:
 def test_every_strategy_ran_and_answered_every_probe(
     perfect: EvalReport, conversation: ConversationSet
 ) -> None:
-    assert [s.key for s in perfect.strategies] == list(STRATEGIES)
+    assert [s.key for s in perfect.strategies] == list(DEFAULT_STRATEGIES)
     for result in perfect.strategies:
         assert result.skipped is None
         assert [p.probe_id for p in result.probes] == [p.id for p in conversation.probes]

@@ -7,6 +7,7 @@ no tool from then on."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -19,7 +20,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from stm_memory import TOOL_NAME, Scope, ShortTermMemory
+from stm_memory import TOOL_NAME, Scope, ShortTermMemory, Writing
 from stm_memory.testing import (
     OfflineChatModel,
     OfflineModel,
@@ -195,3 +196,83 @@ def test_the_lcel_wrapper_writes_the_memory_and_answers(make_mem: MemFactory) ->
     entry = mem.get(SCOPE)
     assert entry is not None and entry.summary == "Tomatoes go in on May 3."
     assert model.offered == [True, False, False]
+
+
+def test_every_process_knows_a_text_caller(make_mem: MemFactory) -> None:
+    # Learnt once, in the database: a process started later offers that model no tool
+    # from its first turn (no JSON answer, no extra call), until the developer says the
+    # server was fixed.
+    first, model = make_mem(), TextCaller()
+    run_loop(LOOPS["chat"](first), first, model)
+    first.close()
+    later, again = make_mem(), TextCaller()
+    assert later.writes_tools_as_text("qwen")
+    results = run_loop(LOOPS["chat"](later), later, again)
+    assert again.offered == [False, False, False]
+    assert all(r.steps == 1 and r.text.startswith("Understood") for r in results)
+    assert later.forget_model("qwen") and not later.writes_tools_as_text("qwen")
+    offered = TextCaller()
+    OpenAIChatLoop(offline_openai_client(offered), later, model="qwen").run_turn(
+        SCOPE, [{"role": "user", "content": "Hello again"}]
+    )
+    assert offered.offered is not None and offered.offered[0]  # the tool, again
+
+
+@pytest.mark.parametrize("why", ["tool_calling=False", "text caller"])
+def test_nobody_writing_is_off_not_not_writing(make_mem: MemFactory, why: str) -> None:
+    # With no way for anyone to write the memory, the channel's status is "off" (what
+    # the turn says too), never "not_writing" after the nudge tries.
+    mem = make_mem()
+    mem.configure_server("g1", refresh_cadence=2)
+    if why == "text caller":
+        model: OfflineModel = TextCaller()
+        loop = OpenAIChatLoop(offline_openai_client(model), mem, model="qwen")
+    else:
+        model = OfflineModel()
+        loop = OpenAIChatLoop(offline_openai_client(model), mem, model="qwen", tool_calling=False)
+    history: list[Any] = []
+    for i in range(10):
+        result = loop.run_turn(SCOPE, [*history, {"role": "user", "content": f"note {i}"}])
+        history = list(result.messages)
+        if i:
+            assert result.writing is Writing.OFF, i
+    assert mem.writing_status(SCOPE) is Writing.OFF
+    # A write (a model that can, a writer=) turns it back on.
+    turn = mem.begin_turn(SCOPE)
+    assert mem.update(turn, {"summary": "Notes 0 to 9."})["status"] == "completed"
+    mem.end_turn(turn)
+    assert mem.writing_status(SCOPE) is Writing.WRITING
+
+
+def test_the_agents_session_writes_the_memory_and_answers(make_mem: MemFactory) -> None:
+    # Runner.run with session.agent(): the real openai client and the SDK's Responses
+    # model, over the offline transport.
+    from agents import Agent, OpenAIResponsesModel, RunConfig, Runner
+
+    from stm_memory_openai_agents import ShortTermMemorySession
+
+    mem, model = make_mem(), TextCaller()
+    session = ShortTermMemorySession(mem, SCOPE)
+    client = offline_openai_client(model, is_async=True)
+    agent = session.agent(Agent(name="G", model=OpenAIResponsesModel("qwen", client)))
+
+    async def run() -> list[Any]:
+        results = []
+        for text in ("When do tomatoes go in?", "And the beans?"):
+            results.append(
+                await Runner.run(
+                    agent, text, session=session, run_config=RunConfig(tracing_disabled=True)
+                )
+            )
+        return results
+
+    first, second = asyncio.run(run())
+    for result in (first, second):
+        assert str(result.final_output).startswith("Understood")
+    entry = mem.get(SCOPE)
+    assert entry is not None and entry.summary == "Tomatoes go in on May 3."
+    assert model.offered == [True, False, False]  # the retry, then no tool from then on
+    assert first.context_wrapper.usage.requests == 2  # both calls billed
+    record = asyncio.run(session.session.get_items())
+    assert TOOL_NAME not in json.dumps(record, default=str)
+    session.close()

@@ -40,6 +40,7 @@ DEFAULTS: dict[str, Any] = {
     "cache_hints": True,
     "tool_calling": True,
     "context_window": None,
+    "writer": None,
 }
 #: The table's column → the callables it stands for, and the options that apply there.
 ENTRY_POINTS: dict[str, tuple[list[Callable[..., Any]], set[str]]] = {
@@ -60,6 +61,7 @@ ENTRY_POINTS: dict[str, tuple[list[Callable[..., Any]], set[str]]] = {
             "cache_hints",
             "tool_calling",
             "context_window",
+            "writer",
         },
     ),
     "`ShortTermMemoryMiddleware`": (
@@ -71,12 +73,13 @@ ENTRY_POINTS: dict[str, tuple[list[Callable[..., Any]], set[str]]] = {
             "cache_hints",
             "tool_calling",
             "context_window",
+            "writer",
         },
     ),
     "`with_short_term_memory`": ([with_short_term_memory], {"max_steps", "cache_hints"}),
     "`ShortTermMemoryHistory`": (
         [ShortTermMemoryHistory],
-        {"provider", "trim_history", "memory_role", "tool_calling", "context_window"},
+        {"provider", "trim_history", "memory_role", "tool_calling", "context_window", "writer"},
     ),
     "`ShortTermMemorySession`": (
         [ShortTermMemorySession],
@@ -87,6 +90,7 @@ ENTRY_POINTS: dict[str, tuple[list[Callable[..., Any]], set[str]]] = {
             "cache_hints",
             "tool_calling",
             "context_window",
+            "writer",
         },
     ),
     "`ShortTermMemoryBuffer`": ([ShortTermMemoryBuffer], {"provider"}),
