@@ -48,8 +48,15 @@ def _scope_of(key: str, value: Mapping[str, Any]) -> Scope:
     )
 
 
-def _nothing(entry: MemoryEntry) -> dict[str, Any]:
-    return {}
+def _as_dated(last_updated: datetime) -> Callable[[MemoryEntry], dict[str, Any]]:
+    """A change of nothing but the revision, for an entry last active at
+    ``last_updated``: an erasure is not activity, so an entry it left expired (its
+    memory cleared, only its shorter life left) stays expired, not made anew."""
+
+    def change(entry: MemoryEntry) -> dict[str, Any]:
+        return {"last_updated": last_updated}
+
+    return change
 
 
 class Deletions:
@@ -127,8 +134,12 @@ class Deletions:
         # SQL erasure may have given a row the revision the cache's erasure gave its
         # entry, and the row must take the marks the entry now carries.
         for batch in batched(erased, CACHE_BATCH):
+            held = self._live.get_many(batch)
             for key, raw in self._cache.get_many(batch).items():
-                moved = self._live.mutate(_scope_of(key, raw), [key], _nothing, existing_only=True)
+                if key not in held:
+                    continue
+                dated = _as_dated(held[key].last_updated)
+                moved = self._live.mutate(_scope_of(key, raw), [key], dated, existing_only=True)
                 for entry in moved.values():
                     self._persister.write([entry], entry.last_updated)
         self._compact()

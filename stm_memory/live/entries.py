@@ -152,13 +152,16 @@ class LiveEntries:
             return named, named is entry
         # Expired content is gone (and with it its provenance: nobody's words are left);
         # the turn counters are bookkeeping and carry on, and so does the revision (SQL
-        # must take what replaces the expired content).
+        # must take what replaces the expired content), and the marks of what erasure
+        # removed (no text: the caller's own history may still hold those words).
         empty = replace(
             MemoryEntry.empty(scope, key, now),
             turns_since_refresh=entry.turns_since_refresh,
             last_refreshed_turn=entry.last_refreshed_turn,
             turns_since_reset=entry.turns_since_reset,
             rev=entry.rev,
+            forgotten=entry.forgotten,
+            no_writer=entry.no_writer,
         )
         return empty, False
 

@@ -534,3 +534,22 @@ def test_a_summary_clear_during_an_outage_keeps_queued_counters(
     assert (stored.turns_since_refresh, stored.last_refreshed_turn) == (2, 2)
     user_row = row(memory, SERVER.user_key)
     assert user_row is not None and user_row.summary is None
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres-redis"])
+def test_an_erasure_never_makes_an_expired_entry_anew(make_mem: MemFactory, backend: str) -> None:
+    # Found by the property machine: Ann's memory (24 h) is erased 13 h after it was
+    # written; left without a memory, the entry's life is the shorter one (12 h), over.
+    # An erasure is not activity: the entry stays expired, and the marks of what it
+    # removed outlive the expiry (the caller's history still holds her words).
+    mem = make_mem("postgres", "redis") if backend == "postgres-redis" else make_mem()
+    history = [ann_said(), {"role": "assistant", "content": "Noted, Ann."}]
+    assert run_turn(mem, ANN, history, f"Ann shared her phone {PHONE}.") == {"status": "completed"}
+    make_mem.clock.advance(hours=13)
+    mem.clear_user("u-ann")
+    assert mem.get(BOB) is None
+    make_mem.clock.advance(hours=1)
+    run_turn(mem, BOB, [*history, bob_said()])
+    entry = mem.get(BOB)
+    assert entry is not None and entry.forgotten
+    assert all(PHONE not in m.content for m in entry.messages)
