@@ -238,3 +238,29 @@ def test_an_async_loop_runs_the_writer(make_mem: MemFactory) -> None:
 def test_a_writer_of_the_wrong_kind_is_refused_when_built(mem: ShortTermMemory) -> None:
     with pytest.raises(ConfigurationError, match="writer must be"):
         OpenAIChatLoop(offline_openai_client(Offered()), mem, model="qwen", writer=42)  # type: ignore[arg-type]
+
+
+def test_the_agents_session_runs_the_writer(make_mem: MemFactory) -> None:
+    from agents import Agent, OpenAIResponsesModel, RunConfig, Runner
+
+    from stm_memory_openai_agents import ShortTermMemorySession
+
+    mem, model = make_mem(), Offered()
+    writer = Recorder(answer=lambda r: "Tomatoes go in on May 3; the shed code is 4821.")
+    mem.configure_server("g1", refresh_cadence=2)
+    session = ShortTermMemorySession(mem, SCOPE, writer=writer)
+    client = offline_openai_client(model, is_async=True)
+    agent = session.agent(Agent(name="G", model=OpenAIResponsesModel("qwen", client)))
+
+    async def run() -> None:
+        for text in SAID:
+            await Runner.run(
+                agent, text, session=session, run_config=RunConfig(tracing_disabled=True)
+            )
+
+    asyncio.run(run())
+    [request] = writer.asked
+    assert "The shed code is 4821." in request.prompt and not any(model.tools)
+    entry = mem.get(SCOPE)
+    assert entry is not None and entry.summary == "Tomatoes go in on May 3; the shed code is 4821."
+    session.close()
