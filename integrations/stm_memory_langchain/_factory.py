@@ -27,7 +27,14 @@ from ._scope import SCOPE_FIELDS, scope_from_values
 __all__ = ["HistoryFactoryBase"]
 
 # Options a factory passes to each history (the others are scope fields).
-_HISTORY_OPTIONS = ("provider", "trim_history", "memory_role")
+_HISTORY_OPTIONS = (
+    "provider",
+    "trim_history",
+    "memory_role",
+    "tool_calling",
+    "context_window",
+    "writer",
+)
 
 
 class HistoryFactoryBase:

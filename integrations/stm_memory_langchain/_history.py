@@ -556,9 +556,10 @@ class ShortTermMemoryHistoryFactory(HistoryFactoryBase):
     out and key by user (``keys=("user_id", "session_id")``).
 
     ``history=`` builds each conversation's full record from the same keys (default:
-    in memory). Other options (``provider``, ``trim_history``, ``memory_role``) go to
-    every history. The factory keeps the histories it built (the most recent
-    ``MAX_CACHED_HISTORIES``), so an in-memory record lives as long as it does.
+    in memory). Other options (``provider``, ``trim_history``, ``memory_role``,
+    ``tool_calling``, ``context_window``, ``writer``) go to every history. The factory
+    keeps the histories it built (the most recent ``MAX_CACHED_HISTORIES``), so an
+    in-memory record lives as long as it does.
     """
 
     def __init__(

@@ -443,3 +443,29 @@ async def test_the_wrapper_runs_the_turn_itself_without_a_history(
 def test_with_short_term_memory_needs_a_chat_model() -> None:
     with pytest.raises(ConfigurationError, match="chat model"):
         with_short_term_memory(StrOutputParser())
+
+
+def test_the_factory_gives_every_history_the_open_model_options(
+    stm_memory: ShortTermMemory,
+) -> None:
+    # A small open model on a chain: no tool, and a writer that writes for it.
+    stm_memory.configure_server("g1", refresh_cadence=2)
+    model = OfflineChatModel()
+    asked: list[str] = []
+
+    def writer(request: Any) -> str:
+        asked.append(request.prompt)
+        return "Ann hates the sea."
+
+    factory = ShortTermMemoryHistory.factory(
+        stm_memory, user_id="u1", server_id="g1", tool_calling=False, writer=writer
+    )
+    assert factory("c1").options.tool_calling is False
+    chain = history_chain(model, factory)
+    config: Any = {"configurable": {"session_id": "c1"}}
+    for text in ("Hello.", "I hate the sea.", "What next?"):
+        chain.invoke({"input": text}, config)
+    assert all(tools == [] for tools in model.tools_seen)
+    assert len(asked) == 1 and "I hate the sea." in asked[0]
+    entry = stm_memory.get(SCOPE)
+    assert entry is not None and entry.summary == "Ann hates the sea."
