@@ -37,15 +37,13 @@ log = logging.getLogger("stm_memory")
 _ERASE_BATCH = 500
 
 
-def _scope_of(key: str, value: Mapping[str, Any]) -> Scope:
+def _scope_of(key: str, server_id: str | None) -> Scope:
     """The scope a cached entry belongs to, from its key (and its server, for a
     user-scope entry inside a server)."""
     kind, owner, channel, persona = parse_key(key)
     if kind == "server":
         return Scope(channel_id=channel, user_id="_", server_id=owner, persona_id=persona)
-    return Scope(
-        channel_id=channel, user_id=owner, server_id=value.get("server_id"), persona_id=persona
-    )
+    return Scope(channel_id=channel, user_id=owner, server_id=server_id, persona_id=persona)
 
 
 def _as_dated(last_updated: datetime) -> Callable[[MemoryEntry], dict[str, Any]]:
@@ -134,12 +132,10 @@ class Deletions:
         # SQL erasure may have given a row the revision the cache's erasure gave its
         # entry, and the row must take the marks the entry now carries.
         for batch in batched(erased, CACHE_BATCH):
-            held = self._live.get_many(batch)
-            for key, raw in self._cache.get_many(batch).items():
-                if key not in held:
-                    continue
-                dated = _as_dated(held[key].last_updated)
-                moved = self._live.mutate(_scope_of(key, raw), [key], dated, existing_only=True)
+            for key, held in self._live.cached(batch).items():
+                scope = _scope_of(key, held.server_id)
+                dated = _as_dated(held.last_updated)
+                moved = self._live.mutate(scope, [key], dated, existing_only=True)
                 for entry in moved.values():
                     self._persister.write([entry], entry.last_updated)
         self._compact()
@@ -180,7 +176,7 @@ class Deletions:
                     # Decided again inside the transaction: the entry may have moved on.
                     return erase_user(entry, user_id) or legacy or {}
 
-                scope = _scope_of(key, raw)
+                scope = _scope_of(key, raw.get("server_id"))
                 erased += self._live.mutate(scope, [key], change, existing_only=True)
             self._live.evict(expired)
             scanned.add(len(keys))
@@ -230,7 +226,7 @@ class Deletions:
         for keys in batched(cached_entry_keys(self._cache), _ERASE_BATCH):
             for key, raw in self._cache.get_many(keys).items():
                 if holds(raw):
-                    scope = _scope_of(key, raw)
+                    scope = _scope_of(key, raw.get("server_id"))
                     changed += self._live.mutate(scope, [key], change, existing_only=True).values()
         return changed
 

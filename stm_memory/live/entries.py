@@ -98,12 +98,16 @@ class LiveEntries:
 
     def get_many(self, keys: Sequence[str]) -> dict[str, MemoryEntry]:
         """Entries by key (expired ones included), hydrating misses from SQL."""
-        raw = self.cache.read_many(keys)
-        out = {k: self._decode(k, v) for k, v in raw.items()}
-        missing = [k for k in keys if k not in raw]
+        out = self.cached(keys)
+        missing = [k for k in keys if k not in out]
         if missing:
             out.update(self._hydrator.hydrate(missing))
         return out
+
+    def cached(self, keys: Sequence[str]) -> dict[str, MemoryEntry]:
+        """The entries the cache holds of ``keys`` (expired ones included); a miss is
+        left out, never loaded from SQL."""
+        return {k: self._decode(k, v) for k, v in self.cache.read_many(keys).items()}
 
     def hydrate(self, keys: Sequence[str]) -> dict[str, MemoryEntry]:
         """Load keys from SQL into the cache. Concurrent misses of a key share one load."""
