@@ -215,20 +215,24 @@ class MemoryModel(Model):
         prompt: ResponsePromptParam | None,
         **kwargs: Any,
     ) -> ModelResponse:
-        sent, settings = self.observer.request_tools(tools, handoffs, input, model_settings)
-        response = await self.inner.get_response(
-            system_instructions,
-            input,
-            settings,
-            sent,
-            output_schema,
-            handoffs,
-            tracing,
-            previous_response_id=previous_response_id,
-            conversation_id=conversation_id,
-            prompt=prompt,
-            **kwargs,
-        )
+        async def ask(items: str | list[TResponseInputItem]) -> ModelResponse:
+            # The tools and settings the turn offers for this input, then the call.
+            sent, settings = self.observer.request_tools(tools, handoffs, items, model_settings)
+            return await self.inner.get_response(
+                system_instructions,
+                items,
+                settings,
+                sent,
+                output_schema,
+                handoffs,
+                tracing,
+                previous_response_id=previous_response_id,
+                conversation_id=conversation_id,
+                prompt=prompt,
+                **kwargs,
+            )
+
+        response = await ask(input)
         if _calls_tools(response):
             return response
         again = await self.observer.text_call(_response_text(response), input)
@@ -236,20 +240,7 @@ class MemoryModel(Model):
             return response
         # The reply was our tool's call written as text (run as the write): the user
         # gets an answer from one more call, without the tool; both calls are billed.
-        sent, settings = self.observer.request_tools(tools, handoffs, again, model_settings)
-        answer = await self.inner.get_response(
-            system_instructions,
-            again,
-            settings,
-            sent,
-            output_schema,
-            handoffs,
-            tracing,
-            previous_response_id=previous_response_id,
-            conversation_id=conversation_id,
-            prompt=prompt,
-            **kwargs,
-        )
+        answer = await ask(again)
         answer.usage.add(response.usage)
         return answer
 
