@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from stm_memory.errors import ConfigurationError
-from stm_memory.model import Category, MemoryEntry, StoredMessage
+from stm_memory.model import Category, MemoryEntry, turns_after
 from stm_memory.prompt.render import crude_lines, distilled_lines, kept_lines
 
 __all__ = [
@@ -129,11 +129,6 @@ def as_writer(value: WriterLike | None) -> Writer | None:
     )
 
 
-def _since(entry: MemoryEntry) -> Sequence[StoredMessage]:
-    at = entry.refreshed_at
-    return [m for m in entry.messages if at is None or m.timestamp >= at]
-
-
 def write_request(
     entry: MemoryEntry, categories: Sequence[Category], *, summary_mode: bool, limit: int
 ) -> WriteRequest | None:
@@ -141,7 +136,8 @@ def write_request(
     beside it and the dialogue since it was written, to be rewritten in at most
     ``limit`` characters (as a summary, or as the ``categories``' values). None when
     nothing was said since the last write."""
-    said = _since(entry)
+    # What the write would replace, as its lossy-writer check reads it (changes.refreshed).
+    said = turns_after(entry.messages, entry.refreshed_at, at=True)
     if not said:
         return None
     memory = distilled_lines(entry.summary, entry.categories, categories)

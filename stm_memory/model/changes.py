@@ -12,11 +12,10 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from stm_memory.model._codec import Messages
 from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.categories import merge_categories
 from stm_memory.model.dialogue import StoredMessage
-from stm_memory.model.entry import MemoryEntry
+from stm_memory.model.entry import MemoryEntry, turns_after
 from stm_memory.model.erasure import without_kept_of
 from stm_memory.model.kept import Reconciled, just_before, reconcile, rewritten, written
 from stm_memory.model.receipt import TurnBill, add_to_receipt
@@ -71,7 +70,9 @@ def refreshed(
         fields["categories"] = merge_categories(entry.categories, categories, order)
     summary_now = fields.get("summary", entry.summary)
     values = fields.get("categories", entry.categories)
-    dropped = _said_since(entry.messages, entry.refreshed_at)
+    # At the write's instant too: a write's own turn is captured after it, at the same
+    # instant on a clock that did not move (one turn too many rather than one too few).
+    dropped = turns_after(entry.messages, entry.refreshed_at, at=True)
     # The values this write replaces (one it writes again unchanged replaces nothing).
     previous = [entry.summary or ""] if summary not in (None, entry.summary) else []
     previous += [
@@ -97,7 +98,7 @@ def refreshed(
         # From the start of the turn that did not fit: the cut keeps whole turns.
         first = _turn_start(dropped, kept.held_from)
         fields["refreshed_at"] = just_before(first.timestamp)
-        held = _turn_count(_said_since(dropped, fields["refreshed_at"]))
+        held = _turn_count(turns_after(dropped, fields["refreshed_at"], at=True))
     if entry.key == live_key:
         fields["turns_since_refresh"] = held
         fields["last_refreshed_turn"] = entry.last_refreshed_turn + 1
@@ -111,17 +112,6 @@ def refreshed(
 def _briefed(entry: MemoryEntry) -> str:
     """The other channels' briefings this channel's requests carry."""
     return "\n".join(copy.text for copy in entry.briefings)
-
-
-def _said_since(
-    messages: Sequence[StoredMessage], since: datetime | None
-) -> tuple[StoredMessage, ...]:
-    """The turns captured at or after ``since`` (all when None): a write's own turn is
-    captured after it, at the same instant on a clock that did not move (the check
-    reads one turn too many rather than one too few)."""
-    if isinstance(messages, Messages):
-        return messages.after(since, at=True)  # decodes only those
-    return tuple(m for m in messages if since is None or m.timestamp >= since)
 
 
 def _turn_count(messages: Sequence[StoredMessage]) -> int:

@@ -163,12 +163,15 @@ CACHE_ONLY_FIELDS = frozenset({"messages", "briefings", "briefings_epoch", "show
 
 
 def turns_after(
-    messages: Sequence[StoredMessage], since: datetime | None
+    messages: Sequence[StoredMessage], since: datetime | None, *, at: bool = False
 ) -> tuple[StoredMessage, ...]:
-    """The turns captured after ``since`` (all when None), in order."""
+    """The turns captured after ``since`` (all when None; with ``at``, at it too), in
+    order. Captured turns decode only as far as the ones chosen."""
     if isinstance(messages, _codec.Messages):
-        return messages.after(since)
-    return tuple(m for m in messages if since is None or m.timestamp > since)
+        return messages.after(since, at=at)
+    return tuple(
+        m for m in messages if since is None or m.timestamp > since or (at and m.timestamp == since)
+    )
 
 
 def next_rev(previous: int, now: datetime) -> int:
