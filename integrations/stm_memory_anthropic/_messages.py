@@ -31,6 +31,8 @@ from typing import Any
 
 from stm_memory import MemoryTurn
 from stm_memory.kit import (
+    ANTHROPIC_WIRE,
+    Ask,
     MemoryContext,
     ModelReply,
     Op,
@@ -90,14 +92,16 @@ class AnthropicMessagesAdapter:
         caller_system = system if system is not None else self.system
         prepared = turn.prepare(
             transcript,
-            form="anthropic",
-            system=caller_system,
-            provider=PROVIDER,
-            context=context,
-            other_tools=bool(tools),
-            tool_choice=self.request_options.get("tool_choice"),
-            settings=self.request_options,
-            cache_hints=self.cache_hints,
+            wire=ANTHROPIC_WIRE,
+            ask=Ask(
+                system=caller_system,
+                provider=PROVIDER,
+                settings=self.request_options,
+                tool_choice=self.request_options.get("tool_choice"),
+                other_tools=bool(tools),
+                cache_hints=self.cache_hints,
+                context=context,
+            ),
         )
         # A private copy: the caller may reuse or mutate its messages after the turn,
         # and TurnResult.requests must keep showing what was sent.

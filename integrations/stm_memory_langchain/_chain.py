@@ -79,11 +79,11 @@ from pydantic import ConfigDict
 
 from stm_memory import TOOL_NAME, ConfigurationError, Scope, ShortTermMemory, ValidationError
 from stm_memory.kit import (
+    Ask,
     Op,
     TurnOptions,
     adrive,
     answered_then_remembered,
-    api_of,
     cache_retention,
     check_memory_setup,
     check_positive_int,
@@ -96,6 +96,7 @@ from stm_memory.kit import (
     op,
     strip_memory_calls,
     text_of,
+    wire_for,
 )
 
 from ._binding import base_model, bindings, own_tools, with_tool
@@ -413,7 +414,6 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         memory calls, as stored, and the calls' results)."""
         exchange: list[BaseMessage] = []
         turn = plan.state.turn
-        turn.name_model(model_name(base_model(self.model)))
 
         def transcript() -> list[BaseMessage]:
             return [*plan.messages, *exchange]
@@ -461,10 +461,12 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         prepared = plan.history.model_request(
             transcript,
             turn=plan.state,
-            api=api_of(plan.provider),
-            other_tools=own_tools(self.model),
-            settings=plan.settings,
-            cache_hints=self.cache_hints,
+            wire=wire_for(plan.provider),
+            ask=Ask(
+                other_tools=own_tools(self.model),
+                settings=plan.settings,
+                cache_hints=self.cache_hints,
+            ),
         )
         # The memory tool as prepared, bound beside the model's own (described: with
         # the prepared tool_choice, "none"; else the model's own tool_choice stays).
@@ -506,6 +508,7 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
             user_text,
             provider=provider,
             retention=cache_retention(settings),
+            model=model_name(base_model(self.model)),
         )
         if current is not None:
             view = yield op(lambda: history.messages, history.aget_messages)

@@ -68,6 +68,8 @@ from langchain_core.tools import BaseTool
 
 from stm_memory import Scope, ShortTermMemory, TurnContext
 from stm_memory.kit import (
+    MESSAGES_WIRE,
+    Ask,
     MemoryRole,
     MemoryTurn,
     Op,
@@ -75,6 +77,7 @@ from stm_memory.kit import (
     PreparedRequest,
     TurnOption,
     TurnOptions,
+    Wire,
     WriterLike,
     adrive,
     check_memory_setup,
@@ -209,11 +212,13 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         # placement puts memory goes by what the request is, not by ``provider``, which
         # names the engine's provider exclusion (a proxy's name, say).
         self._wire: str | None = None
-        # The cache retention the chain's model asks for (prompt_cache_retention), once
-        # a wrapper said it: what a turn's one decision of what to show is priced at.
-        # A view is read before the model runs, so the first turn of a history that no
-        # wrapper told yet is priced at the default (the model's provider's rates).
+        # The cache retention the chain's model asks for (prompt_cache_retention) and
+        # the model's name, once a wrapper said them: what a turn's one decision of what
+        # to show is priced at and bounded by (its rates, its hosted window). A view is
+        # read before the model runs: a turn begun before the wrapper named the model
+        # decides again once it does (MemoryTurn.name_model).
         self._retention: timedelta | None = None
+        self._model: str | None = None
         self._open: HistoryTurn | None = None
         self._lock = threading.RLock()
 
@@ -276,6 +281,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         *,
         provider: str | None = None,
         retention: timedelta | None = None,
+        model: str | None = None,
     ) -> HistoryTurn:
         """For a wrapper that calls the chain's model itself
         (:func:`~stm_memory_langchain.with_short_term_memory`): the turn this model input
@@ -285,8 +291,9 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         a new one begins. ``provider`` (the chain's model's) is what placement writes
         for from then on, and fills in this history's ``provider`` (the exclusion's
         name) when it was left ``None``; ``retention`` (what the chain's model asks
-        for, :func:`~stm_memory.kit.cache_retention`) prices what later views show."""
-        return drive(self._model_turn_steps(user_text, provider, retention))
+        for, :func:`~stm_memory.kit.cache_retention`) and ``model`` (its name: its
+        rates and hosted window) price and bound what later views show."""
+        return drive(self._model_turn_steps(user_text, provider, retention, model))
 
     async def amodel_turn(
         self,
@@ -294,8 +301,9 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         *,
         provider: str | None = None,
         retention: timedelta | None = None,
+        model: str | None = None,
     ) -> HistoryTurn:
-        return await adrive(self._model_turn_steps(user_text, provider, retention))
+        return await adrive(self._model_turn_steps(user_text, provider, retention, model))
 
     def abandon_turn(self, turn: HistoryTurn) -> None:
         """End ``turn``, uncaptured, if it is still the open one: its run failed (or
@@ -340,13 +348,14 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         messages: Sequence[BaseMessage],
         *,
         turn: HistoryTurn | None = None,
-        **request: Any,
+        wire: Wire = MESSAGES_WIRE,
+        ask: Ask | None = None,
     ) -> PreparedRequest:
         """This step's request, whole, as ``turn`` (default the open one) prepares it
         (``MemoryTurn.prepare``): :meth:`model_messages`'s messages, the memory tool
-        and ``tool_choice``, the cache hints; ``request``: the rest of ``prepare``'s
-        keywords (the API, the caller's tools, ``tool_choice`` and settings). Without a
-        turn, ``messages`` as they are and nothing else."""
+        and ``tool_choice``, the cache hints; ``wire`` and ``ask``: as for ``prepare``
+        (the API, the caller's tools, ``tool_choice`` and settings; the provider is
+        this history's). Without a turn, ``messages`` as they are and nothing else."""
         if turn is None:
             with self._lock:
                 turn = self._open
@@ -362,7 +371,8 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         # the cut and everything placed go in here, at once, on the whole input.
         with self._lock:
             placed = turn._placed
-        return turn.turn.prepare(messages, view=placed, provider=self._style, **request)
+        ask = replace(ask or Ask(), provider=self._style)
+        return turn.turn.prepare(messages, wire=wire, ask=ask, view=placed)
 
     def keep_exchange(self, exchange: Sequence[BaseMessage], *, answer_included: bool) -> None:
         """For the chain wrapper: the memory exchange it ran this turn, stored in place
@@ -379,7 +389,9 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         with self._lock:
             if self._open is not None:
                 return self._open
-        turn = yield from MemoryTurn.begin(self.memory, self.scope, options=self.options)
+        turn = yield from MemoryTurn.begin(
+            self.memory, self.scope, options=self.options, model=self._model
+        )
         yield from turn.assemble()
         opened = HistoryTurn(turn)
         with self._lock:
@@ -388,9 +400,14 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
             return self._open
 
     def _model_turn_steps(
-        self, user_text: str | None, provider: str | None, retention: timedelta | None = None
+        self,
+        user_text: str | None,
+        provider: str | None,
+        retention: timedelta | None = None,
+        model: str | None = None,
     ) -> Generator[Op, Any, HistoryTurn]:
         self._retention = retention
+        self._model = model or self._model
         if provider is not None:
             self._wire = provider
             if self.provider is None:  # the exclusion's default: the model's provider
@@ -403,6 +420,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
             yield from self._abandon_steps(state)
             state = yield from self._open_steps()
         state.model_called = True
+        state.turn.name_model(self._model)  # a turn its view opened decides again
         state.turn.note_user_message(user_text)
         return state
 

@@ -78,16 +78,17 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 
 from stm_memory import TOOL_NAME, ShortTermMemory, ValidationError
 from stm_memory.kit import (
+    Ask,
     MemoryRole,
     MemoryTurn,
     Op,
     OptionsView,
     PreparedRequest,
     TurnOptions,
+    Wire,
     WriterLike,
     adrive,
     answer_last,
-    api_of,
     cache_retention,
     call_fitted,
     check_memory_setup,
@@ -100,6 +101,7 @@ from stm_memory.kit import (
     tool_name,
     tool_result_text,
     usage_of,
+    wire_for,
 )
 
 from ._dialogue import (
@@ -190,15 +192,16 @@ def _prepared(
     turn: MemoryTurn,
     request: ModelRequest[Any],
     whole: list[Any],
-    asked: dict[str, Any],
+    wire: Wire,
+    ask: Ask,
     settings: Mapping[str, Any],
 ) -> ModelRequest[Any]:
     """``request`` as the turn prepares it: the model input ``whole`` (the caller's
     system prompt first in the portable form, taken back out) with the memory placed,
     the tools, ``tool_choice`` and the cache hints, sent unedited."""
-    prepared = turn.prepare(whole, **asked)
+    prepared = turn.prepare(whole, wire=wire, ask=ask)
     system = request.system_message
-    if "system" not in asked and system is not None:  # joined as the first message
+    if ask.system is None and system is not None:  # joined as the first message
         system, *messages = prepared.messages
     else:
         system, messages = prepared.system, prepared.messages
@@ -408,12 +411,12 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         turn = run.turn
         yield from turn.assemble()  # once per turn; an off turn places nothing
         # prepare() derives this request's context: the nudge only while the tool is offered.
-        wire = provider_of(request.model)  # asked once: LangChain builds its params each time
+        named = provider_of(request.model)  # asked once: LangChain builds its params each time
         options = turn.name_model(model_name(request.model))
         # Placement writes for the model's own provider (what the request is); the
         # ``provider`` option names the engine's exclusion, and stands in only for a
         # model that names none.
-        provider = wire or options.provider
+        provider = named or options.provider
         if provider == "openai":  # ChatOpenAI(base_url=...) may serve an open model
             # With no form named, the host settles it (the portable form for any host
             # but OpenAI's); the same for every request of the turn.
@@ -425,14 +428,13 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         # decides this request from them.
         given = request_settings(request.model, settings)
         others = [t for t in request.tools if tool_name(t) != TOOL_NAME]
-        asked: dict[str, Any] = {
-            "provider": provider,
-            "retention": cache_retention(given, system.content if system is not None else None),
-            "api": api_of(wire),
-            "other_tools": bool(others),
-            "tool_choice": request.tool_choice,
-            "settings": given,
-        }
+        ask = Ask(
+            provider=provider,
+            retention=cache_retention(given, system.content if system is not None else None),
+            other_tools=bool(others),
+            tool_choice=request.tool_choice,
+            settings=given,
+        )
         if options.form == "inline" and system is not None:
             # The portable form joins the memory to the caller's system prompt, which
             # create_agent keeps outside the messages: placed as their first, taken back.
@@ -441,7 +443,7 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
             whole = list(request.messages)
             # Kept apart, as the turn sends it (with a cache breakpoint, where the
             # model takes them).
-            asked["system"] = system
+            ask = replace(ask, system=system)
 
         def fitted() -> Generator[Op, Any, Any]:
             # Longer than the model's context: cut to fit and call once more (the turn
@@ -449,7 +451,7 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
             _, response = yield from call_fitted(
                 turn,
                 whole,
-                lambda: _prepared(turn, request, whole, asked, settings),
+                lambda: _prepared(turn, request, whole, wire_for(named), ask, settings),
                 lambda changed: _call(handler, changed),
             )
             return response

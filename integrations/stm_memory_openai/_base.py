@@ -16,6 +16,7 @@ except ImportError as exc:
     raise missing_extra("stm_memory_openai", "the OpenAI SDK", "openai") from exc
 
 from stm_memory.kit import (
+    Ask,
     LoopShell,
     ModelReply,
     OnText,
@@ -30,7 +31,7 @@ from stm_memory.kit import (
 
 if TYPE_CHECKING:
     from stm_memory import MemoryTurn
-    from stm_memory.kit import PreparedRequest, ToolSpec
+    from stm_memory.kit import MemoryContext, PreparedRequest, ToolSpec
 
 # The SDK names the API modules use are imported here, behind the one guard.
 __all__ = [
@@ -85,17 +86,26 @@ class AdapterBase(ABC):
         self.on_text = on_text
         self.cache_hints = cache_hints
 
-    def request_args(self, tools: Sequence[Any]) -> dict[str, Any]:
-        """What ``MemoryTurn.prepare`` is told of the request besides its messages: the
-        API, whether the caller's ``tools`` come along, the caller's settings (its
+    def ask(
+        self,
+        tools: Sequence[Any],
+        *,
+        system: Any = None,
+        provider: str | None = None,
+        context: MemoryContext | None = None,
+    ) -> Ask:
+        """What ``MemoryTurn.prepare`` is told of the request besides its messages and
+        wire: whether the caller's ``tools`` come along, the caller's settings (its
         ``tool_choice`` and cache hints among them)."""
-        return {
-            "api": "openai",
-            "other_tools": bool(tools),
-            "tool_choice": self.request_options.get("tool_choice"),
-            "settings": self.request_options,
-            "cache_hints": self.cache_hints,
-        }
+        return Ask(
+            system=system,
+            provider=provider,
+            settings=self.request_options,
+            tool_choice=self.request_options.get("tool_choice"),
+            other_tools=bool(tools),
+            cache_hints=self.cache_hints,
+            context=context,
+        )
 
     def tools_of(
         self, prepared: PreparedRequest, tools: Sequence[Any], turn: MemoryTurn
@@ -165,7 +175,7 @@ class OpenAILoop(LoopShell[ClientT]):
 
     def _built(self) -> None:
         # Another host than OpenAI's may render requests with an open model's chat
-        # template: with no form named, the portable one (kit/endpoints.py).
+        # template: with no form named, the portable one (endpoints/hosts.py).
         self.options = self.options.for_host(getattr(self.client, "base_url", None))
 
     def _window_op(self) -> Op | None:

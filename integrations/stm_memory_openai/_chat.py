@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stm_memory.kit import (
+    CHAT_WIRE,
     AsyncLoop,
     ModelReply,
     OnText,
@@ -141,7 +142,7 @@ class ChatCompletionsAdapter(AdapterBase):
         messages: list[Any] = [{"role": "system", "content": system}] if system else []
         messages.extend(transcript)
         prepared = turn.prepare(
-            messages, provider=self.provider, context=context, **self.request_args(tools)
+            messages, wire=CHAT_WIRE, ask=self.ask(tools, provider=self.provider, context=context)
         )
         request: dict[str, Any] = {"model": self.model, "messages": prepared.messages}
         listed = self.tools_of(prepared, tools, turn)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from stm_memory.kit import (
+    RESPONSES_WIRE,
     AsyncLoop,
     ModelReply,
     OnText,
@@ -68,11 +69,7 @@ class ResponsesAdapter(AdapterBase):
     ) -> dict[str, Any]:
         request: dict[str, Any] = {"model": self.model}
         prepared = turn.prepare(
-            transcript,
-            form="responses",
-            system=system,
-            context=context,
-            **self.request_args(tools),
+            transcript, wire=RESPONSES_WIRE, ask=self.ask(tools, system=system, context=context)
         )
         if prepared.system:
             request["instructions"] = prepared.system

@@ -80,6 +80,9 @@ except ImportError as exc:  # pragma: no cover - the extra is installed in the t
 
 from stm_memory import TOOL_NAME, Scope, ShortTermMemory, StmError, TurnContext
 from stm_memory.kit import (
+    MESSAGES_WIRE,
+    RESPONSES_WIRE,
+    Ask,
     MemoryRole,
     MemoryTurn,
     OptionsView,
@@ -424,7 +427,10 @@ class ShortTermMemorySession(OptionsView):
         asked = {"prompt_cache_retention": settings.prompt_cache_retention}
         self._retention = cache_retention({**asked, **(settings.extra_args or {})})
         hints = request_hints(
-            self.scope, settings.extra_args or {}, api="openai", send=self.options.cache_hints
+            self.scope,
+            settings.extra_args or {},
+            wire=RESPONSES_WIRE,
+            send=self.options.cache_hints,
         )
         if not hints:
             return settings
@@ -482,7 +488,7 @@ class ShortTermMemorySession(OptionsView):
         state.sent = True
         decided = state.turn.request_tools(
             items if isinstance(items, list) else [],
-            api="openai",
+            wire=RESPONSES_WIRE,
             other_tools=bool(others or handoffs),
             tool_choice=settings.tool_choice,
         )
@@ -533,7 +539,7 @@ class ShortTermMemorySession(OptionsView):
         placed = state.turn.view(
             items,
             stand_in,
-            form="responses",
+            wire=RESPONSES_WIRE,
             nudge=self._tool is not None,  # no tool to call: no nudge
             retention=self._retention,
         )
@@ -579,10 +585,9 @@ class ShortTermMemorySession(OptionsView):
         # message, the nudge only while the tool is offered.
         items[:] = state.turn.prepare(
             items,
+            wire=MESSAGES_WIRE if inline else RESPONSES_WIRE,
+            ask=Ask(provider="openai", nudge=self._tool is not None),
             view=state.view,
-            form="messages" if inline else "responses",
-            provider="openai",
-            nudge=self._tool is not None,
         ).messages
         state.placed = True
 
@@ -651,10 +656,9 @@ class ShortTermMemorySession(OptionsView):
             return list(sent)
         return state.turn.prepare(
             state.unplaced,
+            wire=MESSAGES_WIRE if self.options.form == "inline" else RESPONSES_WIRE,
+            ask=Ask(provider="openai", nudge=self._tool is not None),
             view=state.view,
-            form="messages" if self.options.form == "inline" else "responses",
-            provider="openai",
-            nudge=self._tool is not None,
         ).messages
 
     def _finish_after_memory(self, call_names: Sequence[str]) -> str | None:

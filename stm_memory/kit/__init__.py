@@ -21,21 +21,27 @@
   :mod:`~stm_memory.wire.anthropic`), and one reader of requests in every format
   (:mod:`.requests`).
 
-Nothing behind the turn is exported: the cut and placement (:mod:`.placing`), the
+- each API a request is written for, as one value (``Wire``: ``CHAT_WIRE``,
+  ``RESPONSES_WIRE``, ``ANTHROPIC_WIRE``, ``MESSAGES_WIRE``; ``wire_for`` maps a chat
+  model's provider to its wire): its rules and how memory is placed in it.
+
+Nothing behind the turn is exported: the cut and placement (each wire's), the
 memory call (:mod:`stm_memory.tool.call`) and what capture is handed (:mod:`.capture`) run
 inside ``MemoryTurn``. An integration imports ``stm_memory`` and ``stm_memory.kit``
 only (``tests/unit/test_kit_imports.py``).
 """
 
 from stm_memory._ops import Op, adrive, drive, op
-from stm_memory.kit.apis import request_hints
-from stm_memory.kit.cache_hints import (
-    OPENAI_PROVIDERS,
-    RequestApi,
-    api_of,
-    cache_retention,
-    prompt_cache_key,
+from stm_memory.endpoints.hosts import form_for_host, is_openai_host, model_name, note_endpoint
+from stm_memory.endpoints.window import (
+    ContextExceeded,
+    adiscover_window,
+    context_exceeded_error,
+    discover_window,
+    history_budget,
+    hosted_window,
 )
+from stm_memory.kit.cache_hints import cache_retention, prompt_cache_key, request_hints
 from stm_memory.kit.capture import CAPTURE_WINDOW, is_dialogue, is_summary_message
 from stm_memory.kit.checks import (
     MEMORY_ROLES,
@@ -54,15 +60,6 @@ from stm_memory.kit.checks import (
     refuse_reserved,
     refuse_wrong_client,
 )
-from stm_memory.kit.context_window import (
-    ContextExceeded,
-    adiscover_window,
-    context_exceeded_error,
-    discover_window,
-    history_budget,
-    hosted_window,
-)
-from stm_memory.kit.endpoints import form_for_host, is_openai_host, model_name, note_endpoint
 from stm_memory.kit.guards import missing_extra
 from stm_memory.kit.loop import (
     ModelReply,
@@ -99,6 +96,7 @@ from stm_memory.kit.shell import (
     emit_text,
 )
 from stm_memory.kit.turn import (
+    Ask,
     Breakpoints,
     MemoryTurn,
     PlacedView,
@@ -117,7 +115,9 @@ from stm_memory.prompt.render import CONTENT_HEADER
 from stm_memory.tool.schema import anthropic_tool, openai_chat_tool, openai_responses_tool
 from stm_memory.tool.turn import TurnRecord, failure
 from stm_memory.tool.vetting import is_truncated, tool_result_text
+from stm_memory.wire import OPENAI_PROVIDERS, wire_for
 from stm_memory.wire.anthropic import (
+    ANTHROPIC_WIRE,
     MAX_BREAKPOINTS,
     agreed_ttl,
     anthropic_breakpoints,
@@ -133,17 +133,28 @@ from stm_memory.wire.anthropic import (
     text_blocks,
     wire_messages,
 )
-from stm_memory.wire.base import ToolSpec
-from stm_memory.wire.openai_chat import chat_tool, chat_tool_call, chat_tool_results, function_call
-from stm_memory.wire.responses import responses_tool, responses_tool_results
+from stm_memory.wire.base import MESSAGES_WIRE, ToolSpec, Wire
+from stm_memory.wire.openai_chat import (
+    CHAT_WIRE,
+    chat_tool,
+    chat_tool_call,
+    chat_tool_results,
+    function_call,
+)
+from stm_memory.wire.responses import RESPONSES_WIRE, responses_tool, responses_tool_results
 
 __all__ = [
+    "ANTHROPIC_WIRE",
     "CAPTURE_WINDOW",
+    "CHAT_WIRE",
     "CONTENT_HEADER",
     "MAX_BREAKPOINTS",
     "MEMORY_ROLES",
+    "MESSAGES_WIRE",
     "OPENAI_PROVIDERS",
+    "RESPONSES_WIRE",
     "WRITER_TAG",
+    "Ask",
     "AsyncLoop",
     "Breakpoints",
     "ContextExceeded",
@@ -158,7 +169,6 @@ __all__ = [
     "PlacedView",
     "PreparedRequest",
     "ProviderAdapter",
-    "RequestApi",
     "SyncLoop",
     "System",
     "ToolCall",
@@ -174,6 +184,7 @@ __all__ = [
     "TurnResult",
     "TurnStatus",
     "Usage",
+    "Wire",
     "WriteRequest",
     "Writer",
     "WriterLike",
@@ -187,7 +198,6 @@ __all__ = [
     "anthropic_system",
     "anthropic_tool",
     "anthropic_tool_results",
-    "api_of",
     "as_messages",
     "breakpoint_budget",
     "breakpoint_marker",
@@ -253,6 +263,7 @@ __all__ = [
     "tool_name",
     "tool_result_text",
     "usage_of",
+    "wire_for",
     "wire_messages",
     "without_speaker_ids",
 ]

@@ -30,28 +30,13 @@ import hashlib
 import json
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any
 
 from stm_memory.model import Scope
 from stm_memory.wire.anthropic import agreed_ttl, breakpoint_markers
+from stm_memory.wire.base import Wire
 
-__all__ = ["OPENAI_PROVIDERS", "RequestApi", "api_of", "cache_retention", "prompt_cache_key"]
-
-#: The API a request is written for, which says the hints it takes: ``"openai"`` (Chat
-#: Completions, Responses: a ``prompt_cache_key`` setting, ``tool_choice: "none"``),
-#: ``"anthropic"`` (Messages: ``cache_control`` breakpoints, ``{"type": "none"}``).
-RequestApi = Literal["openai", "anthropic"]
-
-#: Provider names (LangSmith's, the options') whose requests are OpenAI's API.
-OPENAI_PROVIDERS = frozenset({"openai", "azure", "azure_openai"})
-
-
-def api_of(provider: str | None) -> RequestApi | None:
-    """The API a chat model of ``provider`` writes its requests for (None: one whose
-    hints stm-memory does not write)."""
-    if provider == "anthropic":
-        return "anthropic"
-    return "openai" if provider in OPENAI_PROVIDERS else None
+__all__ = ["cache_retention", "prompt_cache_key", "request_hints"]
 
 
 def prompt_cache_key(scope: Scope) -> str:
@@ -92,3 +77,19 @@ def cache_retention(settings: Mapping[str, Any], system: Any = None) -> timedelt
     body = {**settings, "system": system} if system is not None else settings
     ttl = agreed_ttl(breakpoint_markers(body))
     return _RETENTION.get(ttl) if ttl else None
+
+
+def request_hints(
+    scope: Scope | None, settings: Mapping[str, Any], *, wire: Wire, send: bool
+) -> dict[str, Any]:
+    """The request settings a scope's requests add on ``wire``: OpenAI's
+    ``prompt_cache_key`` (one per server, :func:`prompt_cache_key`) when ``send`` (the
+    options' ``cache_hints``) and the caller's ``settings`` hold no key of their own
+    (the caller's wins); else nothing. Every request of a turn carries it
+    (``PreparedRequest.hints``); an entry point that sets model settings once for every
+    turn (the Agents SDK session's ``agent()``) asks here, without a turn."""
+    if not send or scope is None or not wire.cache_key:
+        return {}
+    if "prompt_cache_key" in settings:
+        return {}
+    return {"prompt_cache_key": prompt_cache_key(scope)}

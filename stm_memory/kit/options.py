@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Generic, Protocol, TypeVar, overload
 
+from stm_memory.endpoints.hosts import form_for_host
 from stm_memory.errors import ConfigurationError
 from stm_memory.kit.checks import (
     check_flag,
@@ -26,7 +27,6 @@ from stm_memory.kit.checks import (
     check_provider,
     check_provider_name,
 )
-from stm_memory.kit.endpoints import form_for_host
 from stm_memory.kit.writer import Writer, as_writer
 from stm_memory.prompt.placement import MemoryRole
 
@@ -68,7 +68,7 @@ class TurnOptions:
             offered and the nudge never sent; briefings, the cut at the context
             budget and erasure still work (docs/open-models.md).
         context_window: the model's context window in tokens: the history budget is
-            sized from it (:func:`~stm_memory.kit.context_window.history_budget`, at
+            sized from it (:func:`~stm_memory.endpoints.window.history_budget`, at
             most ``Limits.history_token_budget``). ``None`` (default): found where it
             can be (an OpenAI-compatible server's own model listing, the table of
             hosted models), else ``Limits.history_token_budget`` alone.

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal
 
 from stm_memory.wire.anthropic import (
     agreed_ttl,
@@ -23,11 +24,41 @@ from stm_memory.wire.anthropic import (
 )
 from stm_memory.wire.base import ToolSpec
 
-__all__ = ["Breakpoints", "PlacedView", "PreparedRequest", "ToolOffer", "ToolRequest"]
+if TYPE_CHECKING:
+    from stm_memory.prompt.placement import MemoryContext
+
+__all__ = ["Ask", "Breakpoints", "PlacedView", "PreparedRequest", "ToolOffer", "ToolRequest"]
 
 #: How a request carries the memory tool: ``"offer"`` callable, ``"describe"`` defined
 #: but uncallable (``tool_choice: none``), None not at all.
 ToolOffer = Literal["offer", "describe"] | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ask:
+    """What a caller's model request says besides its messages and its wire
+    (:meth:`MemoryTurn.prepare <stm_memory.kit.MemoryTurn.prepare>`):
+
+    - ``system``: its system prompt (or ``instructions``), for a wire that keeps it apart;
+    - ``provider``: the provider placement writes for and the turn's decision is priced
+      at (default: the wire's family for the style, the options' for the price);
+    - ``settings``: its request options or model settings (a cache hint there wins; the
+      retention they ask for prices the decision), ``tool_choice`` its own, and
+      ``other_tools`` whether it carries tools of its own;
+    - ``cache_hints``: overrides the options' for this request; ``retention``: the
+      cache retention, when the settings do not say it;
+    - ``nudge``: False holds the nudge back (e.g. until the user's message is known);
+    - ``context``: a hand-built context instead of the turn's."""
+
+    system: Any = None
+    provider: str | None = None
+    settings: Mapping[str, Any] | None = None
+    tool_choice: Any = None
+    other_tools: bool = False
+    cache_hints: bool | None = None
+    retention: timedelta | None = None
+    nudge: bool | None = None
+    context: MemoryContext | None = None
 
 
 @dataclass(frozen=True, slots=True)

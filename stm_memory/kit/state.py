@@ -13,8 +13,8 @@ already ran and does nothing again (``finish`` twice, ``assemble`` twice). A tur
 same table, only placing nothing and writing nothing. Nor is ``abandon()``: it counts the
 turn where it stands, and the turn may still go on and finish.
 
-Pure data and one lookup: the turn holds its phase under its lock and asks
-:func:`advance` before each step.
+Pure data and one lookup: the turn holds its phase under its lock, asks :func:`advance`
+before each step and writes what it answers, there and nowhere else.
 """
 
 from __future__ import annotations

@@ -46,14 +46,10 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from stm_memory._ops import Op, attempt, op
+from stm_memory.endpoints.window import context_exceeded_error, history_budget, hosted_window
 from stm_memory.errors import TurnOrderError, ValidationError
 from stm_memory.kit._engine import TurnEngine
-from stm_memory.kit.apis import FORM_API, request_hints, rules_for
-from stm_memory.kit.cache_hints import (
-    OPENAI_PROVIDERS,
-    RequestApi,
-    cache_retention,
-)
+from stm_memory.kit.cache_hints import cache_retention, request_hints
 from stm_memory.kit.capture import (
     MARGIN,
     capture_read,
@@ -61,10 +57,9 @@ from stm_memory.kit.capture import (
     dialogue_for_capture,
     needs_previous,
 )
-from stm_memory.kit.context_window import context_exceeded_error, history_budget, hosted_window
 from stm_memory.kit.options import TurnOptions
-from stm_memory.kit.placing import RequestForm, as_sent, place_request, place_view
 from stm_memory.kit.prepared import (
+    Ask,
     Breakpoints,
     PlacedView,
     PreparedRequest,
@@ -73,7 +68,7 @@ from stm_memory.kit.prepared import (
 )
 from stm_memory.kit.replies import Usage
 from stm_memory.kit.requests import forces_tool, has_tool_traffic, text_of
-from stm_memory.kit.state import ORDER, TurnEvent, TurnPhase, TurnStatus, advance
+from stm_memory.kit.state import ORDER, Move, TurnEvent, TurnPhase, TurnStatus, advance
 from stm_memory.kit.writer import Writer, write_request, written_arguments
 from stm_memory.model import MemoryEntry, Scope, StoredMessage
 from stm_memory.model.kept import kept_details
@@ -90,15 +85,15 @@ from stm_memory.tool.call import run_memory_call
 from stm_memory.tool.schema import tool_spec
 from stm_memory.tool.textcall import text_call
 from stm_memory.tool.turn import TOOL_NAME, TurnRecord, failure
-from stm_memory.wire import codec_for, message_role
-from stm_memory.wire.base import ToolSpec
+from stm_memory.wire import OPENAI_PROVIDERS, codec_for, message_role, wire_for
+from stm_memory.wire.base import MESSAGES_WIRE, ToolSpec, Wire
 from stm_memory.wire.openai_chat import breakpoint_indices, cache_mode, explicit_breakpoints
-from stm_memory.wire.responses import RESPONSES
 
 if TYPE_CHECKING:
     from stm_memory.tool.turn import TurnContext
 
 __all__ = [
+    "Ask",
     "Breakpoints",
     "MemoryTurn",
     "PlacedView",
@@ -263,6 +258,7 @@ class MemoryTurn:
         "_phase",
         "_scope",
         "_spec",
+        "_undecided",
         "_withdrawn",
         "kept",
         "state",
@@ -298,6 +294,9 @@ class MemoryTurn:
         # (stm_memory.prompt.quiet.tool_step), decided with the form at settle.
         self._withdrawn = False
         self._spec: ToolSpec | None = None  # the memory tool, described once per turn
+        # What the turn stood at before a decision made with no model named (the
+        # context assembled, whether the tool was withdrawn): name_model decides again.
+        self._undecided: tuple[MemoryContext, bool] | None = None
         # How the turn's bill is priced: set at settle and by its first request.
         self._billing = _Billing()
         #: What an integration keeps for this turn, under a key of its own (the LangChain
@@ -397,12 +396,29 @@ class MemoryTurn:
         default, OpenAI's): with no form named, the host settles it
         (:meth:`TurnOptions.for_host`). Returns the options the turn's requests go by."""
         with self._lock:
+            undecided = self._undecided
+            if self._model is None and name and undecided and self._billing.delta is None:
+                # Decided before the model was named (a history's view, read before the
+                # chain's wrapper runs) and nothing sent yet: the first request decides
+                # again, at the model's rates and within its window.
+                self._context, self._withdrawn = undecided
+                self._decision = self._undecided = None
             self._model = self._model or name
             if self._memory.writes_tools_as_text(self._model or ""):
                 self._text_caller()
             if host is not _NO_HOST:
                 self._options = self._options.for_host(host)
             return self._options
+
+    def _step(self, event: TurnEvent) -> Move:
+        """The table's move for ``event`` (:mod:`stm_memory.kit.state`), taken under the
+        lock: the one place the phase is written. ``assemble`` moves the turn on as it
+        starts, so a ``finish`` that comes while the memory is read is never undone."""
+        with self._lock:
+            move = advance(self._phase, event)
+            if move.runs:
+                self._phase = move.to
+            return move
 
     def _offered(self) -> bool:
         return self.state is not None and self.state.tool_offered and not self._withdrawn
@@ -430,6 +446,7 @@ class MemoryTurn:
             if self._decision is not None or self._context is None:
                 return
             context = self._context
+            self._undecided = (context, self._withdrawn) if self._model is None else None
             # The model's context window (named, found on its server, or in the table
             # of hosted models) bounds the history budget: known by now, as the model is.
             window = self._options.context_window or (
@@ -601,7 +618,7 @@ class MemoryTurn:
     def note_user_message(self, text: str | None) -> None:
         """Hand a turn begun before its user message existed that message, so the
         long-term-intent guard sees it before the tool is offered or runs (no I/O)."""
-        advance(self._phase, TurnEvent.NOTE_USER)
+        self._step(TurnEvent.NOTE_USER)
         if self.state is not None:
             self._memory.note_user_message(self.state, text)
 
@@ -612,7 +629,7 @@ class MemoryTurn:
         ``dialogue=False``: the entry point sends no dialogue of ours, and reads
         ``status.context`` alone (a classic memory buffer): what its requests show is
         decided now, the newest memory (nothing a held form would save)."""
-        move = advance(self._phase, TurnEvent.ASSEMBLE)
+        move = self._step(TurnEvent.ASSEMBLE)
         if move.runs:
             built: Any = None
             if self.state is not None:
@@ -626,8 +643,6 @@ class MemoryTurn:
             with self._lock:
                 if self._context is None:  # a concurrent step may have assembled first
                     self._context = context
-                if self._phase is TurnPhase.BEGUN:  # finish() may have come meanwhile
-                    self._phase = move.to
         if not dialogue:
             self._settle(None)
         return self._context if self._context is not None else MemoryContext()
@@ -672,7 +687,7 @@ class MemoryTurn:
         """What one model request of this turn carries: the options' memory role, the
         history cut when trimming, the nudge only while the tool is offered
         (``nudge=False`` holds it back, e.g. until the user's message is known)."""
-        advance(self._phase, TurnEvent.REQUEST)
+        self._step(TurnEvent.REQUEST)
         context = self._context
         if context is None:  # FINISHED without having assembled
             raise TurnOrderError(f"prepare() before assemble(): {ORDER}")
@@ -685,52 +700,35 @@ class MemoryTurn:
         self,
         messages: Sequence[Any],
         *,
-        form: RequestForm = "messages",
-        system: Any = None,
-        provider: str | None = None,
-        context: MemoryContext | None = None,
-        nudge: bool | None = None,
+        wire: Wire = MESSAGES_WIRE,
+        ask: Ask | None = None,
         view: PlacedView | None = None,
-        retention: timedelta | None = None,
-        api: RequestApi | None = None,
-        other_tools: bool = False,
-        tool_choice: Any = None,
-        settings: Mapping[str, Any] | None = None,
-        cache_hints: bool | None = None,
     ) -> PreparedRequest:
         """One model request, whole (:class:`PreparedRequest`): ``messages`` (and the
-        caller's ``system``, for a form that keeps it apart) with this request's
-        memory placed, for ``provider``'s message style (default the options'):
-        the options' memory role, the history cut when trimming, the nudge while
-        the tool is offered (``nudge=False`` holds it back; ``context``: a
-        hand-built context instead). A ``view`` this turn placed (:meth:`view`)
-        that ``messages`` carry is put back to the earlier turns it was placed
-        on first, so the memory is placed once, after the user's message as in
-        every request (where the framework dropped or rewrote some of its items,
-        the items the view added are taken out). The memory tool and
-        ``tool_choice`` (:meth:`request_tools`, on the messages as placed:
-        ``other_tools`` says the request carries tools of the caller's,
-        ``tool_choice`` is the caller's); and the cache hints (:func:`request_hints`,
-        :class:`Breakpoints`) for ``api``, the API the request is written for
-        (default: the form's, ``"anthropic"`` or ``"responses"`` → OpenAI's;
-        ``"messages"`` names none; for OpenAI's, a message's ``user_id``, ours,
-        is left out), from the caller's ``settings`` (request options or model
-        settings: a hint there wins). ``cache_hints`` overrides the options' for
-        this request. ``retention`` (default: what ``settings`` and ``system``
-        ask for, :func:`~stm_memory.kit.cache_retention`) prices the turn's one
-        decision of what to show (made at its first request). Every entry point
-        sends this, unedited. A placing error is logged and the caller's messages go as they
-        came, without memory (the tool and hints still decided): never a failed
-        turn."""
-        if api is None:
-            api = FORM_API[form]
-        rules = rules_for(api)
-        given = dict(settings or {})
-        if retention is None and settings is not None:
+        caller's system prompt, for a ``wire`` that keeps it apart) with this request's
+        memory placed as ``wire``'s API takes it, and what the caller's request says
+        besides (``ask``, :class:`Ask`): the options' memory role, the history cut when
+        trimming, the nudge while the tool is offered. A ``view`` this turn placed
+        (:meth:`view`) that ``messages`` carry is put back to the earlier turns it was
+        placed on first, so the memory is placed once, after the user's message as in
+        every request (where the framework dropped or rewrote some of its items, the
+        items the view added are taken out). The memory tool and ``tool_choice``
+        (:meth:`request_tools`, on the messages as placed); the cache hints
+        (:func:`request_hints`, :class:`Breakpoints`) the wire takes, from the caller's
+        settings (a hint there wins). The retention they ask for (or ``ask.retention``)
+        prices the turn's one decision of what to show (made at its first request).
+        Every entry point sends this, unedited. A placing error is logged and the
+        caller's messages go as they came, without memory (the tool and hints still
+        decided): never a failed turn."""
+        ask = ask or Ask()
+        system, provider = ask.system, ask.provider
+        given = dict(ask.settings or {})
+        retention = ask.retention
+        if retention is None and ask.settings is not None:
             retention = cache_retention(given, system)
         if view is not None:
             messages = _unplaced(messages, view)
-        context = context if context is not None else self._request_context(nudge=nudge)
+        context = ask.context if ask.context is not None else self._request_context(nudge=ask.nudge)
         context = self._settled(messages, context, provider, retention)
         placed_system, placed = system, None
         transient: tuple[str, ...] = ()
@@ -739,38 +737,35 @@ class MemoryTurn:
         # names that: its exclusion, its prices, its API's rules for the tool; how
         # memory is written is ``memory_role``'s). Without an API (LangChain messages),
         # the model's provider, which its chat model converts them for.
-        style = provider if provider is not None else (api or self._options.provider)
+        style = provider if provider is not None else (wire.family or self._options.provider)
         if not context.is_empty:
             try:
-                placed_system, placed = place_request(
-                    context, messages, form=form, system=system, provider=style
-                )
+                placed_system, placed = wire.place(context, messages, system, style)
                 transient = tuple(context.transient)
             except Exception:
                 log.exception("stm-memory: placing memory in the request failed; sending without")
                 placed_system, placed = system, None
         if placed is None:
-            # Nothing placed: the caller's messages, as the API takes them (Messages
-            # turns strictly alternate).
-            placed = as_sent(messages, form=form)
+            placed = wire.sent(messages)  # nothing placed: as the API takes them
         if self._billing.delta is None and self.state is not None:
             self._billing = replace(
                 self._billing,
                 delta=_estimate(messages, system) - _estimate(placed, placed_system),
                 new=_estimate(messages[_previous_request_end(messages) :], None),
             )
-        if rules.strips_speaker_ids:
+        hinted = self._hinted(ask.cache_hints)
+        if wire.strips_speaker_ids:
             # A dict's "user_id" (ours, for capture) is not an API field.
             placed = without_speaker_ids(placed)
-        if api == "openai" and self._hinted(cache_hints) and self._takes_breakpoints():
+        if wire.cache_key and hinted and self._takes_breakpoints():
             placed_system, placed = self._marked(
-                messages, placed, placed_system, transient, form=form, style=style, settings=given
+                messages, placed, placed_system, transient, wire=wire, style=style, settings=given
             )
         tools = self.request_tools(
-            placed, api=api, other_tools=other_tools, tool_choice=tool_choice
+            placed, wire=wire, other_tools=ask.other_tools, tool_choice=ask.tool_choice
         )
         breakpoints = None
-        if self._hinted(cache_hints) and rules.breakpoints and self._scope is not None:
+        if hinted and wire.breakpoints and self._scope is not None:
             breakpoints = Breakpoints.of(transient, system, placed_system)
         return PreparedRequest(
             placed,
@@ -778,7 +773,7 @@ class MemoryTurn:
             transient,
             tools.tool,
             tools.tool_choice,
-            request_hints(self._scope, given, api=api, send=self._hinted(cache_hints)),
+            request_hints(self._scope, given, wire=wire, send=hinted),
             breakpoints,
             self.tool_spec() if tools.tool else None,
         )
@@ -787,31 +782,28 @@ class MemoryTurn:
         self,
         messages: Sequence[Any],
         *,
-        api: RequestApi | None = None,
+        wire: Wire = MESSAGES_WIRE,
         other_tools: bool = False,
         tool_choice: Any = None,
     ) -> ToolRequest:
         """How a request whose input is ``messages`` carries the memory tool, and the
         ``tool_choice`` it sends (the caller's ``tool_choice`` in, as given): the one
         policy (:meth:`_tool_offer`) on the request as it goes — tool traffic read from
-        ``messages`` in any format, ``api``'s rules and those of the API of the turn's
-        provider (:func:`~stm_memory.kit.apis.rules_for`: an OpenAI-compatible endpoint
-        in front of Anthropic refuses what Anthropic refuses). :meth:`prepare` calls it;
+        ``messages`` in any format, ``wire``'s rules and those of the API of the turn's
+        provider (:func:`~stm_memory.wire.wire_for`: an OpenAI-compatible endpoint in
+        front of Anthropic refuses what Anthropic refuses). :meth:`prepare` calls it;
         an entry point that builds its tool list apart from its messages (the Agents
         SDK's model) calls it there."""
-        rules = rules_for(api, provider=self._options.provider)
+        refused = (
+            wire.tool_blocks_need_a_tool or wire_for(self._options.provider).tool_blocks_need_a_tool
+        )
         # Tool traffic matters only where the tool may be described (every request
         # reads it otherwise: a walk over the whole input, on the hot path).
-        traffic = (
-            not self._offered()
-            and rules.tool_blocks_need_a_tool
-            and not other_tools
-            and has_tool_traffic(messages)
-        )
+        traffic = not self._offered() and refused and not other_tools and has_tool_traffic(messages)
         offer = self._tool_offer(other_tools=other_tools, tool_traffic=traffic)
         if offer == "describe":
             # Defined but never callable, in the API's own words.
-            return ToolRequest(offer, rules.no_tool_choice())
+            return ToolRequest(offer, wire.no_tool_choice())
         if tool_choice is not None and (
             not (offer or other_tools) or (offer is None and forces_tool(tool_choice, TOOL_NAME))
         ):
@@ -826,7 +818,7 @@ class MemoryTurn:
         system: Any,
         transient: Sequence[str],
         *,
-        form: RequestForm,
+        wire: Wire,
         style: str | None,
         settings: Mapping[str, Any],
     ) -> tuple[Any, list[Any]]:
@@ -835,7 +827,7 @@ class MemoryTurn:
         LangChain agent's) leads the list it is sent ahead of; Responses
         ``instructions`` (text) take none."""
         # Responses input is written in its own part type, whatever the list holds.
-        codec = RESPONSES if form == "responses" else codec_for(placed, style)
+        codec = wire.codec or codec_for(placed, style)
         apart = system is not None and not isinstance(system, str)
         ahead = [system] if apart else []
         marked = explicit_breakpoints(
@@ -866,7 +858,7 @@ class MemoryTurn:
         earlier: Sequence[Any],
         stand_in: Any,
         *,
-        form: RequestForm = "messages",
+        wire: Wire = MESSAGES_WIRE,
         provider: str | None = None,
         nudge: bool | None = None,
         retention: timedelta | None = None,
@@ -886,9 +878,7 @@ class MemoryTurn:
         if context.is_empty:
             return None
         try:
-            items = place_view(
-                context, earlier, stand_in, form=form, provider=provider or self._options.provider
-            )
+            items = wire.view(context, [*earlier, stand_in], provider or self._options.provider)
         except Exception:
             log.exception("stm-memory: placing memory in the view failed; sending without")
             return None
@@ -913,7 +903,7 @@ class MemoryTurn:
         """Run one ``update_short_term_memory`` call: vetted, every guard checked again,
         one update per turn; a result dict, never an exception (a call after
         :meth:`finish` is the integration's bug: :class:`TurnOrderError`)."""
-        advance(self._phase, TurnEvent.MEMORY_CALL)
+        self._step(TurnEvent.MEMORY_CALL)
         if self.state is None:
             return failure(_UNAVAILABLE)
         return (
@@ -959,7 +949,7 @@ class MemoryTurn:
     def abandon(self) -> Generator[Op, Any, None]:
         """A step of the turn failed: count the turn now (ending is idempotent, so a
         caller that recovers can still :meth:`finish`, which then only captures)."""
-        move = advance(self._phase, TurnEvent.ABANDON)
+        move = self._step(TurnEvent.ABANDON)
         if move.runs and self.state is not None:
             yield from self._commit(TurnRecord(turn=self.state), "ending the turn")
 
@@ -979,11 +969,8 @@ class MemoryTurn:
         stored ones go in front; stored messages keep their speakers. ``usage``: what
         the API reported for each of the turn's model calls, in order: the turn's bill
         (``status.bill``), kept in the channel's receipt with the turn's count."""
-        with self._lock:
-            move = advance(self._phase, TurnEvent.FINISH)
-            if not move.runs:
-                return
-            self._phase = move.to
+        if not self._step(TurnEvent.FINISH).runs:
+            return
         if self.state is None or self._scope is None:
             return
         bill = self.state.bill = self._billing.bill(usage)

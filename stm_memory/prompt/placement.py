@@ -43,8 +43,8 @@ chosen from the list and the ``provider`` hint (:func:`stm_memory.wire.codec_for
   neighbouring user turn — prepended to the next plain user message, else appended to
   the previous user message (text *after* ``tool_result`` blocks is accepted by the API),
   else a new user message where the neighbours are assistants — so roles still
-  alternate. :meth:`MemoryContext.apply_anthropic` moves top content into the
-  ``system`` parameter instead.
+  alternate. The Messages API's wire moves top content into the ``system`` parameter
+  instead (:func:`stm_memory.wire.anthropic.system_placed`).
 
 ``MemoryContext.role = "user"`` (``memory_role=`` on the loops and the middleware)
 makes every injection a user turn: merged into LangChain ``HumanMessage`` and
@@ -71,7 +71,6 @@ from stm_memory.model.shown import ShownState
 from stm_memory.prompt.cut import HistoryWindow, cut_history, forget_erased
 from stm_memory.prompt.quiet import Writing
 from stm_memory.wire import Codec, codec_for, codec_of, message_role
-from stm_memory.wire.anthropic import AnthropicSystem, append_system
 
 __all__ = [
     "MemoryContext",
@@ -263,7 +262,7 @@ class MemoryContext:
         out = [] if self.briefings else [t for t in (self.briefing,) if t]
         return [*out, *(t for t in (self.nudge,) if t)]
 
-    def _top(self) -> str | None:
+    def top(self) -> str | None:
         """What goes at the top: the stable group of briefings, then this channel's
         memory (at depth -1), one text. What changes least goes first (SPEC §6): a
         swap shows a new memory, and the briefings before it, unchanged, keep their
@@ -277,7 +276,7 @@ class MemoryContext:
         this channel's memory, the briefings (oldest first), the nudge. ``top``: placed
         at the top (a system message wherever the provider takes one there)."""
         out: list[tuple[int, str, bool]] = []
-        if top := self._top():
+        if top := self.top():
             out.append((insertion_index(messages, -1), top, True))
         if (memory := self.memory) and self.content_depth >= 0:
             out.append((insertion_index(messages, self.content_depth), memory, False))
@@ -382,19 +381,6 @@ class MemoryContext:
         if not as_system and not as_user:
             return items
         return _place(items, as_system, as_user, codec)
-
-    def apply_anthropic(
-        self, messages: Sequence[Any], system: AnthropicSystem = None, *, trim: bool = True
-    ) -> tuple[AnthropicSystem, list[Any]]:
-        """For the Anthropic Messages API: top content goes to the end of the ``system``
-        parameter (after any cached prefix), the rest into user turns.
-        Returns ``(system, messages)``; neither input is mutated."""
-        rest = self
-        top = self._top()
-        if top and self.role in ("system", "inline"):
-            system = append_system(system, top)
-            rest = self.without_memory()
-        return system, rest.apply(messages, provider="anthropic", trim=trim)
 
 
 def _as_list(messages: Sequence[Any]) -> list[Any]:

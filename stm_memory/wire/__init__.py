@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from stm_memory.wire.anthropic import ANTHROPIC, has_tool_blocks
-from stm_memory.wire.base import Codec, MessageView, Reader, Role
-from stm_memory.wire.openai_chat import CHAT
+from stm_memory.wire.anthropic import ANTHROPIC, ANTHROPIC_WIRE, has_tool_blocks
+from stm_memory.wire.base import MESSAGES_WIRE, Codec, MessageView, Reader, Role, Wire
+from stm_memory.wire.openai_chat import CHAT, CHAT_WIRE
 from stm_memory.wire.responses import RESPONSES, is_item
 from stm_memory.wire.shorthand import SHORTHAND
 
 __all__ = [
+    "OPENAI_PROVIDERS",
     "Codec",
     "MessageView",
     "Reader",
@@ -27,6 +28,7 @@ __all__ = [
     "codec_for",
     "codec_of",
     "message_role",
+    "wire_for",
 ]
 
 # LangChain bindings of these providers reject (or mangle) a SystemMessage that does
@@ -34,8 +36,10 @@ __all__ = [
 _LEADING_SYSTEM_ONLY = frozenset(
     {"anthropic", "bedrock", "bedrock_converse", "google", "google_genai", "gemini", "vertexai"}
 )
-# With these hints a dict list is OpenAI's even if some content looks like Anthropic's.
-_OPENAI_PROVIDERS = frozenset({"openai", "azure", "azure_openai"})
+#: Provider names (LangChain's, the options') whose requests are OpenAI's API: with
+#: these hints a dict list is OpenAI's even if some content looks like Anthropic's.
+OPENAI_PROVIDERS = frozenset({"openai", "azure", "azure_openai"})
+_CONVERTED_ANTHROPIC = ANTHROPIC_WIRE.as_messages()
 
 
 # The LangChain side, loaded on the first object that is not a dict, tuple or string
@@ -77,7 +81,7 @@ def _langchain_codec(provider: str) -> Codec:
     if provider in _LEADING_SYSTEM_ONLY:
         return leading_system_only
     # An OpenAI model is sent what the OpenAI loops send (user text apart).
-    return separate_user if provider in _OPENAI_PROVIDERS else langchain
+    return separate_user if provider in OPENAI_PROVIDERS else langchain
 
 
 def codec_of(message: Any) -> Reader:
@@ -110,7 +114,7 @@ def codec_for(messages: Sequence[Any], provider: str | None = None) -> Codec:
         return _langchain_codec(hint)
     if hint == "anthropic":
         return ANTHROPIC
-    if hint not in _OPENAI_PROVIDERS and has_tool_blocks(messages):
+    if hint not in OPENAI_PROVIDERS and has_tool_blocks(messages):
         return ANTHROPIC
     return RESPONSES if any(is_item(m) for m in messages) else CHAT
 
@@ -121,3 +125,13 @@ def approximate_tokens(message: Any) -> int:
     from stm_memory.wire.langchain import approximate_tokens as estimate
 
     return estimate(message)
+
+
+def wire_for(provider: str | None) -> Wire:
+    """The wire a chat model of ``provider`` (LangChain's name, or the options') writes
+    its requests for: a list of messages it converts, with its API's hints and
+    refusals (:data:`MESSAGES_WIRE` for an API whose hints stm-memory does not write).
+    The one map from a provider to a wire."""
+    if provider == "anthropic":
+        return _CONVERTED_ANTHROPIC
+    return CHAT_WIRE if provider in OPENAI_PROVIDERS else MESSAGES_WIRE

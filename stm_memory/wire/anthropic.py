@@ -24,11 +24,20 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, S
 from typing import Any
 
 from stm_memory.errors import ValidationError
-from stm_memory.wire.base import Role, ToolCall, ToolSpec, has_block, normal_role
+from stm_memory.wire.base import (
+    Placement,
+    Role,
+    ToolCall,
+    ToolSpec,
+    Wire,
+    has_block,
+    normal_role,
+)
 from stm_memory.wire.dicts import DictReader
 
 __all__ = [
     "ANTHROPIC",
+    "ANTHROPIC_WIRE",
     "MAX_BREAKPOINTS",
     "AnthropicCodec",
     "AnthropicSystem",
@@ -46,6 +55,7 @@ __all__ = [
     "is_failed_result",
     "is_memory_block",
     "messages_tool",
+    "system_placed",
     "text_blocks",
     "text_parts",
     "tool_result_only",
@@ -451,3 +461,46 @@ def _mark_system(body: dict[str, Any], marker: Mapping[str, str], index: int | N
         return False
     body["system"] = [*marked, *blocks[at + 1 :]]
     return True
+
+
+# -- placement -------------------------------------------------------------------------
+
+
+def system_placed(
+    context: Placement,
+    messages: Sequence[Any],
+    system: AnthropicSystem = None,
+    *,
+    trim: bool = True,
+) -> tuple[AnthropicSystem, list[Any]]:
+    """The Messages API's placement: what goes at the top joins the end of the
+    ``system`` parameter (after any cached prefix), the rest goes into user turns.
+    Returns ``(system, messages)``; neither input is mutated."""
+    rest = context
+    top = context.top()
+    if top and context.role in ("system", "inline"):
+        system = append_system(system, top)
+        rest = context.without_memory()
+    return system, rest.apply(messages, provider="anthropic", trim=trim)
+
+
+def _placed(
+    context: Placement, messages: Sequence[Any], system: Any, style: str | None
+) -> tuple[Any, list[Any]]:
+    # The cut reads turns on the transcript as it is: merged for the wire, a new user
+    # message would join the tool results before it and hide the turn.
+    kept = wire_messages(context.cut(messages))
+    placed_system, placed = system_placed(context, kept, system, trim=False)
+    return placed_system, wire_messages(placed)
+
+
+#: The Messages API: turns beside the ``system`` parameter, strictly alternating.
+ANTHROPIC_WIRE = Wire(
+    name="anthropic-messages",
+    family="anthropic",
+    none_choice={"type": "none"},
+    tool_blocks_need_a_tool=True,
+    breakpoints=True,
+    place=_placed,
+    sent=wire_messages,
+)

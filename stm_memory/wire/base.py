@@ -5,21 +5,24 @@ format; and the two values every API's module reads and writes, a tool call off 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from copy import deepcopy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 from stm_memory.errors import ValidationError
 
 __all__ = [
+    "MESSAGES_WIRE",
     "ROLE_ALIASES",
     "Codec",
     "MessageView",
+    "Placement",
     "Reader",
     "Role",
     "ToolCall",
     "ToolSpec",
+    "Wire",
     "content_text",
     "has_block",
     "is_empty",
@@ -255,3 +258,98 @@ def marked_content(content: Any, marker: Mapping[str, str], *, part: str) -> lis
             blocks[i] = {**block, "prompt_cache_breakpoint": dict(marker)}
             return blocks
     return None
+
+
+class Placement(Protocol):
+    """What a wire's placement asks of the memory to place (a request's
+    :class:`~stm_memory.prompt.placement.MemoryContext`): this layer holds the rules of
+    each API, the prompt layer what goes where in a list."""
+
+    @property
+    def role(self) -> str: ...
+
+    def cut(self, messages: Sequence[Any]) -> list[Any]: ...
+
+    def apply(
+        self, messages: Sequence[Any], *, provider: str | None = None, trim: bool = True
+    ) -> list[Any]: ...
+
+    def top(self) -> str | None: ...
+
+    def without_memory(self) -> Placement: ...
+
+
+#: ``(context, messages, system, style) -> (system, messages)``: one request placed.
+Place = Callable[[Placement, Sequence[Any], Any, "str | None"], tuple[Any, list[Any]]]
+#: ``(context, items, style) -> items``: a view placed (the stand-in for the user's
+#: message last among ``items``).
+PlaceView = Callable[[Placement, Sequence[Any], "str | None"], list[Any]]
+
+
+def place_messages(
+    context: Placement, messages: Sequence[Any], system: Any, style: str | None
+) -> tuple[Any, list[Any]]:
+    """One list of messages, the caller's system prompt in it (or kept apart, as it
+    came): the history cut, then the memory placed in ``style``'s messages."""
+    return system, context.apply(messages, provider=style)
+
+
+def view_messages(context: Placement, items: Sequence[Any], style: str | None) -> list[Any]:
+    return context.apply(items, provider=style)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Wire:
+    """One API a request is written for, as one value: its rules and how memory is
+    placed in it. Each API's module exports its own (``CHAT_WIRE``, ``RESPONSES_WIRE``,
+    ``ANTHROPIC_WIRE``); :data:`MESSAGES_WIRE` is a list of messages for an API we write
+    no hints for, and :func:`stm_memory.wire.wire_for` maps a chat model's provider to
+    its wire. ``MemoryTurn.prepare`` reads the answers here; no ``if`` on an API's name
+    elsewhere (pydantic-ai's habit)."""
+
+    name: str
+    #: The family of cache hints and tool words the API takes (``"openai"``,
+    #: ``"anthropic"``), also the message style placement writes in when the request
+    #: names no provider; None: hints we do not write.
+    family: str | None = None
+    #: Keeps a tool defined but uncallable (a described memory tool).
+    none_choice: str | Mapping[str, str] = "none"
+    #: Refuses a request whose history holds tool blocks when it defines no tool; the
+    #: memory tool is then described, uncallable. Holds through any endpoint in front of
+    #: the API (an OpenAI-compatible proxy before Anthropic).
+    tool_blocks_need_a_tool: bool = False
+    #: Takes OpenAI's ``prompt_cache_key`` setting and explicit breakpoints.
+    cache_key: bool = False
+    #: Takes Anthropic's ``cache_control`` breakpoints.
+    breakpoints: bool = False
+    #: A message dict's ``user_id`` (ours, for capture) is not one of its fields.
+    strips_speaker_ids: bool = False
+    place: Place = place_messages
+    view: PlaceView = view_messages
+    #: ``messages`` as the API takes them with nothing placed.
+    sent: Callable[[Sequence[Any]], list[Any]] = list
+    #: The codec its messages are written in, where the API fixes one whatever the list
+    #: holds (Responses input); None: read off the list.
+    codec: Codec | None = None
+
+    def no_tool_choice(self) -> str | dict[str, str]:
+        """:attr:`none_choice`, a fresh copy (the caller's request may be edited)."""
+        choice = self.none_choice
+        return choice if isinstance(choice, str) else dict(choice)
+
+    def as_messages(self) -> Wire:
+        """This API's rules for a list of messages a chat model converts for it (a
+        LangChain model's): placed as a list, the API's hints and refusals kept."""
+        return replace(
+            self,
+            name=f"{self.name}-converted",
+            place=place_messages,
+            view=view_messages,
+            sent=list,
+            codec=None,
+        )
+
+
+#: A list of messages for an API we write no hints for (LangChain messages a chat model
+#: converts, an OpenAI-compatible session's portable form).
+MESSAGES_WIRE = Wire(name="messages")

@@ -23,6 +23,7 @@ from stm_memory.wire.base import (
     Codec,
     ToolCall,
     ToolSpec,
+    Wire,
     breakpoints_in,
     is_empty,
     marked_content,
@@ -33,6 +34,7 @@ from stm_memory.wire.dicts import DictReader
 __all__ = [
     "BREAKPOINT",
     "CHAT",
+    "CHAT_WIRE",
     "ChatCodec",
     "breakpoint_indices",
     "cache_mode",
@@ -146,6 +148,9 @@ class ChatCodec(DictReader):
 
 
 CHAT = ChatCodec()
+
+#: Chat Completions: one list of messages, the caller's system prompt in it.
+CHAT_WIRE = Wire(name="openai-chat", family="openai", cache_key=True, strips_speaker_ids=True)
 
 
 def function_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:

@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence, Set
 from typing import Any
 
-from stm_memory.wire.base import Role, ToolCall, ToolSpec
+from stm_memory.wire.base import Placement, Role, ToolCall, ToolSpec, Wire
 from stm_memory.wire.openai_chat import ChatCodec
 
 __all__ = [
     "RESPONSES",
+    "RESPONSES_WIRE",
     "ResponsesCodec",
     "is_call_item",
     "is_item",
@@ -107,3 +108,55 @@ def responses_tool(spec: ToolSpec) -> dict[str, Any]:
         "parameters": spec.schema(),
         "strict": True,
     }
+
+
+def _units_placed(context: Placement, items: Sequence[Any], style: str | None = None) -> list[Any]:
+    """``context.apply`` for Responses input items, an assistant message and the call
+    items right after it kept as one unit, as Chat Completions has one assistant
+    message with several ``tool_calls``: no injection lands between a reply's text and
+    its calls. The history cut runs first, on the items themselves (it keeps a reply's
+    items together on its own)."""
+    items = context.cut(items)
+    view: list[Any] = []
+    units: dict[int, list[Any]] = {}
+    i = 0
+    while i < len(items):
+        j = i + 1 if isinstance(items[i], Mapping) and items[i].get("role") == "assistant" else i
+        while j < len(items) and is_call_item(items[j]):
+            j += 1
+        if j - i < 2:  # a lone item: nothing to keep together
+            view.append(items[i])
+            i += 1
+            continue
+        stand_in = dict(items[j - 1])  # a call item, so placement sees a tool call
+        units[id(stand_in)] = list(items[i:j])
+        view.append(stand_in)
+        i = j
+    placed = context.apply(view, provider="openai", trim=False)
+    return [part for item in placed for part in units.get(id(item), [item])]
+
+
+def _with_instructions(
+    context: Placement, items: Sequence[Any], instructions: Any, style: str | None
+) -> tuple[Any, list[Any]]:
+    """A Responses request whose caller's prompt is its ``instructions``. In the
+    portable form (``memory_role="inline"``) what goes at the top joins the
+    instructions, which a server renders as the one leading system message; otherwise
+    the instructions are left as they are."""
+    if context.role != "inline" or not instructions:
+        return instructions, _units_placed(context, items)
+    lead = {"role": "system", "content": instructions}
+    first, *rest = _units_placed(context, [lead, *items])
+    return str(first["content"]), rest
+
+
+#: The Responses API: input items beside ``instructions`` (module docstring).
+RESPONSES_WIRE = Wire(
+    name="openai-responses",
+    family="openai",
+    cache_key=True,
+    strips_speaker_ids=True,
+    place=_with_instructions,
+    view=_units_placed,
+    codec=RESPONSES,
+)

@@ -25,6 +25,7 @@ from stm_memory import (
     ValidationError,
 )
 from stm_memory.kit import (
+    Ask,
     ModelReply,
     Op,
     ToolCall,
@@ -112,12 +113,12 @@ def test_the_nudge_stays_for_every_step_of_the_turn(mem: ShortTermMemory) -> Non
     turn = begin(mem)
     drive(turn.assemble())
     before = turn.prepare([USER_MSG]).messages
-    held = turn.prepare([USER_MSG], nudge=False).messages
+    held = turn.prepare([USER_MSG], ask=Ask(nudge=False)).messages
     assert TOOL_NAME in str([m for m in before if m not in held])  # the nudge
     assert drive(turn.memory_call({"summary": "done"}))["status"] == "completed"
     assert turn.status.updated and turn.status.tool_offered and turn_tool(turn) is not None
     assert turn.prepare([USER_MSG]).messages == before
-    assert turn.prepare([USER_MSG], nudge=False).messages == held
+    assert turn.prepare([USER_MSG], ask=Ask(nudge=False)).messages == held
     second = drive(turn.memory_call({"summary": "again"}))
     assert second["status"] == "tool_execution_failed"
     assert "already updated" in second["reason"].lower()

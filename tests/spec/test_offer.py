@@ -27,7 +27,7 @@ from stm_memory import (
     ShortTermMemory,
     TurnOptions,
 )
-from stm_memory.kit import drive
+from stm_memory.kit import CHAT_WIRE, drive
 from stm_memory.kit import turn as turn_module
 from stm_memory.prompt.quiet import (
     NUDGE_TRIES,
@@ -215,7 +215,7 @@ def one_turn(
         MemoryTurn.begin(mem, scope, model=model, user_message=f"line {n}", options=options)
     )
     drive(turn.assemble())
-    prepared = turn.prepare(said, api="openai")
+    prepared = turn.prepare(said, wire=CHAT_WIRE)
     nudged = any(f"call {TOOL_NAME}" in str(m.get("content")) for m in prepared.messages)
     if writes and nudged:
         drive(turn.memory_call({"summary": f"Talked up to line {n}."}))

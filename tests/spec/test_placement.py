@@ -8,6 +8,7 @@ cache hints every entry point maps and none writes.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import pytest
@@ -23,10 +24,15 @@ from langchain_core.messages import (
 from stm_memory import TOOL_NAME, ShortTermMemory
 from stm_memory.errors import ValidationError
 from stm_memory.kit import (
+    ANTHROPIC_WIRE,
+    CHAT_WIRE,
+    RESPONSES_WIRE,
+    Ask,
     Breakpoints,
     MemoryTurn,
     PreparedRequest,
     TurnOptions,
+    Wire,
     count_breakpoints,
     drive,
     has_tool_traffic,
@@ -38,6 +44,7 @@ from stm_memory.prompt.placement import (
     insertion_index,
     message_role,
 )
+from stm_memory.wire.anthropic import system_placed
 
 # ------------------------------------------------------------------------------------
 # Placement of memory content and the nudge (stm_memory.prompt.placement): depths, tool pairs,
@@ -205,8 +212,8 @@ def test_apply_never_mutates_its_input() -> None:
     before = copy.deepcopy(msgs)
     for depth in (-1, 0, 1, 2, 3, 9):
         ctx(content_depth=depth, nudge_depth=depth).apply(msgs, provider="anthropic")
-        ctx(content_depth=depth, nudge_depth=depth).apply_anthropic(
-            msgs, [{"type": "text", "text": "s"}]
+        system_placed(
+            ctx(content_depth=depth, nudge_depth=depth), msgs, [{"type": "text", "text": "s"}]
         )
     assert msgs == before
 
@@ -356,14 +363,14 @@ def test_anthropic_shape_is_detected_without_a_hint() -> None:
         ),
     ],
 )
-def test_apply_anthropic_puts_top_content_in_system(system: Any, expected: Any) -> None:
-    new_system, out = ctx(content_depth=-1, nudge_depth=1).apply_anthropic(ANTHROPIC, system)
+def test_the_messages_api_puts_top_content_in_system(system: Any, expected: Any) -> None:
+    new_system, out = system_placed(ctx(content_depth=-1, nudge_depth=1), ANTHROPIC, system)
     assert new_system == expected
     assert [m["content"] for m in out] == ["u1", "a1", [text(N), text("u2")]]
 
 
-def test_apply_anthropic_keeps_deep_content_in_messages() -> None:
-    system, out = ctx(content_depth=2).apply_anthropic(ANTHROPIC, "sys")
+def test_the_messages_api_keeps_deep_content_in_messages() -> None:
+    system, out = system_placed(ctx(content_depth=2), ANTHROPIC, "sys")
     assert system == "sys"
     assert out[0]["content"] == [text("u1"), text(C)]
 
@@ -523,7 +530,7 @@ def test_the_next_turn_shares_everything_before_the_last_exchange() -> None:
 
 
 def test_anthropic_memory_in_system_and_briefing_in_the_current_user_turn() -> None:
-    system, out = split_ctx().apply_anthropic(ANTHROPIC, "sys")
+    system, out = system_placed(split_ctx(), ANTHROPIC, "sys")
     assert system == [text("sys"), text(MEM)]
     assert out[-1]["content"] == [text("u2"), text(BRIEF)]
     assert_anthropic_valid(out)
@@ -611,21 +618,22 @@ def begin(mem: ShortTermMemory, **options: Any) -> MemoryTurn:
 
 def test_an_offered_tool_keeps_the_callers_tool_choice(mem: ShortTermMemory) -> None:
     turn = begin(mem)
-    prepared = turn.prepare(HI, api="openai", tool_choice="required")
+    prepared = turn.prepare(HI, wire=CHAT_WIRE, ask=Ask(tool_choice="required"))
     assert (prepared.tool, prepared.tool_choice) == ("offer", "required")
 
 
-@pytest.mark.parametrize(("api", "none"), [("anthropic", {"type": "none"}), ("openai", "none")])
+@pytest.mark.parametrize(
+    ("wire", "none"), [(ANTHROPIC_WIRE, {"type": "none"}), (CHAT_WIRE, "none")]
+)
 def test_a_hidden_tool_beside_tool_traffic_is_described_for_the_messages_api(
-    mem: ShortTermMemory, api: Any, none: Any
+    mem: ShortTermMemory, wire: Wire, none: Any
 ) -> None:
     # Behind an excluded provider's name the turn offers no tool; the Messages API
     # refuses tool blocks without tools: described, never callable, in the API's words.
     turn = begin(mem, provider="novelai")
     assert not turn.status.tool_offered
-    form: Any = "anthropic" if api == "anthropic" else "messages"
-    prepared = turn.prepare(TRAFFIC, form=form, api=api, tool_choice={"type": "auto"})
-    if api == "anthropic":
+    prepared = turn.prepare(TRAFFIC, wire=wire, ask=Ask(tool_choice={"type": "auto"}))
+    if wire is ANTHROPIC_WIRE:
         assert (prepared.tool, prepared.tool_choice) == ("describe", none)
     else:  # OpenAI's API takes tool traffic without tools: nothing to describe
         assert prepared.tool is None
@@ -635,38 +643,39 @@ def test_a_hidden_tool_beside_tool_traffic_is_described_for_the_messages_api(
     remember = "remember this for future conversations"
     front = drive(MemoryTurn.begin(mem, SERVER, options=options, user_message=remember))
     assert not front.status.tool_offered  # the long-term-intent guard hides it
-    decided = front.request_tools(TRAFFIC, api="openai")
+    decided = front.request_tools(TRAFFIC, wire=CHAT_WIRE)
     assert (decided.tool, decided.tool_choice) == ("describe", "none")
     # Other tools define one already: the memory tool is simply left out.
-    busy = turn.prepare(TRAFFIC, form=form, api=api, other_tools=True, tool_choice="auto")
+    busy = turn.prepare(TRAFFIC, wire=wire, ask=Ask(other_tools=True, tool_choice="auto"))
     assert (busy.tool, busy.tool_choice) == (None, "auto")
 
 
 def test_a_tool_choice_is_dropped_where_it_would_be_refused(mem: ShortTermMemory) -> None:
     turn = begin(mem, provider="novelai")  # the tool hidden
     # No tools at all: the API refuses a tool_choice.
-    assert turn.prepare(HI, api="openai", tool_choice="auto").tool_choice is None
+    assert turn.prepare(HI, wire=CHAT_WIRE, ask=Ask(tool_choice="auto")).tool_choice is None
     # Forcing the memory tool while it is not offered: never.
     forced = {"type": "function", "function": {"name": TOOL_NAME}}
-    mine = turn.prepare(HI, api="openai", other_tools=True, tool_choice=forced)
+    mine = turn.prepare(HI, wire=CHAT_WIRE, ask=Ask(other_tools=True, tool_choice=forced))
     assert mine.tool is None and mine.tool_choice is None
     theirs = {"type": "function", "function": {"name": "lookup"}}
-    kept = turn.prepare(HI, api="openai", other_tools=True, tool_choice=theirs)
+    kept = turn.prepare(HI, wire=CHAT_WIRE, ask=Ask(other_tools=True, tool_choice=theirs))
     assert kept.tool_choice == theirs
 
 
 def test_the_openai_key_is_the_turns_and_the_callers_wins(mem: ShortTermMemory) -> None:
     turn = begin(mem)
-    assert turn.prepare(HI, api="openai").hints == {"prompt_cache_key": prompt_cache_key(SERVER)}
-    own = turn.prepare(HI, api="openai", settings={"prompt_cache_key": "mine"})
+    assert turn.prepare(HI, wire=CHAT_WIRE).hints == {"prompt_cache_key": prompt_cache_key(SERVER)}
+    own = turn.prepare(HI, wire=CHAT_WIRE, ask=Ask(settings={"prompt_cache_key": "mine"}))
     assert own.hints == {}  # the caller's key goes as it is
-    assert turn.prepare(HI, api="openai", cache_hints=False).hints == {}
-    assert begin(mem, cache_hints=False).prepare(HI, api="openai").hints == {}
-    assert turn.prepare(HI, api="anthropic").hints == {}  # Messages: breakpoints instead
+    assert turn.prepare(HI, wire=CHAT_WIRE, ask=Ask(cache_hints=False)).hints == {}
+    assert begin(mem, cache_hints=False).prepare(HI, wire=CHAT_WIRE).hints == {}
+    # Messages: breakpoints instead
+    assert turn.prepare(HI, wire=ANTHROPIC_WIRE.as_messages()).hints == {}
     assert turn.prepare(HI).hints == {}  # no API named: none
-    # The Responses form is OpenAI's; a dict's user_id (ours) is not an API field.
+    # The Responses API is OpenAI's; a dict's user_id (ours) is not an API field.
     said = [{"role": "user", "content": "hi", "user_id": "u1"}]
-    prepared = turn.prepare(said, form="responses", system="Be brief.")
+    prepared = turn.prepare(said, wire=RESPONSES_WIRE, ask=Ask(system="Be brief."))
     assert prepared.hints and prepared.messages == HI
 
 
@@ -679,13 +688,15 @@ def test_anthropic_breakpoints_within_one_budget(mem: ShortTermMemory) -> None:
         {"role": "user", "content": "three"},
     ]
     prepared = turn.prepare(
-        dialogue, form="anthropic", system="Be brief.", provider="anthropic", context=context
+        dialogue,
+        wire=ANTHROPIC_WIRE,
+        ask=Ask(system="Be brief.", provider="anthropic", context=context),
     )
     assert prepared.breakpoints == Breakpoints(("BRIEF",), 1)
     body = prepared.with_breakpoints({"system": prepared.system, "messages": prepared.messages})
     assert count_breakpoints(body) == 3  # the dialogue's, the memory's, the caller's prompt
     assert body["messages"][2]["content"][0]["cache_control"] == {"type": "ephemeral"}
-    off = turn.prepare(dialogue, form="anthropic", context=context, cache_hints=False)
+    off = turn.prepare(dialogue, wire=ANTHROPIC_WIRE, ask=Ask(context=context, cache_hints=False))
     assert off.breakpoints is None
     assert off.with_breakpoints({"messages": off.messages}) == {"messages": off.messages}
     # A framework's own messages: the one dialogue breakpoint, the budget counting the
@@ -710,18 +721,16 @@ def test_anthropic_breakpoints_within_one_budget(mem: ShortTermMemory) -> None:
 
 
 def test_a_placing_error_still_decides_the_tool_and_the_hints(
-    mem: ShortTermMemory, monkeypatch: pytest.MonkeyPatch
+    mem: ShortTermMemory,
 ) -> None:
-    import stm_memory.kit.turn as turn_module
-
     def broken(*_: Any, **__: Any) -> Any:
         raise RuntimeError("placement broke")
 
     turn = begin(mem)
-    monkeypatch.setattr(turn_module, "place_request", broken)
+    wire = dataclasses.replace(ANTHROPIC_WIRE, place=broken)
     context = MemoryContext(content="MEM", content_depth=-1)
     said = [{"role": "user", "content": "one"}, {"role": "user", "content": "two"}]
-    prepared = turn.prepare(said, form="anthropic", provider="anthropic", context=context)
+    prepared = turn.prepare(said, wire=wire, ask=Ask(provider="anthropic", context=context))
     # The caller's messages, as the API takes them (one user turn), without memory.
     assert prepared.messages == [
         {
@@ -752,10 +761,12 @@ def test_tool_traffic_is_read_in_every_format() -> None:
     assert not has_tool_traffic(HI) and not has_tool_traffic("hi")  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("api", ["openai", "anthropic"])
+@pytest.mark.parametrize(
+    "wire", [CHAT_WIRE, ANTHROPIC_WIRE.as_messages()], ids=["openai", "anthropic"]
+)
 @pytest.mark.parametrize("provider", ["openai", "anthropic", "novelai"])
 def test_the_message_style_is_the_wires_whoever_serves_the_model(
-    mem: ShortTermMemory, api: Any, provider: str
+    mem: ShortTermMemory, wire: Wire, provider: str
 ) -> None:
     # ``provider`` names who serves the model (an OpenAI-compatible endpoint in front
     # of Anthropic, say): its exclusion, prices and tool rules, never how a request
@@ -764,7 +775,7 @@ def test_the_message_style_is_the_wires_whoever_serves_the_model(
     said = [{"role": "system", "content": "You plan trips."}, *HI]
 
     def placed(**options: Any) -> list[Any]:
-        return begin(mem, **options).prepare(said, api=api).messages
+        return begin(mem, **options).prepare(said, wire=wire).messages
 
     written = placed(provider=provider)
     assert written == placed()

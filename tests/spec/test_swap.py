@@ -17,7 +17,7 @@ import pytest
 
 from stm_memory import ConfigurationError, MemoryTurn, Scope, ShortTermMemory, TurnOptions
 from stm_memory.config import Limits
-from stm_memory.kit import drive
+from stm_memory.kit import CHAT_WIRE, drive
 from stm_memory.model import MemoryEntry
 from stm_memory.model.changes import counted
 from stm_memory.model.erasure import erase_user
@@ -372,7 +372,7 @@ class Channel:
             MemoryTurn.begin(mem, CREW, options=TurnOptions(provider="openai"), user_message=said)
         )
         drive(turn.assemble())
-        request = turn.prepare(self.history, api="openai").messages
+        request = turn.prepare(self.history, wire=CHAT_WIRE).messages
         return turn, request
 
     def finish(self, turn: MemoryTurn, *, write: str | None = None) -> None:

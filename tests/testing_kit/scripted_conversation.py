@@ -40,6 +40,7 @@ from stm_memory.testing import (
     offline_anthropic_client,
     offline_openai_client,
 )
+from stm_memory.wire.anthropic import system_placed
 from stm_memory_anthropic import AnthropicLoop
 from stm_memory_langchain import ShortTermMemoryMiddleware
 from stm_memory_openai import OpenAIChatLoop, OpenAIResponsesLoop
@@ -274,7 +275,7 @@ def _contexts(memory: ShortTermMemory, scopes: Mapping[str, Scope]) -> list[dict
                 "content_depth": context.content_depth,
                 "nudge_depth": context.nudge_depth,
                 "applied": context.apply(dialogue, provider="openai"),
-                "applied_anthropic": list(context.apply_anthropic(dialogue[1:], SYSTEM)),
+                "applied_anthropic": list(system_placed(context, dialogue[1:], SYSTEM)),
             }
         )
     return out

@@ -1,4 +1,4 @@
-"""The model's context window (stm_memory.kit.context_window): each provider's real
+"""The model's context window (stm_memory.endpoints.window): each provider's real
 "context length exceeded" body, each server's own model description, the hosted table,
 and discovery with the real ``openai`` client against the fake provider answering like
 vLLM, SGLang and llama.cpp."""
@@ -16,8 +16,7 @@ import httpx
 import openai
 import pytest
 
-from stm_memory.errors import ConfigurationError
-from stm_memory.kit.context_window import (
+from stm_memory.endpoints.window import (
     HOSTED_WINDOWS,
     ContextExceeded,
     adiscover_window,
@@ -28,6 +27,7 @@ from stm_memory.kit.context_window import (
     hosted_window,
     window_from_listing,
 )
+from stm_memory.errors import ConfigurationError
 from tests.fakeprovider.script import EXCEEDED_KINDS, context_exceeded_body
 from tests.fakeprovider.server import FakeProviderServer
 from tests.fakeprovider.wire_common import WireResult, json_result

@@ -96,8 +96,9 @@ BEHIND_THE_TURN = frozenset(
         "dialogue_for_capture",  # MemoryTurn.finish
         "needs_previous",
         "build_tool",  # the engine's tool (mem.tool): the turn's is stm_memory_langchain._tool
-        "place_request",  # MemoryTurn.prepare
-        "place_view",  # MemoryTurn.view
+        "place_messages",  # a wire's placement: MemoryTurn.prepare / view
+        "view_messages",
+        "system_placed",
         "cut_history",
         "check_tool_call",  # the memory call's vetting
         "CAPTURE_WINDOW",  # MemoryTurn.capture_window / finish: the one capture window
@@ -113,7 +114,7 @@ CAPTURE_WINDOW_ATTRS = frozenset({"messages_kept"})
 #: Placement and cut methods: an integration never calls them on what the turn handed
 #: it (a MemoryContext); it asks the turn (prepare, view).
 PLACEMENT_CALLS = frozenset(
-    {"apply", "apply_anthropic", "cut", "injections", "for_request", "without_memory"}
+    {"apply", "place", "top", "cut", "injections", "for_request", "without_memory"}
 )
 
 
@@ -291,7 +292,7 @@ def test_mapping_what_the_turn_prepared_passes_the_checker() -> None:
     caller's hints, and sends the turn's tool_choice (a value, not a literal)."""
     tree = ast.parse(
         "def request(self, turn, body, tools):\n"
-        "    prepared = turn.prepare(body['messages'], api='openai', settings=body)\n"
+        "    prepared = turn.prepare(body['messages'], wire=CHAT_WIRE, ask=Ask(settings=body))\n"
         "    body.update(prepared.hints)\n"
         "    body['tool_choice'] = prepared.tool_choice\n"
         "    automatic = bool(body.get('cache_control'))\n"

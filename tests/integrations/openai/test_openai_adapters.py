@@ -18,8 +18,8 @@ from openai.types.responses import Response
 import stm_memory_openai
 from stm_memory import ConfigurationError, MemoryTurn, Scope, ShortTermMemory, ValidationError
 from stm_memory.kit import drive, prompt_cache_key
-from stm_memory.kit.placing import place_request
 from stm_memory.prompt.placement import MemoryContext
+from stm_memory.wire.responses import RESPONSES_WIRE
 from stm_memory_openai import (
     AsyncOpenAIChatLoop,
     AsyncOpenAIResponsesLoop,
@@ -362,7 +362,7 @@ def test_responses_placement_keeps_a_reply_and_its_calls_together(
     items = [{"role": "user", "content": "q"}, *head, text, _call(1), _call(2), _output(1)]
     items.append(_output(2))
     context = MemoryContext(nudge="[nudge]", nudge_depth=depth)
-    placed = place_request(context, items, form="responses")[1]
+    placed = RESPONSES_WIRE.place(context, items, None, None)[1]
     nudge = {"role": "system", "content": "[nudge]"}
     # Before the reply (and its reasoning), never between its parts; the items are the
     # caller's own objects, in order.
@@ -374,5 +374,5 @@ def test_responses_placement_of_a_lone_call() -> None:
     items = [{"role": "user", "content": "q"}, _call(1), _output(1)]
     items.append({"role": "user", "content": "r"})
     context = MemoryContext(nudge="[nudge]", nudge_depth=2)
-    placed = place_request(context, items, form="responses")[1]
+    placed = RESPONSES_WIRE.place(context, items, None, None)[1]
     assert placed[1] == {"role": "system", "content": "[nudge]"}

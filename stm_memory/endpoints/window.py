@@ -53,8 +53,8 @@ from typing import Any, Final
 from urllib.parse import quote, urlsplit
 
 from stm_memory._ops import Op, adrive, drive
-from stm_memory.kit.checks import check_positive_int
-from stm_memory.kit.endpoints import is_openai_host
+from stm_memory.endpoints.hosts import is_openai_host
+from stm_memory.errors import ConfigurationError
 
 __all__ = [
     "HOSTED_WINDOWS",
@@ -165,7 +165,8 @@ def history_budget(window: int) -> int:
     estimate error (our count is about four characters a token; a server's tokenizer
     may count more) — and for the reply, which shares the window on every server that
     runs the model itself (vLLM, llama.cpp, SGLang count prompt + ``max_tokens``)."""
-    check_positive_int("context_window", window)
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ConfigurationError(f"context_window must be an integer >= 1, got {window!r}")
     return window * 3 // 4
 
 
