@@ -407,7 +407,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         model: str | None = None,
     ) -> Generator[Op, Any, HistoryTurn]:
         self._retention = retention
-        self._model = model or self._model
+        self._model = model
         if provider is not None:
             self._wire = provider
             if self.provider is None:  # the exclusion's default: the model's provider

@@ -14,7 +14,8 @@ same table, only placing nothing and writing nothing. Nor is ``abandon()``: it c
 turn where it stands, and the turn may still go on and finish.
 
 Pure data and one lookup: the turn holds its phase under its lock, asks :func:`advance`
-before each step and writes what it answers, there and nowhere else.
+before each step and writes what it answers under that lock (``assemble`` once its read
+is done, unless ``finish`` came meanwhile).
 """
 
 from __future__ import annotations

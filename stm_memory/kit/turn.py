@@ -394,7 +394,10 @@ class MemoryTurn:
         name given before stays: the turn's model does not change) and, for an
         OpenAI-style client, the base URL it is served from (``host``; None: the SDK's
         default, OpenAI's): with no form named, the host settles it
-        (:meth:`TurnOptions.for_host`). Returns the options the turn's requests go by."""
+        (:meth:`TurnOptions.for_host`). Returns the options the turn's requests go by.
+        A decision of what to show made before the model was named (a history's view,
+        read before the chain's wrapper runs) is made again at the next request, when
+        nothing was sent yet: the model's rates and window price and bound it."""
         with self._lock:
             undecided = self._undecided
             if self._model is None and name and undecided and self._billing.delta is None:
@@ -412,8 +415,9 @@ class MemoryTurn:
 
     def _step(self, event: TurnEvent) -> Move:
         """The table's move for ``event`` (:mod:`stm_memory.kit.state`), taken under the
-        lock: the one place the phase is written. ``assemble`` moves the turn on as it
-        starts, so a ``finish`` that comes while the memory is read is never undone."""
+        lock, where every step but ``assemble`` writes the phase (``assemble`` writes it
+        once its read is done: a concurrent step then sees the turn not assembled yet,
+        and a read cut short can be run again)."""
         with self._lock:
             move = advance(self._phase, event)
             if move.runs:
@@ -446,7 +450,10 @@ class MemoryTurn:
             if self._decision is not None or self._context is None:
                 return
             context = self._context
-            self._undecided = (context, self._withdrawn) if self._model is None else None
+            # Decided with no model named, on a request's dialogue: name_model decides
+            # again (assemble(dialogue=False) decided the newest, for good).
+            unnamed = self._model is None and messages is not None
+            self._undecided = (context, self._withdrawn) if unnamed else None
             # The model's context window (named, found on its server, or in the table
             # of hosted models) bounds the history budget: known by now, as the model is.
             window = self._options.context_window or (
@@ -629,7 +636,8 @@ class MemoryTurn:
         ``dialogue=False``: the entry point sends no dialogue of ours, and reads
         ``status.context`` alone (a classic memory buffer): what its requests show is
         decided now, the newest memory (nothing a held form would save)."""
-        move = self._step(TurnEvent.ASSEMBLE)
+        with self._lock:
+            move = advance(self._phase, TurnEvent.ASSEMBLE)
         if move.runs:
             built: Any = None
             if self.state is not None:
@@ -643,6 +651,10 @@ class MemoryTurn:
             with self._lock:
                 if self._context is None:  # a concurrent step may have assembled first
                     self._context = context
+                # Moved on once the memory is read (a read cut short leaves the turn
+                # BEGUN, to assemble again), unless finish() came meanwhile.
+                if self._phase is TurnPhase.BEGUN:
+                    self._phase = move.to
         if not dialogue:
             self._settle(None)
         return self._context if self._context is not None else MemoryContext()

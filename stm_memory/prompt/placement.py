@@ -366,7 +366,7 @@ class MemoryContext:
         codec = codec_for(items, provider)
         role = self.role
         if role == "inline":
-            if codec.name != "anthropic":
+            if not codec.system_apart:
                 return _place_inline(items, self.injections(items), codec)
             role = "system"  # Messages turns are merged already; the top goes to system
         as_system: dict[int, list[str]] = {}

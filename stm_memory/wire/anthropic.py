@@ -130,6 +130,7 @@ def append_system(system: AnthropicSystem, text: str) -> AnthropicSystem:
 
 class AnthropicCodec(DictReader):
     name = "anthropic"
+    system_apart = True
 
     def role(self, message: Any) -> Role:
         role = normal_role(message.get("role"))

@@ -135,6 +135,11 @@ class Codec(Reader, Protocol):
     """A wire format a request's list can be written in: reading, plus how injections
     (memory, briefings, nudge) are written into a list of the format."""
 
+    #: The format keeps the system prompt apart from its turns (the Messages API's
+    #: ``system`` parameter): its turns are merged already, and what the portable form
+    #: puts at the top goes there, not into a user turn.
+    system_apart: bool
+
     def system_at(self, top: bool) -> bool:
         """Whether an injection at the top (``top``) or further down may be a system
         message in this format."""

@@ -15,6 +15,7 @@ class DictReader:
     """The reading every dict codec shares; each format's codec adds its own calls."""
 
     name = "dict"
+    system_apart = False
 
     def role(self, message: Any) -> Role:
         return normal_role(message.get("role"))

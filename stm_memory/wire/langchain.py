@@ -72,6 +72,7 @@ class LangChainCodec:
     the user's own message (which every provider takes)."""
 
     name = "langchain"
+    system_apart = False
 
     def __init__(self, *, leading_system_only: bool = False, separate_user: bool = False) -> None:
         self.leading_system_only = leading_system_only

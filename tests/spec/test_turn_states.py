@@ -196,3 +196,17 @@ def test_a_finish_while_assembling_is_not_undone(mem: ShortTermMemory) -> None:
     assert turn.status.phase is TurnPhase.FINISHED
     with pytest.raises(TurnOrderError, match=r"memory_call\(\) after finish\(\)"):
         drive(turn.memory_call({"summary": "late"}))
+
+
+def test_an_assembly_cut_short_can_run_again(mem: ShortTermMemory) -> None:
+    # A read that never returned (a task cancelled while it awaited the store) leaves
+    # the turn begun: the next assemble() reads the memory, and requests are built on it.
+    refresh(mem, SERVER, "The heist is on Friday.")
+    turn = begin(mem)
+    steps = turn.assemble()
+    next(steps)  # the read, not run yet
+    steps.close()  # cut short
+    assert turn.status.phase is TurnPhase.BEGUN
+    drive(turn.assemble())
+    assert turn.status.phase is TurnPhase.ASSEMBLED
+    assert "The heist is on Friday." in str(turn.prepare([USER_MSG]).messages)
