@@ -7,12 +7,15 @@ reads the session once before the first model call and appends to it as the run 
 session only translates the SDK's hooks onto it:
 
 - the run's first ``get_items`` (the SDK passes the run's context wrapper) begins the
-  turn and returns what the model should be sent: the memory block, the items the
-  memory does not cover (the history cut of the provider loops, without earlier
-  memory-tool calls) and the nudge when it is due — placed as if the new input were
-  already there, since the SDK appends it right after. Every other read (the SDK's
-  tail checks during the run, your own code's ``get_items``) returns the wrapped
-  session's items, and never touches the turn;
+  turn. Once ``agent()`` has wrapped an agent, it returns the record as it is: the
+  hooks of ``agent()``'s agents place the memory at each model call, on the whole
+  input, the session's one placement point. A session used with plain agents only
+  returns what the model should be sent: the memory block, the items the memory does
+  not cover (the history cut of the provider loops, without earlier memory-tool calls)
+  and the nudge when it is due — placed as if the new input were already there, since
+  the SDK appends it right after. Every other read (the SDK's tail checks during the
+  run, your own code's ``get_items``) returns the wrapped session's items, and never
+  touches the turn;
 - the turn learns its user message from the run's input (the SDK's ``turn_input``,
   past the view) before the model is sent its first tool list: in ``agent()``'s
   hooks, ahead of placing; for a plain agent, which has no hooks, in the tool's
@@ -29,11 +32,10 @@ session only translates the SDK's hooks onto it:
   (the user has the answer: no second model call for it), so a run costs no extra
   model call. Its
   hooks build each model request on the whole input as every entry point does
-  (``MemoryTurn.prepare(view=...)``: the view put back to the session's items, then
-  the cut, the memory, the briefings and the nudge after the user's message, the
-  nudge only while the tool is offered). Its model (the agent's ``Model``, wrapped:
-  ``_agent.MemoryModel``) is sent the tools the turn offers, with the ``tool_choice``
-  it decides (``MemoryTurn.request_tools``, the same in every step of the turn),
+  (``MemoryTurn.prepare``: the cut, the memory, the briefings and the nudge after the
+  user's message, the nudge only while the tool is offered). Its model (the agent's
+  ``Model``, wrapped: ``_agent.MemoryModel``) is sent the tools the turn offers, with
+  the ``tool_choice`` it decides (``MemoryTurn.request_tools``, the same in every step of the turn),
   while the memory tool stays in every step's tool list, so a call the model makes
   to a tool a guard hides is answered with the guard's failed result, as in every
   entry point. An agent whose model is a name (resolved by the run's provider, after
@@ -295,6 +297,10 @@ class ShortTermMemorySession(OptionsView):
         # the session's view makes before the model is called.
         self._retention: timedelta | None = None
         self._model_name: str | None = None  # the model of agent()'s agent
+        # agent() wrapped an agent: its hooks place the memory at each model call, on
+        # the whole input, the session's one placement point from then on; the run's
+        # first read returns the record as it is.
+        self._places_at_model = False
 
     # -- the Session protocol ---------------------------------------------------------------
 
@@ -406,6 +412,7 @@ class ShortTermMemorySession(OptionsView):
         # The model agent() wraps names the rates and the cache hints of its turns (a
         # RunConfig model replacing it is said once, in _answered).
         self._model_name = model_name(model)
+        self._places_at_model = True
         if isinstance(model, Model):
             # The memory tool stays routable in every step; the wrapper leaves it out
             # of what the model is sent while the turn does not offer it.
@@ -457,11 +464,9 @@ class ShortTermMemorySession(OptionsView):
         self._learn_input(state, getattr(ctx, "turn_input", None))
         # The turn decides (TurnStatus.tool_listed). What only the session knows: a
         # plain agent was sent this turn's nudge (placed in the view, before the user's
-        # message was known); agent()'s hooks take the nudge out instead (_before_model).
-        hooks = getattr(agent, "hooks", None)
-        hooked = isinstance(hooks, MemoryHooks) and hooks.observer.session is self
+        # message was known; a session that places at the model call has no view).
         nudged = state.view is not None and state.view.nudge is not None
-        return state.turn.status.tool_listed(nudged=nudged and not hooked)
+        return state.turn.status.tool_listed(nudged=nudged)
 
     def _routes(self, agent: Any) -> bool:
         """``agent`` came from :meth:`agent` over a ``Model``: its tool list always has
@@ -535,6 +540,8 @@ class ShortTermMemorySession(OptionsView):
         return state
 
     def _view(self, items: list[Any], state: _OpenRun) -> list[Any]:
+        if self._places_at_model:
+            return items  # agent()'s hooks place it, on the whole input (_before_model)
         stand_in: dict[str, Any] = {"role": "user", "content": ""}
         placed = state.turn.view(
             items,
@@ -570,25 +577,13 @@ class ShortTermMemorySession(OptionsView):
         state.sent = False  # until agent()'s model sends it (_request_tools)
         # Ahead of the nudge's placing and of the model's tool list (_request_tools).
         self._learn_input(state, run_input)
-        inline = self.options.form == "inline"
-        if not inline and state.view is None:
-            # Nothing placed in this turn's view, or a run resumed from its state, whose
-            # input was placed when it began: it goes as it is (placing again would add
-            # twice).
-            state.unplaced = None
-            return
         state.unplaced = list(items)
-        # The turn builds this request on the whole input, as every entry point does:
-        # the portable form joined to the first user message and the user message of
-        # each turn (the instructions are the SDK's to send); else the view put back
-        # to the session's items, with the briefings and the nudge after the user's
-        # message, the nudge only while the tool is offered.
-        items[:] = state.turn.prepare(
-            items,
-            wire=MESSAGES_WIRE if inline else RESPONSES_WIRE,
-            ask=Ask(provider="openai", nudge=self._tool is not None),
-            view=state.view,
-        ).messages
+        # The turn builds this request on the whole input, as every entry point does
+        # (the record the run's first read returned, and the new input): the cut, the
+        # memory, the briefings and the nudge after the user's message, the nudge only
+        # while the tool is offered; in the portable form, joined to the first user
+        # message and the user message of each turn (the instructions are the SDK's).
+        items[:] = self._placed(state, items)
         state.placed = True
 
     async def _end(self, state: _OpenRun) -> None:
@@ -600,11 +595,13 @@ class ShortTermMemorySession(OptionsView):
         status = turn.status
         if not status.active or status.phase is TurnPhase.FINISHED:
             return
-        if self.options.form == "inline" and state.run is not None and not state.placed:
+        at_model = self.options.form == "inline" or self._places_at_model
+        if at_model and state.run is not None and not state.placed:
             log.warning(
-                "stm-memory: memory_role='inline' places the memory at each model call, "
-                "through session.agent(agent); this run's agent was not, so its model was "
-                "sent the whole session, uncut, and no memory"
+                "stm-memory: this session places the memory at each model call, through "
+                "session.agent(agent) (memory_role='inline', or agent() used on it); this "
+                "run's agent was not, so its model was sent the whole session, uncut, and "
+                "no memory"
             )
         try:
             items, start = await self._dialogue(turn, state.added)
@@ -654,12 +651,15 @@ class ShortTermMemorySession(OptionsView):
             return None
         if state.unplaced is None:  # this step placed nothing: it goes as it was
             return list(sent)
-        return state.turn.prepare(
-            state.unplaced,
-            wire=MESSAGES_WIRE if self.options.form == "inline" else RESPONSES_WIRE,
-            ask=Ask(provider="openai", nudge=self._tool is not None),
-            view=state.view,
-        ).messages
+        return self._placed(state, state.unplaced)
+
+    def _placed(self, state: _OpenRun, items: list[Any]) -> list[Any]:
+        """One model call's input, as the turn prepares it (the one placement point of
+        agent()'s agents)."""
+        inline = self.options.form == "inline"
+        ask = Ask(provider="openai", nudge=self._tool is not None, retention=self._retention)
+        wire = MESSAGES_WIRE if inline else RESPONSES_WIRE
+        return state.turn.prepare(items, wire=wire, ask=ask).messages
 
     def _finish_after_memory(self, call_names: Sequence[str]) -> str | None:
         """The answer to end the run with, when the last response answered and called
