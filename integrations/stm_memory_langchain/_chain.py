@@ -2,13 +2,15 @@
 
     chain = with_short_term_memory(prompt | ChatOpenAI(model="gpt-4.1-mini"), mem)
     with_history = RunnableWithMessageHistory(
-        chain, ShortTermMemoryHistory.factory(mem, user_id="u1", server_id="g1"),
+        chain, ShortTermMemoryHistory.factory(mem, user_id="u1", server_id="g1", raw=True),
         input_messages_key="input", history_messages_key="history",
     )
 
 The chat model of the chain is wrapped (the other steps stay as they are). On each
 call the wrapper finds the turn of the :class:`ShortTermMemoryHistory` that
-``RunnableWithMessageHistory`` put in the run's config, hands it the user's message
+``RunnableWithMessageHistory`` put in the run's config (a ``raw=True`` one: it returns
+the record, and the wrapper places the memory in each model request, the chain's one
+placement point; a history that places its own is refused), hands it the user's message
 (the "remember this" guard), binds that turn's ``update_short_term_memory`` tool next
 to the model's own tools (hidden while a guard hides it), places the nudge when it is
 due (:meth:`ShortTermMemoryHistory.model_messages`) and calls the model:
@@ -107,7 +109,7 @@ from ._dialogue import (
     without_invalid_memory_calls,
 )
 from ._hints import request_settings, with_breakpoint
-from ._history import HistoryTurn, ShortTermMemoryHistory
+from ._history import PLACED_TWICE, HistoryTurn, ShortTermMemoryHistory
 from ._record import MessageRecord
 from ._scope import ScopeSource, resolve_scope
 from ._tool import turn_tool
@@ -495,6 +497,8 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
             history, current = self._standalone(messages, config)
             if history is None:
                 return None
+        elif not history.raw:  # it placed the memory in its view: placed twice
+            raise ConfigurationError(PLACED_TWICE)
         provider = provider_of(base_model(self.model))
         if provider == "openai":  # ChatOpenAI(base_url=...) may serve an open model
             base_url = getattr(base_model(self.model), "openai_api_base", None)
@@ -544,7 +548,8 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         while split > 0 and isinstance(messages[split - 1], HumanMessage):
             split -= 1
         record = MessageRecord(messages[:split])
-        return ShortTermMemoryHistory(self.memory, scope, history=record), messages[split:]
+        history = ShortTermMemoryHistory(self.memory, scope, history=record, raw=True)
+        return history, messages[split:]
 
     def _finish(
         self, plan: _Plan, exchange: list[BaseMessage], answer: AIMessage | None

@@ -5,9 +5,12 @@ get_session_history)``) reads ``history.messages`` before the chain runs and cal
 ``history.add_messages(input + output)`` after it. Here the two bracket one memory
 turn:
 
-- ``messages`` begins the turn (lazily, once) and returns what the model should be
-  sent: the memory block and the turns the memory does not cover (the same history
-  cut as the provider loops, :func:`stm_memory.prompt.cut.cut_history`, without earlier
+- ``messages`` begins the turn (lazily, once). With ``raw=True`` (a chain whose model
+  :func:`~stm_memory_langchain.with_short_term_memory` wraps) it returns the record as it
+  is, and the wrapper places the memory in each model request, on the whole input: one
+  placement point. Without the wrapper it returns what the model should be sent: the
+  memory block and the turns the memory does not cover (the same history cut as the
+  provider loops, :func:`stm_memory.prompt.cut.cut_history`, without earlier
   memory-tool calls). The view is kept for the turn, so reading it twice
   (``RunnableWithMessageHistory`` does) gives the same list.
 - ``add_messages`` stores the exchange in the full record, captures the recent
@@ -19,9 +22,10 @@ turn:
 - ``clear`` empties the record and forgets the channel (the "/refresh" command).
 
 The turn itself is a :class:`~stm_memory.kit.MemoryTurn`: the first read is
-``MemoryTurn.begin`` and ``assemble``; the view is ``view`` (a ``PlacedView``) and each
-model request ``prepare(view=...)`` (the view put back to the record, the request built
-on the whole input as every entry point builds it); a memory call is ``memory_call``;
+``MemoryTurn.begin`` and ``assemble``; the view is ``view`` (for a chain without the
+wrapper), or, with ``raw=True``, the record as it is and each model request
+``prepare`` on the whole input (the wrapper's, the history's one placement point); a
+memory call is ``memory_call``;
 ``add_messages`` with the answer is ``finish`` (given the record's tail that capture
 keeps); a run that failed is ``abandon``. A wrapper that calls the model itself drives
 the open turn through public methods: :meth:`~ShortTermMemoryHistory.model_turn` (the
@@ -66,20 +70,20 @@ from langchain_core.messages import (
 )
 from langchain_core.tools import BaseTool
 
-from stm_memory import Scope, ShortTermMemory, TurnContext
+from stm_memory import ConfigurationError, Scope, ShortTermMemory, TurnContext
 from stm_memory.kit import (
     MESSAGES_WIRE,
     Ask,
     MemoryRole,
     MemoryTurn,
     Op,
-    PlacedView,
     PreparedRequest,
     TurnOption,
     TurnOptions,
     Wire,
     WriterLike,
     adrive,
+    check_flag,
     check_memory_setup,
     current_user_text,
     drive,
@@ -105,6 +109,15 @@ __all__ = [
 
 log = logging.getLogger("stm_memory")
 
+#: Why a history that places the memory in its view is refused a model request.
+PLACED_TWICE = (
+    "this ShortTermMemoryHistory places the memory in its messages, and "
+    "with_short_term_memory (or a loop of your own) places it in each model request: "
+    "build the history with raw=True (ShortTermMemoryHistory(..., raw=True), or "
+    "ShortTermMemoryHistory.factory(mem, ..., raw=True)) so it is placed once, on the "
+    "model's whole input"
+)
+
 # The upcoming user message, while the view is placed: the chain appends the real one
 # after the history, so depths count from it and the cut treats it as the current turn.
 _STAND_IN = "stm-memory-upcoming-input"
@@ -123,7 +136,6 @@ class HistoryTurn:
         "_answer_in_exchange",
         "_exchange",
         "_known",
-        "_placed",
         "_seen",
         "_view",
         "model_called",
@@ -137,7 +149,6 @@ class HistoryTurn:
         #: input after a run that never reached ``add_messages``.
         self.model_called = False
         self._view: list[BaseMessage] | None = None  # the view the history returned
-        self._placed: PlacedView | None = None  # that view, as the turn placed it
         self._seen: list[BaseMessage] | None = None  # the record the view was built from
         self._known: list[BaseMessage] | None = None  # the record as this turn last knew it
         # The messages to store in place of the last AI message added (the memory exchange
@@ -173,6 +184,13 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
             ``None`` (default) is the system form: the history's view is read before
             the chain's model is known (a chain over a model at another host than
             OpenAI's says so, naming ``"inline"``).
+        raw: ``messages`` returns the record as it is, and
+            :func:`~stm_memory_langchain.with_short_term_memory` places the memory in
+            each model request, on the whole input: the one placement point of a chain
+            whose model it wraps (it refuses a history that places its own; the
+            portable form, ``memory_role="inline"``, is always raw). ``False``
+            (default): ``messages`` is the view, the memory placed in it, for a chain
+            without the wrapper.
 
     The three options make up ``options`` (a :class:`~stm_memory.kit.TurnOptions`,
     what each turn begins with); the attributes of their names read and replace it.
@@ -194,10 +212,13 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         tool_calling: bool = True,
         context_window: int | None = None,
         writer: WriterLike | None = None,
+        raw: bool = False,
     ) -> None:
         check_memory_setup(memory, scope=scope)
+        check_flag("raw", raw)
         self.memory = memory
         self.scope = scope
+        self._raw = raw
         self.record: BaseChatMessageHistory = history if history is not None else MessageRecord()
         self.options = TurnOptions.given(
             memory,
@@ -212,13 +233,9 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         # placement puts memory goes by what the request is, not by ``provider``, which
         # names the engine's provider exclusion (a proxy's name, say).
         self._wire: str | None = None
-        # The cache retention the chain's model asks for (prompt_cache_retention) and
-        # the model's name, once a wrapper said them: what a turn's one decision of what
-        # to show is priced at and bounded by (its rates, its hosted window). A view is
-        # read before the model runs: a turn begun before the wrapper named the model
-        # decides again once it does (MemoryTurn.name_model).
+        # The cache retention the chain's model asks for (prompt_cache_retention), once
+        # a wrapper said it: what a view's one decision of what to show is priced at.
         self._retention: timedelta | None = None
-        self._model: str | None = None
         self._open: HistoryTurn | None = None
         self._lock = threading.RLock()
 
@@ -271,6 +288,12 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         return await adrive(self._open_steps())
 
     @property
+    def raw(self) -> bool:
+        """``messages`` is the record as it is; the chain wrapper places the memory in
+        each model request (``raw=True``, or the portable form)."""
+        return self._raw or self.options.form == "inline"
+
+    @property
     def _style(self) -> str | None:
         """The provider placement writes for: the chain's model's, else ``provider``."""
         return self._wire or self.provider
@@ -291,8 +314,8 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         a new one begins. ``provider`` (the chain's model's) is what placement writes
         for from then on, and fills in this history's ``provider`` (the exclusion's
         name) when it was left ``None``; ``retention`` (what the chain's model asks
-        for, :func:`~stm_memory.kit.cache_retention`) and ``model`` (its name: its
-        rates and hosted window) price and bound what later views show."""
+        for, :func:`~stm_memory.kit.cache_retention`) prices what later views show, and
+        ``model`` (its name) is the turn's model (its rates, its hosted window)."""
         return drive(self._model_turn_steps(user_text, provider, retention, model))
 
     async def amodel_turn(
@@ -356,23 +379,21 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         and ``tool_choice``, the cache hints; ``wire`` and ``ask``: as for ``prepare``
         (the API, the caller's tools, ``tool_choice`` and settings; the provider is
         this history's). Without a turn, ``messages`` as they are and nothing else."""
+        if not self.raw:
+            raise ConfigurationError(PLACED_TWICE)
         if turn is None:
             with self._lock:
                 turn = self._open
         if turn is None:
             return PreparedRequest(list(messages))
-        # Memory off for this turn: nothing placed; the tool and hints decided. The
-        # nudge only once the user's message is known and while the tool is offered.
-        # A view placed around a stand-in for the user's message (for a chain that
-        # sends it as it is) goes back to the record first: the turn builds this
-        # request on the whole input, as every entry point does, briefings and nudge
-        # after the user's words, which then stay in the prefix the next turn re-reads
-        # from the provider's cache. The portable form's view is the record as it is:
-        # the cut and everything placed go in here, at once, on the whole input.
-        with self._lock:
-            placed = turn._placed
-        ask = replace(ask or Ask(), provider=self._style)
-        return turn.turn.prepare(messages, wire=wire, ask=ask, view=placed)
+        # The turn builds this request on the whole input (the record as this history
+        # returned it, and the new input), as every entry point does: the cut, the
+        # memory, the briefings and the nudge after the user's words (the nudge only
+        # once they are known and while the tool is offered), which then stay in the
+        # prefix the next turn re-reads from the provider's cache.
+        ask = ask or Ask()
+        ask = replace(ask, provider=self._style, retention=ask.retention or self._retention)
+        return turn.turn.prepare(messages, wire=wire, ask=ask)
 
     def keep_exchange(self, exchange: Sequence[BaseMessage], *, answer_included: bool) -> None:
         """For the chain wrapper: the memory exchange it ran this turn, stored in place
@@ -389,9 +410,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         with self._lock:
             if self._open is not None:
                 return self._open
-        turn = yield from MemoryTurn.begin(
-            self.memory, self.scope, options=self.options, model=self._model
-        )
+        turn = yield from MemoryTurn.begin(self.memory, self.scope, options=self.options)
         yield from turn.assemble()
         opened = HistoryTurn(turn)
         with self._lock:
@@ -407,7 +426,6 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         model: str | None = None,
     ) -> Generator[Op, Any, HistoryTurn]:
         self._retention = retention
-        self._model = model
         if provider is not None:
             self._wire = provider
             if self.provider is None:  # the exclusion's default: the model's provider
@@ -420,7 +438,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
             yield from self._abandon_steps(state)
             state = yield from self._open_steps()
         state.model_called = True
-        state.turn.name_model(self._model)  # a turn its view opened decides again
+        state.turn.name_model(model)  # before its first request: nothing decided yet
         state.turn.note_user_message(user_text)
         return state
 
@@ -435,14 +453,15 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         record = list((yield op(lambda: self.record.messages, self.record.aget_messages)))
         state = yield from self._open_steps()
         with self._lock:
-            if state._view is None or state._seen is None or len(state._seen) != len(record):
-                state._placed = self._place(record, state)
-                state._view = record if state._placed is None else list(state._placed.items)
-                state._seen = record
             state._known = record
+            if self.raw:
+                return list(record)  # the wrapper places it, in each model request
+            if state._view is None or state._seen is None or len(state._seen) != len(record):
+                state._view = self._place(record, state)
+                state._seen = record
             return list(state._view)
 
-    def _place(self, record: list[BaseMessage], state: HistoryTurn) -> PlacedView | None:
+    def _place(self, record: list[BaseMessage], state: HistoryTurn) -> list[BaseMessage]:
         # The nudge waits for the user's message (see the module docstring).
         placed = state.turn.view(
             record,
@@ -452,14 +471,14 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
             retention=self._retention,
         )
         if placed is None:
-            return None
+            return record
         view: list[BaseMessage] = []
         for message in placed.items:
             if getattr(message, "id", None) != _STAND_IN:
                 view.append(message)
             elif text_of(message):  # memory merged into the upcoming user turn
                 view.append(HumanMessage(message.content))
-        return placed.shown_as(view)
+        return view
 
     def _add_steps(self, messages: Sequence[BaseMessage]) -> Generator[Op, Any, None]:
         added = [_settled(m) for m in messages]
@@ -479,11 +498,12 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
                 self._open = None
         if ai_at is None or not state.turn.status.active:
             return  # the user's message alone (the turn goes on), or memory is off
-        if self.options.form == "inline" and not state.model_called:
+        if self.raw and not state.model_called:
             log.warning(
-                "stm-memory: memory_role='inline' places the memory when the model is "
-                "called, through with_short_term_memory(chain); this chain did not, so "
-                "its model was sent the whole history, uncut, and no memory"
+                "stm-memory: this history (raw=True, or memory_role='inline') leaves the "
+                "memory to with_short_term_memory(chain), which places it when the model "
+                "is called; this chain did not, so its model was sent the whole history, "
+                "uncut, and no memory"
             )
         if state._known is not None:  # the record as this turn read it, plus what it added
             full = state._known
@@ -531,12 +551,13 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         keys: Sequence[str] = ("session_id",),
         scope: Callable[..., Scope] | None = None,
         history: Callable[..., BaseChatMessageHistory] | None = None,
+        raw: bool = False,
         **options: Any,
     ) -> ShortTermMemoryHistoryFactory:
         """A ``get_session_history`` for ``RunnableWithMessageHistory`` (see
         :class:`ShortTermMemoryHistoryFactory`)."""
         return ShortTermMemoryHistoryFactory(
-            memory, keys=keys, scope=scope, history=history, **options
+            memory, keys=keys, scope=scope, history=history, raw=raw, **options
         )
 
 
@@ -575,7 +596,8 @@ class ShortTermMemoryHistoryFactory(HistoryFactoryBase):
 
     ``history=`` builds each conversation's full record from the same keys (default:
     in memory). Other options (``provider``, ``trim_history``, ``memory_role``,
-    ``tool_calling``, ``context_window``, ``writer``) go to every history. The factory
+    ``tool_calling``, ``context_window``, ``writer``) and ``raw`` (for a chain whose model
+    :func:`~stm_memory_langchain.with_short_term_memory` wraps) go to every history. The factory
     keeps the histories it built (the most recent ``MAX_CACHED_HISTORIES``), so an
     in-memory record lives as long as it does.
     """
@@ -587,9 +609,12 @@ class ShortTermMemoryHistoryFactory(HistoryFactoryBase):
         keys: Sequence[str] = ("session_id",),
         scope: Callable[..., Scope] | None = None,
         history: Callable[..., BaseChatMessageHistory] | None = None,
+        raw: bool = False,
         **options: Any,
     ) -> None:
         check_memory_setup(memory)
+        check_flag("raw", raw)
+        self.raw = raw
         self.memory = memory  # before the options: a provider it excludes is known
         super().__init__(keys=keys, scope=scope, history=history, **options)
         self._built: OrderedDict[tuple[Any, ...], ShortTermMemoryHistory] = OrderedDict()
@@ -613,6 +638,7 @@ class ShortTermMemoryHistoryFactory(HistoryFactoryBase):
             tool_calling=self.options.tool_calling,
             context_window=self.options.context_window,
             writer=self.options.writer,
+            raw=self.raw,
         )
         with self._lock:
             built = self._built.setdefault(key, history)

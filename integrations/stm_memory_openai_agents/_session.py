@@ -552,9 +552,8 @@ class ShortTermMemorySession(OptionsView):
         )
         if placed is None:
             return items
-        view = [item for item in placed.items if item is not stand_in]
-        state.view = placed.shown_as(view)
-        return view
+        state.view = placed
+        return [item for item in placed.items if item is not stand_in]
 
     def _learn_input(self, state: _OpenRun, run_input: Any) -> None:
         """Hand the turn the user message of the run's new input (``run_input``: the

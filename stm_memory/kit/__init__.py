@@ -46,6 +46,7 @@ from stm_memory.kit.capture import CAPTURE_WINDOW, is_dialogue, is_summary_messa
 from stm_memory.kit.checks import (
     MEMORY_ROLES,
     as_messages,
+    check_flag,
     check_memory,
     check_memory_role,
     check_memory_setup,
@@ -206,6 +207,7 @@ __all__ = [
     "chat_tool",
     "chat_tool_call",
     "chat_tool_results",
+    "check_flag",
     "check_memory",
     "check_memory_role",
     "check_memory_setup",

@@ -10,7 +10,7 @@ the cache hints (:class:`Breakpoints` for Anthropic's; OpenAI's ``prompt_cache_k
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -65,19 +65,12 @@ class Ask:
 class PlacedView:
     """A view with the turn's memory placed (:meth:`MemoryTurn.view
     <stm_memory.kit.MemoryTurn.view>`): a history or session read before the user's
-    message exists. ``items`` are what the framework was given (an integration that
-    drops the stand-in records its list with :meth:`shown_as`), ``earlier`` the turns
-    they were placed on, ``nudge`` the nudge they carry. Where a hook later sees the
-    whole model input, it hands this back to ``prepare(view=...)``, which builds the
-    request on the earlier turns instead."""
+    message exists, for a framework that sends it as it is (the entry point's one
+    placement point). ``items``: the view, the stand-in for the user's message where
+    placement left it; ``nudge``: the nudge it carries."""
 
     items: tuple[Any, ...]
-    earlier: tuple[Any, ...]
     nudge: str | None = None
-
-    def shown_as(self, items: Sequence[Any]) -> PlacedView:
-        """This view as the framework was given it: ``items``."""
-        return replace(self, items=tuple(items))
 
 
 @dataclass(frozen=True, slots=True)

@@ -78,7 +78,7 @@ from stm_memory.model.receipt import TurnBill, bill_turn
 from stm_memory.prompt.cut import earlier_turns, kept_turns, turn_tokens
 from stm_memory.prompt.placement import MemoryContext
 from stm_memory.prompt.quiet import NUDGE_TRIES, ToolStep, Writing, nudge_due, tool_step
-from stm_memory.prompt.render import CONTENT_HEADER, nudge_text
+from stm_memory.prompt.render import nudge_text
 from stm_memory.prompt.swap import SwapDecision, choose, newest
 from stm_memory.prompt.tokens import PER_MESSAGE_TOKENS, text_tokens
 from stm_memory.tool.call import run_memory_call
@@ -163,31 +163,6 @@ def _budget_of(context: MemoryContext, default: int) -> int:
     return history.token_budget if history is not None and history.token_budget else default
 
 
-def _unplaced(messages: Sequence[Any], view: PlacedView) -> list[Any]:
-    """``messages`` (a model's whole input) with ``view`` put back to the earlier turns
-    it was placed on; where the view is not found whole (a framework dropped or
-    rewrote some of its items), with the items the view added taken out by equality.
-    A view's item that opens with the block's header is placed text alone, whatever
-    words it quotes (details kept beside the memory quote earlier turns verbatim); an
-    earlier message with placed text joined to it holds someone's words and stays."""
-    whole, shown, earlier = list(messages), view.items, view.earlier
-    n = len(shown)
-    if not n:
-        return whole
-    for i in range(len(whole) - n + 1):
-        if all(whole[i + j] == shown[j] for j in range(n)):
-            whole[i : i + n] = earlier
-            return whole
-    said = [t for t in map(text_of, earlier) if t.strip()]
-    added = [
-        item
-        for item in shown
-        if item not in earlier
-        and (text_of(item).startswith(CONTENT_HEADER) or not any(t in text_of(item) for t in said))
-    ]
-    return [item for item in whole if item not in added]
-
-
 #: Decisions whose request extends the channel's last one: a warm cache serves its prefix.
 _EXTENDS = frozenset({"hold", "unchanged"})
 
@@ -258,7 +233,6 @@ class MemoryTurn:
         "_phase",
         "_scope",
         "_spec",
-        "_undecided",
         "_withdrawn",
         "kept",
         "state",
@@ -294,9 +268,6 @@ class MemoryTurn:
         # (stm_memory.prompt.quiet.tool_step), decided with the form at settle.
         self._withdrawn = False
         self._spec: ToolSpec | None = None  # the memory tool, described once per turn
-        # What the turn stood at before a decision made with no model named (the
-        # context assembled, whether the tool was withdrawn): name_model decides again.
-        self._undecided: tuple[MemoryContext, bool] | None = None
         # How the turn's bill is priced: set at settle and by its first request.
         self._billing = _Billing()
         #: What an integration keeps for this turn, under a key of its own (the LangChain
@@ -394,18 +365,8 @@ class MemoryTurn:
         name given before stays: the turn's model does not change) and, for an
         OpenAI-style client, the base URL it is served from (``host``; None: the SDK's
         default, OpenAI's): with no form named, the host settles it
-        (:meth:`TurnOptions.for_host`). Returns the options the turn's requests go by.
-        A decision of what to show made before the model was named (a history's view,
-        read before the chain's wrapper runs) is made again at the next request, when
-        nothing was sent yet: the model's rates and window price and bound it."""
+        (:meth:`TurnOptions.for_host`). Returns the options the turn's requests go by."""
         with self._lock:
-            undecided = self._undecided
-            if self._model is None and name and undecided and self._billing.delta is None:
-                # Decided before the model was named (a history's view, read before the
-                # chain's wrapper runs) and nothing sent yet: the first request decides
-                # again, at the model's rates and within its window.
-                self._context, self._withdrawn = undecided
-                self._decision = self._undecided = None
             self._model = self._model or name
             if self._memory.writes_tools_as_text(self._model or ""):
                 self._text_caller()
@@ -450,10 +411,6 @@ class MemoryTurn:
             if self._decision is not None or self._context is None:
                 return
             context = self._context
-            # Decided with no model named, on a request's dialogue: name_model decides
-            # again (assemble(dialogue=False) decided the newest, for good).
-            unnamed = self._model is None and messages is not None
-            self._undecided = (context, self._withdrawn) if unnamed else None
             # The model's context window (named, found on its server, or in the table
             # of hosted models) bounds the history budget: known by now, as the model is.
             window = self._options.context_window or (
@@ -714,17 +671,14 @@ class MemoryTurn:
         *,
         wire: Wire = MESSAGES_WIRE,
         ask: Ask | None = None,
-        view: PlacedView | None = None,
     ) -> PreparedRequest:
         """One model request, whole (:class:`PreparedRequest`): ``messages`` (and the
         caller's system prompt, for a ``wire`` that keeps it apart) with this request's
         memory placed as ``wire``'s API takes it, and what the caller's request says
         besides (``ask``, :class:`Ask`): the options' memory role, the history cut when
-        trimming, the nudge while the tool is offered. A ``view`` this turn placed
-        (:meth:`view`) that ``messages`` carry is put back to the earlier turns it was
-        placed on first, so the memory is placed once, after the user's message as in
-        every request (where the framework dropped or rewrote some of its items, the
-        items the view added are taken out). The memory tool and ``tool_choice``
+        trimming, the nudge while the tool is offered; ``messages`` are the model's whole
+        input with nothing of the memory's in it (an entry point places once: here, or
+        in a :meth:`view` it sends as it is). The memory tool and ``tool_choice``
         (:meth:`request_tools`, on the messages as placed); the cache hints
         (:func:`request_hints`, :class:`Breakpoints`) the wire takes, from the caller's
         settings (a hint there wins). The retention they ask for (or ``ask.retention``)
@@ -738,8 +692,6 @@ class MemoryTurn:
         retention = ask.retention
         if retention is None and ask.settings is not None:
             retention = cache_retention(given, system)
-        if view is not None:
-            messages = _unplaced(messages, view)
         context = ask.context if ask.context is not None else self._request_context(nudge=ask.nudge)
         context = self._settled(messages, context, provider, retention)
         placed_system, placed = system, None
@@ -894,7 +846,7 @@ class MemoryTurn:
         except Exception:
             log.exception("stm-memory: placing memory in the view failed; sending without")
             return None
-        return PlacedView(tuple(items), tuple(earlier), context.nudge)
+        return PlacedView(tuple(items), context.nudge)
 
     def _tool_offer(self, *, other_tools: bool, tool_traffic: bool) -> ToolOffer:
         """How a request carries the memory tool, the one policy every request of every

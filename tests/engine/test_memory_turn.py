@@ -524,15 +524,15 @@ def test_finish_counts_a_turn_whose_dialogue_cannot_be_read(
     assert [m.content for m in mem.get(SERVER).messages] == ["what next?"]  # type: ignore[union-attr]
 
 
-# -- a request built on a view --------------------------------------------------------------
+# -- a view and a request: each entry point places once, at one of them -----------------
 
 
-def test_a_request_built_on_a_view_is_the_request_built_on_the_whole_input(
+def test_a_view_places_around_a_stand_in_and_a_request_places_on_the_whole_input(
     mem: ShortTermMemory,
 ) -> None:
-    # A history or session view is placed before the user's message exists; once the
-    # entry point sees the whole input it sends what the turn builds on the turns the
-    # view was placed on, as every other entry point would (nudge after the user).
+    # A history or session read before the user's message exists places a view around a
+    # stand-in (for a framework that sends it as it is); an entry point that sees the
+    # whole input places there instead, once, the nudge after the user's words.
     earlier = dialogue(6)
     drive(begin(mem).finish(earlier, start=0))
     refresh(mem, SERVER, "They planned the heist.")
@@ -542,21 +542,12 @@ def test_a_request_built_on_a_view_is_the_request_built_on_the_whole_input(
     drive(turn.assemble())
     stand_in = {"role": "user", "content": ""}
     placed = turn.view(earlier, stand_in)
-    assert placed is not None and placed.earlier == tuple(earlier)
-    view = placed.shown_as([m for m in placed.items if m is not stand_in])
-    assert list(view.items) != earlier  # the memory was placed in it
+    assert placed is not None and stand_in in placed.items
+    assert "They planned the heist." in str(placed.items)  # the memory was placed in it
     system = {"role": "system", "content": "Be brief."}
-    whole = turn.prepare([system, *earlier, USER_MSG]).messages
-    sent = turn.prepare([system, *view.items, USER_MSG], view=view)
-    assert sent.messages == whole
-    assert TOOL_NAME in str(sent.messages[-1]["content"])  # the nudge, after the user
-    # A framework that dropped one of the view's messages (the view is not found whole):
-    # what placement added is taken out, and the request is built on what is left,
-    # with one memory block.
-    dropped = [m for m in view.items if m is not earlier[-1]]
-    sent = turn.prepare([system, *dropped, USER_MSG], view=view)
-    assert sent.messages == turn.prepare([system, *earlier[:-1], USER_MSG]).messages
-    assert sum("[Short-term memory]\n" in str(m["content"]) for m in sent.messages) == 1
+    sent = turn.prepare([system, *earlier, USER_MSG]).messages
+    assert sum("[Short-term memory]\n" in str(m["content"]) for m in sent) == 1
+    assert TOOL_NAME in str(sent[-1]["content"])  # the nudge, after the user
 
 
 def test_a_lone_message_whose_turns_moved_and_cannot_be_read_again_still_counts(

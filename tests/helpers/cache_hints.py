@@ -373,7 +373,7 @@ class LcelDriver(Driver):
         )
         self.chain = RunnableWithMessageHistory(
             with_short_term_memory(prompt | model, cache_hints=setup.hints),
-            ShortTermMemoryHistory.factory(env.memory, user_id="u1", server_id="g1"),
+            ShortTermMemoryHistory.factory(env.memory, user_id="u1", server_id="g1", raw=True),
             input_messages_key="input",
             history_messages_key="history",
         )

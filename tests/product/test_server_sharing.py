@@ -49,7 +49,9 @@ def lcel_prompts(mem: ShortTermMemory, **scope_fields: Any) -> dict[str, list[st
         [("system", "You are a co-writer."), MessagesPlaceholder("history"), ("human", "{input}")]
     )
     model = OfflineChatModel()
-    histories = ShortTermMemoryHistory.factory(mem, keys=("user_id", "session_id"), **scope_fields)
+    histories = ShortTermMemoryHistory.factory(
+        mem, keys=("user_id", "session_id"), raw=True, **scope_fields
+    )
     chain = RunnableWithMessageHistory(
         with_short_term_memory(prompt | model),
         histories,
@@ -135,7 +137,7 @@ def test_the_docs_examples_are_the_ones_run_here() -> None:
     lcel = read(page("docs/entry-points/lcel.md"))
     agents = read(page("docs/entry-points/agents-sdk.md"))
     # The scopes the two examples above run, as the pages write them (no server_id).
-    assert 'ShortTermMemoryHistory.factory(mem, keys=("user_id", "session_id"))' in lcel
+    assert 'ShortTermMemoryHistory.factory(mem, keys=("user_id", "session_id"), raw=True)' in lcel
     assert 'scope = Scope(channel_id="c1", user_id="u1")\n' in agents
     assert "# What a server shares" in section(
         page("docs/concepts/scopes.md"), "What a server shares"

@@ -25,9 +25,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables.history import RunnableWithMessageHistory
 
-from stm_memory import MemoryTurn, Scope, ShortTermMemory, TurnContext
+from stm_memory import Scope, ShortTermMemory, TurnContext
 from stm_memory.endpoints.window import history_budget, hosted_window
-from stm_memory.kit import drive
 from stm_memory.model.rates import model_profile
 from stm_memory.prompt.cut import earlier_turns, turn_tokens
 from stm_memory.testing.chat_model import OfflineChatModel
@@ -76,7 +75,7 @@ def through_middleware(memory: ShortTermMemory, model: OfflineChatModel, texts: 
 
 
 def through_history(memory: ShortTermMemory, model: OfflineChatModel, texts: list[str]) -> None:
-    history = ShortTermMemoryHistory(memory, SCOPE)
+    history = ShortTermMemoryHistory(memory, SCOPE, raw=True)
     prompt = ChatPromptTemplate.from_messages(
         [("system", SYSTEM), MessagesPlaceholder("history"), ("human", "{input}")]
     )
@@ -202,38 +201,3 @@ def test_the_lcel_history_is_cut_to_a_hosted_models_window(
         f"past its window's history budget of {history_budget(window)}"
     )
     assert users_sent(chain.prompts) == expected
-
-
-# -- the one decision: made again once the model is named, never after it was final ---
-
-
-def test_a_decision_made_before_the_model_was_named_is_made_again_with_it(
-    memories: Callable[[str], ShortTermMemory],
-) -> None:
-    memory = memories("turn")
-    memory.update(memory.begin_turn(SCOPE), {"summary": "The crew meets at the mill."})
-    turn = drive(MemoryTurn.begin(memory, SCOPE))
-    drive(turn.assemble())
-    said = [HumanMessage("Where do we meet?")]
-    # A history's view: read before the chain's wrapper names the model.
-    assert turn.view([], HumanMessage(""), nudge=False) is not None
-    assert turn.status.decision is not None
-    turn.name_model(PRICED_MODEL)
-    assert turn.status.decision is None  # to be made again, at the model's rates
-    turn.prepare(said)
-    assert turn.status.decision is not None
-
-    # Named once a request was sent: the decision that request carried stands.
-    sent = drive(MemoryTurn.begin(memory, SCOPE))
-    drive(sent.assemble())
-    sent.prepare(said)
-    decided = sent.status.decision
-    sent.name_model(PRICED_MODEL)
-    assert sent.status.decision is decided is not None
-
-    # assemble(dialogue=False) decides for good (the newest: no dialogue of ours).
-    final = drive(MemoryTurn.begin(memory, SCOPE))
-    drive(final.assemble(dialogue=False))
-    decided = final.status.decision
-    final.name_model(PRICED_MODEL)
-    assert final.status.decision is decided is not None

@@ -344,6 +344,7 @@ class ChainHistoryDriver(_Driver):
             provider=provider,
             trim_history=trim,
             memory_role=self.memory_role,
+            raw=True,  # the wrapper places the memory
         )
         prompt = ChatPromptTemplate.from_messages(
             [("system", SYSTEM), MessagesPlaceholder("history"), MessagesPlaceholder("input")]

@@ -100,7 +100,7 @@ async def test_every_mode_runs_the_same_steps(mem: ShortTermMemory, mode: str) -
 
 @pytest.mark.parametrize("mode", ["stream", "astream"])
 async def test_a_stream_stopped_early_ends_its_turn(mem: ShortTermMemory, mode: str) -> None:
-    history = ShortTermMemoryHistory(mem, SCOPE)
+    history = ShortTermMemoryHistory(mem, SCOPE, raw=True)
     chain = with_short_term_memory(Scripted(messages=iter(["Hello", "Again"])))
     # What RunnableWithMessageHistory puts in the wrapper's config.
     config: Any = {"configurable": {"message_history": history}}

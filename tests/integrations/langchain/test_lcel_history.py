@@ -104,7 +104,7 @@ def lcel_chain(model: BaseChatModel, memory: ShortTermMemory) -> tuple[Any, Any]
     prompt = ChatPromptTemplate.from_messages(
         [("system", SYSTEM), MessagesPlaceholder("history"), ("human", "{input}")]
     )
-    factory = ShortTermMemoryHistory.factory(memory, user_id="u1", server_id="g1")
+    factory = ShortTermMemoryHistory.factory(memory, user_id="u1", server_id="g1", raw=True)
     chain = RunnableWithMessageHistory(
         with_short_term_memory(prompt | model),
         factory,
@@ -203,10 +203,12 @@ async def test_an_lcel_chain_with_history_keeps_a_bounded_prompt(
     results = memory_results(record)
     assert len(results) == len(NUDGED_TURNS)  # the offline model follows each nudge
     assert all(r["status"] == "completed" for r in results)
-    # The summary is stored and shown (the history's messages are the next prompt's);
-    # the prompt stayed bounded.
+    # The summary is stored and shown (the next prompt, as the wrapper builds it on the
+    # record the raw history returns); the prompt stayed bounded.
     assert entry is not None and entry.summary
-    shown = "\n".join(m.text for m in history.messages)
+    assert history.messages == record
+    upcoming = history.model_messages([*history.messages, HumanMessage("What next?")])
+    shown = "\n".join(m.text for m in upcoming)
     assert CONTENT_HEADER in shown and entry.summary in shown
     assert max(turn_count(p) for p, _ in first_prompts[INTENT_TURN + 2 :]) == MAX_TURNS_SENT
     last, _ = first_prompts[-1]

@@ -111,10 +111,29 @@ def test_a_plain_chain_without_the_tool_is_never_nudged(stm_memory: ShortTermMem
     entry = stm_memory.get(SCOPE)
     assert entry is not None and entry.turns_since_refresh == 5
     assert [m.content for m in entry.messages][-2:] == [text(4), "Understood: " + text(4)]
-    # The same history under the wrapper: the tool is bound and the nudge sent.
-    wrapped = history_chain(model, lambda session_id: history)
+    # A history that places the memory in its view is refused by the wrapper, which
+    # places it too; a raw one over the same record: the tool is bound, the nudge sent.
+    with pytest.raises(ConfigurationError, match="raw=True"):
+        history_chain(model, lambda session_id: history).invoke(
+            {"input": text(5)}, {"configurable": {"session_id": "c1"}}
+        )
+    raw = ShortTermMemoryHistory(stm_memory, SCOPE, history=history.record, raw=True)
+    wrapped = history_chain(model, lambda session_id: raw)
     wrapped.invoke({"input": text(5)}, {"configurable": {"session_id": "c1"}})
     assert nudged(model.prompts[-1]) and model.tools_seen[-1] == [TOOL_NAME]
+
+
+def test_a_raw_history_under_a_chain_without_the_wrapper_says_its_model_got_no_memory(
+    stm_memory: ShortTermMemory, caplog: pytest.LogCaptureFixture
+) -> None:
+    stm_memory.update(stm_memory.begin_turn(SCOPE), {"summary": "The heist is on Friday."})
+    history = ShortTermMemoryHistory(stm_memory, SCOPE, raw=True)
+    model = OfflineChatModel()
+    chain = RunnableWithMessageHistory(model, lambda session_id: history)
+    caplog.set_level("WARNING", logger="stm_memory")
+    chain.invoke("When is the heist?", {"configurable": {"session_id": "c1"}})
+    assert CONTENT_HEADER not in str(model.prompts[-1])  # the record, as it is
+    assert any("with_short_term_memory" in r.getMessage() for r in caplog.records)
 
 
 def test_a_history_built_for_each_call_is_nudged_and_writes_the_memory(
@@ -125,7 +144,7 @@ def test_a_history_built_for_each_call_is_nudged_and_writes_the_memory(
 
     def get_history(session_id: str) -> ShortTermMemoryHistory:
         record = records.setdefault(session_id, MessageRecord())
-        return ShortTermMemoryHistory(stm_memory, SCOPE, history=record)
+        return ShortTermMemoryHistory(stm_memory, SCOPE, history=record, raw=True)
 
     model = OfflineChatModel()
     chain = history_chain(model, get_history)
@@ -140,7 +159,7 @@ def test_a_history_built_for_each_call_is_nudged_and_writes_the_memory(
 def test_the_nudge_waits_for_the_users_message(stm_memory: ShortTermMemory) -> None:
     stm_memory.configure_server("g1", refresh_cadence=1)
     model = OfflineChatModel()
-    factory = ShortTermMemoryHistory.factory(stm_memory, user_id="u1", server_id="g1")
+    factory = ShortTermMemoryHistory.factory(stm_memory, user_id="u1", server_id="g1", raw=True)
     chain = history_chain(model, factory)
     config: Any = {"configurable": {"session_id": "c1"}}
     chain.invoke({"input": "Hello."}, config)
@@ -200,7 +219,7 @@ MODES = ["invoke", "ainvoke", "stream", "astream"]
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_failed_model_call_ends_its_turn(mode: str, stm_memory: ShortTermMemory) -> None:
     model = Flaky()
-    factory = ShortTermMemoryHistory.factory(stm_memory, user_id="u1", server_id="g1")
+    factory = ShortTermMemoryHistory.factory(stm_memory, user_id="u1", server_id="g1", raw=True)
     chain = history_chain(model, factory)
     config: Any = {"configurable": {"session_id": "c1"}}
     await call(chain, {"input": "Hello."}, config, mode)
@@ -246,7 +265,7 @@ def test_a_chain_that_fails_after_the_model_ends_the_turn_at_the_next_input(
 
     model = OfflineChatModel()
     prompt = ChatPromptTemplate.from_messages([MessagesPlaceholder("history"), ("human", "{q}")])
-    factory = ShortTermMemoryHistory.factory(stm_memory, user_id="u1", server_id="g1")
+    factory = ShortTermMemoryHistory.factory(stm_memory, user_id="u1", server_id="g1", raw=True)
     chain = RunnableWithMessageHistory(
         with_short_term_memory(prompt | model) | RunnableLambda(parser),
         factory,
@@ -288,8 +307,8 @@ def test_a_memory_call_alone_at_the_last_step_is_still_run(
 def test_memory_placed_before_the_model_was_known_moves_for_anthropic(
     stm_memory: ShortTermMemory,
 ) -> None:
-    """A history built per call reads its view before the chain's model is known; the
-    briefings sit below the top there, which Anthropic takes in user turns only."""
+    """A history built per call is read before the chain's model is known; the wrapper
+    places the memory for the model's provider: Anthropic takes it in user turns."""
     payloads: list[dict[str, Any]] = []
 
     class Recording(ChatAnthropic):
@@ -302,9 +321,8 @@ def test_memory_placed_before_the_model_was_known_moves_for_anthropic(
     stm_memory.end_turn(turn)
     record = MessageRecord([HumanMessage("The heist is on Friday."), AIMessage("Friday it is.")])
     model = Recording(model="claude-haiku-4-5", api_key="test")  # type: ignore[call-arg]
-    chain = history_chain(
-        model, lambda session_id: ShortTermMemoryHistory(stm_memory, SCOPE, history=record)
-    )
+    history = ShortTermMemoryHistory(stm_memory, SCOPE, history=record, raw=True)
+    chain = history_chain(model, lambda session_id: history)
     chain.invoke({"input": "And the car?"}, {"configurable": {"session_id": "c1"}})
     sent = payloads[0]
     assert "Friday" in json.dumps(sent["messages"])  # the memory, in a user turn
@@ -346,7 +364,7 @@ def test_the_factory_builds_the_scope_from_the_configured_keys(
     stm_memory: ShortTermMemory,
 ) -> None:
     factory = ShortTermMemoryHistory.factory(
-        stm_memory, keys=("user_id", "channel_id"), server_id="g1"
+        stm_memory, keys=("user_id", "channel_id"), server_id="g1", raw=True
     )
     prompt = ChatPromptTemplate.from_messages(
         [MessagesPlaceholder("history"), ("human", "{question}")]
@@ -458,7 +476,7 @@ def test_the_factory_gives_every_history_the_open_model_options(
         return "Ann hates the sea."
 
     factory = ShortTermMemoryHistory.factory(
-        stm_memory, user_id="u1", server_id="g1", tool_calling=False, writer=writer
+        stm_memory, user_id="u1", server_id="g1", tool_calling=False, writer=writer, raw=True
     )
     assert factory("c1").options.tool_calling is False
     chain = history_chain(model, factory)

@@ -33,7 +33,7 @@ LONG = [f"Line {i}: " + " ".join(f"word{i}_{j}" for j in range(300)) for i in ra
 def last_prompt_after_an_hour(
     mem: ShortTermMemory, clock: FrozenClock, model: Any, chat: OfflineChatModel
 ) -> str:
-    history = ShortTermMemoryHistory(mem, SCOPE)
+    history = ShortTermMemoryHistory(mem, SCOPE, raw=True)
     prompt = ChatPromptTemplate.from_messages(
         [("system", "You plan the crew's trips."), MessagesPlaceholder("history"), ("human", "{q}")]
     )

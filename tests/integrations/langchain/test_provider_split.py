@@ -71,7 +71,9 @@ def history_prompts(tmp: Path, ls_provider: str, provider: str | None) -> list[A
     prompt = ChatPromptTemplate.from_messages(
         [("system", "You are Quill."), MessagesPlaceholder("history"), ("human", "{input}")]
     )
-    histories = ShortTermMemoryHistory.factory(mem, user_id="u1", server_id="g1", provider=provider)
+    histories = ShortTermMemoryHistory.factory(
+        mem, user_id="u1", server_id="g1", provider=provider, raw=True
+    )
     chain = RunnableWithMessageHistory(
         with_short_term_memory(prompt | model),
         histories,

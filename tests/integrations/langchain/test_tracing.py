@@ -220,7 +220,7 @@ async def test_the_lcel_historys_memory_calls_are_traced(mem: ShortTermMemory, m
     prompt = ChatPromptTemplate.from_messages(
         [("system", "sys"), MessagesPlaceholder("history"), ("human", "{input}")]
     )
-    history = ShortTermMemoryHistory(mem, SCOPE)
+    history = ShortTermMemoryHistory(mem, SCOPE, raw=True)
     chain = RunnableWithMessageHistory(
         with_short_term_memory(prompt | Scripted(messages=iter([two_memory_calls()]))),
         lambda session_id: history,
@@ -257,7 +257,7 @@ async def test_the_historys_own_memory_calls_are_traced(mem: ShortTermMemory, mo
     prompt = ChatPromptTemplate.from_messages(
         [("system", "sys"), MessagesPlaceholder("history"), ("human", "{input}")]
     )
-    history = ShortTermMemoryHistory(mem, SCOPE)
+    history = ShortTermMemoryHistory(mem, SCOPE, raw=True)
     chain = RunnableWithMessageHistory(
         prompt | Scripted(messages=iter([two_memory_calls()])),  # no wrapper
         lambda session_id: history,
