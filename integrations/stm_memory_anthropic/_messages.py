@@ -93,13 +93,12 @@ class AnthropicMessagesAdapter:
         prepared = turn.prepare(
             transcript,
             wire=ANTHROPIC_WIRE,
-            ask=Ask(
+            ask=Ask.of_options(
+                self.request_options,
+                tools,
+                cache_hints=self.cache_hints,
                 system=caller_system,
                 provider=PROVIDER,
-                settings=self.request_options,
-                tool_choice=self.request_options.get("tool_choice"),
-                other_tools=bool(tools),
-                cache_hints=self.cache_hints,
                 context=context,
             ),
         )

@@ -16,7 +16,6 @@ except ImportError as exc:
     raise missing_extra("stm_memory_openai", "the OpenAI SDK", "openai") from exc
 
 from stm_memory.kit import (
-    Ask,
     LoopShell,
     ModelReply,
     OnText,
@@ -31,7 +30,7 @@ from stm_memory.kit import (
 
 if TYPE_CHECKING:
     from stm_memory import MemoryTurn
-    from stm_memory.kit import MemoryContext, PreparedRequest, ToolSpec
+    from stm_memory.kit import PreparedRequest, ToolSpec
 
 # The SDK names the API modules use are imported here, behind the one guard.
 __all__ = [
@@ -85,27 +84,6 @@ class AdapterBase(ABC):
         self.request_options = request_options
         self.on_text = on_text
         self.cache_hints = cache_hints
-
-    def ask(
-        self,
-        tools: Sequence[Any],
-        *,
-        system: Any = None,
-        provider: str | None = None,
-        context: MemoryContext | None = None,
-    ) -> Ask:
-        """What ``MemoryTurn.prepare`` is told of the request besides its messages and
-        wire: whether the caller's ``tools`` come along, the caller's settings (its
-        ``tool_choice`` and cache hints among them)."""
-        return Ask(
-            system=system,
-            provider=provider,
-            settings=self.request_options,
-            tool_choice=self.request_options.get("tool_choice"),
-            other_tools=bool(tools),
-            cache_hints=self.cache_hints,
-            context=context,
-        )
 
     def tools_of(
         self, prepared: PreparedRequest, tools: Sequence[Any], turn: MemoryTurn

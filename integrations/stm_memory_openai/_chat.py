@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from stm_memory.kit import (
     CHAT_WIRE,
+    Ask,
     AsyncLoop,
     ModelReply,
     OnText,
@@ -142,7 +143,15 @@ class ChatCompletionsAdapter(AdapterBase):
         messages: list[Any] = [{"role": "system", "content": system}] if system else []
         messages.extend(transcript)
         prepared = turn.prepare(
-            messages, wire=CHAT_WIRE, ask=self.ask(tools, provider=self.provider, context=context)
+            messages,
+            wire=CHAT_WIRE,
+            ask=Ask.of_options(
+                self.request_options,
+                tools,
+                cache_hints=self.cache_hints,
+                provider=self.provider,
+                context=context,
+            ),
         )
         request: dict[str, Any] = {"model": self.model, "messages": prepared.messages}
         listed = self.tools_of(prepared, tools, turn)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from stm_memory.kit import (
     RESPONSES_WIRE,
+    Ask,
     AsyncLoop,
     ModelReply,
     OnText,
@@ -69,7 +70,15 @@ class ResponsesAdapter(AdapterBase):
     ) -> dict[str, Any]:
         request: dict[str, Any] = {"model": self.model}
         prepared = turn.prepare(
-            transcript, wire=RESPONSES_WIRE, ask=self.ask(tools, system=system, context=context)
+            transcript,
+            wire=RESPONSES_WIRE,
+            ask=Ask.of_options(
+                self.request_options,
+                tools,
+                cache_hints=self.cache_hints,
+                system=system,
+                context=context,
+            ),
         )
         if prepared.system:
             request["instructions"] = prepared.system

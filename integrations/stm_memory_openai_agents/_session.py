@@ -152,8 +152,9 @@ class _OpenRun:
     finishing: bool = False  # the next add_items is the run's last (the epilogue)
     answered: str = ""  # visible text of the model's last response (agent() hooks)
     placed: bool = False  # agent()'s hooks placed the memory at a model call (inline)
-    # What the run's first read returned, placed (None: nothing placed, or a resumed
-    # run, whose input was placed when it began).
+    # What the run's first read returned, placed (None: nothing placed, a session
+    # that places at the model call, or a resumed run, whose input was placed when it
+    # began).
     view: PlacedView | None = None
     sent: bool = True  # agent()'s model sent this turn's last model call (see _answered)
     # The last model call's input before the turn placed its memory (_before_model):

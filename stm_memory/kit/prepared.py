@@ -60,6 +60,30 @@ class Ask:
     nudge: bool | None = None
     context: MemoryContext | None = None
 
+    @classmethod
+    def of_options(
+        cls,
+        options: Mapping[str, Any],
+        tools: Sequence[Any],
+        *,
+        cache_hints: bool | None,
+        system: Any = None,
+        provider: str | None = None,
+        context: MemoryContext | None = None,
+    ) -> Ask:
+        """A loop's request: its create ``options`` (the caller's ``tool_choice`` and
+        cache hints among them) as the settings, and whether the caller's ``tools``
+        come along."""
+        return cls(
+            system=system,
+            provider=provider,
+            settings=options,
+            tool_choice=options.get("tool_choice"),
+            other_tools=bool(tools),
+            cache_hints=cache_hints,
+            context=context,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class PlacedView:
