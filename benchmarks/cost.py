@@ -75,7 +75,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from stm_memory.kit import anthropic_breakpoints
 from stm_memory.model.messages import message_text
 from stm_memory.prompt.render import CONTENT_HEADER, OTHER_CHANNELS, THIS_CHANNEL
 from stm_memory.testing.prompt_cache import (
@@ -86,6 +85,7 @@ from stm_memory.testing.prompt_cache import (
     count_text_tokens,
     request_parts,
 )
+from stm_memory.wire.anthropic import anthropic_breakpoints
 
 from ._fixtures import sentence
 from ._harness import CaseResult, Config, Metric

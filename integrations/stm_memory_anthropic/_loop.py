@@ -22,11 +22,11 @@ from stm_memory.kit import (
     SyncLoop,
     ToolHandler,
     WriterLike,
-    anthropic_system,
     check_message_list,
     check_positive_int,
     check_tools,
 )
+from stm_memory.wire.anthropic import anthropic_system
 
 from ._messages import AnthropicMessagesAdapter
 from ._wire import MessagesClient, astreamer, async_only, streamer, sync_only

@@ -30,15 +30,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stm_memory import MemoryTurn
-from stm_memory.kit import (
+from stm_memory.kit import Ask, MemoryContext, ModelReply, Op, System, ToolCall, ToolSpec
+from stm_memory.wire.anthropic import (
     ANTHROPIC_WIRE,
-    Ask,
-    MemoryContext,
-    ModelReply,
-    Op,
-    System,
-    ToolCall,
-    ToolSpec,
     anthropic_system,
     anthropic_tool_results,
     messages_tool,

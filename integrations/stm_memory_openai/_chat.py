@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stm_memory.kit import (
-    CHAT_WIRE,
     Ask,
     AsyncLoop,
     ModelReply,
@@ -23,11 +22,14 @@ from stm_memory.kit import (
     SyncLoop,
     ToolCall,
     Usage,
+    is_truncated,
+)
+from stm_memory.wire.openai_chat import (
+    CHAT_WIRE,
     chat_tool,
     chat_tool_call,
     chat_tool_results,
     function_call,
-    is_truncated,
 )
 
 from ._base import AdapterBase, AsyncOpenAI, ClientT, OpenAI, OpenAILoop, usage_of

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from stm_memory.kit import (
-    RESPONSES_WIRE,
     Ask,
     AsyncLoop,
     ModelReply,
@@ -27,9 +26,8 @@ from stm_memory.kit import (
     ToolCall,
     Usage,
     is_truncated,
-    responses_tool,
-    responses_tool_results,
 )
+from stm_memory.wire.responses import RESPONSES_WIRE, responses_tool, responses_tool_results
 
 from ._base import AdapterBase, AsyncOpenAI, ClientT, OpenAI, OpenAIError, OpenAILoop, usage_of
 

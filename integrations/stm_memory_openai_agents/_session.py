@@ -83,7 +83,6 @@ except ImportError as exc:  # pragma: no cover - the extra is installed in the t
 from stm_memory import TOOL_NAME, Scope, ShortTermMemory, StmError, TurnContext
 from stm_memory.kit import (
     MESSAGES_WIRE,
-    RESPONSES_WIRE,
     Ask,
     MemoryRole,
     MemoryTurn,
@@ -104,6 +103,7 @@ from stm_memory.kit import (
     request_hints,
     tool_result_text,
 )
+from stm_memory.wire.responses import RESPONSES_WIRE
 
 from ._agent import Epilogue, MemoryHooks, MemoryModel
 

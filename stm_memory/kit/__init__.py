@@ -16,19 +16,18 @@
   ``Writer``, ``WriteRequest``, ``WriterLike``: what an entry point takes);
 - argument checks raising the library's own errors (:mod:`.checks`) and the import
   guard of an optional SDK (:mod:`.guards`);
-- each API's calls read off a reply and results sent back, from its one wire module
-  (:mod:`stm_memory.wire.openai_chat`, :mod:`~stm_memory.wire.responses`,
-  :mod:`~stm_memory.wire.anthropic`), and one reader of requests in every format
-  (:mod:`.requests`).
-
-- each API a request is written for, as one value (``Wire``: ``CHAT_WIRE``,
-  ``RESPONSES_WIRE``, ``ANTHROPIC_WIRE``, ``MESSAGES_WIRE``; ``wire_for`` maps a chat
-  model's provider to its wire): its rules and how memory is placed in it.
+- one reader of requests in every format (:mod:`.requests`);
+- ``Wire``, the value an API a request is written for is (its rules, how memory is
+  placed in it), ``MESSAGES_WIRE`` and ``wire_for`` (a chat model's provider to its
+  wire). Each API's own value, its calls read off a reply and its results sent back
+  are its wire module's (:mod:`stm_memory.wire.openai_chat`,
+  :mod:`~stm_memory.wire.responses`, :mod:`~stm_memory.wire.anthropic`), which the
+  integrations for that API import.
 
 Nothing behind the turn is exported: the cut and placement (each wire's), the
 memory call (:mod:`stm_memory.tool.call`) and what capture is handed (:mod:`.capture`) run
-inside ``MemoryTurn``. An integration imports ``stm_memory`` and ``stm_memory.kit``
-only (``tests/unit/test_kit_imports.py``).
+inside ``MemoryTurn``. An integration imports ``stm_memory``, ``stm_memory.kit`` and
+its API's wire modules only (``tests/unit/test_kit_imports.py``).
 """
 
 from stm_memory._ops import Op, adrive, drive, op
@@ -113,47 +112,17 @@ from stm_memory.model.messages import without_speaker_ids
 from stm_memory.prompt.cut import strip_memory_calls
 from stm_memory.prompt.placement import MemoryContext, MemoryRole
 from stm_memory.prompt.render import CONTENT_HEADER
-from stm_memory.tool.schema import anthropic_tool, openai_chat_tool, openai_responses_tool
 from stm_memory.tool.turn import TurnRecord, failure
 from stm_memory.tool.vetting import is_truncated, tool_result_text
 from stm_memory.wire import OPENAI_PROVIDERS, wire_for
-from stm_memory.wire.anthropic import (
-    ANTHROPIC_WIRE,
-    MAX_BREAKPOINTS,
-    agreed_ttl,
-    anthropic_breakpoints,
-    anthropic_system,
-    anthropic_tool_results,
-    breakpoint_budget,
-    breakpoint_marker,
-    count_breakpoints,
-    dialogue_breakpoint,
-    has_tool_blocks,
-    is_failed_result,
-    messages_tool,
-    text_blocks,
-    wire_messages,
-)
 from stm_memory.wire.base import MESSAGES_WIRE, ToolSpec, Wire
-from stm_memory.wire.openai_chat import (
-    CHAT_WIRE,
-    chat_tool,
-    chat_tool_call,
-    chat_tool_results,
-    function_call,
-)
-from stm_memory.wire.responses import RESPONSES_WIRE, responses_tool, responses_tool_results
 
 __all__ = [
-    "ANTHROPIC_WIRE",
     "CAPTURE_WINDOW",
-    "CHAT_WIRE",
     "CONTENT_HEADER",
-    "MAX_BREAKPOINTS",
     "MEMORY_ROLES",
     "MESSAGES_WIRE",
     "OPENAI_PROVIDERS",
-    "RESPONSES_WIRE",
     "WRITER_TAG",
     "Ask",
     "AsyncLoop",
@@ -192,21 +161,11 @@ __all__ = [
     "adiscover_window",
     "adrive",
     "aemit_text",
-    "agreed_ttl",
     "answer_last",
     "answered_then_remembered",
-    "anthropic_breakpoints",
-    "anthropic_system",
-    "anthropic_tool",
-    "anthropic_tool_results",
     "as_messages",
-    "breakpoint_budget",
-    "breakpoint_marker",
     "cache_retention",
     "call_fitted",
-    "chat_tool",
-    "chat_tool_call",
-    "chat_tool_results",
     "check_flag",
     "check_memory",
     "check_memory_role",
@@ -218,28 +177,22 @@ __all__ = [
     "check_provider_name",
     "check_tools",
     "context_exceeded_error",
-    "count_breakpoints",
     "current_user_index",
     "current_user_text",
-    "dialogue_breakpoint",
     "discover_window",
     "drive",
     "emit_text",
     "failure",
     "forces_tool",
     "form_for_host",
-    "function_call",
-    "has_tool_blocks",
     "has_tool_traffic",
     "history_budget",
     "hosted_window",
     "is_dialogue",
-    "is_failed_result",
     "is_openai_host",
     "is_request_body",
     "is_summary_message",
     "is_truncated",
-    "messages_tool",
     "missing_extra",
     "model_name",
     "model_steps",
@@ -247,25 +200,19 @@ __all__ = [
     "note_endpoint",
     "offered_tool_names",
     "op",
-    "openai_chat_tool",
-    "openai_responses_tool",
     "prompt_cache_key",
     "read_request",
     "refuse_async_callables",
     "refuse_reserved",
     "refuse_wrong_client",
     "request_hints",
-    "responses_tool",
-    "responses_tool_results",
     "run_turn_steps",
     "strip_memory_calls",
-    "text_blocks",
     "text_of",
     "tool_choice_none",
     "tool_name",
     "tool_result_text",
     "usage_of",
     "wire_for",
-    "wire_messages",
     "without_speaker_ids",
 ]

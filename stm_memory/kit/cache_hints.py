@@ -33,8 +33,7 @@ from datetime import timedelta
 from typing import Any
 
 from stm_memory.model import Scope
-from stm_memory.wire.anthropic import agreed_ttl, breakpoint_markers
-from stm_memory.wire.base import Wire
+from stm_memory.wire.base import Wire, agreed_ttl, breakpoint_markers
 
 __all__ = ["cache_retention", "prompt_cache_key", "request_hints"]
 

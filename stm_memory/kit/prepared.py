@@ -14,14 +14,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from stm_memory.wire.anthropic import (
-    agreed_ttl,
-    anthropic_breakpoints,
-    breakpoint_budget,
-    breakpoint_marker,
-    dialogue_breakpoint,
-    text_blocks,
-)
+from stm_memory.wire import Breakpoints
 from stm_memory.wire.base import ToolSpec
 
 if TYPE_CHECKING:
@@ -95,57 +88,6 @@ class PlacedView:
 
     items: tuple[Any, ...]
     nudge: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Breakpoints:
-    """Where one request's Anthropic ``cache_control`` breakpoints go, as the turn decided
-    them (:attr:`PreparedRequest.breakpoints`; the rules: the Messages API's wire
-    module, :mod:`stm_memory.wire.anthropic`): at the end of the dialogue, ahead of
-    the texts placed after it that change every turn (``injected``), then on the
-    memory's system block and on the caller's last one (``caller_system_blocks`` of
-    them lead the system prompt), each while the request stays within the one
-    budget."""
-
-    injected: tuple[str, ...] = ()
-    caller_system_blocks: int = 0
-
-    @classmethod
-    def of(cls, injected: Sequence[str], system: Any, placed_system: Any) -> Breakpoints:
-        """The breakpoints of a request whose caller's ``system`` became
-        ``placed_system``: the caller's blocks come first, the memory block, if one was
-        placed there, after them."""
-        ahead = len(text_blocks(system)) if placed_system != system else 0
-        return cls(tuple(injected), ahead)
-
-    def on_body(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        """A Messages API ``body`` (system, messages, tools, the caller's settings) with
-        the breakpoints added; the caller's own are counted and left alone."""
-        return anthropic_breakpoints(
-            body, caller_system_blocks=self.caller_system_blocks, injected=self.injected
-        )
-
-    def on_dialogue(
-        self,
-        contents: Sequence[Any],
-        current: int | None,
-        *,
-        markers: Sequence[Any],
-        reserved: int = 0,
-        text_only: bool = True,
-    ) -> tuple[int, list[Any]] | None:
-        """For a framework that holds its messages as objects of its own (LangChain),
-        the one breakpoint at the end of the dialogue: ``(index, content)`` of the
-        message to mark (``contents``: the messages' contents, ``current``: the index of
-        the user's message), with the TTL the request's ``markers`` (the breakpoints it
-        already carries) agree on; None when there is no room within the budget, with
-        ``reserved`` kept for a layer that adds its own after ours, or no block can
-        carry it. ``text_only``: only a text block qualifies (tool calls carried
-        outside ``content``)."""
-        if current is None or breakpoint_budget(len(markers), reserved=reserved) < 1:
-            return None
-        marker = breakpoint_marker(agreed_ttl(markers))
-        return dialogue_breakpoint(contents, current, marker, self.injected, text_only=text_only)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from stm_memory.model.messages import message_text
 from stm_memory.prompt.render import CONTENT_HEADER
 from stm_memory.wire import codec_of, message_role
-from stm_memory.wire.anthropic import has_tool_blocks
+from stm_memory.wire.base import has_tool_blocks
 
 __all__ = [
     "MessageKind",

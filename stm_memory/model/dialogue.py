@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -169,18 +170,25 @@ def with_stored_speakers(
     keeps it.
     """
     n = len(stored)
-    if n and len(said) >= n and all(map(_same_turn, said[:n], stored)):
+    begin, owner = 0, None
+    if n and len(said) >= n and all(map(operator.is_, said[:n], stored)):
+        # The stored turns themselves, then this turn (how MemoryTurn.finish captures):
+        # stored with a speaker each, they stay as they are; only what follows is read.
+        begin = n
+        owner = next((m.user_id for m in reversed(stored) if m.role == "user"), None)
+        repeats: dict[int, StoredMessage] = {}
+    elif n and len(said) >= n and all(map(_same_turn, said[:n], stored)):
         # The transcript starts with the stored list, turn for turn (a turn passed alone
-        # after the stored ones, which is how MemoryTurn.finish calls capture): that is
-        # the longest run the alignment can find, and the earliest, so it is its answer.
+        # after the stored ones): that is the longest run the alignment can find, and
+        # the earliest, so it is its answer.
         repeats = dict(enumerate(stored))
     else:
         repeats = _alignment(said, stored) if stored else {}
     if current is None:
         current = turn_start(said)
     out = list(said)
-    owner: str | None = None
-    for i, m in enumerate(said):
+    for i in range(begin, len(said)):
+        m = said[i]
         old = repeats.get(i)
         if old is not None:
             kept = (m.user_id or old.user_id, m.name or old.name, m.mark or old.mark)

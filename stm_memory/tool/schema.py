@@ -1,6 +1,6 @@
 """The tool's JSON schema for one turn (a :class:`~stm_memory.wire.base.ToolSpec`, which
-each API's wire module writes in its format), exported for LangChain, OpenAI and
-Anthropic.
+each API's wire module writes in its format: ``chat_tool``, ``responses_tool``,
+``messages_tool``).
 
 Built from the turn's category snapshot, so the schema the model saw is the one its
 call is validated against, even when an admin edits the categories mid-turn.
@@ -12,15 +12,9 @@ from typing import Any
 
 from stm_memory.model.text import sanitize_placeholders
 from stm_memory.tool.turn import TOOL_NAME, TurnContext
-from stm_memory.wire.anthropic import messages_tool
 from stm_memory.wire.base import ToolSpec
-from stm_memory.wire.openai_chat import chat_tool
-from stm_memory.wire.responses import responses_tool
 
 __all__ = [
-    "anthropic_tool",
-    "openai_chat_tool",
-    "openai_responses_tool",
     "tool_description",
     "tool_parameters",
     "tool_spec",
@@ -78,18 +72,3 @@ def tool_spec(turn: TurnContext, *, limit: int = 1500) -> ToolSpec:
     """The memory tool of ``turn`` (``limit``: the summary's length, said in the
     description)."""
     return ToolSpec(TOOL_NAME, tool_description(turn, limit=limit), tool_parameters(turn))
-
-
-def openai_chat_tool(turn: TurnContext, *, limit: int = 1500) -> dict[str, Any]:
-    """Chat Completions ``tools=[...]`` entry of ``turn``'s tool."""
-    return chat_tool(tool_spec(turn, limit=limit))
-
-
-def openai_responses_tool(turn: TurnContext, *, limit: int = 1500) -> dict[str, Any]:
-    """Responses API function tool of ``turn``'s tool (flat shape)."""
-    return responses_tool(tool_spec(turn, limit=limit))
-
-
-def anthropic_tool(turn: TurnContext, *, limit: int = 1500) -> dict[str, Any]:
-    """Messages API ``tools=[...]`` entry of ``turn``'s tool."""
-    return messages_tool(tool_spec(turn, limit=limit))

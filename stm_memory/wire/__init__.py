@@ -12,14 +12,23 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from stm_memory.wire.anthropic import ANTHROPIC, ANTHROPIC_WIRE, has_tool_blocks
-from stm_memory.wire.base import MESSAGES_WIRE, Codec, MessageView, Reader, Role, Wire
+from stm_memory.wire.anthropic import ANTHROPIC, ANTHROPIC_WIRE, Breakpoints
+from stm_memory.wire.base import (
+    MESSAGES_WIRE,
+    Codec,
+    MessageView,
+    Reader,
+    Role,
+    Wire,
+    has_tool_blocks,
+)
 from stm_memory.wire.openai_chat import CHAT, CHAT_WIRE
 from stm_memory.wire.responses import RESPONSES, is_item
 from stm_memory.wire.shorthand import SHORTHAND
 
 __all__ = [
     "OPENAI_PROVIDERS",
+    "Breakpoints",
     "Codec",
     "MessageView",
     "Reader",

@@ -20,7 +20,8 @@ decision (``PreparedRequest.breakpoints``); nothing here mutates its input."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Collection, Mapping, Sequence, Set
+from dataclasses import dataclass
 from typing import Any
 
 from stm_memory.errors import ValidationError
@@ -30,8 +31,14 @@ from stm_memory.wire.base import (
     ToolCall,
     ToolSpec,
     Wire,
+    agreed_ttl,
+    breakpoint_markers,
     has_block,
+    is_memory_block,
     normal_role,
+    text_blocks,
+    text_parts,
+    tool_use_ids,
 )
 from stm_memory.wire.dicts import DictReader
 
@@ -41,49 +48,23 @@ __all__ = [
     "MAX_BREAKPOINTS",
     "AnthropicCodec",
     "AnthropicSystem",
-    "agreed_ttl",
+    "Breakpoints",
     "anthropic_breakpoints",
     "anthropic_system",
     "anthropic_tool_results",
     "append_system",
     "breakpoint_budget",
     "breakpoint_marker",
-    "breakpoint_markers",
     "count_breakpoints",
     "dialogue_breakpoint",
-    "has_tool_blocks",
     "is_failed_result",
-    "is_memory_block",
     "messages_tool",
     "system_placed",
-    "text_blocks",
-    "text_parts",
     "tool_result_only",
     "wire_messages",
 ]
 
 AnthropicSystem = str | list[dict[str, Any]] | None
-
-
-def text_blocks(content: Any) -> list[Any]:
-    """Anthropic content as a block list (a string becomes one text block)."""
-    if isinstance(content, list):
-        return list(content)
-    return [{"type": "text", "text": content}] if content else []
-
-
-def text_parts(texts: Sequence[str]) -> list[dict[str, Any]]:
-    """One ``text`` block per text."""
-    return [{"type": "text", "text": t} for t in texts]
-
-
-def has_tool_blocks(messages: Sequence[Any]) -> bool:
-    """Some message carries ``tool_use`` or ``tool_result`` blocks."""
-    for message in messages:
-        content = message.get("content") if isinstance(message, Mapping) else None
-        if has_block(content, "tool_use") or has_block(content, "tool_result"):
-            return True
-    return False
 
 
 def tool_result_only(content: Any) -> bool:
@@ -93,30 +74,6 @@ def tool_result_only(content: Any) -> bool:
         and bool(content)
         and all(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content)
     )
-
-
-def is_memory_block(block: Any, ids: Set[str]) -> bool:
-    """A ``tool_use`` or ``tool_result`` block of one of the calls ``ids``."""
-    if not isinstance(block, Mapping):
-        return False
-    kind = block.get("type")
-    if kind == "tool_use":
-        return str(block.get("id")) in ids
-    if kind == "tool_result":
-        return str(block.get("tool_use_id")) in ids
-    return False
-
-
-def tool_use_ids(content: Any, tool: str) -> set[str]:
-    """Ids of the ``tool_use`` blocks of ``tool`` (LangChain keeps Anthropic's blocks in
-    an ``AIMessage``'s content)."""
-    if not isinstance(content, list):
-        return set()
-    return {
-        str(b.get("id"))
-        for b in content
-        if isinstance(b, Mapping) and b.get("type") == "tool_use" and b.get("name") == tool
-    }
 
 
 def append_system(system: AnthropicSystem, text: str) -> AnthropicSystem:
@@ -295,35 +252,9 @@ def breakpoint_budget(existing: int, *, reserved: int = 0) -> int:
     return MAX_BREAKPOINTS - existing - reserved
 
 
-def _blocks(content: Any) -> list[Any]:
-    if isinstance(content, list):
-        return content
-    return [content] if isinstance(content, Mapping) else []
-
-
-def breakpoint_markers(request: Mapping[str, Any]) -> list[Any]:
-    """Every ``cache_control`` marker a Messages request carries: the top-level automatic
-    one, then tools, system blocks and message blocks."""
-    found = [request.get("cache_control")]
-    found += [t.get("cache_control") for t in request.get("tools") or () if isinstance(t, Mapping)]
-    blocks = list(_blocks(request.get("system")))
-    for message in request.get("messages") or ():
-        if isinstance(message, Mapping):
-            blocks += _blocks(message.get("content"))
-    found += [b.get("cache_control") for b in blocks if isinstance(b, Mapping)]
-    return [marker for marker in found if marker]
-
-
 def count_breakpoints(request: Mapping[str, Any]) -> int:
     """Breakpoints a Messages request already has, the top-level automatic one included."""
     return len(breakpoint_markers(request))
-
-
-def agreed_ttl(markers: Iterable[Any]) -> str | None:
-    """The TTL every one of ``markers`` uses, when they agree (else the default): ours
-    take it, since the API refuses a shorter TTL ahead of a longer one."""
-    found = {m.get("ttl") for m in markers if isinstance(m, Mapping)}
-    return found.pop() if len(found) == 1 else None
 
 
 def breakpoint_marker(ttl: str | None) -> dict[str, str]:
@@ -414,6 +345,57 @@ def dialogue_breakpoint(
         if own:
             return None  # its own last block cannot carry one: look no further back
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class Breakpoints:
+    """Where one request's Anthropic ``cache_control`` breakpoints go, as the turn decided
+    them (:attr:`PreparedRequest.breakpoints`; the rules: the Messages API's wire
+    module, :mod:`stm_memory.wire.anthropic`): at the end of the dialogue, ahead of
+    the texts placed after it that change every turn (``injected``), then on the
+    memory's system block and on the caller's last one (``caller_system_blocks`` of
+    them lead the system prompt), each while the request stays within the one
+    budget."""
+
+    injected: tuple[str, ...] = ()
+    caller_system_blocks: int = 0
+
+    @classmethod
+    def of(cls, injected: Sequence[str], system: Any, placed_system: Any) -> Breakpoints:
+        """The breakpoints of a request whose caller's ``system`` became
+        ``placed_system``: the caller's blocks come first, the memory block, if one was
+        placed there, after them."""
+        ahead = len(text_blocks(system)) if placed_system != system else 0
+        return cls(tuple(injected), ahead)
+
+    def on_body(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """A Messages API ``body`` (system, messages, tools, the caller's settings) with
+        the breakpoints added; the caller's own are counted and left alone."""
+        return anthropic_breakpoints(
+            body, caller_system_blocks=self.caller_system_blocks, injected=self.injected
+        )
+
+    def on_dialogue(
+        self,
+        contents: Sequence[Any],
+        current: int | None,
+        *,
+        markers: Sequence[Any],
+        reserved: int = 0,
+        text_only: bool = True,
+    ) -> tuple[int, list[Any]] | None:
+        """For a framework that holds its messages as objects of its own (LangChain),
+        the one breakpoint at the end of the dialogue: ``(index, content)`` of the
+        message to mark (``contents``: the messages' contents, ``current``: the index of
+        the user's message), with the TTL the request's ``markers`` (the breakpoints it
+        already carries) agree on; None when there is no room within the budget, with
+        ``reserved`` kept for a layer that adds its own after ours, or no block can
+        carry it. ``text_only``: only a text block qualifies (tool calls carried
+        outside ``content``)."""
+        if current is None or breakpoint_budget(len(markers), reserved=reserved) < 1:
+            return None
+        marker = breakpoint_marker(agreed_ttl(markers))
+        return dialogue_breakpoint(contents, current, marker, self.injected, text_only=text_only)
 
 
 def _is_text(block: Any) -> bool:

@@ -6,7 +6,6 @@ format; and the two values every API's module reads and writes, a tool call off 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
-from copy import deepcopy
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
@@ -23,11 +22,18 @@ __all__ = [
     "ToolCall",
     "ToolSpec",
     "Wire",
+    "agreed_ttl",
+    "breakpoint_markers",
     "content_text",
     "has_block",
+    "has_tool_blocks",
     "is_empty",
+    "is_memory_block",
     "merged_content",
     "normal_role",
+    "text_blocks",
+    "text_parts",
+    "tool_use_ids",
 ]
 
 Role = Literal["system", "user", "assistant", "tool", "reasoning", "other"]
@@ -72,7 +78,19 @@ class ToolSpec:
     def schema(self) -> dict[str, Any]:
         """The parameters as a fresh JSON schema (a deep copy: the spec is the turn's,
         and a framework may edit the schema it is handed)."""
-        return deepcopy(dict(self.parameters))
+        return {k: _copied(v) for k, v in self.parameters.items()}
+
+
+def _copied(value: Any) -> Any:
+    """A copy of a JSON value, every mapping and list anew (``deepcopy`` in a fraction
+    of its time: the memo and dispatch are for objects JSON does not hold)."""
+    if isinstance(value, Mapping):
+        return {k: _copied(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copied(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_copied(v) for v in value)
+    return value
 
 
 def normal_role(name: object) -> Role:
@@ -180,6 +198,77 @@ def has_block(content: Any, kind: str) -> bool:
     return isinstance(content, list) and any(
         isinstance(b, Mapping) and b.get("type") == kind for b in content
     )
+
+
+def text_blocks(content: Any) -> list[Any]:
+    """Anthropic content as a block list (a string becomes one text block)."""
+    if isinstance(content, list):
+        return list(content)
+    return [{"type": "text", "text": content}] if content else []
+
+
+def text_parts(texts: Sequence[str]) -> list[dict[str, Any]]:
+    """One ``text`` block per text."""
+    return [{"type": "text", "text": t} for t in texts]
+
+
+def has_tool_blocks(messages: Sequence[Any]) -> bool:
+    """Some message carries ``tool_use`` or ``tool_result`` blocks."""
+    for message in messages:
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if has_block(content, "tool_use") or has_block(content, "tool_result"):
+            return True
+    return False
+
+
+def is_memory_block(block: Any, ids: Set[str]) -> bool:
+    """A ``tool_use`` or ``tool_result`` block of one of the calls ``ids``."""
+    if not isinstance(block, Mapping):
+        return False
+    kind = block.get("type")
+    if kind == "tool_use":
+        return str(block.get("id")) in ids
+    if kind == "tool_result":
+        return str(block.get("tool_use_id")) in ids
+    return False
+
+
+def tool_use_ids(content: Any, tool: str) -> set[str]:
+    """Ids of the ``tool_use`` blocks of ``tool`` (LangChain keeps Anthropic's blocks in
+    an ``AIMessage``'s content)."""
+    if not isinstance(content, list):
+        return set()
+    return {
+        str(b.get("id"))
+        for b in content
+        if isinstance(b, Mapping) and b.get("type") == "tool_use" and b.get("name") == tool
+    }
+
+
+def _blocks(content: Any) -> list[Any]:
+    if isinstance(content, list):
+        return content
+    return [content] if isinstance(content, Mapping) else []
+
+
+def breakpoint_markers(request: Mapping[str, Any]) -> list[Any]:
+    """Every ``cache_control`` marker a Messages request carries: the top-level automatic
+    one, then tools, system blocks and message blocks."""
+    found = [request.get("cache_control")]
+    found += [t.get("cache_control") for t in request.get("tools") or () if isinstance(t, Mapping)]
+    blocks = list(_blocks(request.get("system")))
+    for message in request.get("messages") or ():
+        if isinstance(message, Mapping):
+            blocks += _blocks(message.get("content"))
+    found += [b.get("cache_control") for b in blocks if isinstance(b, Mapping)]
+    return [marker for marker in found if marker]
+
+
+def agreed_ttl(markers: Iterable[Any]) -> str | None:
+    """The TTL every one of ``markers`` uses, when they agree (else the default): ours
+    take it, since the API refuses a shorter TTL ahead of a longer one."""
+    found = {m.get("ttl") for m in markers if isinstance(m, Mapping)}
+    return found.pop() if len(found) == 1 else None
 
 
 def merged_content(

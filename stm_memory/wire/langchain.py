@@ -22,15 +22,17 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.utils import count_tokens_approximately
 
-from stm_memory.wire.anthropic import is_memory_block, text_parts, tool_use_ids
 from stm_memory.wire.base import (
     MessageView,
     Role,
     content_text,
     is_empty,
+    is_memory_block,
     marked_content,
     merged_content,
     normal_role,
+    text_parts,
+    tool_use_ids,
 )
 from stm_memory.wire.openai_chat import calls_without, tool_call_ids
 

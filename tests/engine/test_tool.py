@@ -27,7 +27,10 @@ from stm_memory import (
 )
 from stm_memory.kit import adrive, drive
 from stm_memory.tool.arguments import parse_update_arguments
-from stm_memory.tool.schema import anthropic_tool, openai_chat_tool, openai_responses_tool
+from stm_memory.tool.schema import tool_spec
+from stm_memory.wire.anthropic import messages_tool
+from stm_memory.wire.openai_chat import chat_tool
+from stm_memory.wire.responses import responses_tool
 
 SERVER = Scope(channel_id="c1", user_id="u1", server_id="g1")
 DM = Scope(channel_id="d1", user_id="u1")
@@ -103,7 +106,7 @@ def test_args_schema_json_matches_export(mem: ShortTermMemory) -> None:
     turn = begin(mem)
     schema = offered(mem, turn).args_schema
     assert isinstance(schema, dict)
-    params = openai_chat_tool(turn)["function"]["parameters"]
+    params = chat_tool(tool_spec(turn))["function"]["parameters"]
     assert list(schema["properties"]) == list(params["properties"])
     assert schema["required"] == params["required"]
     assert schema["additionalProperties"] is False
@@ -461,7 +464,7 @@ def test_limit_override_applies_to_storage_and_schema(tmp_path: Path) -> None:
         turn = begin(small)
         tool = offered(small, turn)
         assert "10" in tool.description
-        assert "10" in openai_chat_tool(turn, limit=10)["function"]["description"]
+        assert "10" in chat_tool(tool_spec(turn, limit=10))["function"]["description"]
         result = json.loads(tool.invoke({"summary": "0123456789abcdef"}))
         assert result["status"] == "completed" and "cut to 10" in result["note"]
         assert stored_summary(small) == "0123456789"
@@ -519,9 +522,9 @@ def test_category_slugs_per_spec(mem: ShortTermMemory) -> None:
     assert [c.slug for c in mem.categories("g1")] == slugs
     turn = begin(mem)
     for params in (
-        openai_chat_tool(turn)["function"]["parameters"],
-        openai_responses_tool(turn)["parameters"],
-        anthropic_tool(turn)["input_schema"],
+        chat_tool(tool_spec(turn))["function"]["parameters"],
+        responses_tool(tool_spec(turn))["parameters"],
+        messages_tool(tool_spec(turn))["input_schema"],
     ):
         assert list(params["properties"]) == slugs
         assert params["required"] == slugs
@@ -534,7 +537,7 @@ def test_category_slugs_per_spec(mem: ShortTermMemory) -> None:
 def test_category_descriptions_are_sanitized(mem: ShortTermMemory) -> None:
     mem.set_categories("g1", [Category("Plot", "What {{happened}} to {user}")])
     turn = begin(mem)
-    description = openai_chat_tool(turn)["function"]["parameters"]["properties"]["plot"][
+    description = chat_tool(tool_spec(turn))["function"]["parameters"]["properties"]["plot"][
         "description"
     ]
     assert "What happened to {user}" in description
@@ -565,7 +568,7 @@ def test_schema_snapshot_survives_admin_edit(mem: ShortTermMemory) -> None:
     mem.set_categories("g1", [Category("Setting"), Category("Cast")])
     tool = offered(mem, turn)
     assert list(tool.args) == ["plot", "mood"]
-    assert list(openai_chat_tool(turn)["function"]["parameters"]["properties"]) == [
+    assert list(chat_tool(tool_spec(turn))["function"]["parameters"]["properties"]) == [
         "plot",
         "mood",
     ]
@@ -617,9 +620,9 @@ def test_description_override_in_both_modes(mem: ShortTermMemory, category_mode:
     turn = begin(mem)
     expected = "Jot the scene for {user}."
     assert offered(mem, turn).description == expected
-    assert openai_chat_tool(turn)["function"]["description"] == expected
-    assert openai_responses_tool(turn)["description"] == expected
-    assert anthropic_tool(turn)["description"] == expected
+    assert chat_tool(tool_spec(turn))["function"]["description"] == expected
+    assert responses_tool(tool_spec(turn))["description"] == expected
+    assert messages_tool(tool_spec(turn))["description"] == expected
 
 
 # --- LangChain's own conversion (what bind_tools sends) ------------------------------------
@@ -633,7 +636,7 @@ def test_langchain_conversion_keeps_names_and_descriptions(
         mem.set_categories("g1", PLOT_MOOD)
     turn = begin(mem)
     converted = convert_to_openai_tool(offered(mem, turn))["function"]
-    ours = openai_chat_tool(turn)["function"]
+    ours = chat_tool(tool_spec(turn))["function"]
     assert converted["name"] == ours["name"]
     assert converted["description"] == ours["description"]
     assert list(converted["parameters"]["properties"]) == list(ours["parameters"]["properties"])

@@ -27,7 +27,7 @@ from stm_memory import (
     ShortTermMemory,
     TurnOptions,
 )
-from stm_memory.kit import CHAT_WIRE, drive
+from stm_memory.kit import drive
 from stm_memory.kit import turn as turn_module
 from stm_memory.prompt.quiet import (
     NUDGE_TRIES,
@@ -43,6 +43,7 @@ from stm_memory.testing import FrozenClock
 from stm_memory.testing.contract import ScriptedModel, shipped_drivers
 from stm_memory.testing.contract.integration import hermetic_memory, speaker
 from stm_memory.testing.offline import OfflineReply
+from stm_memory.wire.openai_chat import CHAT_WIRE
 
 # ------------------------------------------------------------------------------------
 # A channel whose model does not write its memory (stm_memory.prompt.quiet): when the

@@ -24,16 +24,12 @@ from langchain_core.messages import (
 from stm_memory import TOOL_NAME, ShortTermMemory
 from stm_memory.errors import ValidationError
 from stm_memory.kit import (
-    ANTHROPIC_WIRE,
-    CHAT_WIRE,
-    RESPONSES_WIRE,
     Ask,
     Breakpoints,
     MemoryTurn,
     PreparedRequest,
     TurnOptions,
     Wire,
-    count_breakpoints,
     drive,
     has_tool_traffic,
     prompt_cache_key,
@@ -44,7 +40,9 @@ from stm_memory.prompt.placement import (
     insertion_index,
     message_role,
 )
-from stm_memory.wire.anthropic import system_placed
+from stm_memory.wire.anthropic import ANTHROPIC_WIRE, count_breakpoints, system_placed
+from stm_memory.wire.openai_chat import CHAT_WIRE
+from stm_memory.wire.responses import RESPONSES_WIRE
 
 # ------------------------------------------------------------------------------------
 # Placement of memory content and the nudge (stm_memory.prompt.placement): depths, tool pairs,

@@ -17,7 +17,7 @@ import pytest
 
 from stm_memory import ConfigurationError, MemoryTurn, Scope, ShortTermMemory, TurnOptions
 from stm_memory.config import Limits
-from stm_memory.kit import CHAT_WIRE, drive
+from stm_memory.kit import drive
 from stm_memory.model import MemoryEntry
 from stm_memory.model.changes import counted
 from stm_memory.model.erasure import erase_user
@@ -26,6 +26,7 @@ from stm_memory.model.shown import ShownState
 from stm_memory.prompt.render import THIS_CHANNEL
 from stm_memory.prompt.swap import MAX_HORIZON, SwapInputs, decide
 from stm_memory.testing import FrozenClock, OfflineModel, offline_openai_client
+from stm_memory.wire.openai_chat import CHAT_WIRE
 from stm_memory_openai import OpenAIChatLoop
 
 # ------------------------------------------------------------------------------------

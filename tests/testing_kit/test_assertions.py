@@ -26,7 +26,10 @@ from stm_memory.testing import (
     injected_memory,
     offered_tools,
 )
-from stm_memory.tool.schema import anthropic_tool, openai_chat_tool, openai_responses_tool
+from stm_memory.tool.schema import tool_spec
+from stm_memory.wire.anthropic import messages_tool
+from stm_memory.wire.openai_chat import chat_tool
+from stm_memory.wire.responses import responses_tool
 
 MakeScope = Callable[..., Scope]
 MEMORY = "[Short-term memory]\nThis channel:\nThe heist is on Friday."
@@ -181,9 +184,9 @@ def turn(stm_memory: ShortTermMemory, stm_scope: MakeScope) -> TurnContext:
 
 def test_tool_offer_of_request_bodies(turn: TurnContext) -> None:
     weather = {"type": "function", "function": {"name": "get_weather", "parameters": {}}}
-    chat = {"model": "m", "messages": [], "tools": [openai_chat_tool(turn), weather]}
-    responses = {"model": "m", "input": [], "tools": [openai_responses_tool(turn)]}
-    claude = {"model": "m", "messages": [], "tools": [anthropic_tool(turn)]}
+    chat = {"model": "m", "messages": [], "tools": [chat_tool(tool_spec(turn)), weather]}
+    responses = {"model": "m", "input": [], "tools": [responses_tool(tool_spec(turn))]}
+    claude = {"model": "m", "messages": [], "tools": [messages_tool(tool_spec(turn))]}
     for body in (chat, responses, claude, json.dumps(chat), json.dumps(claude).encode()):
         assert_tool_offered(body)
     assert offered_tools(chat) == ["update_short_term_memory", "get_weather"]
@@ -205,17 +208,21 @@ def test_tool_offer_of_request_bodies(turn: TurnContext) -> None:
 
 def test_a_tool_defined_with_tool_choice_none_is_not_offered(turn: TurnContext) -> None:
     # How the Anthropic loop keeps tool history valid while hiding the tool.
-    body = {"messages": [], "tools": [anthropic_tool(turn)], "tool_choice": {"type": "none"}}
+    body = {
+        "messages": [],
+        "tools": [messages_tool(tool_spec(turn))],
+        "tool_choice": {"type": "none"},
+    }
     assert_tool_not_offered(body)
     with pytest.raises(AssertionError, match="defined with tool_choice none"):
         assert_tool_offered(body)
     assert_tool_not_offered(
-        {"messages": [], "tools": [openai_chat_tool(turn)], "tool_choice": "none"}
+        {"messages": [], "tools": [chat_tool(tool_spec(turn))], "tool_choice": "none"}
     )
 
 
 def test_tool_offer_of_a_turn_result(turn: TurnContext) -> None:
-    offered = {"messages": [], "tools": [openai_chat_tool(turn)]}
+    offered = {"messages": [], "tools": [chat_tool(tool_spec(turn))]}
     result = TurnResult("hi", [], False, Usage(), 2, [offered, {"messages": []}])
     assert_tool_offered(result)
     with pytest.raises(AssertionError) as failure:

@@ -10,12 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stm_memory import Scope
-from stm_memory.kit import (
-    MAX_BREAKPOINTS,
-    anthropic_breakpoints,
-    count_breakpoints,
-    prompt_cache_key,
-)
+from stm_memory.kit import prompt_cache_key
+from stm_memory.wire.anthropic import MAX_BREAKPOINTS, anthropic_breakpoints, count_breakpoints
 
 CC = {"type": "ephemeral"}
 # The Messages API refuses a request with more than four cache_control breakpoints

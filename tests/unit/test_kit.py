@@ -16,11 +16,7 @@ from stm_memory.kit import (
     Op,
     ToolCall,
     adrive,
-    anthropic_system,
-    anthropic_tool_results,
     as_messages,
-    chat_tool_call,
-    chat_tool_results,
     check_memory,
     check_memory_role,
     check_memory_setup,
@@ -31,20 +27,25 @@ from stm_memory.kit import (
     check_tools,
     current_user_text,
     drive,
-    is_failed_result,
     missing_extra,
     offered_tool_names,
     read_request,
     refuse_async_callables,
     refuse_reserved,
     refuse_wrong_client,
-    responses_tool_results,
     tool_choice_none,
     tool_name,
     tool_result_text,
-    wire_messages,
 )
 from stm_memory.tool.call import run_memory_call
+from stm_memory.wire.anthropic import (
+    anthropic_system,
+    anthropic_tool_results,
+    is_failed_result,
+    wire_messages,
+)
+from stm_memory.wire.openai_chat import chat_tool_call, chat_tool_results
+from stm_memory.wire.responses import responses_tool_results
 
 
 def _ruff_order(name: str) -> tuple[int, str]:

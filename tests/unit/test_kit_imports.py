@@ -1,5 +1,6 @@
-"""The integrations build on the public surface only: ``stm_memory`` and the kit
-``stm_memory.kit`` (plus their own private modules and third-party packages), and
+"""The integrations build on the public surface only: ``stm_memory``, the kit
+``stm_memory.kit`` and the wire modules of their own APIs (plus their own private
+modules and third-party packages), and
 decide nothing the turn decides: no step behind the turn (the cut, placement, the
 memory call, the capture window), no cache hint, no tool offer. Each check is shown
 able to fail on a synthetic module."""
@@ -16,6 +17,15 @@ import stm_memory.kit as kit
 ROOT = Path(__file__).resolve().parents[2]
 INTEGRATIONS = ROOT / "integrations"
 ALLOWED = frozenset({"stm_memory", "stm_memory.kit"})
+#: Each integration's APIs: their wire modules hold their values and rules.
+WIRES = {
+    "stm_memory_anthropic": frozenset({"stm_memory.wire.anthropic"}),
+    "stm_memory_openai": frozenset({"stm_memory.wire.openai_chat", "stm_memory.wire.responses"}),
+    "stm_memory_openai_agents": frozenset(
+        {"stm_memory.wire.openai_chat", "stm_memory.wire.responses"}
+    ),
+    "stm_memory_langchain": frozenset[str](),
+}
 FILES = sorted(INTEGRATIONS.rglob("*.py"))
 
 
@@ -33,8 +43,8 @@ def _imported(tree: ast.AST) -> list[tuple[int, str]]:
     return found
 
 
-def _private_core(module: str, names: frozenset[str]) -> bool:
-    if module in ALLOWED:
+def _private_core(module: str, names: frozenset[str], wires: frozenset[str] = frozenset()) -> bool:
+    if module in ALLOWED or module in wires:
         return False
     if module.startswith("stm_memory."):
         # ``from stm_memory import X`` names a public re-export, not a module.
@@ -58,7 +68,7 @@ def test_integrations_import_only_the_public_root_and_the_kit(path: Path) -> Non
     wrong = [
         f"line {line}: {module}"
         for line, module in _imported(tree)
-        if _private_core(module, public) or _other_integration(module, own)
+        if _private_core(module, public, WIRES[own]) or _other_integration(module, own)
     ]
     assert not wrong, f"{path.relative_to(ROOT)} imports private modules: {wrong}"
 
@@ -83,6 +93,9 @@ def test_the_checker_catches_a_private_import() -> None:
     public = frozenset({"ShortTermMemory", "drive"})
     flagged = [m for _, m in _imported(tree) if _private_core(m, public)]
     assert flagged == ["stm_memory.prompt.placement", "stm_memory.engine"]
+    # A wire module is its own API's integration's, no other's.
+    assert not _private_core("stm_memory.wire.anthropic", public, WIRES["stm_memory_anthropic"])
+    assert _private_core("stm_memory.wire.anthropic", public, WIRES["stm_memory_openai"])
     assert _other_integration("stm_memory_openai._responses", "stm_memory_openai_agents")
     assert not _other_integration("stm_memory_openai._responses", "stm_memory_openai")
 
@@ -190,7 +203,9 @@ def _around_the_turn(tree: ast.AST) -> list[str]:
     found: list[str] = []
     for node in ast.walk(tree):
         found += _writes(node)
-        if isinstance(node, ast.ImportFrom) and node.module in ALLOWED:
+        if isinstance(node, ast.ImportFrom) and (
+            node.module in ALLOWED or (node.module or "").startswith("stm_memory.wire")
+        ):
             found += [
                 f"imports {a.name}"
                 for a in node.names
@@ -243,7 +258,8 @@ def test_the_checker_catches_a_hint_an_offer_a_memory_call_and_a_capture_window(
     decided (the policy called, a literal ``tool_choice`` written), a memory call or a
     capture run on the engine past the turn, a capture window sized."""
     tree = ast.parse(
-        "from stm_memory.kit import MemoryTurn, prompt_cache_key, dialogue_breakpoint\n"
+        "from stm_memory.kit import MemoryTurn, prompt_cache_key\n"
+        "from stm_memory.wire.anthropic import dialogue_breakpoint\n"
         "import stm_memory.kit as kit\n"
         "def request(self, turn, body, others):\n"
         "    body['prompt_cache_key'] = prompt_cache_key(turn.scope)\n"
@@ -268,21 +284,21 @@ def test_the_checker_catches_a_hint_an_offer_a_memory_call_and_a_capture_window(
             # a cache hint written
             "imports prompt_cache_key",
             "imports dialogue_breakpoint",
-            "line 4: writes ['prompt_cache_key']",
-            "line 5: writes ['cache_control']",
-            "line 9: passes prompt_cache_key=",
-            "line 9: calls .prompt_cache_key()",
-            "line 11: writes {'prompt_cache_key': …}",
+            "line 5: writes ['prompt_cache_key']",
+            "line 6: writes ['cache_control']",
+            "line 10: passes prompt_cache_key=",
+            "line 10: calls .prompt_cache_key()",
+            "line 12: writes {'prompt_cache_key': …}",
             # the tool offer decided
-            "line 6: calls ._tool_offer()",
-            "line 8: writes ['tool_choice']",
-            "line 11: passes tool_choice=",
+            "line 7: calls ._tool_offer()",
+            "line 9: writes ['tool_choice']",
+            "line 12: passes tool_choice=",
             # a memory call run past the turn
-            "line 13: runs .aupdate() on the engine",
-            "line 15: runs .tool() on the engine",
+            "line 14: runs .aupdate() on the engine",
+            "line 16: runs .tool() on the engine",
             # a capture window computed, a capture run past the turn
-            "line 17: reads .messages_kept",
-            "line 19: runs .capture() on the engine",
+            "line 18: reads .messages_kept",
+            "line 20: runs .capture() on the engine",
         ]
     )
 

@@ -6,16 +6,10 @@ from __future__ import annotations
 import pytest
 
 from stm_memory import Scope
-from stm_memory.kit import (
-    ANTHROPIC_WIRE,
-    CHAT_WIRE,
-    MESSAGES_WIRE,
-    RESPONSES_WIRE,
-    Wire,
-    prompt_cache_key,
-    request_hints,
-    wire_for,
-)
+from stm_memory.kit import MESSAGES_WIRE, Wire, prompt_cache_key, request_hints, wire_for
+from stm_memory.wire.anthropic import ANTHROPIC_WIRE
+from stm_memory.wire.openai_chat import CHAT_WIRE
+from stm_memory.wire.responses import RESPONSES_WIRE
 
 
 @pytest.mark.parametrize(

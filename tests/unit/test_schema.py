@@ -14,9 +14,6 @@ from pydantic import TypeAdapter
 from stm_memory.model import Category, Scope, ServerSettings, UserSettings
 from stm_memory.model.text import unique_slugs
 from stm_memory.tool.schema import (
-    anthropic_tool,
-    openai_chat_tool,
-    openai_responses_tool,
     tool_description,
     tool_parameters,
     tool_spec,
@@ -63,9 +60,9 @@ TURNS = {
     "categories": CATEGORY_TURN,
 }
 EXPORTERS = {
-    "openai_chat": lambda t: openai_chat_tool(t)["function"]["parameters"],
-    "openai_responses": lambda t: openai_responses_tool(t)["parameters"],
-    "anthropic": lambda t: anthropic_tool(t)["input_schema"],
+    "openai_chat": lambda t: chat_tool(tool_spec(t))["function"]["parameters"],
+    "openai_responses": lambda t: responses_tool(tool_spec(t))["parameters"],
+    "anthropic": lambda t: messages_tool(tool_spec(t))["input_schema"],
 }
 
 
@@ -196,9 +193,9 @@ def test_description_override_in_both_modes(mode: str) -> None:
     turn = make_turn(cats, override="  Keep {{notes}} on {user} here.  ")
     expected = "Keep notes on {user} here."
     assert tool_description(turn) == expected
-    assert openai_chat_tool(turn)["function"]["description"] == expected
-    assert openai_responses_tool(turn)["description"] == expected
-    assert anthropic_tool(turn)["description"] == expected
+    assert chat_tool(tool_spec(turn))["function"]["description"] == expected
+    assert responses_tool(tool_spec(turn))["description"] == expected
+    assert messages_tool(tool_spec(turn))["description"] == expected
 
 
 @pytest.mark.parametrize("override", ["", "   ", None])
@@ -211,7 +208,7 @@ def test_blank_override_uses_default(override: str | None) -> None:
 
 @pytest.mark.parametrize("turn", TURNS.values(), ids=TURNS.keys())
 def test_openai_chat_tool_structure(turn: TurnContext) -> None:
-    tool = openai_chat_tool(turn)
+    tool = chat_tool(tool_spec(turn))
     assert set(tool) == {"type", "function"}
     assert tool["type"] == "function"
     function = tool["function"]
@@ -224,7 +221,7 @@ def test_openai_chat_tool_structure(turn: TurnContext) -> None:
 
 @pytest.mark.parametrize("turn", TURNS.values(), ids=TURNS.keys())
 def test_openai_responses_tool_structure(turn: TurnContext) -> None:
-    tool = openai_responses_tool(turn)
+    tool = responses_tool(tool_spec(turn))
     assert set(tool) == {"type", "name", "description", "parameters", "strict"}
     assert tool["type"] == "function"
     assert tool["name"] == TOOL_NAME
@@ -234,7 +231,7 @@ def test_openai_responses_tool_structure(turn: TurnContext) -> None:
 
 @pytest.mark.parametrize("turn", TURNS.values(), ids=TURNS.keys())
 def test_anthropic_tool_structure(turn: TurnContext) -> None:
-    tool = anthropic_tool(turn)
+    tool = messages_tool(tool_spec(turn))
     assert set(tool) == {"name", "description", "input_schema"}
     assert tool["name"] == TOOL_NAME
     assert tool["input_schema"] == tool_parameters(turn)
@@ -273,12 +270,12 @@ def test_openai_sdk_param_types_accept_exports(turn: TurnContext) -> None:
         chat_types, "ChatCompletionFunctionToolParam", chat_types.ChatCompletionToolParam
     )
 
-    chat = openai_chat_tool(turn)
+    chat = chat_tool(tool_spec(turn))
     assert TypeAdapter(chat_param).validate_python(chat) == chat
     _assert_typed_dict_keys(chat, chat_param)
     _assert_typed_dict_keys(chat["function"], shared.FunctionDefinition)
 
-    flat = openai_responses_tool(turn)
+    flat = responses_tool(tool_spec(turn))
     assert TypeAdapter(responses.FunctionToolParam).validate_python(flat) == flat
     _assert_typed_dict_keys(flat, responses.FunctionToolParam)
 
@@ -287,7 +284,7 @@ def test_openai_sdk_param_types_accept_exports(turn: TurnContext) -> None:
 def test_anthropic_sdk_param_types_accept_export(turn: TurnContext) -> None:
     types = pytest.importorskip("anthropic.types")
     tool_param = pytest.importorskip("anthropic.types.tool_param")
-    tool = anthropic_tool(turn)
+    tool = messages_tool(tool_spec(turn))
     assert TypeAdapter(types.ToolParam).validate_python(tool) == tool
     _assert_typed_dict_keys(tool, types.ToolParam)
     schema = TypeAdapter(tool_param.InputSchemaTyped).validate_python(tool["input_schema"])
@@ -296,10 +293,10 @@ def test_anthropic_sdk_param_types_accept_export(turn: TurnContext) -> None:
 
 def test_exports_are_fresh_dicts() -> None:
     # Callers may mutate what they get (e.g. add cache_control); nothing may leak back.
-    first = anthropic_tool(CATEGORY_TURN)
+    first = messages_tool(tool_spec(CATEGORY_TURN))
     first["input_schema"]["properties"].clear()
     first["input_schema"]["required"].append("x")
-    assert anthropic_tool(CATEGORY_TURN)["input_schema"] == tool_parameters(CATEGORY_TURN)
+    assert messages_tool(tool_spec(CATEGORY_TURN))["input_schema"] == tool_parameters(CATEGORY_TURN)
     assert list(tool_parameters(CATEGORY_TURN)["properties"]) == ["plot", "mood"]
 
 
@@ -311,6 +308,6 @@ def test_a_tool_spec_hands_out_fresh_schemas() -> None:
     first["properties"]["plot"]["description"] = "edited"
     chat_tool(spec)["function"]["parameters"]["properties"]["mood"]["type"] = "edited"
     assert spec.schema() == tool_parameters(CATEGORY_TURN)
-    assert chat_tool(spec) == openai_chat_tool(CATEGORY_TURN)
-    assert responses_tool(spec) == openai_responses_tool(CATEGORY_TURN)
-    assert messages_tool(spec) == anthropic_tool(CATEGORY_TURN)
+    assert chat_tool(spec) == chat_tool(tool_spec(CATEGORY_TURN))
+    assert responses_tool(spec) == responses_tool(tool_spec(CATEGORY_TURN))
+    assert messages_tool(spec) == messages_tool(tool_spec(CATEGORY_TURN))

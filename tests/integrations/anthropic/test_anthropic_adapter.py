@@ -25,9 +25,10 @@ from stm_memory import (
     TurnOptions,
     ValidationError,
 )
-from stm_memory.kit import count_breakpoints, drive
+from stm_memory.kit import drive
 from stm_memory.kit.loop import ToolCall
 from stm_memory.prompt.placement import MemoryContext
+from stm_memory.wire.anthropic import count_breakpoints
 from stm_memory_anthropic import (
     AnthropicLoop,
     AnthropicMessagesAdapter,
