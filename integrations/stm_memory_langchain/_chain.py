@@ -108,7 +108,7 @@ from ._dialogue import (
     provider_of,
     without_invalid_memory_calls,
 )
-from ._hints import request_settings, with_breakpoint
+from ._hints import hinted, request_settings
 from ._history import PLACED_TWICE, HistoryTurn, ShortTermMemoryHistory
 from ._record import MessageRecord
 from ._scope import ScopeSource, resolve_scope
@@ -472,18 +472,14 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
         )
         # The memory tool as prepared, bound beside the model's own (described: with
         # the prepared tool_choice, "none"; else the model's own tool_choice stays).
-        tool = turn_tool(turn, hidden=prepared.tool == "describe") if prepared.tool else None
+        tool = turn_tool(turn, prepared.tool)
         choice = prepared.tool_choice if prepared.tool == "describe" else None
         model = with_tool(self.model, tool, choice)
-        messages = prepared.messages
-        if prepared.hints:
-            model = model.bind(**prepared.hints)
-        elif prepared.breakpoints is not None:
-            kwargs = bindings(model)[0]
-            messages = with_breakpoint(
-                prepared, messages, tools=kwargs.get("tools") or (), settings=kwargs
-            )
-        return model, messages
+        kwargs = bindings(model)[0]
+        added, messages = hinted(
+            prepared, prepared.messages, tools=kwargs.get("tools") or (), settings=kwargs
+        )
+        return (model.bind(**added) if added else model), messages
 
     def _plan(self, input: Any, config: RunnableConfig) -> Generator[Op, Any, _Plan | None]:
         """This call's memory, or None: no memory here (the model is called unchanged)."""

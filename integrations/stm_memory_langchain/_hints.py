@@ -28,7 +28,7 @@ from stm_memory.kit import PreparedRequest
 
 from ._binding import base_model
 
-__all__ = ["breakpoints_in", "model_kwargs", "request_settings", "with_breakpoint"]
+__all__ = ["breakpoints_in", "hinted", "model_kwargs", "request_settings", "with_breakpoint"]
 
 M = TypeVar("M", bound=BaseMessage)
 
@@ -106,3 +106,19 @@ def with_breakpoint(
         index, content = found
         out[index] = out[index].model_copy(update={"content": content})
     return out
+
+
+def hinted(
+    prepared: PreparedRequest,
+    messages: Sequence[M],
+    *,
+    system: BaseMessage | None = None,
+    tools: Sequence[Any] = (),
+    settings: Mapping[str, Any],
+) -> tuple[dict[str, Any], list[M]]:
+    """The one mapping of the turn's cache hints onto a LangChain request (the
+    middleware's and the chain's): the model settings to add (OpenAI's key) and the
+    messages to send (with Anthropic's breakpoint, :func:`with_breakpoint`)."""
+    if prepared.hints:
+        return dict(prepared.hints), list(messages)
+    return {}, with_breakpoint(prepared, messages, system=system, tools=tools, settings=settings)

@@ -342,10 +342,12 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         none is open), or None while a guard hides it. Binding it to the model is what
         :func:`~stm_memory_langchain.with_short_term_memory` does; a loop of your own
         also calls :meth:`note_user_message` first and sends :meth:`model_messages`."""
-        return turn_tool(self.open_turn().turn)
+        turn = self.open_turn().turn
+        return turn_tool(turn, turn.status.offer)
 
     async def amemory_tool(self) -> BaseTool | None:
-        return turn_tool((await self.aopen_turn()).turn)
+        turn = (await self.aopen_turn()).turn
+        return turn_tool(turn, turn.status.offer)
 
     def note_user_message(self, text: str | None) -> None:
         """Hand the turn its user message before the model runs (the intent guard)."""

@@ -112,7 +112,7 @@ from ._dialogue import (
     remembered_after_answering,
     start_index,
 )
-from ._hints import request_settings, with_breakpoint
+from ._hints import hinted, request_settings
 from ._scope import ScopeSource, resolve_scope
 from ._tool import turn_tool
 from ._tracing import MemoryCallTool
@@ -205,24 +205,15 @@ def _prepared(
         system, *messages = prepared.messages
     else:
         system, messages = prepared.system, prepared.messages
-    changed = request.override(
+    tools = _tools(turn, prepared, request.tools)
+    added, messages = hinted(prepared, messages, system=system, tools=tools, settings=settings)
+    return request.override(
         messages=messages,
         system_message=system,
-        tools=_tools(turn, prepared, request.tools),
+        tools=tools,
         tool_choice=prepared.tool_choice,
+        model_settings={**settings, **added} if added else request.model_settings,
     )
-    if prepared.hints:
-        return changed.override(model_settings={**settings, **prepared.hints})
-    if prepared.breakpoints is not None:
-        messages = with_breakpoint(
-            prepared,
-            changed.messages,
-            system=changed.system_message,
-            tools=changed.tools,
-            settings=settings,
-        )
-        changed = changed.override(messages=messages)
-    return changed
 
 
 def _call(handler: Callable[[Any], Any], request: Any) -> Op:
@@ -619,7 +610,7 @@ def _tools(turn: MemoryTurn, prepared: PreparedRequest, tools: Sequence[Any]) ->
     """The request's tools with the registered placeholder swapped for the turn's tool
     as the turn prepared it: offered, or described (defined, the prepared
     ``tool_choice`` "none" keeping it uncallable), or dropped."""
-    tool = turn_tool(turn, hidden=prepared.tool == "describe") if prepared.tool else None
+    tool = turn_tool(turn, prepared.tool)
     out: list[Any] = []
     for offered in tools:
         if tool_name(offered) != TOOL_NAME:

@@ -16,7 +16,7 @@ from typing import Any
 from langchain_core.tools import BaseTool
 
 from stm_memory import TOOL_NAME, ShortTermMemoryTool
-from stm_memory.kit import MemoryTurn, Op
+from stm_memory.kit import MemoryTurn, Op, ToolOffer
 
 __all__ = ["KEY", "TurnMemoryTool", "turn_tool"]
 
@@ -35,13 +35,12 @@ class TurnMemoryTool(ShortTermMemoryTool):
         return turn.memory_call(arguments)
 
 
-def turn_tool(turn: MemoryTurn, *, hidden: bool = False) -> BaseTool | None:
-    """The LangChain tool bound to ``turn``, or None while a guard hides it (or memory is
-    off). ``hidden=True`` returns it under a guard too, for a call the model makes anyway
-    (the turn answers it with the guard's failure) or a request that must describe the
-    tool without offering it (``PreparedRequest.tool == "describe"``)."""
-    status = turn.status
-    if not (status.active and (hidden or status.tool_offered)):
+def turn_tool(turn: MemoryTurn, offer: ToolOffer) -> BaseTool | None:
+    """The LangChain tool bound to ``turn`` as the turn decided ``offer`` (a request's
+    ``PreparedRequest.tool``, or ``TurnStatus.offer``): offered or described, else
+    None; None when memory is off. ``"describe"`` is also the tool of a call the model
+    makes anyway under a guard (the turn answers it with the guard's failure)."""
+    if offer is None or not turn.status.active:
         return None
     with _LOCK:
         tool = turn.kept.get(KEY)

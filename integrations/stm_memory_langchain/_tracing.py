@@ -70,7 +70,7 @@ class MemoryCallTool(BaseTool):
         cls, turn: MemoryTurn, call: Mapping[str, Any], *, truncated: bool = False
     ) -> MemoryCallTool:
         """The tool running ``call`` (a LangChain tool call) in ``turn``."""
-        offered = turn_tool(turn, hidden=True)  # built once per turn: its text and schema
+        offered = turn_tool(turn, "describe")  # built once per turn: its text and schema
         described: dict[str, Any] = {}
         if offered is not None:
             described = {"description": offered.description, "args_schema": offered.args_schema}

@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Literal
 
 from stm_memory.errors import TurnOrderError
 
@@ -93,6 +93,12 @@ class TurnStatus:
     #: full history's priced beside it (:class:`~stm_memory.TurnBill`), once
     #: ``finish`` was given the usage; None before, or when memory is off.
     bill: TurnBill | None = None
+
+    @property
+    def offer(self) -> Literal["offer"] | None:
+        """How a request carries the memory tool while nothing else decides it (a tool
+        a framework asks for apart from a request): offered, or not at all."""
+        return "offer" if self.tool_offered else None
 
     def tool_listed(self, *, nudged: bool) -> bool:
         """Whether a tool list a framework builds apart from the request (the Agents

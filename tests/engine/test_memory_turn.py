@@ -57,7 +57,11 @@ def counted_turns(mem: ShortTermMemory, scope: Scope = SERVER) -> int:
 
 def test_a_turn_without_scope_is_off_and_touches_nothing(mem: ShortTermMemory) -> None:
     turn = begin(mem, None)
-    assert not turn.status.active and not turn.status.tool_offered and turn_tool(turn) is None
+    assert (
+        not turn.status.active
+        and not turn.status.tool_offered
+        and turn_tool(turn, turn.status.offer) is None
+    )
     assert drive(turn.assemble()).is_empty
     assert turn.prepare([USER_MSG]).messages == [USER_MSG]
     result = drive(turn.memory_call('{"summary": "x"}'))
@@ -86,7 +90,7 @@ def test_a_turn_that_cannot_begin_goes_on_without_memory(
     monkeypatch.setattr(mem, "begin_turn", broken)
     with caplog.at_level(logging.ERROR, logger="stm_memory"):
         turn = begin(mem)
-    assert not turn.status.active and turn_tool(turn) is None
+    assert not turn.status.active and turn_tool(turn, turn.status.offer) is None
     assert "beginning the turn failed" in caplog.text
 
 
@@ -116,7 +120,11 @@ def test_the_nudge_stays_for_every_step_of_the_turn(mem: ShortTermMemory) -> Non
     held = turn.prepare([USER_MSG], ask=Ask(nudge=False)).messages
     assert TOOL_NAME in str([m for m in before if m not in held])  # the nudge
     assert drive(turn.memory_call({"summary": "done"}))["status"] == "completed"
-    assert turn.status.updated and turn.status.tool_offered and turn_tool(turn) is not None
+    assert (
+        turn.status.updated
+        and turn.status.tool_offered
+        and turn_tool(turn, turn.status.offer) is not None
+    )
     assert turn.prepare([USER_MSG]).messages == before
     assert turn.prepare([USER_MSG], ask=Ask(nudge=False)).messages == held
     second = drive(turn.memory_call({"summary": "again"}))
@@ -131,7 +139,7 @@ def test_the_nudge_is_held_back_while_a_guard_hides_the_tool(mem: ShortTermMemor
         drive(begin(mem).finish([USER_MSG], start=0))
     turn = begin(mem, user_message="please remember that I like tea")
     drive(turn.assemble())
-    assert not turn.status.tool_offered and turn_tool(turn) is None
+    assert not turn.status.tool_offered and turn_tool(turn, turn.status.offer) is None
     assert TOOL_NAME not in str(turn.prepare([USER_MSG]).messages)
 
 

@@ -21,8 +21,8 @@ def begin(mem: ShortTermMemory, said: str = "what next?") -> MemoryTurn:
 
 def test_the_tool_is_the_turns_and_runs_its_memory_call(stm_memory: ShortTermMemory) -> None:
     turn = begin(stm_memory)
-    tool = turn_tool(turn)
-    assert tool is not None and tool is turn_tool(turn)  # one object per turn, kept
+    tool = turn_tool(turn, turn.status.offer)
+    assert tool is not None and tool is turn_tool(turn, "offer")  # one object per turn, kept
     assert turn.kept[KEY] is tool  # with the turn (no registry to outlive it)
     assert tool.name == TOOL_NAME and tool.description == turn.tool_spec().description
     assert tool.args_schema == {"title": TOOL_NAME, **turn.tool_spec().parameters}
@@ -37,8 +37,8 @@ def test_a_guard_hides_it_and_a_call_made_anyway_gets_the_guards_answer(
     stm_memory: ShortTermMemory,
 ) -> None:
     turn = begin(stm_memory, "please remember that I like tea")  # long-term intent
-    assert turn_tool(turn) is None
-    hidden = turn_tool(turn, hidden=True)
+    assert turn_tool(turn, turn.status.offer) is None
+    hidden = turn_tool(turn, "describe")
     assert hidden is not None
     result = json.loads(hidden.invoke({"summary": "tea"}))
     assert result["status"] == "tool_execution_failed"
