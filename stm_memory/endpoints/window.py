@@ -495,14 +495,23 @@ class _Call:
 _Answer = Mapping[str, object] | list[Mapping[str, object]] | None
 
 
-def _plan(model: str, root: str) -> Generator[_Call, _Answer, int | None]:
+def _plan(quiet: Any, model: str, root: str) -> Generator[Op, Any, int | None]:
     """Which description to ask for next, sans I/O, so the sync and async drivers
     cannot drift: the model's own entry, then the listing's entry for it (a server of
     one model whatever its name: that entry), then llama.cpp's ``/props``, Ollama's
     ``/api/show`` (and its ``/api/ps`` when the Modelfile sets no ``num_ctx``), LM
     Studio's ``/api/v0/models/{id}``. The first served window wins; a trained window
-    is the last resort."""
+    is the last resort. Each request is one :class:`Op`; a failed one answers None
+    and the plan goes on."""
     trained: int | None = None
+
+    def ask(call: _Call) -> Generator[Op, Any, _Answer]:
+        request = functools.partial(_request, quiet, call, model)
+        try:
+            return _parsed_answer(call, (yield Op(request, request, f"discover:{call.kind}")))
+        except Exception as exc:
+            _failed(call, model, exc)
+            return None
 
     def note(data: Mapping[str, object] | None) -> int | None:
         nonlocal trained
@@ -511,30 +520,30 @@ def _plan(model: str, root: str) -> Generator[_Call, _Answer, int | None]:
         trained = trained or _trained_window(data)
         return _served_window(data)
 
-    entry = _mapping((yield _Call("retrieve")))
+    entry = _mapping((yield from ask(_Call("retrieve"))))
     if (window := note(entry)) is not None:
         return window
-    listing = yield _Call("list")
+    listing = yield from ask(_Call("list"))
     entries = listing if isinstance(listing, list) else []
     named = [e for e in entries if e.get("id") == model]
     chosen = named[0] if named else (entries[0] if len(entries) == 1 else None)
     if (window := note(chosen)) is not None:
         return window
-    if (window := note(_mapping((yield _Call("get", f"{root}/props"))))) is not None:
+    if (window := note(_mapping((yield from ask(_Call("get", f"{root}/props")))))) is not None:
         return window
-    shown = _mapping((yield _Call("post", f"{root}/api/show", {"model": model})))
+    shown = _mapping((yield from ask(_Call("post", f"{root}/api/show", {"model": model}))))
     if (window := note(shown)) is not None:
         return window
     if shown is not None:
         # Ollama without num_ctx: the loaded model's context (/api/ps) beats the
         # trained length, which is often far more than the server gives it.
-        running = _mapping((yield _Call("get", f"{root}/api/ps")))
+        running = _mapping((yield from ask(_Call("get", f"{root}/api/ps"))))
         loaded = _mappings(running.get("models")) if running is not None else []
         mine = [m for m in loaded if model in (m.get("name"), m.get("model"))]
         if mine and (window := _served_window(mine[0])) is not None:
             return window
     lmstudio = _Call("get", f"{root}/api/v0/models/{quote(model, safe='')}")
-    if (window := note(_mapping((yield lmstudio)))) is not None:
+    if (window := note(_mapping((yield from ask(lmstudio))))) is not None:
         return window
     return trained
 
@@ -638,21 +647,8 @@ def _parsed_answer(call: _Call, raw: object) -> _Answer:
 
 
 def _discovery(client: object, model: str) -> Generator[Op, Any, int | None]:
-    """The plan's requests as :class:`Op` steps, one body for :func:`drive` and
-    :func:`adrive`; a failed request answers None and the plan goes on."""
+    """:func:`_plan` for ``client``, one body for :func:`drive` and :func:`adrive`."""
     if _skipped(client):
         return None
-    quiet: Any = _quiet(client)
-    plan = _plan(model, _root(getattr(client, "base_url", "")))
-    answer: _Answer = None
-    try:
-        while True:
-            call = plan.send(answer)
-            answer = None
-            ask = functools.partial(_request, quiet, call, model)
-            try:
-                answer = _parsed_answer(call, (yield Op(ask, ask, f"discover:{call.kind}")))
-            except Exception as exc:
-                _failed(call, model, exc)
-    except StopIteration as done:
-        return _positive(done.value)
+    root = _root(getattr(client, "base_url", ""))
+    return _positive((yield from _plan(_quiet(client), model, root)))
