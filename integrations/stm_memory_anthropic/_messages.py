@@ -106,9 +106,9 @@ class AnthropicMessagesAdapter:
         if prepared.system:
             request["system"] = copy.deepcopy(prepared.system)
         request.update(self.request_options)
-        # The memory tool as the turn offers it (or describes it, uncallable), first.
-        spec = prepared.tool_spec
-        ours = [self.memory_tool(spec)] if spec is not None else []
+        # Ours first: the memory tool as the turn offers it (or describes it,
+        # uncallable), the retrieval tool.
+        ours = [self.memory_tool(spec) for spec in prepared.specs]
         if ours or tools:
             request["tools"] = copy.deepcopy([*ours, *tools])
         if prepared.tool_choice is None:

@@ -88,11 +88,9 @@ class AdapterBase(ABC):
     def tools_of(
         self, prepared: PreparedRequest, tools: Sequence[Any], turn: MemoryTurn
     ) -> list[Any]:
-        """The request's tools: the memory tool first when the turn offers or describes
-        it, then the caller's."""
-        spec = prepared.tool_spec
-        ours = [self.memory_tool(spec)] if spec is not None else []
-        return [*ours, *tools]
+        """The request's tools: ours first (the memory tool when the turn offers or
+        describes it, the retrieval tool), then the caller's."""
+        return [*(self.memory_tool(spec) for spec in prepared.specs), *tools]
 
     def finish_request(self, request: dict[str, Any], prepared: PreparedRequest) -> dict[str, Any]:
         # Sorted so two loops built with the same options in another order send

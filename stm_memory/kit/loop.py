@@ -28,6 +28,7 @@ from stm_memory.kit.replies import (
 )
 from stm_memory.kit.requests import current_user_text
 from stm_memory.kit.turn import MemoryTurn
+from stm_memory.prompt.clearing import RECALL_TOOL
 from stm_memory.prompt.placement import current_turn_index
 from stm_memory.tool.turn import TOOL_NAME
 from stm_memory.tool.vetting import check_tool_call, tool_result_text
@@ -274,6 +275,8 @@ def _execute(
     if call.name == TOOL_NAME:
         result = yield from turn.memory_call(call.arguments, truncated=call.truncated)
         return tool_result_text(result)
+    if call.name == RECALL_TOOL:
+        return turn.recall_call(call.arguments)
     check = check_tool_call(call.arguments, truncated=call.truncated)
     if not check.ok or check.args is None:
         return tool_result_text(check.result)

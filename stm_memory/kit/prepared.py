@@ -41,7 +41,10 @@ class Ask:
     - ``cache_hints``: overrides the options' for this request; ``retention``: the
       cache retention, when the settings do not say it;
     - ``nudge``: False holds the nudge back (e.g. until the user's message is known);
-    - ``context``: a hand-built context instead of the turn's."""
+    - ``context``: a hand-built context instead of the turn's;
+    - ``recall``: the entry point routes the retrieval tool (``MemoryTurn.recall_call``):
+      a long turn's older tool results may then leave its requests, readable back
+      (:mod:`stm_memory.prompt.clearing`)."""
 
     system: Any = None
     provider: str | None = None
@@ -52,6 +55,7 @@ class Ask:
     retention: timedelta | None = None
     nudge: bool | None = None
     context: MemoryContext | None = None
+    recall: bool = False
 
     @classmethod
     def of_options(
@@ -66,7 +70,7 @@ class Ask:
     ) -> Ask:
         """A loop's request: its create ``options`` (the caller's ``tool_choice`` and
         cache hints among them) as the settings, and whether the caller's ``tools``
-        come along."""
+        come along. A loop runs the retrieval tool (``recall``)."""
         return cls(
             system=system,
             provider=provider,
@@ -75,6 +79,7 @@ class Ask:
             other_tools=bool(tools),
             cache_hints=cache_hints,
             context=context,
+            recall=True,
         )
 
 
@@ -122,8 +127,10 @@ class PreparedRequest:
       (:meth:`with_breakpoints`) or messages (:meth:`Breakpoints.on_dialogue`); None:
       none;
     - ``tool_spec``: the memory tool to write in the API's format, when ``tool`` offers
-      or describes it (:func:`~stm_memory.kit.chat_tool`, ``responses_tool``,
-      ``messages_tool``)."""
+      or describes it (each wire module's ``chat_tool``, ``responses_tool``,
+      ``messages_tool``);
+    - ``recall_spec``: the retrieval tool, offered beside it once a request of the turn
+      lacks a tool result its input holds (``Ask.recall``)."""
 
     messages: list[Any]
     system: Any = None
@@ -133,6 +140,14 @@ class PreparedRequest:
     hints: Mapping[str, Any] = field(default_factory=dict)
     breakpoints: Breakpoints | None = None
     tool_spec: ToolSpec | None = None
+    recall_spec: ToolSpec | None = None
+
+    @property
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """Our tools as the request carries them, in order: the memory tool (offered or
+        described), then the retrieval tool; each adapter writes them in its API's
+        format ahead of the caller's."""
+        return tuple(s for s in (self.tool_spec, self.recall_spec) if s is not None)
 
     def with_breakpoints(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """A Messages API ``body`` with this request's breakpoints (a copy; unchanged

@@ -57,6 +57,7 @@ from stm_memory.kit.capture import (
     dialogue_for_capture,
     needs_previous,
 )
+from stm_memory.kit.long_turn import RECALL_SPEC, LongTurn
 from stm_memory.kit.options import TurnOptions
 from stm_memory.kit.prepared import (
     Ask,
@@ -75,6 +76,7 @@ from stm_memory.model.kept import kept_details
 from stm_memory.model.messages import without_speaker_ids
 from stm_memory.model.rates import CacheProfile, model_profile, profile_for
 from stm_memory.model.receipt import TurnBill, bill_turn
+from stm_memory.prompt.clearing import RECALL_TOOL, ClearingRule
 from stm_memory.prompt.cut import earlier_turns, kept_turns, turn_tokens
 from stm_memory.prompt.placement import MemoryContext
 from stm_memory.prompt.quiet import NUDGE_TRIES, ToolStep, Writing, nudge_due, tool_step
@@ -85,6 +87,7 @@ from stm_memory.tool.call import run_memory_call
 from stm_memory.tool.schema import tool_spec
 from stm_memory.tool.textcall import text_call
 from stm_memory.tool.turn import TOOL_NAME, TurnRecord, failure
+from stm_memory.tool.vetting import tool_result_text
 from stm_memory.wire import OPENAI_PROVIDERS, codec_for, message_role, wire_for
 from stm_memory.wire.base import MESSAGES_WIRE, ToolSpec, Wire
 from stm_memory.wire.openai_chat import breakpoint_indices, cache_mode, explicit_breakpoints
@@ -227,6 +230,7 @@ class MemoryTurn:
         "_context",
         "_decision",
         "_lock",
+        "_long",
         "_memory",
         "_model",
         "_options",
@@ -268,6 +272,9 @@ class MemoryTurn:
         # (stm_memory.prompt.quiet.tool_step), decided with the form at settle.
         self._withdrawn = False
         self._spec: ToolSpec | None = None  # the memory tool, described once per turn
+        # The turn's own tool results, for an entry point that routes the retrieval
+        # tool (Ask.recall): made at its first request, when the model is known.
+        self._long: LongTurn | None = None
         # How the turn's bill is priced: set at settle and by its first request.
         self._billing = _Billing()
         #: What an integration keeps for this turn, under a key of its own (the LangChain
@@ -532,16 +539,18 @@ class MemoryTurn:
         exceeded = context_exceeded_error(error)
         if exceeded is None:
             return False
+        # A long turn's own results leave first (all but the newest).
+        cleared = self._long is not None and self._long.refit(messages)
         limit, requested = exceeded.limit, exceeded.requested
         with self._lock:
             context = self._context
             if context is None or context.history is None:
-                return False
+                return cleared
             lead, earlier, current = earlier_turns(messages)
             keep, _wanted = kept_turns(earlier, context.history)
             sent = sum(turn_tokens(t) for t in earlier[len(earlier) - keep :])
             if keep == 0 or sent == 0:
-                return False
+                return cleared
             if limit and requested:
                 # Scaled into our estimate's units (the server's tokenizer and ours,
                 # about four characters a token, disagree) with a margin; llama.cpp
@@ -561,6 +570,27 @@ class MemoryTurn:
             f"{requested} > {limit} tokens" if limit and requested else "limit not stated",
         )
         return True
+
+    def _long_turn(self) -> LongTurn:
+        """The turn's :class:`LongTurn`, its batches sized from the model's window
+        (named, found on its server, in the hosted table; else the history budget's)."""
+        with self._lock:
+            if self._long is None:
+                window = self._options.context_window or (
+                    hosted_window(self._model) if self._model else None
+                )
+                if window is None:
+                    window = self._memory.limits.history_token_budget * 4 // 3
+                self._long = LongTurn(ClearingRule(window=window))
+            return self._long
+
+    def recall_call(self, arguments: Any) -> str:
+        """The retrieval tool's call (``PreparedRequest.recall_spec``): a result this
+        turn's requests left out, by its call id, one page, byte for byte (the tool
+        result to send back as it is); a failed tool result naming the problem."""
+        if self.state is None:
+            return tool_result_text(failure(f"{RECALL_TOOL} is not available: memory is off."))
+        return self._long_turn().recall(arguments)
 
     def tool_spec(self) -> ToolSpec:
         """The memory tool as this turn describes it (:class:`~stm_memory.kit.ToolSpec`:
@@ -711,6 +741,13 @@ class MemoryTurn:
                 placed_system, placed = system, None
         if placed is None:
             placed = wire.sent(messages)  # nothing placed: as the API takes them
+        recall = None
+        if ask.recall and self.state is not None:
+            # A long turn's older results leave the request, readable back.
+            long = self._long_turn()
+            apart = placed_system
+            placed = long.placed(messages, placed, lambda p: _estimate(p, apart))
+            recall = RECALL_SPEC if long.offered else None
         if self._billing.delta is None and self.state is not None:
             self._billing = replace(
                 self._billing,
@@ -740,6 +777,7 @@ class MemoryTurn:
             request_hints(self._scope, given, wire=wire, send=hinted),
             breakpoints,
             self.tool_spec() if tools.tool else None,
+            recall,
         )
 
     def request_tools(

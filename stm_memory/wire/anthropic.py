@@ -36,6 +36,7 @@ from stm_memory.wire.base import (
     has_block,
     is_memory_block,
     normal_role,
+    result_text,
     text_blocks,
     text_parts,
     tool_use_ids,
@@ -117,6 +118,42 @@ class AnthropicCodec(DictReader):
             return message
         rest = [b for b in content if not is_memory_block(b, ids)]
         return {**message, "content": rest} if rest else None
+
+    def calls(self, message: Any) -> list[tuple[str, str]]:
+        content = message.get("content")
+        if message.get("role") != "assistant" or not isinstance(content, list):
+            return []
+        return [
+            (str(b.get("id")), str(b.get("name") or ""))
+            for b in content
+            if isinstance(b, Mapping) and b.get("type") == "tool_use"
+        ]
+
+    def results(self, message: Any) -> list[tuple[str, str]]:
+        content = message.get("content")
+        if message.get("role") != "user" or not isinstance(content, list):
+            return []
+        found: list[tuple[str, str]] = []
+        for b in content:
+            if isinstance(b, Mapping) and b.get("type") == "tool_result":
+                text = result_text(b.get("content") or "")
+                if text is not None:
+                    found.append((str(b.get("tool_use_id")), text))
+        return found
+
+    def with_results(self, message: Any, texts: Mapping[str, str]) -> Any:
+        content = message.get("content")
+        if message.get("role") != "user" or not isinstance(content, list):
+            return message
+        out = [
+            {**b, "content": texts[str(b.get("tool_use_id"))]}
+            if isinstance(b, Mapping)
+            and b.get("type") == "tool_result"
+            and str(b.get("tool_use_id")) in texts
+            else b
+            for b in content
+        ]
+        return {**message, "content": out} if out != content else message
 
     def only_calls(self, message: Any, ids: Set[str]) -> Any | None:
         content = message.get("content")

@@ -31,6 +31,7 @@ __all__ = [
     "is_memory_block",
     "merged_content",
     "normal_role",
+    "result_text",
     "text_blocks",
     "text_parts",
     "tool_use_ids",
@@ -74,6 +75,9 @@ class ToolSpec:
     name: str
     description: str
     parameters: Mapping[str, Any]
+    #: OpenAI's strict mode (every property required): off for a tool with an
+    #: optional parameter.
+    strict: bool = True
 
     def schema(self) -> dict[str, Any]:
         """The parameters as a fresh JSON schema (a deep copy: the spec is the turn's,
@@ -146,6 +150,21 @@ class Reader(Protocol):
     def follows_reasoning(self, message: Any) -> bool:
         """A reasoning item right before the message belongs to it (and must go with
         it when it is dropped)."""
+        ...
+
+    def calls(self, message: Any) -> list[tuple[str, str]]:
+        """``(call id, tool name)`` of each tool call the message makes."""
+        ...
+
+    def results(self, message: Any) -> list[tuple[str, str]]:
+        """``(call id, text)`` of each tool result the message carries whose content
+        is text alone (a result with an image or a file is never cleared: its text
+        would not be all of it)."""
+        ...
+
+    def with_results(self, message: Any, texts: Mapping[str, str]) -> Any:
+        """The message with the content of its results for the calls in ``texts``
+        replaced by their text (the same object when it carries none of them)."""
         ...
 
 
@@ -283,6 +302,19 @@ def merged_content(
         return "\n\n".join([*texts, *own] if before else [*own, *texts])
     parts = [{"type": part, "text": t} for t in texts]
     return [*parts, *content] if before else [*content, *parts]
+
+
+def result_text(content: Any) -> str | None:
+    """A tool result's content as text when text is all it holds (a string, or text
+    parts only); None when it holds anything else (an image, a file)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(
+        isinstance(b, Mapping) and b.get("type") in ("text", "input_text", "output_text")
+        for b in content
+    ):
+        return "\n".join(str(b.get("text") or "") for b in content)
+    return None
 
 
 def content_text(content: Any) -> str:

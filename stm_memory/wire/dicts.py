@@ -44,3 +44,12 @@ class DictReader:
 
     def follows_reasoning(self, message: Any) -> bool:
         return False
+
+    def calls(self, message: Any) -> list[tuple[str, str]]:
+        return []
+
+    def results(self, message: Any) -> list[tuple[str, str]]:
+        return []
+
+    def with_results(self, message: Any, texts: Mapping[str, str]) -> Any:
+        return message

@@ -31,6 +31,7 @@ from stm_memory.wire.base import (
     marked_content,
     merged_content,
     normal_role,
+    result_text,
     text_parts,
     tool_use_ids,
 )
@@ -127,6 +128,23 @@ class LangChainCodec:
         return message.model_copy(
             update={"tool_calls": calls, "content": content, "additional_kwargs": kwargs}
         )
+
+    def calls(self, message: Any) -> list[tuple[str, str]]:
+        if not isinstance(message, AIMessage):
+            return []
+        return [(str(c.get("id")), str(c.get("name") or "")) for c in message.tool_calls]
+
+    def results(self, message: Any) -> list[tuple[str, str]]:
+        if not isinstance(message, ToolMessage):
+            return []
+        text = result_text(message.content)
+        return [] if text is None else [(str(message.tool_call_id), text)]
+
+    def with_results(self, message: Any, texts: Mapping[str, str]) -> Any:
+        if not isinstance(message, ToolMessage):
+            return message
+        text = texts.get(str(message.tool_call_id))
+        return message if text is None else message.model_copy(update={"content": text})
 
     def only_calls(self, message: Any, ids: Set[str]) -> Any | None:
         if not isinstance(message, AIMessage):

@@ -28,6 +28,7 @@ from stm_memory.wire.base import (
     is_empty,
     marked_content,
     merged_content,
+    result_text,
 )
 from stm_memory.wire.dicts import DictReader
 
@@ -100,6 +101,28 @@ class ChatCodec(DictReader):
             if is_empty(new.get("content")):
                 return None
         return new
+
+    def calls(self, message: Any) -> list[tuple[str, str]]:
+        calls = message.get("tool_calls")
+        if message.get("role") != "assistant" or not isinstance(calls, list):
+            return []
+        return [
+            (str(c.get("id")), str(c["function"].get("name") or ""))
+            for c in calls
+            if isinstance(c, Mapping) and isinstance(c.get("function"), Mapping)
+        ]
+
+    def results(self, message: Any) -> list[tuple[str, str]]:
+        if message.get("role") != "tool":
+            return []
+        text = result_text(message.get("content"))
+        return [] if text is None else [(str(message.get("tool_call_id")), text)]
+
+    def with_results(self, message: Any, texts: Mapping[str, str]) -> Any:
+        if message.get("role") != "tool":
+            return message
+        text = texts.get(str(message.get("tool_call_id")))
+        return message if text is None else {**message, "content": text}
 
     def only_calls(self, message: Any, ids: Set[str]) -> Any | None:
         calls = message.get("tool_calls")
@@ -186,7 +209,7 @@ def chat_tool(spec: ToolSpec) -> dict[str, Any]:
             "name": spec.name,
             "description": spec.description,
             "parameters": spec.schema(),
-            "strict": True,
+            "strict": spec.strict,
         },
     }
 

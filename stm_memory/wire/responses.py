@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence, Set
 from typing import Any
 
-from stm_memory.wire.base import Placement, Role, ToolCall, ToolSpec, Wire
+from stm_memory.wire.base import Placement, Role, ToolCall, ToolSpec, Wire, result_text
 from stm_memory.wire.openai_chat import ChatCodec
 
 __all__ = [
@@ -73,6 +73,29 @@ class ResponsesCodec(ChatCodec):
             return message if str(message.get("call_id")) in ids else None
         return None if is_item(message) else super().only_calls(message, ids)
 
+    def calls(self, message: Any) -> list[tuple[str, str]]:
+        if not is_item(message):
+            return super().calls(message)
+        if message.get("type") in ("function_call", "custom_tool_call"):
+            return [(str(message.get("call_id")), str(message.get("name") or ""))]
+        return []
+
+    def results(self, message: Any) -> list[tuple[str, str]]:
+        if not is_item(message):
+            return super().results(message)
+        if not str(message.get("type", "")).endswith("_call_output"):
+            return []
+        text = result_text(message.get("output"))
+        return [] if text is None else [(str(message.get("call_id")), text)]
+
+    def with_results(self, message: Any, texts: Mapping[str, str]) -> Any:
+        if not is_item(message):
+            return super().with_results(message, texts)
+        if not str(message.get("type", "")).endswith("_call_output"):
+            return message
+        text = texts.get(str(message.get("call_id")))
+        return message if text is None else {**message, "output": text}
+
     def follows_reasoning(self, message: Any) -> bool:
         # The API refuses a reasoning item with nothing after it: dropping the call it
         # preceded drops it too.
@@ -106,7 +129,7 @@ def responses_tool(spec: ToolSpec) -> dict[str, Any]:
         "name": spec.name,
         "description": spec.description,
         "parameters": spec.schema(),
-        "strict": True,
+        "strict": spec.strict,
     }
 
 

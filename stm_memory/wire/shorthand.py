@@ -4,7 +4,7 @@ They carry no calls; a list of them is written in the Chat format."""
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Mapping, Set
 from typing import Any
 
 from stm_memory.wire.base import MessageView, Role, content_text, normal_role
@@ -35,6 +35,15 @@ class ShorthandReader:
         return set()
 
     def without_calls(self, message: Any, ids: Set[str]) -> Any | None:
+        return message
+
+    def calls(self, message: Any) -> list[tuple[str, str]]:
+        return []
+
+    def results(self, message: Any) -> list[tuple[str, str]]:
+        return []
+
+    def with_results(self, message: Any, texts: Mapping[str, str]) -> Any:
         return message
 
     def only_calls(self, message: Any, ids: Set[str]) -> Any | None:

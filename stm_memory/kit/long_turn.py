@@ -1,0 +1,192 @@
+"""A long turn's own tool results: what its requests carry of them, and reading one back.
+
+One :class:`LongTurn` per memory turn (``MemoryTurn``), for an entry point that routes
+the retrieval tool (``Ask.recall``). At each request it decides which results of the
+turn leave (:func:`~stm_memory.prompt.clearing.to_clear`, the bill's rule) and writes
+what it decided into the request as placed; what left once stays left, in the same
+bytes. It answers the retrieval tool (:data:`~stm_memory.prompt.clearing.RECALL_TOOL`)
+from the results it cleared and from the model input the turn was last given (the
+caller's record, which keeps every result: only requests are cut), page by page. No
+I/O: everything it reads the turn was handed.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from stm_memory.prompt.clearing import (
+    RECALL_TOOL,
+    ClearingRule,
+    ToolResult,
+    placeholder,
+    to_clear,
+    turn_results,
+    with_cleared,
+)
+from stm_memory.prompt.placement import current_turn_index
+from stm_memory.tool.turn import TOOL_NAME, failure
+from stm_memory.wire.base import ToolSpec
+
+__all__ = ["RECALL_SPEC", "LongTurn"]
+
+RECALL_SPEC = ToolSpec(
+    RECALL_TOOL,
+    "Return a tool result that was cleared from this conversation to keep it within the "
+    "context, exactly as the tool returned it, by the call id its placeholder names. "
+    "Long results come in pages: pass the offset the page's end names for the next.",
+    {
+        "type": "object",
+        "properties": {
+            "call_id": {"type": "string", "description": "The call id the placeholder names."},
+            "offset": {
+                "type": "integer",
+                "description": "Character offset to read from (default 0).",
+            },
+        },
+        "required": ["call_id"],
+        "additionalProperties": False,
+    },
+    strict=False,
+)
+
+
+class LongTurn:
+    """What one turn cleared of its tool results and can read back (see the module
+    docstring). ``rule`` sizes the batches from the model's window."""
+
+    def __init__(self, rule: ClearingRule) -> None:
+        self.rule = rule
+        self._lock = threading.Lock()
+        #: Call id -> what stands in the result's place; in the order they left.
+        self._placeholders: dict[str, str] = {}
+        #: Call id -> the result as the model first read it.
+        self._texts: dict[str, str] = {}
+        #: The model input the turn was last given (the caller's record).
+        self._given: Sequence[Any] = ()
+        #: A request of this turn lacks a result its input holds (dropped or cleared).
+        self._missing = False
+        #: The provider refused the last request as too long: the next clears all
+        #: but the newest result.
+        self._force = False
+
+    @property
+    def page(self) -> int:
+        """Characters one read returns: a result that entered whole comes back in one
+        (nearly: up to ``single`` tokens), an oversized one in pages under that size."""
+        return max(1000, (self.rule.single - 64) * 4)
+
+    @property
+    def offered(self) -> bool:
+        """The retrieval tool goes with this turn's requests from its first clear on,
+        or from a request that lacks a batch's worth of results its input holds (an
+        earlier long turn's, dropped by the history cut): the tool list changes once.
+        A conversation whose few results the cut drops is not sent it (the tool list
+        heads every request's cached prefix)."""
+        return self._missing
+
+    def placed(
+        self,
+        messages: Sequence[Any],
+        placed: Sequence[Any],
+        tokens: Callable[[Sequence[Any]], int],
+    ) -> list[Any]:
+        """``placed`` (``messages`` as the request carries them, memory placed and the
+        history cut) without the results that left: those that left before, and those
+        the rule lets leave now, judged on the request's ``tokens`` (after a refusal,
+        :meth:`refit`: every clearable one but the newest)."""
+        start = current_turn_index(messages)
+        results = turn_results(messages, start)
+        with self._lock:
+            self._given = messages
+            force, self._force = self._force, False
+            if results:
+                current = with_cleared(placed, self._placeholders)
+                rule = ClearingRule(window=self.rule.window, keep=1) if force else self.rule
+                leaving = to_clear(
+                    results,
+                    self._placeholders,
+                    rule=rule,
+                    request_tokens=self.rule.high if force else tokens(current),
+                )
+                for result in leaving:
+                    self._leave(result)
+            out = with_cleared(placed, self._placeholders)
+            self._missing = self._missing or bool(self._placeholders)
+            self._missing = self._missing or _lacking(messages, out) >= self.rule.batch
+            return out
+
+    def _leave(self, result: ToolResult) -> None:
+        head = self.page if result.tokens > self.rule.single else None
+        self._placeholders[result.call_id] = placeholder(result, head=head)
+        self._texts[result.call_id] = result.text
+
+    def refit(self, messages: Sequence[Any]) -> bool:
+        """The provider refused a request built on ``messages`` as longer than the
+        model's context: the next request clears every result of the turn but the
+        newest, if any is left to clear (False: none is)."""
+        results = turn_results(messages, current_turn_index(messages))
+        with self._lock:
+            self._force = any(
+                r.call_id not in self._placeholders and r.tool != TOOL_NAME for r in results[:-1]
+            )
+            return self._force
+
+    def recall(self, arguments: Any) -> str:
+        """The retrieval tool's answer: the result of ``call_id`` from ``offset`` on,
+        one page, byte for byte, then (when more follows) where the next page starts;
+        a failed tool result naming the problem for bad arguments or an id no result of
+        this conversation has."""
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments or "{}")
+            except ValueError:
+                return _failed("Arguments must be a JSON object with a call_id.")
+        if not isinstance(arguments, Mapping):
+            return _failed("Arguments must be a JSON object with a call_id.")
+        call_id, offset = arguments.get("call_id"), arguments.get("offset", 0)
+        if not isinstance(call_id, str) or not call_id.strip():
+            return _failed("call_id must be the call id a placeholder names (a string).")
+        if offset is None:
+            offset = 0
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            return _failed("offset must be a whole number of characters, 0 or more.")
+        text = self._text_of(call_id.strip())
+        if text is None:
+            return _failed(f"No tool result with call id {call_id!r} in this conversation.")
+        if offset > len(text) or (offset == len(text) and text):
+            return _failed(f"offset {offset} is past the result's end ({len(text)} characters).")
+        end = min(len(text), offset + self.page)
+        if end == len(text):
+            return text[offset:]
+        return (
+            text[offset:end] + f"\n[{len(text) - end} more characters: {RECALL_TOOL}("
+            f'call_id="{call_id.strip()}", offset={end})]'
+        )
+
+    def _text_of(self, call_id: str) -> str | None:
+        with self._lock:
+            text = self._texts.get(call_id)
+            given = self._given
+        if text is not None:
+            return text
+        for result in turn_results(given):
+            if result.call_id == call_id and result.tool != TOOL_NAME:
+                return result.text
+        return None
+
+
+def _lacking(messages: Sequence[Any], placed: Sequence[Any]) -> int:
+    """The tokens of the results (not the memory tool's) ``messages`` hold that
+    ``placed`` lacks."""
+    held = [r for r in turn_results(messages) if r.tool != TOOL_NAME]
+    if not held:
+        return 0
+    sent = {r.call_id for r in turn_results(placed)}
+    return sum(r.tokens for r in held if r.call_id not in sent)
+
+
+def _failed(reason: str) -> str:
+    return json.dumps(failure(reason) | {"tool_name": RECALL_TOOL})
