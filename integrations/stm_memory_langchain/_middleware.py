@@ -78,6 +78,8 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 
 from stm_memory import TOOL_NAME, ShortTermMemory, ValidationError
 from stm_memory.kit import (
+    RECALL_SPEC,
+    RECALL_TOOL,
     Ask,
     MemoryRole,
     MemoryTurn,
@@ -169,6 +171,22 @@ def _placeholder_tool() -> BaseTool:
         name=TOOL_NAME,
         description="Short-term memory (replaced per turn by ShortTermMemoryMiddleware).",
         args_schema=_AnyArguments,
+    )
+
+
+def _unbound_recall(**_: Any) -> str:
+    # Never reached inside an agent (wrap_tool_call answers it from the turn).
+    return tool_result_text(failure(f"{RECALL_TOOL} is not bound to a turn here."))
+
+
+def _recall_tool() -> BaseTool:
+    """The retrieval tool as the agent registers it: sent only in the requests the turn
+    gives it to (``PreparedRequest.recall_spec``), answered by the turn."""
+    return StructuredTool.from_function(
+        func=_unbound_recall,
+        name=RECALL_TOOL,
+        description=RECALL_SPEC.description,
+        args_schema=dict(RECALL_SPEC.parameters),
     )
 
 
@@ -297,7 +315,7 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         )
         self.strict = strict
         self.end_after_epilogue = end_after_epilogue
-        self.tools = [_placeholder_tool()]
+        self.tools = [_placeholder_tool(), _recall_tool()]
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -418,13 +436,14 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         # which prices the turn's swap), the tools and tool_choice it sends: the turn
         # decides this request from them.
         given = request_settings(request.model, settings)
-        others = [t for t in request.tools if tool_name(t) != TOOL_NAME]
+        others = [t for t in request.tools if tool_name(t) not in (TOOL_NAME, RECALL_TOOL)]
         ask = Ask(
             provider=provider,
             retention=cache_retention(given, system.content if system is not None else None),
             other_tools=bool(others),
             tool_choice=request.tool_choice,
             settings=given,
+            recall=True,  # wrap_tool_call answers the retrieval tool
         )
         if options.form == "inline" and system is not None:
             # The portable form joins the memory to the caller's system prompt, which
@@ -474,9 +493,14 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         self, request: ToolCallRequest, handler: Callable[[Any], Any]
     ) -> Generator[Op, Any, ToolMessage | Command[Any]]:
         call = request.tool_call
+        if call.get("name") == RECALL_TOOL:
+            config = getattr(request.runtime, "config", None) or _current_config()
+            run = yield from self._run_for(request.state, request.runtime, config)
+            text = run.turn.recall_call(call.get("args") or {})
+            return ToolMessage(content=text, tool_call_id=call.get("id") or "", name=RECALL_TOOL)
         if call.get("name") != TOOL_NAME:
-            run = self._peek(request.state)
-            return (yield from self._guarded(run, _call(handler, request)))  # type: ignore[no-any-return]
+            peeked = self._peek(request.state)
+            return (yield from self._guarded(peeked, _call(handler, request)))  # type: ignore[no-any-return]
         try:
             config = getattr(request.runtime, "config", None) or _current_config()
             run = yield from self._run_for(request.state, request.runtime, config)
@@ -613,7 +637,11 @@ def _tools(turn: MemoryTurn, prepared: PreparedRequest, tools: Sequence[Any]) ->
     tool = turn_tool(turn, prepared.tool)
     out: list[Any] = []
     for offered in tools:
-        if tool_name(offered) != TOOL_NAME:
+        name = tool_name(offered)
+        if name == RECALL_TOOL:
+            if prepared.recall_spec is not None:  # from the turn's first clear on
+                out.append(offered)
+        elif name != TOOL_NAME:
             out.append(offered)
         elif tool is not None:
             out.append(_in_place_of(offered, tool))

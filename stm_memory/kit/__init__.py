@@ -61,6 +61,7 @@ from stm_memory.kit.checks import (
     refuse_wrong_client,
 )
 from stm_memory.kit.guards import missing_extra
+from stm_memory.kit.long_turn import RECALL_SPEC
 from stm_memory.kit.loop import (
     ModelReply,
     ProviderAdapter,
@@ -109,6 +110,7 @@ from stm_memory.kit.turn import (
 )
 from stm_memory.kit.writer import WRITER_TAG, Writer, WriteRequest, WriterLike
 from stm_memory.model.messages import without_speaker_ids
+from stm_memory.prompt.clearing import RECALL_TOOL
 from stm_memory.prompt.cut import strip_memory_calls
 from stm_memory.prompt.placement import MemoryContext, MemoryRole
 from stm_memory.prompt.render import CONTENT_HEADER
@@ -123,6 +125,8 @@ __all__ = [
     "MEMORY_ROLES",
     "MESSAGES_WIRE",
     "OPENAI_PROVIDERS",
+    "RECALL_SPEC",
+    "RECALL_TOOL",
     "WRITER_TAG",
     "Ask",
     "AsyncLoop",

@@ -71,6 +71,7 @@ class LongTurn:
         #: The provider refused the last request as too long: the next clears all
         #: but the newest result.
         self._force = False
+        self._seen = False  # a request was placed
 
     @property
     def page(self) -> int:
@@ -114,8 +115,11 @@ class LongTurn:
                 for result in leaving:
                     self._leave(result)
             out = with_cleared(placed, self._placeholders)
+            first, self._seen = not self._seen, True
+            # What the history cut dropped is decided once a turn: read at its first request.
+            if first and _lacking(messages, out) >= self.rule.batch:
+                self._missing = True
             self._missing = self._missing or bool(self._placeholders)
-            self._missing = self._missing or _lacking(messages, out) >= self.rule.batch
             return out
 
     def _leave(self, result: ToolResult) -> None:

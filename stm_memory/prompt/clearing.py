@@ -95,15 +95,15 @@ class ClearingRule:
 
 def turn_results(messages: Sequence[Any], start: int = 0) -> list[ToolResult]:
     """The tool results of ``messages`` from ``start`` on, in order, each with the name
-    of the call it answers (read from the calls anywhere in ``messages``)."""
+    of the call it answers (a call before ``start`` names none: a turn's results answer
+    the turn's calls, and a request reads only its own turn)."""
     names: dict[str, str] = {}
     found: list[ToolResult] = []
-    for index, message in enumerate(messages):
+    for index in range(start, len(messages)):
+        message = messages[index]
         codec = codec_of(message)
         for call_id, name in codec.calls(message):
             names[call_id] = name
-        if index < start:
-            continue
         for call_id, text in codec.results(message):
             found.append(
                 ToolResult(index, call_id, "", text, text_tokens(text) + PER_MESSAGE_TOKENS)

@@ -1,7 +1,8 @@
 """Long turns (issue "long turns"): a tool loop of twenty reads (more than one and a
-half of the model's windows) stays inside the model's window, never parts a call from its result, and loses nothing it read. Through the
-real SDK clients, replayed from cassettes recorded against the fake provider, which
-refuses (as llama.cpp, or Anthropic's API, does) any request longer than its window:
+half of the model's window) stays inside the window, never parts a call from its
+result, and loses nothing it read. Through the real SDK clients, replayed from
+cassettes recorded against the fake provider, which refuses (as llama.cpp, or
+Anthropic's API, does) any request longer than its window:
 
 - every request is at most three quarters of the window, valid for its API;
 - the older results leave in batches (each batch rewrites the cached prefix once; in
@@ -20,11 +21,16 @@ import anthropic
 import openai
 import pytest
 from helpers.dialogues import validity_errors
+from langchain.agents import create_agent
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+from pydantic import SecretStr
 
 from stm_memory import Scope, ShortTermMemory
 from stm_memory.kit import TurnResult
 from stm_memory.prompt.clearing import RECALL_TOOL, turn_results
 from stm_memory_anthropic import AnthropicLoop
+from stm_memory_langchain import ShortTermMemoryMiddleware
 from stm_memory_openai import OpenAIChatLoop, OpenAIResponsesLoop
 from tests.fakeprovider import FakeProviderServer, Script
 from tests.integrations.conftest import REPLAY_BASE_URL, record_mode
@@ -151,3 +157,56 @@ def test_a_long_turn_stays_in_the_window_and_loses_nothing(
     (back,) = [r for r in turn_results(result.messages) if r.call_id == "call_back"]
     assert back.tool == RECALL_TOOL and back.text == report(0)  # byte for byte
     assert result.text == "The code in the first report is 000000-R0."
+
+
+@pytest.fixture
+def open_server(request: pytest.FixtureRequest) -> Iterator[FakeProviderServer | None]:
+    """An OpenAI-compatible server with the window (llama.cpp's) while recording."""
+    if record_mode(request.config) == "none":
+        yield None
+        return
+    with FakeProviderServer(models_like="llamacpp", context_window=WINDOW, model_id=MODEL) as srv:
+        script(srv.script)
+        yield srv
+
+
+@pytest.mark.scripted("openai")
+def test_a_long_agent_turn_stays_in_the_window_and_keeps_every_result_in_its_state(
+    open_server: FakeProviderServer | None, open_memory: Callable[[], ShortTermMemory]
+) -> None:
+    """create_agent with the middleware: every model call of the agent loop is bounded;
+    the agent's state (a checkpointer's thread) keeps every result whole."""
+    sent: list[dict[str, Any]] = []
+    hooks = {"request": [lambda request: sent.append(json.loads(request.read()))]}
+    base = open_server.openai_base_url if open_server is not None else f"{REPLAY_BASE_URL}/v1"
+    chat = ChatOpenAI(
+        model=MODEL,
+        base_url=base,
+        api_key=SecretStr("test"),
+        max_retries=0,
+        http_client=openai.DefaultHttpxClient(event_hooks=hooks),
+    )
+
+    @tool
+    def open_report(name: str) -> str:
+        """Open a report by name."""
+        return report(int(name.split("_")[1]))
+
+    middleware = ShortTermMemoryMiddleware(open_memory(), context_window=WINDOW)
+    agent = create_agent(chat, tools=[open_report], system_prompt=SYSTEM, middleware=[middleware])
+    config: Any = {
+        "configurable": {"thread_id": "c1", "user_id": "u1", "server_id": "g1"},
+        "recursion_limit": 100,
+    }
+    ask = "Read all twenty reports, then tell me CODE_0."
+    state = agent.invoke({"messages": [{"role": "user", "content": ask}]}, config)
+    assert len(sent) == READS + 2
+    for request in sent:
+        assert tokens(request) <= 0.75 * WINDOW
+        assert validity_errors("openai", request["messages"]) == []
+    assert any("result cleared from this request" in json.dumps(r) for r in sent)
+    # The state keeps every result whole: only requests are cut.
+    results = {r.call_id: r.text for r in turn_results(state["messages"])}
+    assert all(results[f"call_{k}"] == report(k) for k in range(READS))
+    assert results["call_back"] == report(0)
+    assert state["messages"][-1].content == "The code in the first report is 000000-R0."
