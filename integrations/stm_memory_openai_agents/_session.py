@@ -83,6 +83,8 @@ except ImportError as exc:  # pragma: no cover - the extra is installed in the t
 from stm_memory import TOOL_NAME, Scope, ShortTermMemory, StmError, TurnContext
 from stm_memory.kit import (
     MESSAGES_WIRE,
+    RECALL_SPEC,
+    RECALL_TOOL,
     Ask,
     MemoryRole,
     MemoryTurn,
@@ -139,6 +141,10 @@ def _settings_over(
     return base.resolve(ours)
 
 
+#: Our tools in an agent's list: the memory tool and the retrieval tool.
+_OURS = frozenset({TOOL_NAME, RECALL_TOOL})
+
+
 @dataclass(eq=False)
 class _OpenRun:
     """The open turn of a session: its :class:`~stm_memory.kit.MemoryTurn` (off
@@ -160,6 +166,8 @@ class _OpenRun:
     # The last model call's input before the turn placed its memory (_before_model):
     # what a retry after a text-form memory call is placed on again.
     unplaced: list[Any] | None = None
+    # The turn's last request carries the retrieval tool (a long turn cleared results).
+    recall: bool = False
 
 
 def _usage(run: Any) -> list[Usage]:
@@ -290,6 +298,7 @@ class ShortTermMemorySession(OptionsView):
         self.session_settings: SessionSettings = _settings_over(self.session, session_settings)
         self._open: _OpenRun | None = None
         self._tool: FunctionTool | None = None
+        self._recalls: bool | None = None  # agent() set: see agent()
         self._lock = threading.Lock()
         self._observer = _Observer(self)
         self._bypass_noted = False  # the warning of _answered went out
@@ -418,14 +427,41 @@ class ShortTermMemorySession(OptionsView):
             # The memory tool stays routable in every step; the wrapper leaves it out
             # of what the model is sent while the turn does not offer it.
             model = MemoryModel(self._observer, model)
-        tools = [t for t in agent.tools if getattr(t, "name", None) != TOOL_NAME]
+        # A long turn clears its older results only where the retrieval tool can be
+        # sent and routed: every agent this session wrapped has a model of its own.
+        self._recalls = self._recalls is not False and isinstance(model, MemoryModel)
+        tools = [t for t in agent.tools if getattr(t, "name", None) not in _OURS]
+        ours = [self.memory_tool(), self._recall_tool()] if isinstance(model, MemoryModel) else []
         return agent.clone(
-            tools=[*tools, self.memory_tool()],
+            tools=[*tools, *(ours or [self.memory_tool()])],
             tool_use_behavior=Epilogue(self._observer, behavior, agent.output_type),
             hooks=MemoryHooks(self._observer, hooks),
             model=model,
             model_settings=self._model_settings(agent.model_settings),
         )
+
+    def _recall_tool(self) -> FunctionTool:
+        """The retrieval tool of agent()'s agents over a ``Model``: listed once the turn
+        gives it to its requests (from its first clear on), answered by the turn."""
+        return FunctionTool(
+            name=RECALL_TOOL,
+            description=RECALL_SPEC.description,
+            params_json_schema=RECALL_SPEC.schema(),
+            on_invoke_tool=self._invoke_recall,
+            strict_json_schema=False,
+            is_enabled=self._recall_listed,
+        )
+
+    def _recall_listed(self, ctx: Any, agent: Any) -> bool:
+        # The step's list is built before its request is prepared: the last one decides.
+        state = self._current()
+        return state is not None and state.recall
+
+    async def _invoke_recall(self, ctx: Any, arguments: str) -> str:
+        state = self._current()
+        if state is None:
+            return tool_result_text(failure(f"{RECALL_TOOL} is not bound to a turn here."))
+        return state.turn.recall_call(arguments)
 
     def _model_settings(self, settings: ModelSettings) -> ModelSettings:
         """The agent's model settings with the cache hints this scope's turns send (the
@@ -485,12 +521,14 @@ class ShortTermMemorySession(OptionsView):
         out, or for the Messages API behind an OpenAI-compatible client
         (``provider="anthropic"``), which refuses tool traffic without tools, described
         and uncallable (``tool_choice="none"``)."""
-        others = [t for t in tools if getattr(t, "name", None) != TOOL_NAME]
+        others = [t for t in tools if getattr(t, "name", None) not in _OURS]
         if len(others) == len(tools):
             return tools, settings
         state = self._current()
         if state is None:
             return others, settings  # no turn to offer it (a call gets a failed result)
+        recall = [t for t in tools if getattr(t, "name", None) == RECALL_TOOL and state.recall]
+        memory = [t for t in tools if getattr(t, "name", None) == TOOL_NAME]
         state.sent = True
         decided = state.turn.request_tools(
             items if isinstance(items, list) else [],
@@ -500,7 +538,7 @@ class ShortTermMemorySession(OptionsView):
         )
         if decided.tool_choice != settings.tool_choice:
             settings = dataclasses.replace(settings, tool_choice=decided.tool_choice)
-        return (tools if decided.tool else others), settings
+        return [*others, *(memory if decided.tool else []), *recall], settings
 
     # -- the turn --------------------------------------------------------------------------
 
@@ -657,9 +695,16 @@ class ShortTermMemorySession(OptionsView):
         """One model call's input, as the turn prepares it (the one placement point of
         agent()'s agents)."""
         inline = self.options.form == "inline"
-        ask = Ask(provider="openai", nudge=self._tool is not None, retention=self._retention)
+        ask = Ask(
+            provider="openai",
+            nudge=self._tool is not None,
+            retention=self._retention,
+            recall=bool(self._recalls),  # the retrieval tool of agent()'s model
+        )
         wire = MESSAGES_WIRE if inline else RESPONSES_WIRE
-        return state.turn.prepare(items, wire=wire, ask=ask).messages
+        prepared = state.turn.prepare(items, wire=wire, ask=ask)
+        state.recall = prepared.recall_spec is not None
+        return prepared.messages
 
     def _finish_after_memory(self, call_names: Sequence[str]) -> str | None:
         """The answer to end the run with, when the last response answered and called

@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -210,3 +211,61 @@ def test_a_long_agent_turn_stays_in_the_window_and_keeps_every_result_in_its_sta
     assert all(results[f"call_{k}"] == report(k) for k in range(READS))
     assert results["call_back"] == report(0)
     assert state["messages"][-1].content == "The code in the first report is 000000-R0."
+
+
+@pytest.mark.scripted("openai")
+async def test_a_long_agents_sdk_turn_stays_in_the_window(
+    open_server: FakeProviderServer | None,
+    open_memory: Callable[[], ShortTermMemory],
+    tmp_path: Path,
+) -> None:
+    """The Agents SDK session's agent(): each model call of the run is bounded, and the
+    retrieval tool, listed from the first clear on, brings report 0 back."""
+    from agents import Agent, OpenAIResponsesModel, RunConfig, Runner, function_tool
+
+    from stm_memory_openai_agents import ShortTermMemorySession
+
+    sent: list[dict[str, Any]] = []
+
+    async def keep(request: Any) -> None:
+        sent.append(json.loads(request.content or b"{}"))
+
+    base = open_server.openai_base_url if open_server is not None else f"{REPLAY_BASE_URL}/v1"
+    http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [keep]})
+    async with openai.AsyncOpenAI(
+        base_url=base, api_key="test", max_retries=0, http_client=http
+    ) as client:
+
+        @function_tool
+        def open_report(name: str) -> str:
+            """Open a report by name."""
+            return report(int(name.split("_")[1]))
+
+        session = ShortTermMemorySession(
+            open_memory(), SCOPE, db_path=tmp_path / "items.db", context_window=WINDOW
+        )
+        agent = session.agent(
+            Agent(
+                name="Reader",
+                instructions=SYSTEM,
+                model=OpenAIResponsesModel(MODEL, client),
+                tools=[open_report],
+            )
+        )
+        result = await Runner.run(
+            agent,
+            "Read all twenty reports, then tell me CODE_0.",
+            session=session,
+            run_config=RunConfig(tracing_disabled=True),
+            max_turns=READS + 5,
+        )
+    assert len(sent) == READS + 2
+    for request in sent:
+        assert tokens(request) <= 0.75 * WINDOW
+        assert validity_errors("responses", request["input"]) == []
+    names = [[t.get("name") for t in r.get("tools") or []] for r in sent]
+    assert RECALL_TOOL not in names[0] and RECALL_TOOL in names[-1]
+    items = await session.session.get_items()
+    results = {r.call_id: r.text for r in turn_results(items)}
+    assert results["call_back"] == report(0)  # byte for byte, kept whole in the session
+    assert result.final_output == "The code in the first report is 000000-R0."

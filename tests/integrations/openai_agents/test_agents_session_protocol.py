@@ -27,7 +27,7 @@ from agents.memory import Session
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from stm_memory import TOOL_NAME, Category, Scope, ShortTermMemory
-from stm_memory.kit import CAPTURE_WINDOW
+from stm_memory.kit import CAPTURE_WINDOW, RECALL_TOOL
 from stm_memory_openai_agents import SessionBusyError, ShortTermMemorySession
 from stm_memory_openai_agents._agent import Epilogue, MemoryHooks, MemoryModel
 
@@ -546,7 +546,9 @@ async def test_memory_tool_does_no_io_and_agent_does_not_nest(
     assert isinstance(twice.tool_use_behavior, Epilogue) and isinstance(twice.hooks, MemoryHooks)
     assert not isinstance(twice.tool_use_behavior.inner, Epilogue)
     assert twice.hooks.inner is None
-    assert [t.name for t in twice.tools] == [TOOL_NAME]
+    # Ours once each: the memory tool, and the retrieval tool (listed only from a long
+    # turn's first clear on).
+    assert [t.name for t in twice.tools] == [TOOL_NAME, RECALL_TOOL]
     result = await run_agent("run", twice, "The heist is on Friday.", session=session)
     assert result.final_output == "Friday it is." and len(model.calls) == 1
 
