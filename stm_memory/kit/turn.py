@@ -532,10 +532,11 @@ class MemoryTurn:
         model's context (:func:`~stm_memory.kit.context_exceeded_error`, with the limit
         and the request's tokens where its body says them), lower this turn's history
         budget so the next request built on ``messages`` fits, dropping the oldest
-        earlier turns it still sends (never the current turn). False for any other
-        error, or when there is nothing left to drop (or the turn has no say over the
-        dialogue): the error stands. The entry point retries once
-        (docs/open-models.md)."""
+        earlier turns it still sends (never the current turn), and, in a long turn
+        (``Ask.recall``), clear the current turn's results but the newest
+        (docs/concepts/long-turns.md). False for any other error, or when there is
+        nothing left to drop (or the turn has no say over the dialogue): the error
+        stands. The entry point retries once (docs/open-models.md)."""
         exceeded = context_exceeded_error(error)
         if exceeded is None:
             return False
@@ -713,6 +714,8 @@ class MemoryTurn:
         (:func:`request_hints`, :class:`Breakpoints`) the wire takes, from the caller's
         settings (a hint there wins). The retention they ask for (or ``ask.retention``)
         prices the turn's one decision of what to show (made at its first request).
+        With ``ask.recall`` the turn's older tool results leave in batches, readable
+        back with the retrieval tool (``recall_spec``, :meth:`recall_call`).
         Every entry point sends this, unedited. A placing error is logged and the
         caller's messages go as they came, without memory (the tool and hints still
         decided): never a failed turn."""
