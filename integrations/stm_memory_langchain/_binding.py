@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -12,7 +13,7 @@ from langchain_core.tools import BaseTool
 from stm_memory import TOOL_NAME
 from stm_memory.kit import tool_name
 
-__all__ = ["base_model", "bindings", "own_tools", "with_tool"]
+__all__ = ["base_model", "bindings", "own_tools", "with_tools"]
 
 
 def base_model(runnable: Runnable[Any, Any]) -> BaseChatModel | None:
@@ -37,22 +38,25 @@ def bindings(runnable: Runnable[Any, Any]) -> tuple[dict[str, Any], list[Runnabl
     return kwargs, configs
 
 
-def with_tool(
-    model: Runnable[Any, Any], tool: BaseTool | None, tool_choice: Any = None
+def with_tools(
+    model: Runnable[Any, Any], tools: Sequence[BaseTool], tool_choice: Any = None
 ) -> Runnable[Any, Any]:
-    """``model`` with ``tool`` beside the tools it already has (its own options win,
-    but for a ``tool_choice`` given here)."""
-    if tool is None:
+    """``model`` with our ``tools`` beside the tools it already has (its own options
+    win, but for a ``tool_choice`` given here)."""
+    if not tools:
         return model
     base = base_model(model)
     if base is None:  # pragma: no cover - with_short_term_memory checked it
         return model
     kwargs, configs = bindings(model)
     ours = (
-        base.bind_tools([tool], tool_choice=tool_choice) if tool_choice else base.bind_tools([tool])
+        base.bind_tools(list(tools), tool_choice=tool_choice)
+        if tool_choice
+        else base.bind_tools(list(tools))
     )
     own_kwargs = ours.kwargs if isinstance(ours, RunnableBinding) else {}
-    theirs = [t for t in kwargs.get("tools") or [] if tool_name(t) != TOOL_NAME]
+    names = {t.name for t in tools}
+    theirs = [t for t in kwargs.get("tools") or [] if tool_name(t) not in names]
     merged = {**own_kwargs, **kwargs, "tools": [*theirs, *own_kwargs.get("tools", [])]}
     if tool_choice and "tool_choice" in own_kwargs:
         merged["tool_choice"] = own_kwargs["tool_choice"]

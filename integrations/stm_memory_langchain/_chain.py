@@ -67,6 +67,7 @@ from langchain_core.messages import (
     AIMessageChunk,
     BaseMessage,
     HumanMessage,
+    ToolMessage,
     convert_to_messages,
     message_chunk_to_message,
 )
@@ -81,6 +82,7 @@ from pydantic import ConfigDict
 
 from stm_memory import TOOL_NAME, ConfigurationError, Scope, ShortTermMemory, ValidationError
 from stm_memory.kit import (
+    RECALL_TOOL,
     Ask,
     Op,
     TurnOptions,
@@ -96,12 +98,13 @@ from stm_memory.kit import (
     named_options,
     note_endpoint,
     op,
+    strip_calls,
     strip_memory_calls,
     text_of,
     wire_for,
 )
 
-from ._binding import base_model, bindings, own_tools, with_tool
+from ._binding import base_model, bindings, own_tools, with_tools
 from ._dialogue import (
     cut_short,
     memory_calls,
@@ -112,7 +115,7 @@ from ._hints import hinted, request_settings
 from ._history import PLACED_TWICE, HistoryTurn, ShortTermMemoryHistory
 from ._record import MessageRecord
 from ._scope import ScopeSource, resolve_scope
-from ._tool import turn_tool
+from ._tool import recall_tool, turn_tool
 from ._tracing import memory_call_steps
 
 __all__ = ["ShortTermMemoryChatModel", "with_short_term_memory"]
@@ -131,16 +134,25 @@ def _as_messages(value: Any) -> list[BaseMessage]:
     return list(convert_to_messages(value))
 
 
-def _has_memory_call(message: AIMessage) -> bool:
-    return bool(memory_calls(message)) or any(
-        c.get("name") == TOOL_NAME for c in message.invalid_tool_calls
-    )
+#: The retrieval tool as the chain binds it (answered in the steps, never the caller's).
+_RECALL = recall_tool()
+#: Our tools: their calls are the chain's to run and never reach the caller.
+_OURS = frozenset({TOOL_NAME, RECALL_TOOL})
+
+
+def _has_our_call(message: AIMessage) -> bool:
+    return any(c.get("name") in _OURS for c in (*message.tool_calls, *message.invalid_tool_calls))
+
+
+def _recall_calls(message: AIMessage) -> list[dict[str, Any]]:
+    return [dict(c) for c in message.tool_calls if c.get("name") == RECALL_TOOL]
 
 
 def _visible(message: AIMessage) -> AIMessage:
-    """``message`` as the user sees it: without memory calls (valid or not)."""
+    """``message`` as the user sees it: without our calls (valid or not)."""
     message = without_invalid_memory_calls(message)
-    rest = strip_memory_calls([message])
+    recalls = {str(c.get("id")) for c in _recall_calls(message)}
+    rest = strip_memory_calls(strip_calls([message], recalls))
     if rest:
         return cast(AIMessage, rest[0])
     return AIMessage(
@@ -154,7 +166,7 @@ def _visible(message: AIMessage) -> AIMessage:
 def _strip_chunk(chunk: AIMessageChunk, memory_indexes: set[Any]) -> AIMessageChunk | None:
     """A streamed chunk without the parts of memory calls (None when nothing is left)."""
     for tcc in chunk.tool_call_chunks:
-        if tcc.get("name") == TOOL_NAME:
+        if tcc.get("name") in _OURS:
             memory_indexes.add(tcc.get("index"))
     kept = [t for t in chunk.tool_call_chunks if t.get("index") not in memory_indexes]
     content: Any = chunk.content
@@ -428,7 +440,7 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
                 # A memory write written as text is the turn's to run, not the answer:
                 # then once more, without the tool (the turn withdrew it).
                 return (yield from turn.text_call(text_of(reply))) is not None
-            if not isinstance(reply, AIMessage) or not _has_memory_call(reply):
+            if not isinstance(reply, AIMessage) or not _has_our_call(reply):
                 return False  # the answer (calls of the caller's own tools are theirs to run)
             stored = without_invalid_memory_calls(reply)
             exchange.append(stored)
@@ -437,11 +449,16 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
                     turn, call, truncated=cut_short(reply), config=config
                 )
                 exchange.append(result)
+            for call in _recall_calls(stored):
+                text = turn.recall_call(call.get("args") or {})
+                exchange.append(
+                    ToolMessage(text, tool_call_id=str(call.get("id")), name=RECALL_TOOL)
+                )
             names = [str(c.get("name")) for c in reply.tool_calls]
             # The turn's one end-of-turn rule; the caller's own tools are the caller's to
             # run (the chain returns the reply to it), so a reply calling them ends here.
             return not answered_then_remembered(text_of(reply), names) and all(
-                name == TOOL_NAME for name in names
+                name in _OURS for name in names
             )
 
         reply, _, _ = yield from model_steps(
@@ -468,13 +485,16 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
                 other_tools=own_tools(self.model),
                 settings=plan.settings,
                 cache_hints=self.cache_hints,
+                recall=True,  # the steps answer the retrieval tool (_model_steps)
             ),
         )
-        # The memory tool as prepared, bound beside the model's own (described: with
-        # the prepared tool_choice, "none"; else the model's own tool_choice stays).
+        # Our tools as prepared, bound beside the model's own: the memory tool
+        # (described: with the prepared tool_choice, "none"; else the model's own
+        # tool_choice stays), and the retrieval tool from the turn's first clear on.
         tool = turn_tool(turn, prepared.tool)
+        ours = [t for t in (tool, _RECALL if prepared.recall_spec else None) if t is not None]
         choice = prepared.tool_choice if prepared.tool == "describe" else None
-        model = with_tool(self.model, tool, choice)
+        model = with_tools(self.model, ours, choice)
         kwargs = bindings(model)[0]
         added, messages = hinted(
             prepared, prepared.messages, tools=kwargs.get("tools") or (), settings=kwargs

@@ -78,7 +78,6 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 
 from stm_memory import TOOL_NAME, ShortTermMemory, ValidationError
 from stm_memory.kit import (
-    RECALL_SPEC,
     RECALL_TOOL,
     Ask,
     MemoryRole,
@@ -116,7 +115,7 @@ from ._dialogue import (
 )
 from ._hints import hinted, request_settings
 from ._scope import ScopeSource, resolve_scope
-from ._tool import turn_tool
+from ._tool import recall_tool, turn_tool
 from ._tracing import MemoryCallTool
 
 if TYPE_CHECKING:
@@ -171,22 +170,6 @@ def _placeholder_tool() -> BaseTool:
         name=TOOL_NAME,
         description="Short-term memory (replaced per turn by ShortTermMemoryMiddleware).",
         args_schema=_AnyArguments,
-    )
-
-
-def _unbound_recall(**_: Any) -> str:
-    # Never reached inside an agent (wrap_tool_call answers it from the turn).
-    return tool_result_text(failure(f"{RECALL_TOOL} is not bound to a turn here."))
-
-
-def _recall_tool() -> BaseTool:
-    """The retrieval tool as the agent registers it: sent only in the requests the turn
-    gives it to (``PreparedRequest.recall_spec``), answered by the turn."""
-    return StructuredTool.from_function(
-        func=_unbound_recall,
-        name=RECALL_TOOL,
-        description=RECALL_SPEC.description,
-        args_schema=dict(RECALL_SPEC.parameters),
     )
 
 
@@ -315,7 +298,9 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         )
         self.strict = strict
         self.end_after_epilogue = end_after_epilogue
-        self.tools = [_placeholder_tool(), _recall_tool()]
+        # The retrieval tool is registered with the agent; it is sent only in the
+        # requests the turn gives it to (PreparedRequest.recall_spec).
+        self.tools = [_placeholder_tool(), recall_tool()]
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._lock = threading.Lock()
 

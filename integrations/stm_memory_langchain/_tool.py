@@ -13,12 +13,20 @@ import threading
 from collections.abc import Generator
 from typing import Any
 
-from langchain_core.tools import BaseTool
+from langchain_core.tools import BaseTool, StructuredTool
 
 from stm_memory import TOOL_NAME, ShortTermMemoryTool
-from stm_memory.kit import MemoryTurn, Op, ToolOffer
+from stm_memory.kit import (
+    RECALL_SPEC,
+    RECALL_TOOL,
+    MemoryTurn,
+    Op,
+    ToolOffer,
+    failure,
+    tool_result_text,
+)
 
-__all__ = ["KEY", "TurnMemoryTool", "turn_tool"]
+__all__ = ["KEY", "TurnMemoryTool", "recall_tool", "turn_tool"]
 
 #: The key the tool is kept under in ``MemoryTurn.kept``.
 KEY = "langchain.tool"
@@ -54,3 +62,19 @@ def turn_tool(turn: MemoryTurn, offer: ToolOffer) -> BaseTool | None:
                 turn=turn,
             )
         return tool
+
+
+def _unbound_recall(**_: Any) -> str:
+    # Never reached: the middleware and the chain answer the call from the turn.
+    return tool_result_text(failure(f"{RECALL_TOOL} is not bound to a turn here."))
+
+
+def recall_tool() -> BaseTool:
+    """The retrieval tool as LangChain binds it (its name, description and schema; the
+    entry point answers its calls from the turn, ``MemoryTurn.recall_call``)."""
+    return StructuredTool.from_function(
+        func=_unbound_recall,
+        name=RECALL_TOOL,
+        description=RECALL_SPEC.description,
+        args_schema=dict(RECALL_SPEC.parameters),
+    )

@@ -111,7 +111,7 @@ from stm_memory.kit.turn import (
 from stm_memory.kit.writer import WRITER_TAG, Writer, WriteRequest, WriterLike
 from stm_memory.model.messages import without_speaker_ids
 from stm_memory.prompt.clearing import RECALL_TOOL
-from stm_memory.prompt.cut import strip_memory_calls
+from stm_memory.prompt.cut import strip_calls, strip_memory_calls
 from stm_memory.prompt.placement import MemoryContext, MemoryRole
 from stm_memory.prompt.render import CONTENT_HEADER
 from stm_memory.tool.turn import TurnRecord, failure
@@ -211,6 +211,7 @@ __all__ = [
     "refuse_wrong_client",
     "request_hints",
     "run_turn_steps",
+    "strip_calls",
     "strip_memory_calls",
     "text_of",
     "tool_choice_none",

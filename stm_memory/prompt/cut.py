@@ -40,7 +40,7 @@ only when the kept dialogue has grown by another half budget. The trade-offs are
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +58,7 @@ __all__ = [
     "forget_erased",
     "kept_turns",
     "split_turns",
+    "strip_calls",
     "turn_tokens",
     "without_forgotten",
 ]
@@ -247,7 +248,12 @@ def strip_memory_calls(messages: list[Any]) -> list[Any]:
     """``messages`` without the memory tool's calls and results (the same list object
     when there are none). A reasoning item left without the call it preceded goes too
     (a Responses reasoning item must be followed by its own item)."""
-    ids = _memory_call_ids(messages)
+    return strip_calls(messages, _memory_call_ids(messages))
+
+
+def strip_calls(messages: list[Any], ids: Set[str]) -> list[Any]:
+    """``messages`` without the calls with these ids and their results (the same list
+    object when ``ids`` is empty), as :func:`strip_memory_calls`."""
     if not ids:
         return messages
     out: list[Any] = []
