@@ -4,7 +4,7 @@ turn itself and the sync/async shells are the kit's (:mod:`stm_memory.kit`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from stm_memory.kit import missing_extra
@@ -67,6 +67,7 @@ class MessagesLoop(LoopShell[MessagesClient]):
         cache_hints: bool = True,
         tool_calling: bool = True,
         context_window: int | None = None,
+        keep_tool_results: Sequence[str] = (),
         writer: WriterLike | None = None,
         **request_options: Any,
     ) -> None:
@@ -81,6 +82,7 @@ class MessagesLoop(LoopShell[MessagesClient]):
             cache_hints=cache_hints,
             tool_calling=tool_calling,
             context_window=context_window,
+            keep_tool_results=keep_tool_results,
             writer=writer,
             **request_options,
         )

@@ -33,6 +33,7 @@ _HISTORY_OPTIONS = (
     "memory_role",
     "tool_calling",
     "context_window",
+    "keep_tool_results",
     "writer",
 )
 

@@ -211,6 +211,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
         memory_role: MemoryRole | None = None,
         tool_calling: bool = True,
         context_window: int | None = None,
+        keep_tool_results: Sequence[str] = (),
         writer: WriterLike | None = None,
         raw: bool = False,
     ) -> None:
@@ -227,6 +228,7 @@ class ShortTermMemoryHistory(BaseChatMessageHistory):
             memory_role=memory_role,
             tool_calling=tool_calling,
             context_window=context_window,
+            keep_tool_results=keep_tool_results,
             writer=writer,
         )
         # The chain's model's own provider (its wire), once a wrapper said it: where
@@ -639,6 +641,7 @@ class ShortTermMemoryHistoryFactory(HistoryFactoryBase):
             memory_role=self.options.memory_role,
             tool_calling=self.options.tool_calling,
             context_window=self.options.context_window,
+            keep_tool_results=self.options.keep_tool_results,
             writer=self.options.writer,
             raw=self.raw,
         )

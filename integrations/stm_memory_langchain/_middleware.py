@@ -279,6 +279,7 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         cache_hints: bool = True,
         tool_calling: bool = True,
         context_window: int | None = None,
+        keep_tool_results: Sequence[str] = (),
         writer: WriterLike | None = None,
     ) -> None:
         check_memory_setup(memory)
@@ -294,6 +295,7 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
             cache_hints=cache_hints,
             tool_calling=tool_calling,
             context_window=context_window,
+            keep_tool_results=keep_tool_results,
             writer=writer,
         )
         self.strict = strict

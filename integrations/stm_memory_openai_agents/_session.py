@@ -272,6 +272,7 @@ class ShortTermMemorySession(OptionsView):
         cache_hints: bool = True,
         tool_calling: bool = True,
         context_window: int | None = None,
+        keep_tool_results: Sequence[str] = (),
         writer: WriterLike | None = None,
     ) -> None:
         check_memory_setup(memory, scope=scope)
@@ -284,6 +285,7 @@ class ShortTermMemorySession(OptionsView):
             cache_hints=cache_hints,
             tool_calling=tool_calling,
             context_window=context_window,
+            keep_tool_results=keep_tool_results,
             writer=writer,
         )
         self.memory = memory

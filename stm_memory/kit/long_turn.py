@@ -57,8 +57,10 @@ class LongTurn:
     """What one turn cleared of its tool results and can read back (see the module
     docstring). ``rule`` sizes the batches from the model's window."""
 
-    def __init__(self, rule: ClearingRule) -> None:
+    def __init__(self, rule: ClearingRule, *, keep: Sequence[str] = ()) -> None:
         self.rule = rule
+        #: Tools whose results never leave (``TurnOptions.keep_tool_results``).
+        self.keep = tuple(keep)
         self._lock = threading.Lock()
         #: Call id -> what stands in the result's place; in the order they left.
         self._placeholders: dict[str, str] = {}
@@ -111,6 +113,7 @@ class LongTurn:
                     self._placeholders,
                     rule=rule,
                     request_tokens=self.rule.high if force else tokens(current),
+                    exclude=self.keep,
                 )
                 for result in leaving:
                     self._leave(result)
@@ -133,8 +136,9 @@ class LongTurn:
         newest, if any is left to clear (False: none is)."""
         results = turn_results(messages, current_turn_index(messages))
         with self._lock:
+            never = {TOOL_NAME, *self.keep}
             self._force = any(
-                r.call_id not in self._placeholders and r.tool != TOOL_NAME for r in results[:-1]
+                r.call_id not in self._placeholders and r.tool not in never for r in results[:-1]
             )
             return self._force
 

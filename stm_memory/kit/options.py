@@ -72,6 +72,9 @@ class TurnOptions:
             most ``Limits.history_token_budget``). ``None`` (default): found where it
             can be (an OpenAI-compatible server's own model listing, the table of
             hosted models), else ``Limits.history_token_budget`` alone.
+        keep_tool_results: names of tools whose results never leave a long turn's
+            requests (a plan, a todo list the model works from): the others' older
+            results leave in batches, readable back (docs/concepts/long-turns.md).
         writer: a chat model that writes the channel's memory in a call of its own, at
             the cadence the nudge would ask at, for a turn model that cannot write it
             (a small open model): a LangChain chat model, a function
@@ -86,6 +89,7 @@ class TurnOptions:
     cache_hints: bool = True
     tool_calling: bool = True
     context_window: int | None = None
+    keep_tool_results: tuple[str, ...] = ()
     writer: Writer | None = None
 
     @classmethod
@@ -108,6 +112,7 @@ class TurnOptions:
         check_flag("tool_calling", self.tool_calling)
         if self.context_window is not None:
             check_positive_int("context_window", self.context_window)
+        object.__setattr__(self, "keep_tool_results", check_names(self.keep_tool_results))
         if self.writer is not None and not isinstance(self.writer, Writer):
             raise ConfigurationError(
                 f"writer must be a stm_memory Writer, got {type(self.writer).__name__} "
@@ -126,6 +131,19 @@ class TurnOptions:
         if self.memory_role is not None:
             return self
         return replace(self, memory_role=form_for_host(None, base_url))
+
+
+def check_names(value: object) -> tuple[str, ...]:
+    """``keep_tool_results``: tool names, as a tuple (a lone string is refused: it would
+    read as its letters)."""
+    if isinstance(value, str) or not isinstance(value, list | tuple | set | frozenset):
+        raise ConfigurationError(
+            f"keep_tool_results must be a list of tool names, got {type(value).__name__}"
+        )
+    names = tuple(value)
+    if not all(isinstance(n, str) and n.strip() for n in names):
+        raise ConfigurationError("keep_tool_results must hold non-empty tool names")
+    return names
 
 
 def _excluded(memory: object) -> frozenset[str]:
@@ -186,4 +204,5 @@ class OptionsView:
     cache_hints = TurnOption[bool]()
     tool_calling = TurnOption[bool]()
     context_window = TurnOption[int | None]()
+    keep_tool_results = TurnOption[tuple[str, ...]]()
     writer = TurnOption[Writer | None]()

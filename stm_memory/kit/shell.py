@@ -134,6 +134,7 @@ class LoopShell(OptionsView, ABC, Generic[ClientT]):
         cache_hints: bool = True,
         tool_calling: bool = True,
         context_window: int | None = None,
+        keep_tool_results: Sequence[str] = (),
         writer: WriterLike | None = None,
         **request_options: Any,
     ) -> None:
@@ -158,6 +159,7 @@ class LoopShell(OptionsView, ABC, Generic[ClientT]):
             cache_hints=cache_hints,
             tool_calling=tool_calling,
             context_window=context_window,
+            keep_tool_results=keep_tool_results,
             writer=writer,
         )
         self.request_options = dict(request_options)

@@ -582,7 +582,9 @@ class MemoryTurn:
                 )
                 if window is None:
                     window = self._memory.limits.history_token_budget * 4 // 3
-                self._long = LongTurn(ClearingRule(window=window))
+                self._long = LongTurn(
+                    ClearingRule(window=window), keep=self._options.keep_tool_results
+                )
             return self._long
 
     def recall_call(self, arguments: Any) -> str:

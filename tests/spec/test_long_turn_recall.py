@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from stm_memory import ConfigurationError, TurnOptions
 from stm_memory.kit.long_turn import RECALL_SPEC, LongTurn
 from stm_memory.prompt.clearing import RECALL_TOOL, ClearingRule, turn_results
 from stm_memory.prompt.tokens import text_tokens
@@ -152,3 +153,21 @@ def test_the_retrieval_tool_takes_one_required_string() -> None:
     assert params["required"] == ["call_id"]
     assert params["properties"]["call_id"]["type"] == "string"
     assert RECALL_SPEC.name == RECALL_TOOL and not RECALL_SPEC.strict
+
+
+def test_results_of_the_tools_the_caller_keeps_never_leave() -> None:
+    long = LongTurn(ClearingRule(window=8_192), keep=("open",))
+    for request in steps(long, 12):
+        assert all(
+            "cleared" not in r.text and "at once" not in r.text for r in turn_results(request)
+        )
+    messages = transcript(12)
+    assert not long.refit(messages)  # nothing of the turn may leave: the refusal stands
+
+
+def test_keep_tool_results_takes_names() -> None:
+    assert TurnOptions(keep_tool_results=["plan", "todo"]).keep_tool_results == ("plan", "todo")
+    with pytest.raises(ConfigurationError, match="list of tool names"):
+        TurnOptions(keep_tool_results="plan")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="non-empty"):
+        TurnOptions(keep_tool_results=["plan", " "])

@@ -40,6 +40,7 @@ DEFAULTS: dict[str, Any] = {
     "cache_hints": True,
     "tool_calling": True,
     "context_window": None,
+    "keep_tool_results": (),
     "writer": None,
 }
 #: The table's column → the callables it stands for, and the options that apply there.
@@ -61,6 +62,7 @@ ENTRY_POINTS: dict[str, tuple[list[Callable[..., Any]], set[str]]] = {
             "cache_hints",
             "tool_calling",
             "context_window",
+            "keep_tool_results",
             "writer",
         },
     ),
@@ -73,13 +75,22 @@ ENTRY_POINTS: dict[str, tuple[list[Callable[..., Any]], set[str]]] = {
             "cache_hints",
             "tool_calling",
             "context_window",
+            "keep_tool_results",
             "writer",
         },
     ),
     "`with_short_term_memory`": ([with_short_term_memory], {"max_steps", "cache_hints"}),
     "`ShortTermMemoryHistory`": (
         [ShortTermMemoryHistory],
-        {"provider", "trim_history", "memory_role", "tool_calling", "context_window", "writer"},
+        {
+            "provider",
+            "trim_history",
+            "memory_role",
+            "tool_calling",
+            "context_window",
+            "keep_tool_results",
+            "writer",
+        },
     ),
     "`ShortTermMemorySession`": (
         [ShortTermMemorySession],
@@ -90,6 +101,7 @@ ENTRY_POINTS: dict[str, tuple[list[Callable[..., Any]], set[str]]] = {
             "cache_hints",
             "tool_calling",
             "context_window",
+            "keep_tool_results",
             "writer",
         },
     ),
