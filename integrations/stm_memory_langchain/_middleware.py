@@ -301,8 +301,10 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         self.strict = strict
         self.end_after_epilogue = end_after_epilogue
         # The retrieval tool is registered with the agent; it is sent only in the
-        # requests the turn gives it to (PreparedRequest.recall_spec).
-        self.tools = [_placeholder_tool(), recall_tool()]
+        # requests the turn gives it to (PreparedRequest.recall_spec). Ahead of the
+        # memory tool: a request without it keeps its tools as they were, the memory
+        # tool last (where a caching middleware puts its breakpoint).
+        self.tools = [recall_tool(), _placeholder_tool()]
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._lock = threading.Lock()
 

@@ -99,9 +99,10 @@ class LongTurn:
         """``placed`` (``messages`` as the request carries them, memory placed and the
         history cut) without the results that left: those that left before, and those
         the rule lets leave now, judged on the request's ``tokens`` (after a refusal,
-        :meth:`refit`: every clearable one but the newest)."""
-        start = current_turn_index(messages)
-        results = turn_results(messages, start)
+        :meth:`refit`: every clearable one but the newest). The rule reads every result
+        the request carries: an earlier long turn the history cut keeps is cleared as
+        its own turn was, in the same bytes."""
+        results = turn_results(placed)
         with self._lock:
             self._given = messages
             force, self._force = self._force, False

@@ -121,24 +121,36 @@ def to_clear(
     request_tokens: int,
     exclude: Collection[str] = (),
 ) -> list[ToolResult]:
-    """The results that leave now (besides ``cleared``, which stay gone): every
-    clearable one once they hold a batch or the request (``request_tokens``, as it
-    would go) nears the window; at once, a single result larger than ``rule.single``.
-    Clearable: not cleared yet, not among the newest ``rule.keep``, not the memory
+    """The results that leave now (besides ``cleared``, which stay gone).
+
+    Decided from the results alone, so the same results give the same answer in any
+    request, turn or process: the clearable results, oldest first, fall into blocks of
+    ``rule.batch`` tokens (by the tokens before each); a block leaves whole once the
+    newest ``rule.keep`` are all past it. Besides: a single result larger than ``rule.single``
+    at once, and every clearable one when the request (``request_tokens``, as it would
+    go) nears the window. Clearable: not among the newest ``rule.keep``, not the memory
     tool's, nor of a tool in ``exclude`` (a result read back leaves again in its turn:
     its pages are never oversized)."""
-    kept = {r.call_id for r in results[len(results) - rule.keep :]} if rule.keep else set()
     never = {TOOL_NAME, *exclude}
-    open_ = [r for r in results if r.call_id not in cleared and r.tool not in never]
+    open_ = [r for r in results if r.tool not in never]
+    kept = {r.call_id for r in open_[len(open_) - rule.keep :]} if rule.keep else set()
     # A page read back is never oversized: it was sized to enter whole.
-    oversized = [r for r in open_ if r.tokens > rule.single and r.tool != RECALL_TOOL]
-    candidates = [r for r in open_ if r.call_id not in kept]
-    pending = sum(r.tokens for r in candidates)
-    if candidates and (pending >= rule.batch or request_tokens >= rule.high):
-        leaving = {r.call_id for r in candidates} | {r.call_id for r in oversized}
-    else:
-        leaving = {r.call_id for r in oversized}
-    return [r for r in open_ if r.call_id in leaving]
+    oversized = {r.call_id for r in open_ if r.tokens > rule.single and r.tool != RECALL_TOOL}
+    blocks: dict[str, int] = {}
+    before = 0
+    for r in open_:
+        if r.call_id not in oversized:
+            blocks[r.call_id] = before // rule.batch
+            before += r.tokens
+    # Blocks before the one the oldest kept result is in leave whole: one cache write a
+    # block, never a result at a time as the newest ones move on.
+    first_kept = min((blocks[i] for i in kept if i in blocks), default=None)
+    if first_kept is None:  # nothing kept, or only oversized ones: every block is done
+        first_kept = max(blocks.values(), default=-1) + 1
+    leaving = oversized | {i for i, block in blocks.items() if block < first_kept}
+    if request_tokens >= rule.high:
+        leaving |= {r.call_id for r in open_ if r.call_id not in kept}
+    return [r for r in open_ if r.call_id in leaving and r.call_id not in cleared]
 
 
 def placeholder(result: ToolResult, *, head: int | None = None) -> str:

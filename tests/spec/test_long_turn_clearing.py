@@ -33,13 +33,15 @@ RULE = ClearingRule(window=32_000)  # batch 8,000; high 16,000; single 4,000; ke
     [
         # Below a batch, below the high mark: nothing leaves (a cache write is not paid back).
         ([1000] * 6, 9_000, (), []),
-        # The clearable results hold a batch: every one of them leaves at once.
+        # A block of a batch's tokens, all older than the newest three: it leaves whole.
         ([2000] * 7, 15_000, (), ["c0", "c1", "c2", "c3"]),
         # The request nears the window: every clearable one leaves, though no batch is due.
         ([1000] * 6, 16_000, (), ["c0", "c1", "c2"]),
         # What left before stays left and is not decided again.
         ([2000] * 9, 15_000, ("c0", "c1", "c2", "c3"), []),
-        ([2000] * 12, 15_000, ("c0", "c1", "c2", "c3"), ["c4", "c5", "c6", "c7", "c8"]),
+        ([2000] * 12, 15_000, ("c0", "c1", "c2", "c3"), ["c4", "c5", "c6", "c7"]),
+        # A block one of the newest three is in waits for them to move on, whole.
+        ([2000] * 10, 15_000, ("c0", "c1", "c2", "c3"), []),
         # Never the newest three, however large the request.
         ([1000] * 3, 30_000, (), []),
         # A single result over an eighth of the window enters as its head, the newest too.
@@ -65,6 +67,19 @@ def test_a_result_read_back_leaves_again_in_its_turn() -> None:
     results = [result(0, 3000, RECALL_TOOL), *(result(i, 3000) for i in range(1, 6))]
     out = to_clear(results, (), rule=RULE, request_tokens=10_000)
     assert [r.call_id for r in out] == ["c0", "c1", "c2"]
+
+
+def test_the_same_results_give_the_same_answer_wherever_they_are_sent() -> None:
+    """Decided from the results alone: a later turn, another process, a per-call turn
+    of the LCEL wrapper clear what the turn before did (below the high mark)."""
+    results = [result(i, 1500) for i in range(30)]
+    once = {r.call_id for r in to_clear(results, (), rule=RULE, request_tokens=9_000)}
+    for n in range(4, 31):  # and what left at n results stays left at n + 1
+        now = {r.call_id for r in to_clear(results[:n], (), rule=RULE, request_tokens=9_000)}
+        later = {r.call_id for r in to_clear(results[: n + 1], (), rule=RULE, request_tokens=9_000)}
+        assert now <= later
+    assert once == {r.call_id for r in to_clear(results, (), rule=RULE, request_tokens=9_000)}
+    assert len(once) == 27  # the five blocks of ~8,000 tokens before the newest three's
 
 
 def test_the_rule_is_sized_from_the_window_and_the_bill() -> None:
