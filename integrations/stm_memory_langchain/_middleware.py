@@ -88,14 +88,17 @@ from stm_memory.kit import (
     TurnOptions,
     Wire,
     WriterLike,
+    adiscover_window,
     adrive,
     answer_last,
     cache_retention,
     call_fitted,
     check_memory_setup,
     current_user_index,
+    discover_window,
     drive,
     failure,
+    is_openai_host,
     model_name,
     named_options,
     text_of,
@@ -306,6 +309,8 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         # tool last (where a caching middleware puts its breakpoint).
         self.tools = [recall_tool(), _placeholder_tool()]
         self._runs: OrderedDict[str, _Run] = OrderedDict()
+        #: Context windows the servers listed: (base URL, model name) -> tokens or None.
+        self._windows: dict[tuple[str, str], int | None] = {}
         self._lock = threading.Lock()
 
     # -- hooks: thin sync/async shells ---------------------------------------------------
@@ -417,8 +422,12 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         provider = named or options.provider
         if provider == "openai":  # ChatOpenAI(base_url=...) may serve an open model
             # With no form named, the host settles it (the portable form for any host
-            # but OpenAI's); the same for every request of the turn.
-            options = turn.name_model(None, host=getattr(request.model, "openai_api_base", None))
+            # but OpenAI's); the same for every request of the turn. Its window, from the
+            # server's own listing (once per server and model), sizes the budget and a
+            # long turn's blocks.
+            host = getattr(request.model, "openai_api_base", None)
+            window = yield from self._window(request.model, host)
+            options = turn.name_model(None, host=host, window=window)
         system = request.system_message
         settings = request.model_settings or {}
         # The caller's settings (its own cache hints; the cache retention they ask for,
@@ -477,6 +486,27 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
                     c["id"] for c in message.tool_calls if c["name"] == TOOL_NAME and c["id"]
                 )
         return response  # type: ignore[no-any-return]
+
+    def _window(self, model: Any, host: object) -> Generator[Op, Any, int | None]:
+        """The context window an OpenAI-compatible server lists for ``model`` (none for
+        OpenAI's host, or when ``context_window=`` names it), asked once per server and
+        model name, as the OpenAI loops ask theirs."""
+        if self.options.context_window is not None or host is None or is_openai_host(host):
+            return None
+        name = model_name(model) or ""
+        key = (str(host), name)
+        if key not in self._windows:
+            sync, not_sync = (
+                getattr(model, "root_client", None),
+                getattr(model, "root_async_client", None),
+            )
+            found = yield Op(
+                lambda: discover_window(sync, name),
+                lambda: adiscover_window(not_sync, name),
+                "models",
+            )
+            self._windows[key] = found if isinstance(found, int) and found > 0 else None
+        return self._windows[key]
 
     def _tool_call(
         self, request: ToolCallRequest, handler: Callable[[Any], Any]

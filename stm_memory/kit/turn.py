@@ -366,19 +366,24 @@ class MemoryTurn:
         # Known as a text caller only once the model was named, after assembly.
         return Writing.OFF if self.state.no_writer else context.writing
 
-    def name_model(self, name: str | None, *, host: object = _NO_HOST) -> TurnOptions:
+    def name_model(
+        self, name: str | None, *, host: object = _NO_HOST, window: int | None = None
+    ) -> TurnOptions:
         """The entry point names the turn's model once it knows it (a framework names
         its model only at its call), before the turn's first request: its ``name`` (a
         name given before stays: the turn's model does not change) and, for an
         OpenAI-style client, the base URL it is served from (``host``; None: the SDK's
         default, OpenAI's): with no form named, the host settles it
-        (:meth:`TurnOptions.for_host`). Returns the options the turn's requests go by."""
+        (:meth:`TurnOptions.for_host`); the context ``window`` its server lists, unless
+        one was named. Returns the options the turn's requests go by."""
         with self._lock:
             self._model = self._model or name
             if self._memory.writes_tools_as_text(self._model or ""):
                 self._text_caller()
             if host is not _NO_HOST:
                 self._options = self._options.for_host(host)
+            if window is not None and self._options.context_window is None:
+                self._options = replace(self._options, context_window=window)
             return self._options
 
     def _step(self, event: TurnEvent) -> Move:

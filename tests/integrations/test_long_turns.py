@@ -172,13 +172,17 @@ def open_server(request: pytest.FixtureRequest) -> Iterator[FakeProviderServer |
 
 
 @pytest.mark.scripted("openai")
+@pytest.mark.parametrize("window", ["told", "listed"])
 def test_a_long_agent_turn_stays_in_the_window_and_keeps_every_result_in_its_state(
-    open_server: FakeProviderServer | None, open_memory: Callable[[], ShortTermMemory]
+    window: str,
+    open_server: FakeProviderServer | None,
+    open_memory: Callable[[], ShortTermMemory],
 ) -> None:
     """create_agent with the middleware: every model call of the agent loop is bounded;
-    the agent's state (a checkpointer's thread) keeps every result whole."""
+    the agent's state (a checkpointer's thread) keeps every result whole. The window is
+    ``context_window=``, or the one the server lists (asked once, as the loops ask)."""
     sent: list[dict[str, Any]] = []
-    hooks = {"request": [lambda request: sent.append(json.loads(request.read()))]}
+    hooks = {"request": [lambda request: sent.append(json.loads(request.read() or b"{}"))]}
     base = open_server.openai_base_url if open_server is not None else f"{REPLAY_BASE_URL}/v1"
     chat = ChatOpenAI(
         model=MODEL,
@@ -193,7 +197,8 @@ def test_a_long_agent_turn_stays_in_the_window_and_keeps_every_result_in_its_sta
         """Open a report by name."""
         return report(int(name.split("_")[1]))
 
-    middleware = ShortTermMemoryMiddleware(open_memory(), context_window=WINDOW)
+    told = {"context_window": WINDOW} if window == "told" else {}
+    middleware = ShortTermMemoryMiddleware(open_memory(), **told)
     agent = create_agent(chat, tools=[open_report], system_prompt=SYSTEM, middleware=[middleware])
     config: Any = {
         "configurable": {"thread_id": "c1", "user_id": "u1", "server_id": "g1"},
@@ -201,6 +206,7 @@ def test_a_long_agent_turn_stays_in_the_window_and_keeps_every_result_in_its_sta
     }
     ask = "Read all twenty reports, then tell me CODE_0."
     state = agent.invoke({"messages": [{"role": "user", "content": ask}]}, config)
+    sent = [body for body in sent if "messages" in body]  # not the listing's requests
     assert len(sent) == READS + 2
     for request in sent:
         assert tokens(request) <= 0.75 * WINDOW
