@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from typing import Any
 
 from stm_memory.prompt.clearing import (
@@ -106,22 +106,25 @@ class LongTurn:
         with self._lock:
             self._given = messages
             force, self._force = self._force, False
+            out = with_cleared(placed, self._placeholders)
             if results:
-                current = with_cleared(placed, self._placeholders)
                 rule = ClearingRule(window=self.rule.window, keep=1) if force else self.rule
                 leaving = to_clear(
                     results,
                     self._placeholders,
                     rule=rule,
-                    request_tokens=self.rule.high if force else tokens(current),
+                    request_tokens=self.rule.high if force else tokens(out),
                     exclude=self.keep,
                 )
                 for result in leaving:
                     self._leave(result)
-            out = with_cleared(placed, self._placeholders)
+                if leaving:
+                    out = with_cleared(placed, self._placeholders)
             first, self._seen = not self._seen, True
-            # What the history cut dropped is decided once a turn: read at its first request.
-            if first and _lacking(messages, out) >= self.rule.batch:
+            # What the history cut dropped is decided once a turn: read at its first
+            # request (a cleared result is still sent, as its placeholder).
+            sent = {r.call_id for r in results}
+            if first and _lacking(messages, sent) >= self.rule.batch:
                 self._missing = True
             self._missing = self._missing or bool(self._placeholders)
             return out
@@ -187,14 +190,11 @@ class LongTurn:
         return None
 
 
-def _lacking(messages: Sequence[Any], placed: Sequence[Any]) -> int:
-    """The tokens of the results (not the memory tool's) ``messages`` hold that
-    ``placed`` lacks."""
-    held = [r for r in turn_results(messages) if r.tool != TOOL_NAME]
-    if not held:
-        return 0
-    sent = {r.call_id for r in turn_results(placed)}
-    return sum(r.tokens for r in held if r.call_id not in sent)
+def _lacking(messages: Sequence[Any], sent: Set[str]) -> int:
+    """The tokens of the results (not the memory tool's) ``messages`` hold whose call
+    ids the request does not carry (``sent``)."""
+    held = turn_results(messages)
+    return sum(r.tokens for r in held if r.tool != TOOL_NAME and r.call_id not in sent)
 
 
 def _failed(reason: str) -> str:

@@ -423,11 +423,9 @@ class MemoryTurn:
             if self._decision is not None or self._context is None:
                 return
             context = self._context
-            # The model's context window (named, found on its server, or in the table
-            # of hosted models) bounds the history budget: known by now, as the model is.
-            window = self._options.context_window or (
-                hosted_window(self._model) if self._model else None
-            )
+            # The model's context window bounds the history budget: known by now, as
+            # the model is.
+            window = self._window()
             if window is not None:
                 context = _budgeted(context, history_budget(window))
             profile = profile_for(
@@ -577,14 +575,17 @@ class MemoryTurn:
         )
         return True
 
+    def _window(self) -> int | None:
+        """The model's context window: named (or found on its server), else the table
+        of hosted models'; None when neither says."""
+        return self._options.context_window or (hosted_window(self._model) if self._model else None)
+
     def _long_turn(self) -> LongTurn:
         """The turn's :class:`LongTurn`, its batches sized from the model's window
         (named, found on its server, in the hosted table; else the history budget's)."""
         with self._lock:
             if self._long is None:
-                window = self._options.context_window or (
-                    hosted_window(self._model) if self._model else None
-                )
+                window = self._window()
                 if window is None:
                     window = self._memory.limits.history_token_budget * 4 // 3
                 self._long = LongTurn(
