@@ -24,6 +24,7 @@ from stm_memory.errors import ConfigurationError, StmError, ValidationError
 from stm_memory.live.deletion import Deletions
 from stm_memory.live.entries import LiveEntries
 from stm_memory.live.repair import Repaired, repair_cache
+from stm_memory.live.results import keep_results, kept_result
 from stm_memory.live.scan import cached_entry_keys, evict_in_batches
 from stm_memory.live.settings import SettingsBook
 from stm_memory.model import (
@@ -45,6 +46,7 @@ from stm_memory.model.kept import left_out, written
 from stm_memory.model.messages import all_dialogue
 from stm_memory.model.receipt import Savings, savings_of
 from stm_memory.model.tombstones import marked
+from stm_memory.model.tool_results import KeptResult
 from stm_memory.prompt.assembly import MemoryContext, assemble_context
 from stm_memory.prompt.quiet import Writing, writing
 from stm_memory.store.base import MemoryStore
@@ -534,6 +536,8 @@ class ShortTermMemory:
         turn still counts."""
         if not isinstance(record, TurnRecord):
             raise ValidationError(f"commit() takes a TurnRecord, got {type(record).__name__}")
+        if record.cleared:
+            self._keep_results(record.turn, record.cleared)
         if record.dialogue is None:
             self.end_turn(record.turn)
             return
@@ -544,6 +548,26 @@ class ShortTermMemory:
             stored=follows,
             after_stored=follows is not None or record.follows_seen,
         )
+
+    def _keep_results(self, turn: TurnContext, results: Sequence[KeptResult]) -> None:
+        """Keep the tool results a turn's requests left out, for reading back
+        (``live/results.py``): not for a user in full privacy. A failure is logged: the
+        turn still ends (its caller's record still holds them)."""
+        if turn.user_settings.full_privacy or self.user_settings(turn.scope.user_id).full_privacy:
+            return
+        try:
+            keep_results(
+                self._cache, turn.scope, results, now=self.now(), life=self.limits.summary_ttl
+            )
+        except Exception:
+            log.exception("stm-memory: keeping the turn's cleared tool results failed")
+
+    def kept_result(self, scope: Scope, call_id: str) -> KeptResult | None:
+        """A tool result a turn of ``scope``'s user in its channel left out of its
+        requests, kept by :meth:`commit` (``read_tool_result``); None when none is."""
+        _check_scope(scope)
+        life = self.limits.summary_ttl
+        return kept_result(self._cache, scope, call_id, now=self.now(), life=life)
 
     def _finish_turn(
         self,
@@ -988,6 +1012,9 @@ class ShortTermMemory:
 
     async def aget(self, scope: Scope) -> MemoryEntry | None:
         return await asyncio.to_thread(self.get, scope)
+
+    async def akept_result(self, scope: Scope, call_id: str) -> KeptResult | None:
+        return await asyncio.to_thread(self.kept_result, scope, call_id)
 
     async def acapture(self, scope: Scope, messages: Sequence[Any]) -> MemoryEntry | None:
         return await asyncio.to_thread(self.capture, scope, messages)

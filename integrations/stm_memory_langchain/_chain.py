@@ -450,7 +450,7 @@ class ShortTermMemoryChatModel(RunnableSerializable[Any, BaseMessage]):
                 )
                 exchange.append(result)
             for call in _recall_calls(stored):
-                text = turn.recall_call(call.get("args") or {})
+                text = yield from turn.recall_call(call.get("args") or {})
                 exchange.append(
                     ToolMessage(text, tool_call_id=str(call.get("id")), name=RECALL_TOOL)
                 )

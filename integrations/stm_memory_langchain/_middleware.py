@@ -515,7 +515,7 @@ class ShortTermMemoryMiddleware(OptionsView, AgentMiddleware[ShortTermMemoryStat
         if call.get("name") == RECALL_TOOL:
             config = getattr(request.runtime, "config", None) or _current_config()
             run = yield from self._run_for(request.state, request.runtime, config)
-            text = run.turn.recall_call(call.get("args") or {})
+            text = yield from run.turn.recall_call(call.get("args") or {})
             return ToolMessage(content=text, tool_call_id=call.get("id") or "", name=RECALL_TOOL)
         if call.get("name") != TOOL_NAME:
             peeked = self._peek(request.state)

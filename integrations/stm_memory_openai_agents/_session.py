@@ -463,7 +463,7 @@ class ShortTermMemorySession(OptionsView):
         state = self._current()
         if state is None:
             return tool_result_text(failure(f"{RECALL_TOOL} is not bound to a turn here."))
-        return state.turn.recall_call(arguments)
+        return await adrive(state.turn.recall_call(arguments))
 
     def _model_settings(self, settings: ModelSettings) -> ModelSettings:
         """The agent's model settings with the cache hints this scope's turns send (the

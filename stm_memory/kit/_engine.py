@@ -19,6 +19,7 @@ from stm_memory.tool.call import MemoryWriter
 
 if TYPE_CHECKING:
     from stm_memory.model import MemoryEntry, Scope
+    from stm_memory.model.tool_results import KeptResult
     from stm_memory.prompt.placement import MemoryContext
     from stm_memory.tool.turn import TurnContext, TurnRecord
 
@@ -64,6 +65,10 @@ class TurnEngine(MemoryWriter, Protocol):
     def commit(self, record: TurnRecord) -> None: ...
 
     async def acommit(self, record: TurnRecord) -> None: ...
+
+    def kept_result(self, scope: Scope, call_id: str) -> KeptResult | None: ...
+
+    async def akept_result(self, scope: Scope, call_id: str) -> KeptResult | None: ...
 
     def writes_tools_as_text(self, model: str) -> bool:
         """Whether ``model`` was seen writing its tool calls as text."""

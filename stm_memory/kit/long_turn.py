@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence, Set
+from dataclasses import dataclass
 from typing import Any
 
+from stm_memory.model.tool_results import KeptResult
 from stm_memory.prompt.clearing import (
     RECALL_TOOL,
     ClearingRule,
@@ -30,7 +32,7 @@ from stm_memory.prompt.placement import current_turn_index
 from stm_memory.tool.turn import TOOL_NAME, failure
 from stm_memory.wire.base import ToolSpec
 
-__all__ = ["RECALL_SPEC", "LongTurn"]
+__all__ = ["RECALL_SPEC", "LongTurn", "RecallAsk", "recall_ask", "recall_page"]
 
 RECALL_SPEC = ToolSpec(
     RECALL_TOOL,
@@ -66,6 +68,8 @@ class LongTurn:
         self._placeholders: dict[str, str] = {}
         #: Call id -> the result as the model first read it.
         self._texts: dict[str, str] = {}
+        #: Call id -> tool, of the cleared results this turn's own calls returned.
+        self._own: dict[str, str] = {}
         #: The model input the turn was last given (the caller's record).
         self._given: Sequence[Any] = ()
         #: A request of this turn lacks a result its input holds (dropped or cleared).
@@ -116,8 +120,14 @@ class LongTurn:
                     request_tokens=self.rule.high if force else tokens(out),
                     exclude=self.keep,
                 )
+                mine = set[str]()
+                if leaving:
+                    start = current_turn_index(messages)
+                    mine = {r.call_id for r in turn_results(messages, start)}
                 for result in leaving:
                     self._leave(result)
+                    if result.call_id in mine:
+                        self._own[result.call_id] = result.tool
                 if leaving:
                     out = with_cleared(placed, self._placeholders)
             first, self._seen = not self._seen, True
@@ -147,38 +157,17 @@ class LongTurn:
             return self._force
 
     def recall(self, arguments: Any) -> str:
-        """The retrieval tool's answer: the result of ``call_id`` from ``offset`` on,
-        one page, byte for byte, then (when more follows) where the next page starts;
-        a failed tool result naming the problem for bad arguments or an id no result of
-        this conversation has."""
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments or "{}")
-            except ValueError:
-                return _failed("Arguments must be a JSON object with a call_id.")
-        if not isinstance(arguments, Mapping):
-            return _failed("Arguments must be a JSON object with a call_id.")
-        call_id, offset = arguments.get("call_id"), arguments.get("offset", 0)
-        if not isinstance(call_id, str) or not call_id.strip():
-            return _failed("call_id must be the call id a placeholder names (a string).")
-        if offset is None:
-            offset = 0
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            return _failed("offset must be a whole number of characters, 0 or more.")
-        text = self._text_of(call_id.strip())
-        if text is None:
-            return _failed(f"No tool result with call id {call_id!r} in this conversation.")
-        if offset > len(text) or (offset == len(text) and text):
-            return _failed(f"offset {offset} is past the result's end ({len(text)} characters).")
-        end = min(len(text), offset + self.page)
-        if end == len(text):
-            return text[offset:]
-        return (
-            text[offset:end] + f"\n[{len(text) - end} more characters: {RECALL_TOOL}("
-            f'call_id="{call_id.strip()}", offset={end})]'
-        )
+        """The retrieval tool's answer from what this turn holds (see :func:`recall_ask`,
+        :meth:`text_of`, :func:`recall_page`): a failed tool result for an id it does not
+        hold."""
+        ask = recall_ask(arguments)
+        if isinstance(ask, str):
+            return ask
+        return recall_page(self.text_of(ask.call_id), ask, self.page)
 
-    def _text_of(self, call_id: str) -> str | None:
+    def text_of(self, call_id: str) -> str | None:
+        """The result of ``call_id`` as the model first read it: one this turn cleared,
+        or one in the input it was last given; None when it holds none."""
         with self._lock:
             text = self._texts.get(call_id)
             given = self._given
@@ -188,6 +177,63 @@ class LongTurn:
             if result.call_id == call_id and result.tool != TOOL_NAME:
                 return result.text
         return None
+
+    def cleared(self) -> tuple[KeptResult, ...]:
+        """The results of this turn's own tool calls (after its user message) that its
+        requests left out: what the turn keeps to be read back later. An earlier turn's
+        results, cleared again here, were kept by their own turn (or erased since: a
+        later turn never brings them back)."""
+        with self._lock:
+            return tuple(
+                KeptResult(call_id, tool, self._texts[call_id])
+                for call_id, tool in self._own.items()
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class RecallAsk:
+    """A retrieval call's arguments, checked: the call id and the character offset."""
+
+    call_id: str
+    offset: int
+
+
+def recall_ask(arguments: Any) -> RecallAsk | str:
+    """The retrieval tool's arguments (a JSON object or its text) checked, or the failed
+    tool result naming what is wrong with them."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments or "{}")
+        except ValueError:
+            return _failed("Arguments must be a JSON object with a call_id.")
+    if not isinstance(arguments, Mapping):
+        return _failed("Arguments must be a JSON object with a call_id.")
+    call_id, offset = arguments.get("call_id"), arguments.get("offset", 0)
+    if not isinstance(call_id, str) or not call_id.strip():
+        return _failed("call_id must be the call id a placeholder names (a string).")
+    if offset is None:
+        offset = 0
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        return _failed("offset must be a whole number of characters, 0 or more.")
+    return RecallAsk(call_id.strip(), offset)
+
+
+def recall_page(text: str | None, ask: RecallAsk, page: int) -> str:
+    """One page of ``text`` (the result of ``ask.call_id``; None: none is held) from
+    ``ask.offset``, byte for byte, then (when more follows) where the next page starts;
+    a failed tool result for an unknown id or an offset past the end."""
+    call_id, offset = ask.call_id, ask.offset
+    if text is None:
+        return _failed(f"No tool result with call id {call_id!r} in this conversation.")
+    if offset > len(text) or (offset == len(text) and text):
+        return _failed(f"offset {offset} is past the result's end ({len(text)} characters).")
+    end = min(len(text), offset + page)
+    if end == len(text):
+        return text[offset:]
+    return (
+        text[offset:end] + f"\n[{len(text) - end} more characters: {RECALL_TOOL}("
+        f'call_id="{call_id}", offset={end})]'
+    )
 
 
 def _lacking(messages: Sequence[Any], sent: Set[str]) -> int:

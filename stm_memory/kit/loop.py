@@ -276,7 +276,7 @@ def _execute(
         result = yield from turn.memory_call(call.arguments, truncated=call.truncated)
         return tool_result_text(result)
     if call.name == RECALL_TOOL:
-        return turn.recall_call(call.arguments)
+        return (yield from turn.recall_call(call.arguments))
     check = check_tool_call(call.arguments, truncated=call.truncated)
     if not check.ok or check.args is None:
         return tool_result_text(check.result)

@@ -57,7 +57,7 @@ from stm_memory.kit.capture import (
     dialogue_for_capture,
     needs_previous,
 )
-from stm_memory.kit.long_turn import RECALL_SPEC, LongTurn
+from stm_memory.kit.long_turn import RECALL_SPEC, LongTurn, recall_ask, recall_page
 from stm_memory.kit.options import TurnOptions
 from stm_memory.kit.prepared import (
     Ask,
@@ -76,6 +76,7 @@ from stm_memory.model.kept import kept_details
 from stm_memory.model.messages import without_speaker_ids
 from stm_memory.model.rates import CacheProfile, model_profile, profile_for
 from stm_memory.model.receipt import TurnBill, bill_turn
+from stm_memory.model.tool_results import KeptResult
 from stm_memory.prompt.clearing import RECALL_TOOL, ClearingRule
 from stm_memory.prompt.cut import earlier_turns, kept_turns, turn_tokens
 from stm_memory.prompt.placement import MemoryContext
@@ -593,13 +594,27 @@ class MemoryTurn:
                 )
             return self._long
 
-    def recall_call(self, arguments: Any) -> str:
+    def recall_call(self, arguments: Any) -> Generator[Op, Any, str]:
         """The retrieval tool's call (``PreparedRequest.recall_spec``): a result this
-        turn's requests left out, by its call id, one page, byte for byte (the tool
-        result to send back as it is); a failed tool result naming the problem."""
-        if self.state is None:
+        turn's requests left out, or one an earlier turn of this user in this channel
+        kept (read from the live cache only then), by its call id, one page, byte for
+        byte (the tool result to send back as it is); a failed tool result naming the
+        problem (bad arguments, an id no result of this conversation has)."""
+        if self.state is None or self._scope is None:
             return tool_result_text(failure(f"{RECALL_TOOL} is not available: memory is off."))
-        return self._long_turn().recall(arguments)
+        long = self._long_turn()
+        ask = recall_ask(arguments)
+        if isinstance(ask, str):
+            return ask
+        text = long.text_of(ask.call_id)
+        if text is None:
+            m = self._memory
+            kept = yield from attempt(
+                op(m.kept_result, m.akept_result, self._scope, ask.call_id),
+                "reading a kept tool result",
+            )
+            text = kept.text if isinstance(kept, KeptResult) else None
+        return recall_page(text, ask, long.page)
 
     def tool_spec(self) -> ToolSpec:
         """The memory tool as this turn describes it (:class:`~stm_memory.kit.ToolSpec`:
@@ -968,6 +983,10 @@ class MemoryTurn:
 
     def _commit(self, record: TurnRecord, what: str) -> Generator[Op, Any, None]:
         m = self._memory
+        with self._lock:
+            long = self._long
+        if long is not None:  # its cleared results go with the turn's one write
+            record = replace(record, cleared=long.cleared())
         yield from attempt(op(m.commit, m.acommit, record), what)
 
     def finish(

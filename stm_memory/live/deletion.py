@@ -18,6 +18,7 @@ from stm_memory.cache.base import LiveCache
 from stm_memory.durability.outbox import Outbox
 from stm_memory.durability.persister import Persister
 from stm_memory.live.entries import LiveEntries
+from stm_memory.live.results import delete_results
 from stm_memory.live.scan import cached_entry_keys, evict_in_batches
 from stm_memory.model import MemoryEntry, Scope, key_for, parse_key
 from stm_memory.model.briefings import BriefingCopy
@@ -89,6 +90,7 @@ class Deletions:
             self._cache.record_deletion("channel", channel_id)
             keys = cached_entry_keys(self._cache)
             evict_in_batches(self._live.evict, (k for k in keys if parse_key(k)[2] == channel_id))
+            delete_results(self._cache, channels=frozenset({channel_id}))
             self._cache.record_deletion("channel", channel_id)
             self._outbox.purge_channel(channel_id)
             dropped = self.drop_copies(lambda copy: copy.channel_id == channel_id)
@@ -117,6 +119,9 @@ class Deletions:
                 self._live.evict(keys)
 
             evict_in_batches(evict, cached_entry_keys(self._cache, key_for("user", user_id, "")))
+            # The tool results their turns cleared, kept apart from the entries (and
+            # outliving an entry the janitor evicted).
+            owned += delete_results(self._cache, users=frozenset({user_id}))
             self._outbox.purge_user(user_id)
             erased = self._erase_from_shared(user_id)
             self._cache.record_deletion("user", user_id)
@@ -211,6 +216,7 @@ class Deletions:
             return any(m.get("user_id") == user_id for m in (*(raw.get("kept") or ()), *shown))
 
         changed = self._change_cached(holds, lambda entry: without_kept_of(entry, {user_id}))
+        delete_results(self._cache, users=frozenset({user_id}))  # their turns' tool results
         for entry in changed:
             self._persister.write([entry], entry.last_updated)
         return len(changed)

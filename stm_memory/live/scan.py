@@ -6,15 +6,19 @@ from collections.abc import Callable, Iterable, Iterator
 
 from stm_memory.bulk import CACHE_BATCH, EVICT_CACHED, Tally, batched
 from stm_memory.cache.base import LiveCache
-from stm_memory.model.scope import ENTRY_PREFIX, INDEX_PREFIX
+from stm_memory.model.scope import ENTRY_PREFIX, INDEX_PREFIX, RESULTS_PREFIX
 
 __all__ = ["cached_entry_keys", "evict_in_batches"]
 
 
 def cached_entry_keys(cache: LiveCache, prefix: str = ENTRY_PREFIX) -> Iterator[str]:
-    """The live cache's entry keys starting with ``prefix`` (owner indexes skipped),
-    as the cache's scan yields them."""
-    return (k for k in cache.iter_keys(prefix) if not k.startswith(INDEX_PREFIX))
+    """The live cache's entry keys starting with ``prefix`` (owner indexes and kept
+    tool results skipped), as the cache's scan yields them."""
+    return (
+        k
+        for k in cache.iter_keys(prefix)
+        if not k.startswith(INDEX_PREFIX) and not k.startswith(RESULTS_PREFIX)
+    )
 
 
 def evict_in_batches(evict: Callable[[list[str]], object], keys: Iterable[str]) -> None:

@@ -9,6 +9,7 @@ from stm_memory.model.scope import (
     ENTRY_PREFIX,
     INDEX_PREFIX,
     KEY_PREFIX,
+    RESULTS_PREFIX,
     Scope,
     ScopeKind,
     check_owner_id,
@@ -16,6 +17,8 @@ from stm_memory.model.scope import (
     key_for,
     parse_index_key,
     parse_key,
+    parse_results_key,
+    results_key,
 )
 from stm_memory.model.settings import (
     DEFAULT_CATEGORY,
@@ -33,6 +36,7 @@ __all__ = [
     "INDEX_PREFIX",
     "KEY_PREFIX",
     "MAX_CATEGORIES",
+    "RESULTS_PREFIX",
     "Category",
     "MemoryEntry",
     "Messages",
@@ -49,6 +53,8 @@ __all__ = [
     "next_rev",
     "parse_index_key",
     "parse_key",
+    "parse_results_key",
+    "results_key",
     "storable_text_problem",
     "turns_after",
 ]

@@ -14,6 +14,7 @@ __all__ = [
     "ENTRY_PREFIX",
     "INDEX_PREFIX",
     "KEY_PREFIX",
+    "RESULTS_PREFIX",
     "Scope",
     "ScopeKind",
     "check_owner_id",
@@ -21,6 +22,8 @@ __all__ = [
     "key_for",
     "parse_index_key",
     "parse_key",
+    "parse_results_key",
+    "results_key",
 ]
 
 ScopeKind: TypeAlias = Literal["server", "user"]
@@ -30,6 +33,10 @@ KEY_PREFIX = "shortterm"
 ENTRY_PREFIX = f"{KEY_PREFIX}:"
 #: The ordered indexes' keys (:func:`index_key`) start so; entry scans skip them.
 INDEX_PREFIX = f"{KEY_PREFIX}:index:"
+#: A long turn's cleared tool results (:func:`results_key`) start so; entry scans skip
+#: them. Under :data:`KEY_PREFIX` like every key of ours, so a wipe of the package's
+#: keys (the resilient cache's, after an outage) reaches them.
+RESULTS_PREFIX = f"{KEY_PREFIX}:results:"
 
 
 def _escape(part: str) -> str:
@@ -106,6 +113,22 @@ def parse_key(key: str) -> tuple[ScopeKind, str, str, str | None]:
     kind: ScopeKind = "server" if parts[1] == "server" else "user"
     persona = _unescape(parts[4]) if len(parts) == 5 else None
     return kind, _unescape(parts[2]), _unescape(parts[3]), persona
+
+
+def results_key(user_key: str) -> str:
+    """The cache key of the cleared tool results kept beside the user-scope entry
+    ``user_key`` (the turn's user's: erasing the user or the channel reaches them)."""
+    return RESULTS_PREFIX + user_key.removeprefix(ENTRY_PREFIX)
+
+
+def parse_results_key(key: str) -> tuple[str, str]:
+    """Inverse of :func:`results_key`: ``(owner_id, channel_id)`` of the user entry."""
+    if not key.startswith(RESULTS_PREFIX):
+        raise ValidationError(f"not a tool-results key: {key!r}")
+    kind, owner, channel, _persona = parse_key(ENTRY_PREFIX + key.removeprefix(RESULTS_PREFIX))
+    if kind != "user":
+        raise ValidationError(f"not a tool-results key: {key!r}")
+    return owner, channel
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

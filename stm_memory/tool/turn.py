@@ -13,6 +13,7 @@ from stm_memory.model.briefings import BriefingCopy
 from stm_memory.model.dialogue import StoredMessage
 from stm_memory.model.receipt import TurnBill
 from stm_memory.model.shown import ShownState
+from stm_memory.model.tool_results import KeptResult
 
 __all__ = ["TOOL_NAME", "TurnContext", "TurnRecord", "failure", "success"]
 
@@ -246,3 +247,5 @@ class TurnRecord:
     dialogue: Sequence[Any] | None = None
     follows: Sequence[StoredMessage] | None = None
     follows_seen: bool = False
+    #: The tool results the turn's requests left out, kept to be read back later.
+    cleared: Sequence[KeptResult] = ()
