@@ -130,9 +130,14 @@ class _Server:
             function = t.get("function") or {}
             required = (function.get("parameters") or {}).get("required") or []
             if (
-                function.get("name") not in (TOOL, "update_short_term_memory")
-                and len(required) == 1
-            ) and function["name"] not in text:
+                (
+                    function.get("name") not in (TOOL, "update_short_term_memory")
+                    and len(required) == 1
+                )
+                and "call_back" not in text
+                and re.search(r"\bcall_0\b", text)
+            ):
+                # The first read's id, as a placeholder or the index names it.
                 return _call(function["name"], {required[0]: "call_0"}, "call_back", tokens)
         return _say("I no longer have it.", tokens)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ from stm_memory.prompt.clearing import (
     ClearingRule,
     ToolResult,
     placeholder,
+    results_index,
     to_clear,
     turn_results,
     with_cleared,
@@ -77,7 +78,9 @@ class LongTurn:
         #: The provider refused the last request as too long: the next clears all
         #: but the newest result.
         self._force = False
-        self._seen = False  # a request was placed
+        #: The index of earlier turns' results the cut left out (decided once).
+        self._index: str | None = None
+        self._indexed = False
 
     @property
     def page(self) -> int:
@@ -130,14 +133,31 @@ class LongTurn:
                         self._own[result.call_id] = result.tool
                 if leaving:
                     out = with_cleared(placed, self._placeholders)
-            first, self._seen = not self._seen, True
-            # What the history cut dropped is decided once a turn: read at its first
-            # request (a cleared result is still sent, as its placeholder).
-            sent = {r.call_id for r in results}
-            if first and _lacking(messages, sent) >= self.rule.batch:
-                self._missing = True
             self._missing = self._missing or bool(self._placeholders)
             return out
+
+    def index(self, messages: Sequence[Any], kept: Callable[[], Sequence[Any]]) -> str | None:
+        """The index of the earlier turns' results ``messages`` (the caller's record, less
+        what erasure removed) hold and the history cut leaves out of the request
+        (``kept()``: the record as cut), when they hold a batch's tokens: the request
+        names each by its call id, and the retrieval tool is offered from this request
+        on. Decided once a turn, at its first request (the cut is fixed for the turn);
+        None when nothing of weight is left out, or the record holds no results."""
+        with self._lock:
+            if self._indexed:
+                return self._index
+            self._indexed = True
+        held = [r for r in turn_results(messages) if r.tool != TOOL_NAME]
+        if not held:
+            return None
+        sent = {r.call_id for r in turn_results(kept())}
+        gone = [r for r in held if r.call_id not in sent]
+        if sum(r.tokens for r in gone) < self.rule.batch:
+            return None
+        with self._lock:
+            self._index = results_index(gone)
+            self._missing = True
+            return self._index
 
     def _leave(self, result: ToolResult) -> None:
         head = self.page if result.tokens > self.rule.single else None
@@ -234,13 +254,6 @@ def recall_page(text: str | None, ask: RecallAsk, page: int) -> str:
         text[offset:end] + f"\n[{len(text) - end} more characters: {RECALL_TOOL}("
         f'call_id="{call_id}", offset={end})]'
     )
-
-
-def _lacking(messages: Sequence[Any], sent: Set[str]) -> int:
-    """The tokens of the results (not the memory tool's) ``messages`` hold whose call
-    ids the request does not carry (``sent``)."""
-    held = turn_results(messages)
-    return sum(r.tokens for r in held if r.tool != TOOL_NAME and r.call_id not in sent)
 
 
 def _failed(reason: str) -> str:

@@ -78,7 +78,7 @@ from stm_memory.model.rates import CacheProfile, model_profile, profile_for
 from stm_memory.model.receipt import TurnBill, bill_turn
 from stm_memory.model.tool_results import KeptResult
 from stm_memory.prompt.clearing import RECALL_TOOL, ClearingRule
-from stm_memory.prompt.cut import earlier_turns, kept_turns, turn_tokens
+from stm_memory.prompt.cut import earlier_turns, forget_erased, kept_turns, turn_tokens
 from stm_memory.prompt.placement import MemoryContext
 from stm_memory.prompt.quiet import NUDGE_TRIES, ToolStep, Writing, nudge_due, tool_step
 from stm_memory.prompt.render import nudge_text
@@ -750,6 +750,15 @@ class MemoryTurn:
             retention = cache_retention(given, system)
         context = ask.context if ask.context is not None else self._request_context(nudge=ask.nudge)
         context = self._settled(messages, context, provider, retention)
+        record = messages
+        if ask.recall and self.state is not None:
+            # What erasure removed is read back by no one; earlier turns' results the
+            # cut leaves out are named in the block, to be read back by their ids.
+            window = context.history
+            record = forget_erased(messages, window.forgetting if window else None)
+            index = self._long_turn().index(record, lambda: context.cut(messages))
+            if index is not None:
+                context = replace(context, index=index)
         placed_system, placed = system, None
         transient: tuple[str, ...] = ()
         # The message style is the wire's: a request written for an API is written in
@@ -772,7 +781,7 @@ class MemoryTurn:
             # A long turn's older results leave the request, readable back.
             long = self._long_turn()
             apart = placed_system
-            placed = long.placed(messages, placed, lambda p: _estimate(p, apart))
+            placed = long.placed(record, placed, lambda p: _estimate(p, apart))
             recall = RECALL_SPEC if long.offered else None
         if self._billing.delta is None and self.state is not None:
             self._billing = replace(

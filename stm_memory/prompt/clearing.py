@@ -35,10 +35,12 @@ from stm_memory.tool.turn import TOOL_NAME
 from stm_memory.wire import codec_of
 
 __all__ = [
+    "INDEX_TITLE",
     "RECALL_TOOL",
     "ClearingRule",
     "ToolResult",
     "placeholder",
+    "results_index",
     "to_clear",
     "turn_results",
     "with_cleared",
@@ -172,6 +174,32 @@ def placeholder(result: ToolResult, *, head: int | None = None) -> str:
         f"[{tool} result cleared from this request ({size} characters); "
         f'{RECALL_TOOL}(call_id="{call}") returns it. It began: {quoted}]'
     )
+
+
+#: The title of the index of earlier turns' results the history cut left out.
+INDEX_TITLE = (
+    f"Tool results of earlier turns, not in this conversation any more ({RECALL_TOOL} "
+    "returns one by its call id):"
+)
+#: Lines an index keeps: the first and the last half of this (the first results read
+#: are the ones a later question most often needs; the last, what the turn ended on).
+INDEX_LINES = 200
+
+
+def results_index(results: Sequence[ToolResult]) -> str:
+    """The index of ``results`` (earlier turns' results a request no longer carries):
+    one line each, the call id, the tool and the start of the result's first line, in
+    their order; past :data:`INDEX_LINES`, the first and the last half of them."""
+    lines = [
+        f"- {r.call_id} ({r.tool or 'a tool'}): "
+        + " ".join(r.text.lstrip().split("\n", 1)[0][:_HEAD_CHARS].split())
+        for r in results
+    ]
+    if len(lines) > INDEX_LINES:
+        half = INDEX_LINES // 2
+        skipped = len(lines) - 2 * half
+        lines = [*lines[:half], f"- ({skipped} more)", *lines[-half:]]
+    return "\n".join([INDEX_TITLE, *lines])
 
 
 def with_cleared(messages: Sequence[Any], texts: Mapping[str, str]) -> list[Any]:

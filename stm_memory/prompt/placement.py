@@ -234,10 +234,14 @@ class MemoryContext:
     # later (a retry of the tool, stm_memory.prompt.quiet) goes only where it may.
     nudge_allowed: bool = field(default=True, compare=False, repr=False)
     _warned: _Once = field(default_factory=_Once, compare=False, repr=False)
+    # The index of earlier turns' tool results this request no longer carries
+    # (stm_memory/prompt/clearing.py, ``results_index``), placed after this channel's
+    # memory at the top: fixed for the turn, as the cut is.
+    index: str | None = None
 
     @property
     def is_empty(self) -> bool:
-        return not self.content and not self.nudge and self.history is None
+        return not self.content and not self.nudge and self.history is None and not self.index
 
     @property
     def memory(self) -> str | None:
@@ -269,7 +273,7 @@ class MemoryContext:
         cached bytes."""
         parts = [text for back, text in self.briefings if back < 0]
         parts += [self.memory] if self.memory and self.content_depth < 0 else []
-        return "\n\n".join(p for p in parts if p) or None
+        return "\n\n".join(p for p in (*parts, self.index) if p) or None
 
     def injections(self, messages: Sequence[Any]) -> list[tuple[int, str, bool]]:
         """``(index, text, top)`` for ``messages``, in the order they stack at one index:

@@ -7,45 +7,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
 
 import pytest
 from helpers.factory import MemFactory
+from helpers.long_turn import begin, doc, transcript
 from helpers.memory import SERVER
 
-from stm_memory import ShortTermMemory, TurnOptions
+from stm_memory import ShortTermMemory
 from stm_memory._ops import drive
-from stm_memory.kit import Ask, MemoryTurn
+from stm_memory.kit import Ask
 from stm_memory.live.replay import evict_deleted
 from stm_memory.model import RESULTS_PREFIX, Scope
 from stm_memory.prompt.clearing import RECALL_TOOL
 from stm_memory.testing.clock import FrozenClock
 from stm_memory.wire.openai_chat import CHAT_WIRE
-
-WINDOW = 8_192
-
-
-def doc(k: int) -> str:
-    return "\n".join(f"Report {k}, line {i}: the committee deferred item {i}." for i in range(60))
-
-
-def transcript(reads: int, ask: str = "Read every report.") -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = [{"role": "user", "content": ask}]
-    for k in range(reads):
-        call = {
-            "id": f"call_{k}",
-            "type": "function",
-            "function": {"name": "open", "arguments": "{}"},
-        }
-        out.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        out.append({"role": "tool", "tool_call_id": f"call_{k}", "content": doc(k)})
-    return out
-
-
-def begin(mem: ShortTermMemory, scope: Scope = SERVER) -> MemoryTurn:
-    turn = drive(MemoryTurn.begin(mem, scope, options=TurnOptions(context_window=WINDOW)))
-    drive(turn.assemble())
-    return turn
 
 
 def long_turn(mem: ShortTermMemory, scope: Scope = SERVER, reads: int = 16) -> list[str]:

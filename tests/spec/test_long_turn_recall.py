@@ -12,7 +12,7 @@ import pytest
 
 from stm_memory import ConfigurationError, TurnOptions
 from stm_memory.kit.long_turn import RECALL_SPEC, LongTurn
-from stm_memory.prompt.clearing import RECALL_TOOL, ClearingRule, turn_results
+from stm_memory.prompt.clearing import INDEX_TITLE, RECALL_TOOL, ClearingRule, turn_results
 from stm_memory.prompt.tokens import text_tokens
 
 
@@ -89,11 +89,19 @@ def test_a_cleared_result_comes_back_byte_for_byte_page_by_page() -> None:
 
 def test_a_result_the_input_still_holds_comes_back_too() -> None:
     """An earlier long turn's results the history cut dropped (a batch's worth): the
-    tool is offered, and reads them from the caller's record."""
+    request names each in an index, the tool is offered, and reads them from the
+    caller's record."""
     long = LongTurn(ClearingRule(window=8_192))
     messages = transcript(2)
-    long.placed(messages, messages[:2], tokens)  # the request dropped both
+    index = long.index(messages, lambda: messages[:2])  # the request dropped both
+    assert index is not None and index.startswith(INDEX_TITLE)
+    assert index.splitlines()[1:] == [
+        "- call_0 (open): Report 0, line 0: the committee deferred item 0.",
+        "- call_1 (open): Report 1, line 0: the committee deferred item 0.",
+    ]
+    long.placed(messages, messages[:2], tokens)
     assert long.offered
+    assert long.index(messages, lambda: []) == index  # decided once a turn
     page = long.recall({"call_id": "call_1"})
     assert page.startswith(doc(1)[: long.page]) and f"offset={long.page})" in page
 
@@ -103,6 +111,7 @@ def test_a_few_small_results_the_cut_dropped_do_not_bring_the_tool() -> None:
     (and its cached prefix): a result is still read back if asked for."""
     long = LongTurn(ClearingRule(window=128_000))
     messages = transcript(2)
+    assert long.index(messages, lambda: messages[:2]) is None
     long.placed(messages, messages[:2], tokens)
     assert not long.offered
     assert long.recall({"call_id": "call_0"}) == doc(0)

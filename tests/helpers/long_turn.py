@@ -1,0 +1,37 @@
+"""A long turn's transcript in Chat messages, and a turn to read it with (the spec
+tests of long turns)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from helpers.memory import SERVER
+from stm_memory import ShortTermMemory, TurnOptions
+from stm_memory._ops import drive
+from stm_memory.kit import MemoryTurn
+from stm_memory.model import Scope
+
+WINDOW = 8_192
+
+
+def doc(k: int) -> str:
+    return "\n".join(f"Report {k}, line {i}: the committee deferred item {i}." for i in range(60))
+
+
+def transcript(reads: int, ask: str = "Read every report.") -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"role": "user", "content": ask}]
+    for k in range(reads):
+        call = {
+            "id": f"call_{k}",
+            "type": "function",
+            "function": {"name": "open", "arguments": "{}"},
+        }
+        out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        out.append({"role": "tool", "tool_call_id": f"call_{k}", "content": doc(k)})
+    return out
+
+
+def begin(mem: ShortTermMemory, scope: Scope = SERVER) -> MemoryTurn:
+    turn = drive(MemoryTurn.begin(mem, scope, options=TurnOptions(context_window=WINDOW)))
+    drive(turn.assemble())
+    return turn
