@@ -443,21 +443,18 @@ class ShortTermMemorySession(OptionsView):
         )
 
     def _recall_tool(self) -> FunctionTool:
-        """The retrieval tool of agent()'s agents over a ``Model``: listed once the turn
-        gives it to its requests (from its first clear on), answered by the turn."""
+        """The retrieval tool of agent()'s agents over a ``Model``: always in the
+        step's list, so the Runner can run a call of it; sent from the request the turn
+        gives it to (its first clear on: agent()'s model leaves it out before,
+        ``_request_tools``, as the step's list is built before the request is
+        prepared), answered by the turn."""
         return FunctionTool(
             name=RECALL_TOOL,
             description=RECALL_SPEC.description,
             params_json_schema=RECALL_SPEC.schema(),
             on_invoke_tool=self._invoke_recall,
             strict_json_schema=False,
-            is_enabled=self._recall_listed,
         )
-
-    def _recall_listed(self, ctx: Any, agent: Any) -> bool:
-        # The step's list is built before its request is prepared: the last one decides.
-        state = self._current()
-        return state is not None and state.recall
 
     async def _invoke_recall(self, ctx: Any, arguments: str) -> str:
         state = self._current()

@@ -206,10 +206,12 @@ def _anthropic_dialogue(body: Mapping[str, Any]) -> list[tuple[str, str]]:
     for m in body.get("messages", []):
         content = m.get("content")
         blocks = content if isinstance(content, list) else []
-        if any(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in blocks):
-            out.append(("tool", "tool result"))
+        results = [b for b in blocks if isinstance(b, Mapping) and b.get("type") == "tool_result"]
+        for block in results:  # what the tool returned, as the other APIs' tool messages
+            out.append(("tool", message_text(block.get("content")) or "tool result"))
+        others = [b for b in blocks if not any(b is r for r in results)]
         # One paragraph per text block, so injected memory blocks stay separable.
-        text = "\n\n".join(message_text([b]) for b in blocks) if blocks else message_text(content)
+        text = "\n\n".join(message_text([b]) for b in others) if blocks else message_text(content)
         if text or not blocks:
             out.append((m.get("role", "user"), text))
     return out

@@ -42,7 +42,9 @@ from stm_memory.model import Scope
 from stm_memory.model.messages import message_text
 from stm_memory.prompt.placement import MemoryRole
 from stm_memory.testing.contract.integration import (
+    READS,
     STEPS,
+    CallerTool,
     IntegrationDriver,
     ScriptedModel,
     TurnOutcome,
@@ -67,8 +69,8 @@ SYSTEM = "You are the game master of a tabletop campaign played on a chat server
 OPENAI_MODEL = "gpt-5-mini"
 ANTHROPIC_MODEL = "claude-sonnet-4-5"
 
-#: What an entry point is built with: ``(provider, trim_history)``.
-Options = tuple[str | None, bool]
+#: What an entry point is built with: ``(provider, trim_history, context_window)``.
+Options = tuple[str | None, bool, int | None]
 #: ``(memory, offline_model, *, memory_role="system") -> driver``.
 DriverFactory = Callable[..., IntegrationDriver]
 T = TypeVar("T")
@@ -141,6 +143,17 @@ def _user_message(scope: Scope, text: str) -> HumanMessage:
     return HumanMessage(text, additional_kwargs={"user_id": scope.user_id})
 
 
+def _tool_function(tool: CallerTool) -> Callable[..., str]:
+    def run(**arguments: Any) -> str:
+        return tool.run(arguments)
+
+    return run
+
+
+async def _invoke_tool(tool: CallerTool, ctx: Any, arguments: str) -> str:
+    return tool.run(json.loads(arguments or "{}"))
+
+
 # -- the drivers ------------------------------------------------------------------------------
 
 
@@ -166,12 +179,21 @@ class _Driver:
         self._built: dict[Hashable, Any] = {}
 
     def run_turn(
-        self, scope: Scope, text: str, *, provider: str | None = None, trim_history: bool = True
+        self,
+        scope: Scope,
+        text: str,
+        *,
+        provider: str | None = None,
+        trim_history: bool = True,
+        tools: Sequence[CallerTool] = (),
+        context_window: int | None = None,
     ) -> TurnOutcome | Awaitable[TurnOutcome]:
-        steps = self._turn(scope, text, (provider, trim_history))
+        steps = self._turn(scope, text, (provider, trim_history, context_window), tools)
         return adrive(steps) if self.is_async else drive(steps)
 
-    def _turn(self, scope: Scope, text: str, options: Options) -> Generator[Op, Any, TurnOutcome]:
+    def _turn(
+        self, scope: Scope, text: str, options: Options, tools: Sequence[CallerTool]
+    ) -> Generator[Op, Any, TurnOutcome]:
         raise NotImplementedError
 
     def _once(self, key: Hashable, build: Callable[[], T]) -> T:
@@ -227,8 +249,11 @@ class LoopDriver(_Driver):
         super().__init__(memory, model, name=name, is_async=is_async, memory_role=memory_role)
         self.histories: dict[str, list[Any]] = {}
 
-    def _turn(self, scope: Scope, text: str, options: Options) -> Generator[Op, Any, TurnOutcome]:
-        provider, trim = options
+    def _turn(
+        self, scope: Scope, text: str, options: Options, tools: Sequence[CallerTool]
+    ) -> Generator[Op, Any, TurnOutcome]:
+        provider, trim, window = options
+        sized = {"context_window": window, "max_steps": 64} if window else {}
         loop = self._once(
             options,
             lambda: self.loop_class(
@@ -237,6 +262,7 @@ class LoopDriver(_Driver):
                 provider=provider,
                 trim_history=trim,
                 memory_role=self.memory_role,
+                **sized,
                 **self.settings,
             ),
         )
@@ -244,9 +270,31 @@ class LoopDriver(_Driver):
         if self.api == "responses":
             message["type"] = "message"
         given = [*self.histories.get(scope.channel_id, []), message]
-        result = yield _call(lambda: loop.run_turn(scope, given, system=SYSTEM), "run_turn")
+        schemas = [self._schema(t) for t in tools]
+        handlers = {t.name: t.run for t in tools}
+        result = yield _call(
+            lambda: loop.run_turn(
+                scope, given, system=SYSTEM, tools=schemas, tool_handlers=handlers
+            ),
+            "run_turn",
+        )
         self.histories[scope.channel_id] = list(result.messages)
         return TurnOutcome(result.text, tuple(memory_results(result.messages[len(given) :])))
+
+    def _schema(self, tool: CallerTool) -> dict[str, Any]:
+        """``tool`` as this driver's API lists a function."""
+        params = dict(tool.parameters)
+        if self.api == "anthropic":
+            return {"name": tool.name, "description": tool.description, "input_schema": params}
+        function = {"name": tool.name, "description": tool.description, "parameters": params}
+        return (
+            {"type": "function", "function": function}
+            if self.api == "chat"
+            else {
+                "type": "function",
+                **function,
+            }
+        )
 
     def close(self) -> object:
         return self.client.close()  # a coroutine for the async clients
@@ -271,27 +319,46 @@ class MiddlewareDriver(_Driver):
         self.saver = InMemorySaver()  # every agent below shares the threads
         self.seen: dict[str, int] = {}
 
-    def _agent(self, options: Options) -> Any:
+    def _agent(self, options: Options, tools: Sequence[CallerTool]) -> Any:
         from langchain.agents import create_agent
+        from langchain_core.tools import StructuredTool
 
         from stm_memory_langchain import ShortTermMemoryMiddleware
 
-        provider, trim = options
+        provider, trim, window = options
         middleware = ShortTermMemoryMiddleware(
-            self.memory, provider=provider, trim_history=trim, memory_role=self.memory_role
+            self.memory,
+            provider=provider,
+            trim_history=trim,
+            memory_role=self.memory_role,
+            context_window=window,
         )
+        lc_tools = [
+            StructuredTool.from_function(
+                func=_tool_function(tool),
+                name=tool.name,
+                description=tool.description,
+                args_schema=dict(tool.parameters),
+            )
+            for tool in tools
+        ]
         return create_agent(
             _chat_model(self.model),
-            tools=[],
+            tools=lc_tools,
             system_prompt=SYSTEM,
             middleware=[middleware],
             checkpointer=self.saver,
         )
 
-    def _turn(self, scope: Scope, text: str, options: Options) -> Generator[Op, Any, TurnOutcome]:
-        agent = self._once(options, lambda: self._agent(options))
+    def _turn(
+        self, scope: Scope, text: str, options: Options, tools: Sequence[CallerTool]
+    ) -> Generator[Op, Any, TurnOutcome]:
+        key = (options, tuple(t.name for t in tools))
+        agent = self._once(key, lambda: self._agent(options, tools))
         ids = {"user_id": scope.user_id, "server_id": scope.server_id}
-        config = {"configurable": {"thread_id": scope.channel_id, **ids}}
+        config: dict[str, Any] = {"configurable": {"thread_id": scope.channel_id, **ids}}
+        if tools:
+            config["recursion_limit"] = 8 * READS
         given = {"messages": [_user_message(scope, text)]}
         out = yield Op(
             lambda: agent.invoke(given, config), lambda: agent.ainvoke(given, config), "invoke"
@@ -308,6 +375,9 @@ class ChainHistoryDriver(_Driver):
     channel's record is one chat history, whoever speaks."""
 
     KEYS = ("channel_id", "user_id", "server_id")
+    # The chain hands the caller's tool calls back to it: the caller's own tool loop
+    # (tests/integrations/langchain/test_chain_long_turn.py), not this history's turn.
+    supports = STEPS - {"long_turn"}
 
     def __init__(
         self,
@@ -336,7 +406,7 @@ class ChainHistoryDriver(_Driver):
 
         from stm_memory_langchain import ShortTermMemoryHistory, with_short_term_memory
 
-        provider, trim = options
+        provider, trim, _window = options
         factory = ShortTermMemoryHistory.factory(
             self.memory,
             keys=self.KEYS,
@@ -359,7 +429,9 @@ class ChainHistoryDriver(_Driver):
                 history_factory_config=factory.config_specs,
             )
 
-    def _turn(self, scope: Scope, text: str, options: Options) -> Generator[Op, Any, TurnOutcome]:
+    def _turn(
+        self, scope: Scope, text: str, options: Options, tools: Sequence[CallerTool]
+    ) -> Generator[Op, Any, TurnOutcome]:
         chain = self._once(options, lambda: self._chain(options))
         record = self._record(scope.channel_id)
         before = len(record.messages)
@@ -394,10 +466,14 @@ class AgentsSessionDriver(_Driver):
 
         return self.records.setdefault(channel_id, SQLiteSession(channel_id))
 
-    def _session(self, scope: Scope, options: Options) -> tuple[Any, Any]:
+    def _session(
+        self, scope: Scope, options: Options, tools: Sequence[CallerTool]
+    ) -> tuple[Any, Any]:
+        from agents import FunctionTool
+
         from stm_memory_openai_agents import ShortTermMemorySession
 
-        provider, trim = options
+        provider, trim, window = options
         chosen: dict[str, Any] = {"provider": provider} if provider is not None else {}
         record = self._record(scope.channel_id)
         session = ShortTermMemorySession(
@@ -406,23 +482,46 @@ class AgentsSessionDriver(_Driver):
             session=record,
             trim_history=trim,
             memory_role=self.memory_role,
+            context_window=window,
             **chosen,
         )
-        return session, session.agent(self.base)
+        sdk_tools = [
+            FunctionTool(
+                name=tool.name,
+                description=tool.description,
+                params_json_schema=dict(tool.parameters),
+                on_invoke_tool=partial(_invoke_tool, tool),
+                strict_json_schema=False,
+            )
+            for tool in tools
+        ]
+        base = self.base.clone(tools=sdk_tools) if sdk_tools else self.base
+        return session, session.agent(base)
 
     def run_turn(
-        self, scope: Scope, text: str, *, provider: str | None = None, trim_history: bool = True
+        self,
+        scope: Scope,
+        text: str,
+        *,
+        provider: str | None = None,
+        trim_history: bool = True,
+        tools: Sequence[CallerTool] = (),
+        context_window: int | None = None,
     ) -> Awaitable[TurnOutcome]:
-        return self._run(scope, text, (provider, trim_history))
+        return self._run(scope, text, (provider, trim_history, context_window), tools)
 
-    async def _run(self, scope: Scope, text: str, options: Options) -> TurnOutcome:
+    async def _run(
+        self, scope: Scope, text: str, options: Options, tools: Sequence[CallerTool]
+    ) -> TurnOutcome:
         from agents import RunConfig, Runner
 
-        session, agent = self._once((scope, options), lambda: self._session(scope, options))
+        key = (scope, options, tuple(t.name for t in tools))
+        session, agent = self._once(key, lambda: self._session(scope, options, tools))
         record = self._record(scope.channel_id)
         before = len(await record.get_items())
         config = RunConfig(tracing_disabled=True)
-        result = await Runner.run(agent, text, session=session, run_config=config)
+        turns = 2 * READS if tools else 10  # the SDK's default, 10
+        result = await Runner.run(agent, text, session=session, run_config=config, max_turns=turns)
         new = (await record.get_items())[before:]
         return TurnOutcome(str(result.final_output), tuple(memory_results(new)))
 
@@ -460,7 +559,9 @@ class BufferDriver(_Driver):
             warnings.simplefilter("ignore", DeprecationWarning)
             return LLMChain(llm=_chat_model(self.model), prompt=prompt, memory=buffer)
 
-    def _turn(self, scope: Scope, text: str, options: Options) -> Generator[Op, Any, TurnOutcome]:
+    def _turn(
+        self, scope: Scope, text: str, options: Options, tools: Sequence[CallerTool]
+    ) -> Generator[Op, Any, TurnOutcome]:
         provider = options[0]
         chain = self._once((scope, provider), lambda: self._chain(scope, provider))
         given = {"input": text}
@@ -474,17 +575,20 @@ class CoreDriver(_Driver):
 
     # The developer places the memory (``context.apply``) and sees its errors raised;
     # no turn decides what to show: a written memory shows at once (the engine's API).
-    supports = STEPS - {"fallback", "hold"}
+    # The core API runs no tool loop (MemoryTurn, the kit's, is the one): no long turn.
+    supports = STEPS - {"fallback", "hold", "long_turn"}
 
     def __init__(self, memory: ShortTermMemory, model: ScriptedModel, *, is_async: bool) -> None:
         name = "ShortTermMemory" + (" (async twins)" if is_async else "")
         super().__init__(memory, model, name=name, is_async=is_async)
         self.histories: dict[str, list[dict[str, Any]]] = {}
 
-    def _turn(self, scope: Scope, text: str, options: Options) -> Generator[Op, Any, TurnOutcome]:
+    def _turn(
+        self, scope: Scope, text: str, options: Options, tools: Sequence[CallerTool]
+    ) -> Generator[Op, Any, TurnOutcome]:
         from langchain_core.utils.function_calling import convert_to_openai_tool
 
-        provider, trim = options
+        provider, trim, _window = options
         mem = self.memory
         turn = yield op(
             mem.begin_turn, mem.abegin_turn, scope, provider=provider, user_message=text
@@ -494,9 +598,11 @@ class CoreDriver(_Driver):
         history.append({"role": "user", "content": text, "user_id": scope.user_id})
         sent = context.apply([{"role": "system", "content": SYSTEM}, *history], trim=trim)
         tool = mem.tool(turn)
-        tools = {TOOL_NAME: convert_to_openai_tool(tool)["function"]["parameters"]} if tool else {}
+        offered = (
+            {TOOL_NAME: convert_to_openai_tool(tool)["function"]["parameters"]} if tool else {}
+        )
         dialogue = [(str(m["role"]), message_text(m["content"])) for m in sent]
-        reply = self.model.respond(dialogue, tools=tools)
+        reply = self.model.respond(dialogue, tools=offered)
         results: list[Mapping[str, Any]] = []
         for name, arguments in reply.tool_calls:
             if name == TOOL_NAME:
