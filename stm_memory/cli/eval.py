@@ -189,6 +189,79 @@ def _run(
         )
 
 
+def _long_turn(
+    model: str,
+    *,
+    seed: int,
+    reads: int,
+    window: int,
+    strategies: list[str] | None,
+    system_prompt: str | None,
+    out: Path | None,
+) -> None:
+    """``--scenario long-turn``: the table, one line per memory strategy, the files."""
+    import json
+    from dataclasses import asdict
+
+    from stm_memory.evaluation import run_long_turn
+
+    kind = model.removeprefix("scripted:")
+    try:
+        report = run_long_turn(
+            kind,
+            reads=reads,
+            window=window,
+            seed=seed,
+            strategies=strategies,
+            system_prompt=system_prompt,
+        )
+    except StmError as exc:
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+    title = f"{report.model}: one turn of {reads} reads at a {window:,}-token window, seed {seed}"
+    table = Table(title=title)
+    for name in ("strategy", "completed", "largest", "recall", "cost", "vs peer", "requests"):
+        table.add_column(name, justify="left" if name == "strategy" else "right")
+    peer = report.cheapest_peer()
+    for o in report.outcomes:
+        table.add_row(
+            o.key,
+            "yes" if o.completed else f"no ({o.refused} refused)",
+            f"{o.largest_share:.2f}",
+            f"{o.answered}/{o.asked}",
+            f"{o.units:,.0f}",
+            "—" if peer is None or not peer.units else f"{o.units / peer.units:.2f}×",
+            str(o.requests),
+        )
+    (console if console.is_terminal else Console(width=TABLE_WIDTH)).print(table)
+    console.print(
+        "largest: the largest request as a share of the window; recall: questions about "
+        "the reports answered after the turn; cost: the requests priced as a warm cache "
+        "bills them (a repeated prefix at 0.1x), in units of one uncached input token; "
+        "vs peer: against the cheapest strategy not ours that completed the turn.",
+        markup=False,
+    )
+    for o in report.outcomes:
+        if o.key.startswith("stm-"):
+            against = (
+                f", {o.units / peer.units:.2f}× the bill of {peer.key} (recall "
+                f"{peer.answered}/{peer.asked})"
+                if peer is not None and peer.units
+                else ""
+            )
+            state = "completed" if o.completed else "did not complete"
+            console.print(
+                f"{o.key}: {state}, largest request {o.largest_share:.2f} of the window, "
+                f"recall {o.answered}/{o.asked}{against}.",
+                markup=False,
+            )
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / "long_turn.json"
+        path.write_text(json.dumps(asdict(report), indent=2) + "\n", "utf-8")
+        console.print(f"json: {path}", markup=False)
+
+
 @app.command("eval")
 def eval_command(
     model: Annotated[
@@ -241,10 +314,29 @@ def eval_command(
         ),
     ] = None,
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+    scenario: Annotated[
+        str,
+        typer.Option(
+            help="dialogue (the conversation set) or long-turn (one turn of many tool "
+            "reads past the model's window, then questions about them; scripted models)."
+        ),
+    ] = "dialogue",
+    reads: Annotated[int, typer.Option(min=4, help="long-turn: the reports read.")] = 30,
+    context_window: Annotated[
+        int, typer.Option(min=2048, help="long-turn: the model's context window, in tokens.")
+    ] = 16_384,
 ) -> None:
-    """Recall and cost of each memory strategy over one conversation set."""
+    """Recall and cost of each memory strategy over one conversation set, or over one
+    long turn (``--scenario long-turn``)."""
     from stm_memory.evaluation import BudgetExceeded
 
+    if scenario == "long-turn":
+        prompt = system_prompt.read_text("utf-8") if system_prompt is not None else None
+        _long_turn(model, seed=seed, reads=reads, window=context_window, strategies=strategy,
+                   system_prompt=prompt, out=out)  # fmt: skip
+        return
+    if scenario != "dialogue":
+        raise typer.BadParameter("--scenario is dialogue or long-turn")
     try:
         report = _run(
             model,

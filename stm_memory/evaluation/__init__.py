@@ -25,6 +25,12 @@ from stm_memory.evaluation._conversation import (
 )
 from stm_memory.evaluation._generator import generate_conversation
 from stm_memory.evaluation._locomo import load_locomo
+from stm_memory.evaluation._long_turn import (
+    LONG_TURN_STRATEGIES,
+    LongTurnOutcome,
+    LongTurnReport,
+    run_long_turn,
+)
 from stm_memory.evaluation._models import ScriptedSpec, resolve_model, scripted
 from stm_memory.evaluation._plot import plot_recall_vs_cost
 from stm_memory.evaluation._pricing import PRICES, Cost, Price, cache_profile_for, price_for
@@ -55,6 +61,7 @@ from stm_memory.evaluation._strategies import DEFAULT_STRATEGIES, STRATEGIES, St
 
 __all__ = [
     "DEFAULT_STRATEGIES",
+    "LONG_TURN_STRATEGIES",
     "PRICES",
     "SCRIPTED_KINDS",
     "STRATEGIES",
@@ -65,6 +72,8 @@ __all__ = [
     "EvalReport",
     "Fact",
     "KeptDetails",
+    "LongTurnOutcome",
+    "LongTurnReport",
     "Price",
     "Probe",
     "ProbeResult",
@@ -89,6 +98,7 @@ __all__ = [
     "price_for",
     "resolve_model",
     "run_eval",
+    "run_long_turn",
     "score_answer",
     "scripted",
 ]

@@ -56,6 +56,8 @@ BILL_BATCH = 12_000
 #: How much of a result its placeholder quotes (its first line, cut to this): each
 #: placeholder stays in every later request of the turn, so it is kept short.
 _HEAD_CHARS = 80
+#: About what a placeholder costs in a request (its call stays too).
+PLACEHOLDER_TOKENS = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,11 +130,12 @@ def to_clear(
     Decided from the results alone, so the same results give the same answer in any
     request, turn or process: the clearable results, oldest first, fall into blocks of
     ``rule.batch`` tokens (by the tokens before each); a block leaves whole once the
-    newest ``rule.keep`` are all past it. Besides: a single result larger than ``rule.single``
-    at once, and every clearable one when the request (``request_tokens``, as it would
-    go) nears the window. Clearable: not among the newest ``rule.keep``, not the memory
-    tool's, nor of a tool in ``exclude`` (a result read back leaves again in its turn:
-    its pages are never oversized)."""
+    newest ``rule.keep`` are all past it. Besides: a single result larger than
+    ``rule.single`` at once; and when the request (``request_tokens``, as it would go)
+    reaches the high mark, every clearable one, and the older of the newest too until it
+    would be half a batch under the mark (never the newest one). Clearable: not among
+    the newest ``rule.keep``, not the memory tool's, nor of a tool in ``exclude`` (a
+    result read back leaves again in its turn: its pages are never oversized)."""
     never = {TOOL_NAME, *exclude}
     open_ = [r for r in results if r.tool not in never]
     kept = {r.call_id for r in open_[len(open_) - rule.keep :]} if rule.keep else set()
@@ -152,6 +155,22 @@ def to_clear(
     leaving = oversized | {i for i, block in blocks.items() if block < first_kept}
     if request_tokens >= rule.high:
         leaving |= {r.call_id for r in open_ if r.call_id not in kept}
+        # A request this full falls half a batch under the high mark, so the mark
+        # fires again only some results later (a large system prompt would otherwise
+        # hold it at the mark: a rewrite at every step). The older of the newest leave
+        # too when they must; the newest one never does.
+        # What leaving saves: all but a placeholder; an oversized one keeps its head.
+        after = request_tokens - sum(
+            max(0, r.tokens - (rule.single if r.call_id in oversized else PLACEHOLDER_TOKENS))
+            for r in open_
+            if r.call_id in leaving and r.call_id not in cleared
+        )
+        for r in [r for r in open_ if r.call_id in kept][:-1]:
+            if after <= rule.high - rule.batch // 2:
+                break
+            if r.call_id not in leaving and r.tokens > PLACEHOLDER_TOKENS:
+                leaving.add(r.call_id)
+                after -= r.tokens - PLACEHOLDER_TOKENS
     return [r for r in open_ if r.call_id in leaving and r.call_id not in cleared]
 
 

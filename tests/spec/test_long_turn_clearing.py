@@ -35,15 +35,21 @@ RULE = ClearingRule(window=32_000)  # batch 8,000; high 16,000; single 4,000; ke
         ([1000] * 6, 9_000, (), []),
         # A block of a batch's tokens, all older than the newest three: it leaves whole.
         ([2000] * 7, 15_000, (), ["c0", "c1", "c2", "c3"]),
-        # The request nears the window: every clearable one leaves, though no batch is due.
-        ([1000] * 6, 16_000, (), ["c0", "c1", "c2"]),
+        # The request reaches the high mark: every clearable one leaves, though no batch
+        # is due, enough for it to fall half a batch under the mark...
+        ([3000, 3000, 3000, 1000, 1000, 1000], 16_000, (), ["c0", "c1", "c2"]),
+        # ...the older of the newest too when the rest of the request is large (a long
+        # system prompt), so the mark does not fire again at the next step.
+        ([1000] * 6, 16_000, (), ["c0", "c1", "c2", "c3", "c4"]),
         # What left before stays left and is not decided again.
         ([2000] * 9, 15_000, ("c0", "c1", "c2", "c3"), []),
         ([2000] * 12, 15_000, ("c0", "c1", "c2", "c3"), ["c4", "c5", "c6", "c7"]),
         # A block one of the newest three is in waits for them to move on, whole.
         ([2000] * 10, 15_000, ("c0", "c1", "c2", "c3"), []),
-        # Never the newest three, however large the request.
-        ([1000] * 3, 30_000, (), []),
+        # Never the newest one, however large the request; below the mark, never the
+        # newest three.
+        ([1000] * 3, 30_000, (), ["c0", "c1"]),
+        ([1000] * 3, 15_000, (), []),
         # A single result over an eighth of the window enters as its head, the newest too.
         ([100, 100, 5000], 6_000, (), ["c2"]),
     ],
@@ -60,7 +66,7 @@ def test_never_the_memory_tools_nor_an_excluded_tools() -> None:
     results = [result(0, 5000, TOOL_NAME), result(1, 5000, "todo"), result(2, 5000)]
     results += [result(i, 100) for i in range(3, 6)]
     out = to_clear(results, (), rule=RULE, request_tokens=30_000, exclude=("todo",))
-    assert [r.call_id for r in out] == ["c2"]
+    assert [r.call_id for r in out] == ["c2", "c3", "c4"]  # never c5, the newest
 
 
 def test_a_result_read_back_leaves_again_in_its_turn() -> None:
