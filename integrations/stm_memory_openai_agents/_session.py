@@ -443,18 +443,23 @@ class ShortTermMemorySession(OptionsView):
         )
 
     def _recall_tool(self) -> FunctionTool:
-        """The retrieval tool of agent()'s agents over a ``Model``: always in the
-        step's list, so the Runner can run a call of it; sent from the request the turn
-        gives it to (its first clear on: agent()'s model leaves it out before,
+        """The retrieval tool of agent()'s agents over a ``Model``: in every step's
+        list, so the Runner can run a call of it; sent from the request the turn gives
+        it to (its first clear on: agent()'s model leaves it out before,
         ``_request_tools``, as the step's list is built before the request is
-        prepared), answered by the turn."""
+        prepared), answered by the turn. Once a ``RunConfig(model=...)`` is seen to
+        bypass that model, it is listed no more."""
         return FunctionTool(
             name=RECALL_TOOL,
             description=RECALL_SPEC.description,
             params_json_schema=RECALL_SPEC.schema(),
             on_invoke_tool=self._invoke_recall,
             strict_json_schema=False,
+            is_enabled=self._recall_listed,
         )
+
+    def _recall_listed(self, ctx: Any, agent: Any) -> bool:
+        return not self._bypass_noted
 
     async def _invoke_recall(self, ctx: Any, arguments: str) -> str:
         state = self._current()
