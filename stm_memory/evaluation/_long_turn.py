@@ -117,7 +117,9 @@ class _Reader(OfflineModel):
                 f"your messages resulted in {size} tokens. Please reduce the length of the "
                 "messages."
             )
-        last_user = max((i for i, (r, _) in enumerate(dialogue) if r == "user"), default=-1)
+        # The user's last words: not a message of ours alone (a note after results).
+        said = [i for i, (r, t) in enumerate(dialogue) if r == "user" and _own_text(t)]
+        last_user = said[-1] if said else -1
         asked = _own_text(dialogue[last_user][1]) if last_user >= 0 else ""
         after = dialogue[last_user + 1 :]
         if wanted := re.search(r"Read reports 0 to (\d+)", asked):

@@ -23,6 +23,7 @@ from stm_memory.prompt.clearing import (
     RECALL_TOOL,
     ClearingRule,
     ToolResult,
+    block_due,
     placeholder,
     results_index,
     to_clear,
@@ -81,6 +82,8 @@ class LongTurn:
         #: The index of earlier turns' results the cut left out (decided once).
         self._index: str | None = None
         self._indexed = False
+        #: The progress nudge went (once a turn).
+        self._progressed = False
 
     @property
     def page(self) -> int:
@@ -135,6 +138,22 @@ class LongTurn:
                     out = with_cleared(placed, self._placeholders)
             self._missing = self._missing or bool(self._placeholders)
             return out
+
+    def progress_due(self, messages: Sequence[Any]) -> bool:
+        """Whether this request of the turn (``messages``, the caller's record) is the
+        one to ask the model to note its progress: a whole block of this turn's results
+        is about to leave (:func:`~stm_memory.prompt.clearing.block_due`). Once a turn:
+        the SPEC allows one memory update per turn, so the first batch is asked for."""
+        with self._lock:
+            if self._progressed:
+                return False
+            start = current_turn_index(messages)
+            results = turn_results(messages, start)
+            due = bool(results) and block_due(
+                results, self._placeholders, rule=self.rule, exclude=self.keep
+            )
+            self._progressed = due
+            return due
 
     def index(self, messages: Sequence[Any], kept: Callable[[], Sequence[Any]]) -> str | None:
         """The index of the earlier turns' results ``messages`` (the caller's record, less

@@ -81,7 +81,7 @@ from stm_memory.prompt.clearing import RECALL_TOOL, ClearingRule
 from stm_memory.prompt.cut import earlier_turns, forget_erased, kept_turns, turn_tokens
 from stm_memory.prompt.placement import MemoryContext
 from stm_memory.prompt.quiet import NUDGE_TRIES, ToolStep, Writing, nudge_due, tool_step
-from stm_memory.prompt.render import nudge_text
+from stm_memory.prompt.render import nudge_text, progress_text
 from stm_memory.prompt.swap import SwapDecision, choose, newest
 from stm_memory.prompt.tokens import PER_MESSAGE_TOKENS, text_tokens
 from stm_memory.tool.call import run_memory_call
@@ -756,9 +756,16 @@ class MemoryTurn:
             # cut leaves out are named in the block, to be read back by their ids.
             window = context.history
             record = forget_erased(messages, window.forgetting if window else None)
-            index = self._long_turn().index(record, lambda: context.cut(messages))
+            long = self._long_turn()
+            index = long.index(record, lambda: context.cut(messages))
             if index is not None:
                 context = replace(context, index=index)
+            if self._progress_asked(ask, context) and long.progress_due(record):
+                # At the request's end, for this request alone: the next one extends
+                # the one before it (SPEC: one update a turn, so asked once).
+                context = replace(
+                    context, nudge=progress_text(), nudge_depth=0, cache_ordered=False
+                )
         placed_system, placed = system, None
         transient: tuple[str, ...] = ()
         # The message style is the wire's: a request written for an API is written in
@@ -813,6 +820,21 @@ class MemoryTurn:
             breakpoints,
             self.tool_spec() if tools.tool else None,
             recall,
+        )
+
+    def _progress_asked(self, ask: Ask, context: MemoryContext) -> bool:
+        """Whether this request may carry a long turn's progress nudge: the memory tool
+        offered and not yet written this turn, no other nudge in it, nudges allowed,
+        and not the portable form (which would join it to the turn's user message, a
+        rewrite of the turn twice over)."""
+        state = self.state
+        return (
+            state is not None
+            and not state.updated
+            and self._offered()
+            and ask.nudge is not False
+            and context.nudge is None
+            and self._options.form != "inline"
         )
 
     def request_tools(

@@ -39,6 +39,7 @@ __all__ = [
     "RECALL_TOOL",
     "ClearingRule",
     "ToolResult",
+    "block_due",
     "placeholder",
     "results_index",
     "to_clear",
@@ -136,22 +137,7 @@ def to_clear(
     would be half a batch under the mark (never the newest one). Clearable: not among
     the newest ``rule.keep``, not the memory tool's, nor of a tool in ``exclude`` (a
     result read back leaves again in its turn: its pages are never oversized)."""
-    never = {TOOL_NAME, *exclude}
-    open_ = [r for r in results if r.tool not in never]
-    kept = {r.call_id for r in open_[len(open_) - rule.keep :]} if rule.keep else set()
-    # A page read back is never oversized: it was sized to enter whole.
-    oversized = {r.call_id for r in open_ if r.tokens > rule.single and r.tool != RECALL_TOOL}
-    blocks: dict[str, int] = {}
-    before = 0
-    for r in open_:
-        if r.call_id not in oversized:
-            blocks[r.call_id] = before // rule.batch
-            before += r.tokens
-    # Blocks before the one the oldest kept result is in leave whole: one cache write a
-    # block, never a result at a time as the newest ones move on.
-    first_kept = min((blocks[i] for i in kept if i in blocks), default=None)
-    if first_kept is None:  # nothing kept, or only oversized ones: every block is done
-        first_kept = max(blocks.values(), default=-1) + 1
+    open_, kept, oversized, blocks, first_kept = _blocks(results, rule, exclude)
     leaving = oversized | {i for i, block in blocks.items() if block < first_kept}
     if request_tokens >= rule.high:
         leaving |= {r.call_id for r in open_ if r.call_id not in kept}
@@ -172,6 +158,48 @@ def to_clear(
                 leaving.add(r.call_id)
                 after -= r.tokens - PLACEHOLDER_TOKENS
     return [r for r in open_ if r.call_id in leaving and r.call_id not in cleared]
+
+
+def _blocks(
+    results: Sequence[ToolResult], rule: ClearingRule, exclude: Collection[str]
+) -> tuple[list[ToolResult], set[str], set[str], dict[str, int], int]:
+    """:func:`to_clear`'s reading of ``results``: the clearable ones, the newest kept,
+    the oversized, each other one's block, and the first block a kept one is in."""
+    never = {TOOL_NAME, *exclude}
+    open_ = [r for r in results if r.tool not in never]
+    kept = {r.call_id for r in open_[len(open_) - rule.keep :]} if rule.keep else set()
+    # A page read back is never oversized: it was sized to enter whole.
+    oversized = {r.call_id for r in open_ if r.tokens > rule.single and r.tool != RECALL_TOOL}
+    blocks: dict[str, int] = {}
+    before = 0
+    for r in open_:
+        if r.call_id not in oversized:
+            blocks[r.call_id] = before // rule.batch
+            before += r.tokens
+    # Blocks before the one the oldest kept result is in leave whole: one cache write a
+    # block, never a result at a time as the newest ones move on.
+    first_kept = min((blocks[i] for i in kept if i in blocks), default=None)
+    if first_kept is None:  # nothing kept, or only oversized ones: every block is done
+        first_kept = max(blocks.values(), default=-1) + 1
+    return open_, kept, oversized, blocks, first_kept
+
+
+def block_due(
+    results: Sequence[ToolResult],
+    cleared: Collection[str],
+    *,
+    rule: ClearingRule,
+    exclude: Collection[str] = (),
+) -> bool:
+    """Whether a block of ``results`` is whole (a later result begins the next) and
+    still in the request, waiting only for the newest ``rule.keep`` to move past it: it
+    leaves within that many steps, and not in this request (the progress nudge's
+    moment, while the model still sees what it read)."""
+    _open, _kept, _oversized, blocks, first_kept = _blocks(results, rule, exclude)
+    last = max(blocks.values(), default=0)
+    return any(
+        first_kept <= block < last and call_id not in cleared for call_id, block in blocks.items()
+    )
 
 
 def placeholder(result: ToolResult, *, head: int | None = None) -> str:

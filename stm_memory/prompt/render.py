@@ -53,6 +53,7 @@ from datetime import UTC, datetime
 
 from stm_memory.model import Category, MemoryEntry, RenderMode, StoredMessage, turns_after
 from stm_memory.model.text import humanize_slug, sanitize_placeholders, truncate_code_points
+from stm_memory.prompt.clearing import RECALL_TOOL
 from stm_memory.tool.turn import TOOL_NAME
 
 __all__ = [
@@ -71,6 +72,7 @@ __all__ = [
     "memory_block",
     "nudge_text",
     "other_channel_block",
+    "progress_text",
     "render_content",
     "render_parts",
     "where",
@@ -308,6 +310,19 @@ def expand_macros(text: str, *, categories: Sequence[Category]) -> str:
         return labels if name == "category_labels" else TOOL_NAME
 
     return _MACRO.sub(sub, text)
+
+
+def progress_text() -> str:
+    """The nudge of a long turn before its first batch of tool results leaves the
+    request (stm_memory/prompt/clearing.py): record the progress in the step being
+    taken anyway, beside its next call."""
+    return (
+        f"{CONTENT_HEADER} Older tool results of this turn will soon leave this "
+        f"conversation to keep it within the model's context ({RECALL_TOOL} returns "
+        f"any of them by its call id). With your next step, also call {TOOL_NAME} to "
+        "note your progress: what you have read, what you found, and what remains. "
+        "Do not mention this to the user."
+    )
 
 
 def nudge_text(

@@ -46,7 +46,8 @@ is 2, through an entry point, and asserts at each step what every entry point sh
     entry point is told, ``context_window``) through a tool of the caller's
     (:class:`CallerTool`) completes; every request fits in 0.75 of the window, a
     request changes its earlier messages only when a batch of results leaves (a few
-    times, never at every step) and offers ``read_tool_result`` from then on. After
+    times, never at every step; at most one request ends with the progress note, which
+    the next leaves out) and offers ``read_tool_result`` from then on. After
     the memory is written, the next turn asks for a code that only the first report
     holds: the model finds the report's call id in what it is sent (a placeholder, or
     the index of results the history cut left out), reads it back byte for byte with
@@ -106,6 +107,7 @@ from stm_memory.prompt.render import (
     OTHER_CHANNELS,
     RECENT_MESSAGES,
     THIS_CHANNEL,
+    progress_text,
 )
 from stm_memory.prompt.tokens import PER_MESSAGE_TOKENS, text_tokens
 from stm_memory.testing.clock import FrozenClock
@@ -215,6 +217,8 @@ class CallerTool:
     run: Callable[[Mapping[str, Any]], str]
 
 
+#: The note a long turn's request may end with before its first batch leaves.
+PROGRESS = progress_text()
 #: The window the entry point is told in the ``long_turn`` step, and the reads.
 LONG_WINDOW = 8_192
 READS = 20
@@ -392,8 +396,10 @@ def _reads(dialogue: Sequence[tuple[str, str]], tools: Mapping[str, Any]) -> Off
     line), then says it is done; asked for a report's code, it answers from what it is
     sent, else asks ``read_tool_result`` for the call id a placeholder or the index
     names for that report, else says it no longer has it."""
-    last_user = max((i for i, (r, _) in enumerate(dialogue) if r == "user"), default=-1)
-    asked = _own_text(dialogue[last_user][1]) if last_user >= 0 else ""  # not the block
+    # The user's last words: not a message of ours alone (a note merged after results).
+    said = [i for i, (r, t) in enumerate(dialogue) if r == "user" and _own_text(t)]
+    last_user = said[-1] if said else -1
+    asked = _own_text(dialogue[last_user][1]) if last_user >= 0 else ""
     after = dialogue[last_user + 1 :]
     if wanted := re.search(r"Read reports 0 to (\d+)", asked):
         count = int(wanted.group(1)) + 1
@@ -966,10 +972,13 @@ class IntegrationContract:
         assert len(reading.sent) == READS + 1, len(reading.sent)
         largest = max(request_tokens(r) for r in reading.sent)
         assert largest <= 0.75 * LONG_WINDOW, (talk.driver.name, largest)
+        # One request may end with the progress note (that request's alone): the next
+        # extends what came before it.
+        assert sum(PROGRESS in r.text for r in reading.sent) <= 1, talk.driver.name
         rewrites = [
             i
             for i, (before, after) in enumerate(itertools.pairwise(reading.sent))
-            if after.messages[: len(before.messages)] != before.messages
+            if after.messages[: len(shown := _without_note(before))] != shown
         ]
         # Results leave in batches: a few rewrites, never one at every step.
         assert 1 <= len(rewrites) <= READS // 3, rewrites
@@ -998,6 +1007,12 @@ class IntegrationContract:
             drive(turn.memory_call({"summary": SUMMARY}))
         with pytest.raises(TurnOrderError):
             drive(turn.assemble())
+
+
+def _without_note(request: SentRequest) -> tuple[tuple[str, str], ...]:
+    """``request``'s messages less a progress note that ends it."""
+    messages = request.messages
+    return messages[:-1] if messages and PROGRESS in messages[-1][1] else messages
 
 
 def _assert_replies_follow(request: SentRequest, said: set[str]) -> None:
