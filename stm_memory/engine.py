@@ -750,6 +750,7 @@ class ShortTermMemory:
         briefings, epoch, bill = turn.briefings, turn.briefings_epoch, turn.bill
         shown, base, refreshed, at = turn.shown_form, turn.shown_base, turn.updated, self.now()
         no_writer = turn.no_writer
+        cleared = turn.cleared_ids
 
         def change(entry: MemoryEntry) -> dict[str, Any]:
             return counted(
@@ -762,6 +763,7 @@ class ShortTermMemory:
                 refreshed=refreshed,
                 bill=bill,
                 no_writer=no_writer,
+                cleared=cleared,
             )
 
         return change

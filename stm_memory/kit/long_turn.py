@@ -57,14 +57,22 @@ RECALL_SPEC = ToolSpec(
 )
 
 
+#: At most this many decisions a request (each leaves more, or ends them).
+_PASSES = 8
+
+
 class LongTurn:
     """What one turn cleared of its tool results and can read back (see the module
     docstring). ``rule`` sizes the batches from the model's window."""
 
-    def __init__(self, rule: ClearingRule, *, keep: Sequence[str] = ()) -> None:
+    def __init__(
+        self, rule: ClearingRule, *, keep: Sequence[str] = (), carried: Sequence[str] = ()
+    ) -> None:
         self.rule = rule
         #: Tools whose results never leave (``TurnOptions.keep_tool_results``).
         self.keep = tuple(keep)
+        #: What earlier turns' requests left out (``ShownState.cleared``): still out.
+        self._carried = frozenset(carried)
         self._lock = threading.Lock()
         #: Call id -> what stands in the result's place; in the order they left.
         self._placeholders: dict[str, str] = {}
@@ -116,26 +124,38 @@ class LongTurn:
         with self._lock:
             self._given = messages
             force, self._force = self._force, False
+            if self._carried:
+                # Left out by an earlier turn's requests: out again, in the same bytes
+                # (this turn's own results are this turn's to decide).
+                start = current_turn_index(placed)
+                for r in results:
+                    carried = r.call_id in self._carried and r.call_id not in self._placeholders
+                    if r.index < start and carried:
+                        self._leave(r)
             out = with_cleared(placed, self._placeholders)
-            if results:
-                rule = ClearingRule(window=self.rule.window, keep=1) if force else self.rule
+            rule = ClearingRule(window=self.rule.window, keep=1) if force else self.rule
+            mine: set[str] | None = None
+            # Decided again on the request as it will go, until nothing more leaves: the
+            # high mark's decision rests on an estimate of what leaving saves, and the
+            # same request built again must leave out exactly the same (a fixed point).
+            for _ in range(_PASSES):
                 leaving = to_clear(
                     results,
                     self._placeholders,
                     rule=rule,
                     request_tokens=self.rule.high if force else tokens(out),
                     exclude=self.keep,
-                )
-                mine = set[str]()
-                if leaving:
+                ) if results else []  # fmt: skip
+                if not leaving:
+                    break
+                if mine is None:
                     start = current_turn_index(messages)
                     mine = {r.call_id for r in turn_results(messages, start)}
                 for result in leaving:
                     self._leave(result)
                     if result.call_id in mine:
                         self._own[result.call_id] = result.tool
-                if leaving:
-                    out = with_cleared(placed, self._placeholders)
+                out = with_cleared(placed, self._placeholders)
             self._missing = self._missing or bool(self._placeholders)
             return out
 
@@ -216,6 +236,12 @@ class LongTurn:
             if result.call_id == call_id and result.tool != TOOL_NAME:
                 return result.text
         return None
+
+    def cleared_ids(self) -> tuple[str, ...]:
+        """The call ids of every result this turn's requests left out, in the order
+        they left (the shown state keeps them for later turns)."""
+        with self._lock:
+            return tuple(self._placeholders)
 
     def cleared(self) -> tuple[KeptResult, ...]:
         """The results of this turn's own tool calls (after its user message) that its

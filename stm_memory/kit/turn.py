@@ -589,8 +589,11 @@ class MemoryTurn:
                 window = self._window()
                 if window is None:
                     window = self._memory.limits.history_token_budget * 4 // 3
+                shown = self._context.shown if self._context is not None else None
                 self._long = LongTurn(
-                    ClearingRule(window=window), keep=self._options.keep_tool_results
+                    ClearingRule(window=window),
+                    keep=self._options.keep_tool_results,
+                    carried=shown.cleared if shown is not None else (),
                 )
             return self._long
 
@@ -1018,6 +1021,7 @@ class MemoryTurn:
             long = self._long
         if long is not None:  # its cleared results go with the turn's one write
             record = replace(record, cleared=long.cleared())
+            record.turn.cleared_ids = long.cleared_ids()
         yield from attempt(op(m.commit, m.acommit, record), what)
 
     def finish(

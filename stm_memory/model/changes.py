@@ -216,6 +216,7 @@ def counted(
     refreshed: bool = False,
     bill: TurnBill | None = None,
     no_writer: bool = False,
+    cleared: Sequence[str] = (),
 ) -> dict[str, Any]:
     """One more turn passed (without a refresh, unless ``refreshed``: that turn's write
     restarted the counter already). ``shown``: the form its requests showed, read
@@ -226,7 +227,8 @@ def counted(
     with the form they were planned for. ``bill``: what the turn's requests were
     billed, added to the day's receipt; a miss where a hit was predicted is kept on the
     form, for the next decision. ``no_writer``: nobody could write the memory this
-    turn (``MemoryEntry.no_writer``)."""
+    turn (``MemoryEntry.no_writer``). ``cleared``: the ids of the tool results its
+    requests left out, kept with the form (``ShownState.cleared``)."""
     fields: dict[str, Any] = {}
     if no_writer != entry.no_writer:
         fields["no_writer"] = no_writer
@@ -246,7 +248,7 @@ def counted(
                 and bill.missed
                 and any(day.cached_tokens for day in entry.receipt.values())
             )
-            fields["shown"] = after.later(at or entry.last_updated, missed=missed)
+            fields["shown"] = after.later(at or entry.last_updated, missed=missed, cleared=cleared)
     if bill is not None:
         fields["receipt"] = add_to_receipt(entry.receipt, (at or entry.last_updated).date(), bill)
     if briefings is not None and (

@@ -24,7 +24,10 @@ from typing import Any
 
 from stm_memory.model.dialogue import StoredMessage
 
-__all__ = ["ShownState"]
+__all__ = ["CLEARED_IDS", "ShownState"]
+
+#: The cleared call ids a channel's shown state keeps (a long turn of 200 reads fits).
+CLEARED_IDS = 512
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,10 +58,17 @@ class ShownState:
     #: hit (stm_memory/model/receipt.py): its cache is gone whatever the clock says,
     #: and the next decision counts it as lapsed.
     missed: bool = False
+    #: The call ids of the tool results this channel's requests left out (long turns,
+    #: stm_memory/kit/long_turn.py), newest last: a later request that still carries
+    #: one leaves it out in the same bytes, whatever its own size (ids only, no text).
+    cleared: tuple[str, ...] = ()
 
-    def later(self, at: datetime, *, missed: bool = False) -> ShownState:
+    def later(
+        self, at: datetime, *, missed: bool = False, cleared: Sequence[str] = ()
+    ) -> ShownState:
         """The state after one more turn that ended at ``at`` (``missed``: billed as a
-        miss where a hit was predicted)."""
+        miss where a hit was predicted; ``cleared``: the ids of the results its requests
+        left out, kept after those before, the newest :data:`CLEARED_IDS`)."""
         return ShownState(
             epoch=self.epoch,
             summary=self.summary,
@@ -70,6 +80,7 @@ class ShownState:
             withdrawn_for=self.withdrawn_for,
             withdrawn_at=self.withdrawn_at,
             missed=missed,
+            cleared=tuple(dict.fromkeys((*self.cleared, *cleared)))[-CLEARED_IDS:],
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -87,6 +98,7 @@ class ShownState:
                 else {}
             ),
             **({"missed": True} if self.missed else {}),
+            **({"cleared": list(self.cleared)} if self.cleared else {}),
         }
 
     @classmethod
@@ -103,6 +115,7 @@ class ShownState:
             withdrawn_for=_text_or_none(data.get("withdrawn_for")),
             withdrawn_at=int(data.get("withdrawn_at") or 0),
             missed=data.get("missed") is True,
+            cleared=tuple(str(c) for c in data.get("cleared") or ()),
         )
 
 

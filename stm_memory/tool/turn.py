@@ -88,6 +88,9 @@ class TurnContext:
     # memory is shown, but nobody writes it (MemoryEntry.no_writer).
     unwritten: bool = False
     updated: bool = False
+    #: The call ids of the tool results the turn's requests left out (MemoryTurn sets
+    #: them before its commit), stored with the shown state.
+    cleared_ids: tuple[str, ...] = ()
     ended: bool = False
     # Provenance of the other channels' briefings assembly showed this turn: an update
     # written after seeing them may carry their users' words (see model/erasure.py).
