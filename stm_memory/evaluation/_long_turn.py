@@ -23,7 +23,8 @@ code, it answers from what it is sent, else calls ``read_tool_result`` with the 
 id a placeholder or the index of results names for that report, else says it does not
 know. Per strategy: whether the reading turn completed (no request refused), the largest
 request as a share of the window, the questions answered, and the requests' bill as a
-warm cache prices it (a repeated prefix of 1,024 tokens or more at 0.1x of an uncached
+warm cache prices it (the project's prompt-cache model as OpenAI bills it, held between
+turns: a repeated prefix from 1,024 tokens in 128-token steps at 0.1x of an uncached
 token, the rest at 1x).
 """
 
@@ -41,6 +42,7 @@ from typing import Any
 from stm_memory.prompt.clearing import RECALL_TOOL
 from stm_memory.prompt.tokens import PER_MESSAGE_TOKENS, text_tokens
 from stm_memory.testing.offline import OfflineModel, OfflineReply, _own_text
+from stm_memory.testing.prompt_cache import CACHE_PROFILES, PromptCache
 from stm_memory.tool.turn import TOOL_NAME
 
 __all__ = [
@@ -63,8 +65,8 @@ LONG_TURN_KINDS = ("perfect", "forgetful", "toolless")
 REPORT_TOOL = "read_report"
 MODEL_NAME = "offline-reader"
 SYSTEM = "You are a research assistant. Read what you are asked to, then answer."
-#: Cached prefixes start at this many tokens (OpenAI's rule) and bill at this share.
-_CACHE_MIN, _CACHE_READ = 1024, 0.1
+#: How the requests are billed: OpenAI's prompt cache, held between the turns (warm).
+WARM = CACHE_PROFILES["openai-gpt-5-24h"]
 
 
 def _codes(reads: int, seed: int) -> list[str]:
@@ -94,9 +96,11 @@ class _Reader(OfflineModel):
     codes: Sequence[str] = ()
     kind: str = "perfect"
     window: int = 16_384
-    #: Each request: its messages, its tools' JSON, its tokens; and those refused.
-    sent: list[tuple[list[str], int]] = field(default_factory=list)
+    #: Each request: its tokens and its bill (input-token units, a warm cache's); and
+    #: those refused.
+    sent: list[tuple[int, float]] = field(default_factory=list)
     refused: int = 0
+    cache: PromptCache = field(default_factory=lambda: PromptCache(WARM))
     _read: set[int] = field(default_factory=set)
 
     def respond(
@@ -108,8 +112,13 @@ class _Reader(OfflineModel):
         tools = dict(tools or {})
         self.calls += 1
         size = _tokens(dialogue, tools)
-        parts = [json.dumps(tools, sort_keys=True), *(f"{r}\x1f{t}" for r, t in dialogue)]
-        self.sent.append((parts, size))
+        body = {
+            "model": MODEL_NAME,
+            "messages": [{"role": role, "content": text} for role, text in dialogue],
+            "tools": [{"type": "function", "function": {"name": n, "parameters": p}}
+                      for n, p in tools.items()],
+        }  # fmt: skip
+        self.sent.append((size, self.cache.observe(body, api="openai_chat").cost(WARM)))
         if size > self.window:
             self.refused += 1
             raise ValueError(  # as OpenAI words it: the loops read it as the window's
@@ -204,23 +213,6 @@ class LongTurnReport:
         """The cheapest strategy not ours whose reading turn completed."""
         peers = [o for o in self.outcomes if not o.key.startswith("stm-") and o.completed]
         return min(peers, key=lambda o: o.units, default=None)
-
-
-def _warm_bill(sent: Sequence[tuple[list[str], int]]) -> float:
-    """The requests' input as a warm cache bills it: the messages a request shares
-    with the one before (from the tools on) at 0.1x once they reach 1,024 tokens."""
-    units, previous = 0.0, list[str]()
-    for parts, size in sent:
-        shared = 0
-        for a, b in zip(parts, previous, strict=False):
-            if a != b:
-                break
-            shared += 1
-        cached = sum(text_tokens(p) + PER_MESSAGE_TOKENS for p in parts[:shared])
-        cached = min(cached, size) if cached >= _CACHE_MIN else 0
-        units += cached * _CACHE_READ + (size - cached)
-        previous = parts
-    return units
 
 
 def _report_tool(codes: Sequence[str]) -> Callable[[Mapping[str, Any]], str]:
@@ -401,7 +393,7 @@ def _run_one(
                 answered += codes[k] in answer
         finally:
             runner.close()
-    largest = max((size for _, size in reader.sent), default=0)
+    largest = max((size for size, _ in reader.sent), default=0)
     return LongTurnOutcome(
         key,
         LONG_TURN_STRATEGIES[key],
@@ -409,7 +401,7 @@ def _run_one(
         largest / window,
         answered,
         len(questions),
-        _warm_bill(reader.sent),
+        sum(units for _, units in reader.sent),
         len(reader.sent),
         reader.refused,
     )
