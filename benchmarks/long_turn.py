@@ -18,11 +18,12 @@ clear no longer names is read again; a summary lists every report in what it was
 given), answers once all are read, and for the second
 turn answers from a request that holds the code, else calls a tool other than the
 reader and the memory tool that takes one required string (the retrieval tool) with
-the first read's call id, else says it no longer has it. Per agent: completed (no
+the first read's call id when a request names it (a placeholder, the index of results
+the history cut left out), else says it no longer has it. Per agent: completed (no
 error reached the caller, no recursion limit), the largest request as a share of the
-window, the requests' bill as a warm OpenAI-style cache prices it (a repeated prefix
-from 1,024 tokens in 128-token steps at 0.1x, the rest at 1x), and whether the second
-turn was answered.
+window, the requests' bill as the project's prompt-cache model prices it with
+OpenAI's cache held between turns (a repeated prefix from 1,024 tokens in 128-token
+steps at 0.1x, the rest at 1x), and whether the second turn was answered.
 
 ``long_turn_bill_vs_cheapest_peer`` is ours over the cheapest peer that completed the
 first turn (target ≤ 0.8); ``long_turn_largest_share`` ≤ 0.75; completion and the
@@ -163,32 +164,14 @@ def _call(name: str, args: dict[str, Any], call_id: str, tokens: int) -> dict[st
 
 
 def warm_bill(bodies: list[dict[str, Any]]) -> float:
-    """Input units as a warm OpenAI-style cache bills them: the longest prefix any
-    earlier request shared (whole parts: the tools, then each message), from 1,024
-    tokens in 128-token steps, at 0.1x; the rest at 1x."""
-    seen: list[list[str]] = []
-    cost = 0.0
-    for body in bodies:
-        parts = [json.dumps(body.get("tools") or [], sort_keys=True)]
-        parts += [json.dumps(m, sort_keys=True) for m in body.get("messages") or []]
-        size = sum(map(len, parts)) / 4
-        best = 0
-        for earlier in seen:
-            shared = 0
-            for a, b in zip(parts, earlier, strict=False):
-                if a != b:
-                    shared += next(
-                        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
-                        min(len(a), len(b)),
-                    )
-                    break
-                shared += len(a)
-            best = max(best, shared)
-        cached = best / 4
-        cached = 0.0 if cached < 1024 else 1024 + ((cached - 1024) // 128) * 128
-        cost += 0.1 * cached + size - cached
-        seen.append(parts)
-    return cost
+    """Input units as the project's prompt-cache model prices the requests with
+    OpenAI's cache held between turns (a repeated prefix from 1,024 tokens in 128-token
+    steps at 0.1x, the rest at 1x)."""
+    from stm_memory.testing.prompt_cache import CACHE_PROFILES, PromptCache
+
+    warm = CACHE_PROFILES["openai-gpt-5-24h"]
+    cache = PromptCache(warm)
+    return sum(cache.observe(body, api="openai_chat").cost(warm) for body in bodies)
 
 
 @dataclass(frozen=True)
