@@ -41,7 +41,7 @@ from typing import Any
 
 from stm_memory.prompt.clearing import RECALL_TOOL
 from stm_memory.prompt.tokens import PER_MESSAGE_TOKENS, text_tokens
-from stm_memory.testing.offline import OfflineModel, OfflineReply, _own_text
+from stm_memory.testing.offline import OfflineModel, OfflineReply, named_call, user_words
 from stm_memory.testing.prompt_cache import CACHE_PROFILES, PromptCache
 from stm_memory.tool.turn import TOOL_NAME
 
@@ -126,10 +126,7 @@ class _Reader(OfflineModel):
                 f"your messages resulted in {size} tokens. Please reduce the length of the "
                 "messages."
             )
-        # The user's last words: not a message of ours alone (a note after results).
-        said = [i for i, (r, t) in enumerate(dialogue) if r == "user" and _own_text(t)]
-        last_user = said[-1] if said else -1
-        asked = _own_text(dialogue[last_user][1]) if last_user >= 0 else ""
+        last_user, asked = user_words(dialogue)
         after = dialogue[last_user + 1 :]
         if wanted := re.search(r"Read reports 0 to (\d+)", asked):
             return self._reading(int(wanted.group(1)) + 1, after, tools)
@@ -172,11 +169,9 @@ class _Reader(OfflineModel):
         code = self.codes[k] if 0 <= k < len(self.codes) else None
         if code is not None and (f"report {k}: {code}" in text or f"report {k} is {code}" in text):
             return OfflineReply(f"The code of report {k} is {code}.")
-        named = re.search(rf'call_id="([^"]+)"\)[^\]]*Report {k}:', text) or re.search(
-            rf"^- (\S+) \({REPORT_TOOL}\): Report {k}:", text, re.MULTILINE
-        )
+        named = named_call(text, f"Report {k}:", REPORT_TOOL)
         if RECALL_TOOL in tools and named and not any(r == "tool" for r, _ in after):
-            return OfflineReply("", ((RECALL_TOOL, {"call_id": named.group(1)}),))
+            return OfflineReply("", ((RECALL_TOOL, {"call_id": named}),))
         return OfflineReply(f"I do not know the code of report {k}.")
 
 

@@ -12,6 +12,7 @@ reported as cached, in the provider's own usage fields.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,8 +28,10 @@ __all__ = [
     "OfflineModel",
     "OfflineReply",
     "anthropic_message_body",
+    "named_call",
     "openai_chat_body",
     "openai_responses_body",
+    "user_words",
 ]
 
 
@@ -51,6 +54,25 @@ def _own_text(text: str) -> str:
     paragraphs = [p for p in text.split("\n\n") if p.strip()]
     kept = [p for p in paragraphs if TOOL_NAME not in p and not p.startswith(CONTENT_HEADER)]
     return "\n\n".join(kept).strip()
+
+
+def user_words(dialogue: Sequence[tuple[str, str]]) -> tuple[int, str]:
+    """The index of the last user message holding words of the user's own (not only a
+    block or note of ours, e.g. one merged after tool results) and those words;
+    ``(-1, "")`` when there is none."""
+    said = [i for i, (role, text) in enumerate(dialogue) if role == "user" and _own_text(text)]
+    return (said[-1], _own_text(dialogue[said[-1]][1])) if said else (-1, "")
+
+
+def named_call(text: str, begins: str, tool: str) -> str | None:
+    """The call id that ``text`` names for a result of ``tool`` whose first line begins
+    with ``begins``: in a cleared result's placeholder, or in a line of the index of
+    results a history cut left out (stm_memory/prompt/clearing.py); None when neither
+    names one. How a model reading the request finds what to read back."""
+    found = re.search(rf'call_id="([^"]+)"\)[^\]]*{re.escape(begins)}', text) or re.search(
+        rf"^- (\S+) \({re.escape(tool)}\): {re.escape(begins)}", text, re.MULTILINE
+    )
+    return found.group(1) if found else None
 
 
 @dataclass

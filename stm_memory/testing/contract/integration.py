@@ -111,7 +111,7 @@ from stm_memory.prompt.render import (
 )
 from stm_memory.prompt.tokens import PER_MESSAGE_TOKENS, text_tokens
 from stm_memory.testing.clock import FrozenClock
-from stm_memory.testing.offline import OfflineModel, OfflineReply, _own_text
+from stm_memory.testing.offline import OfflineModel, OfflineReply, named_call, user_words
 from stm_memory.tool.turn import TOOL_NAME
 
 __all__ = [
@@ -396,10 +396,7 @@ def _reads(dialogue: Sequence[tuple[str, str]], tools: Mapping[str, Any]) -> Off
     line), then says it is done; asked for a report's code, it answers from what it is
     sent, else asks ``read_tool_result`` for the call id a placeholder or the index
     names for that report, else says it no longer has it."""
-    # The user's last words: not a message of ours alone (a note merged after results).
-    said = [i for i, (r, t) in enumerate(dialogue) if r == "user" and _own_text(t)]
-    last_user = said[-1] if said else -1
-    asked = _own_text(dialogue[last_user][1]) if last_user >= 0 else ""
+    last_user, asked = user_words(dialogue)
     after = dialogue[last_user + 1 :]
     if wanted := re.search(r"Read reports 0 to (\d+)", asked):
         count = int(wanted.group(1)) + 1
@@ -415,11 +412,9 @@ def _reads(dialogue: Sequence[tuple[str, str]], tools: Mapping[str, Any]) -> Off
         text = "\n".join(t for _, t in dialogue)
         if code_of(k) in text:
             return OfflineReply(f"The code of report {k} is {code_of(k)}.")
-        named = re.search(rf'call_id="([^"]+)"\)[^\]]*Report {k}:', text) or re.search(
-            rf"^- (\S+) \({REPORT_TOOL}\): Report {k}:", text, re.MULTILINE
-        )
+        named = named_call(text, f"Report {k}:", REPORT_TOOL)
         if RECALL_TOOL in tools and named and not any(r == "tool" for r, _ in after):
-            return OfflineReply("", ((RECALL_TOOL, {"call_id": named.group(1)}),))
+            return OfflineReply("", ((RECALL_TOOL, {"call_id": named}),))
     return OfflineReply("I no longer have it.")
 
 
