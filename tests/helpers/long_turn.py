@@ -3,6 +3,7 @@ tests of long turns)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from helpers.memory import SERVER
@@ -14,12 +15,23 @@ from stm_memory.model import Scope
 WINDOW = 8_192
 
 
-def doc(k: int) -> str:
-    return "\n".join(f"Report {k}, line {i}: the committee deferred item {i}." for i in range(60))
+def doc(k: int, lines: int = 60) -> str:
+    return "\n".join(
+        f"Report {k}, line {i}: the committee deferred item {i}." for i in range(lines)
+    )
 
 
-def transcript(reads: int, ask: str = "Read every report.") -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = [{"role": "user", "content": ask}]
+def transcript(
+    reads: int,
+    ask: str = "Read every report.",
+    *,
+    system: str | None = None,
+    document: Callable[[int], str] = doc,
+) -> list[dict[str, Any]]:
+    """A turn asking ``ask`` that reads ``document(k)`` for k < ``reads``, one call each
+    (ids ``call_k``, tool ``open``), after a ``system`` message when given."""
+    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    out.append({"role": "user", "content": ask})
     for k in range(reads):
         call = {
             "id": f"call_{k}",
@@ -27,7 +39,7 @@ def transcript(reads: int, ask: str = "Read every report.") -> list[dict[str, An
             "function": {"name": "open", "arguments": "{}"},
         }
         out.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        out.append({"role": "tool", "tool_call_id": f"call_{k}", "content": doc(k)})
+        out.append({"role": "tool", "tool_call_id": f"call_{k}", "content": document(k)})
     return out
 
 

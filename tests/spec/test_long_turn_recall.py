@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import pytest
+from helpers import long_turn
 
 from stm_memory import ConfigurationError, TurnOptions
 from stm_memory.kit.long_turn import RECALL_SPEC, LongTurn
@@ -17,23 +18,11 @@ from stm_memory.prompt.tokens import text_tokens
 
 
 def doc(k: int) -> str:
-    return "\n".join(f"Report {k}, line {i}: the committee deferred item {i}." for i in range(120))
+    return long_turn.doc(k, lines=120)
 
 
 def transcript(reads: int) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = [
-        {"role": "system", "content": "You read reports."},
-        {"role": "user", "content": "Read every report."},
-    ]
-    for k in range(reads):
-        call = {
-            "id": f"call_{k}",
-            "type": "function",
-            "function": {"name": "open", "arguments": "{}"},
-        }
-        out.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        out.append({"role": "tool", "tool_call_id": f"call_{k}", "content": doc(k)})
-    return out
+    return long_turn.transcript(reads, system="You read reports.", document=doc)
 
 
 def tokens(messages: Any) -> int:
